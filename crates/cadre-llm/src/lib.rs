@@ -1,0 +1,18 @@
+//! Model providers for cadre. One stream-first trait, [`Provider`], with the
+//! OpenAI-compatible, Anthropic and scripted implementations behind it, a retry
+//! policy, and [`ProviderRegistry`], which builds each provider once per process and
+//! routes `provider:model` names to it.
+
+mod error;
+mod provider;
+mod registry;
+pub mod scripted;
+
+pub mod anthropic;
+pub mod openai;
+
+pub use error::ProviderError;
+pub use provider::{
+    ModelRequest, ModelResponse, ModelStream, Provider, RequestMetadata, StreamEvent, collect,
+};
+pub use registry::{ProviderConfig, ProviderKind, ProviderRegistry, ResolvedModel};

@@ -1,0 +1,100 @@
+//! The provider trait: one required method that streams a model reply.
+
+use crate::ProviderError;
+use cadre_types::{Message, ToolCall, ToolDefinition, Usage};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+
+/// Who is asking: lets scripted models and logs tell parent and children apart.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RequestMetadata {
+    /// The agent name (`main` for the top-level agent, else the sub-agent's name).
+    pub agent: String,
+    /// The session the request belongs to.
+    pub session_id: String,
+}
+
+/// Everything a provider needs for one model call.
+#[derive(Debug, Clone, Default)]
+pub struct ModelRequest {
+    /// The model name as the provider knows it (without the `provider:` prefix).
+    pub model: String,
+    /// The system prompt, built fresh for this call.
+    pub system: String,
+    /// The conversation so far.
+    pub messages: Vec<Message>,
+    /// The tools offered.
+    pub tools: Vec<ToolDefinition>,
+    /// Upper bound on output tokens, when set.
+    pub max_output_tokens: Option<u32>,
+    /// Sampling temperature, when set.
+    pub temperature: Option<f32>,
+    /// Who is asking.
+    pub metadata: RequestMetadata,
+}
+
+/// One piece of a streamed reply. Tool calls arrive whole: providers assemble deltas.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// Visible text.
+    TextDelta(String),
+    /// Reasoning text.
+    ThinkingDelta(String),
+    /// The signature of the thinking block (Anthropic).
+    ThinkingSignature(String),
+    /// A complete tool call.
+    ToolCall(ToolCall),
+    /// Token usage of this call.
+    Usage(Usage),
+    /// The reply is complete.
+    Done {
+        /// The provider's stop reason, if given.
+        stop_reason: Option<String>,
+    },
+}
+
+/// A streamed reply. Dropping it cancels the request.
+pub type ModelStream = BoxStream<'static, Result<StreamEvent, ProviderError>>;
+
+/// A model backend. Built once and shared; cheap to call concurrently.
+pub trait Provider: Send + Sync {
+    /// The provider's name (`openai`, `anthropic`, `scripted`, or a configured name).
+    fn name(&self) -> &str;
+
+    /// Start a model call and stream its reply. Errors, including connection errors,
+    /// arrive as items of the stream.
+    fn stream(&self, request: ModelRequest) -> ModelStream;
+}
+
+/// A whole reply, collected from a stream.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelResponse {
+    /// All text.
+    pub text: String,
+    /// All thinking.
+    pub thinking: String,
+    /// Thinking signature, if any.
+    pub thinking_signature: Option<String>,
+    /// Tool calls in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Usage.
+    pub usage: Usage,
+    /// Stop reason.
+    pub stop_reason: Option<String>,
+}
+
+/// Collect a stream into a [`ModelResponse`]; the first error is returned.
+pub async fn collect(mut stream: ModelStream) -> Result<ModelResponse, ProviderError> {
+    let mut out = ModelResponse::default();
+    while let Some(ev) = stream.next().await {
+        match ev? {
+            StreamEvent::TextDelta(t) => out.text.push_str(&t),
+            StreamEvent::ThinkingDelta(t) => out.thinking.push_str(&t),
+            StreamEvent::ThinkingSignature(s) => out.thinking_signature = Some(s),
+            StreamEvent::ToolCall(c) => out.tool_calls.push(c),
+            StreamEvent::Usage(u) => out.usage += u,
+            StreamEvent::Done { stop_reason } => out.stop_reason = stop_reason,
+        }
+    }
+    Ok(out)
+}

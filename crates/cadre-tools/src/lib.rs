@@ -1,0 +1,14 @@
+//! Tools for cadre agents: the [`Tool`] trait every tool implements (built-in, MCP or
+//! delegation), the [`ToolContext`] passed to each call, the [`ToolRegistry`], the
+//! built-in tools, and [`Workspace`] path confinement.
+
+pub mod builtin;
+mod context;
+mod registry;
+mod tool;
+mod workspace;
+
+pub use context::{ApprovalHandler, RunContext, ToolContext};
+pub use registry::ToolRegistry;
+pub use tool::{Tool, ToolError, ToolOutput, parse_args};
+pub use workspace::{PathError, Workspace};

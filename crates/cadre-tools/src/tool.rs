@@ -1,0 +1,114 @@
+//! The trait every tool implements, and what a call returns.
+
+use crate::{PathError, ToolContext};
+use async_trait::async_trait;
+use cadre_types::ToolDefinition;
+
+/// What a tool call produced. `is_error` results still reach the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// Text the model sees.
+    pub content: String,
+    /// True when the call failed in a way the model should know about.
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// A successful result.
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    /// A failed result the model sees as an error.
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// Why a tool call failed. Every variant is reported to the model as an error result.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments did not match the schema.
+    #[error("invalid arguments: {0}")]
+    InvalidArgs(String),
+    /// A path was refused by workspace confinement.
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// An I/O error, with what was being done.
+    #[error("{context}: {source}")]
+    Io {
+        /// What the tool was doing.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Any other failure, with a message for the model.
+    #[error("{0}")]
+    Failed(String),
+    /// The call was cancelled.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ToolError {
+    /// An I/O error with context.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        ToolError::Io {
+            context: context.into(),
+            source,
+        }
+    }
+}
+
+/// A tool an agent can call.
+///
+/// Implementations are shared between runs (`Arc<dyn Tool>`), so per-call state lives in
+/// the [`ToolContext`].
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The tool's unique name.
+    fn name(&self) -> &str;
+
+    /// The definition offered to the model.
+    fn definition(&self) -> ToolDefinition;
+
+    /// True for tools that only read (they run without approval in the default mode).
+    fn is_read_only(&self) -> bool {
+        false
+    }
+
+    /// True when calls may run concurrently with other calls; others run exclusively.
+    fn parallel_safe(&self) -> bool {
+        self.is_read_only()
+    }
+
+    /// True for tools exempt from the per-tool timeout (delegation tools). Cancellation
+    /// still reaches them.
+    fn timeout_exempt(&self) -> bool {
+        false
+    }
+
+    /// What a call acts on, matched by `tool(glob)` permission rules: the command for
+    /// `bash`, the path for file tools.
+    fn permission_subject(&self, _args: &serde_json::Value) -> Option<String> {
+        None
+    }
+
+    /// Run the tool.
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError>;
+}
+
+/// Parse tool arguments into a typed struct, mapping failures to [`ToolError::InvalidArgs`].
+pub fn parse_args<T: serde::de::DeserializeOwned>(args: serde_json::Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))
+}

@@ -1,0 +1,55 @@
+//! Approval requests raised when a tool call needs a human decision, and the answers.
+
+use serde::{Deserialize, Serialize};
+
+/// How risky a tool call is judged to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RiskLevel {
+    /// Reads only.
+    Low,
+    /// Changes the workspace.
+    #[default]
+    Medium,
+    /// Could do damage outside the workspace or be hard to undo.
+    High,
+}
+
+/// A question to the human (or the policy standing in for one): may this call run?
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// The tool call id.
+    pub call_id: String,
+    /// The tool name.
+    pub tool: String,
+    /// The arguments the tool would run with.
+    pub args: serde_json::Value,
+    /// What the call acts on (a command, a path), when the tool says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    /// Why approval is needed.
+    pub reason: String,
+    /// How risky the call is.
+    pub risk: RiskLevel,
+    /// The agent asking: `main` or the sub-agent's name.
+    pub agent: String,
+    /// The background task the asking agent runs in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+}
+
+/// The answer to an [`ApprovalRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum ApprovalDecision {
+    /// Run this call only.
+    AllowOnce,
+    /// Run it, and allow this tool for the rest of the session without asking.
+    AllowSession,
+    /// Refuse; the optional feedback is shown to the model.
+    Deny {
+        /// Why, in the human's words, shown to the model.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        feedback: Option<String>,
+    },
+}

@@ -1,0 +1,259 @@
+//! The typed event stream every run produces; the CLI, the TUI, the server and tests consume it.
+
+use crate::{ApprovalRequest, Usage};
+use serde::{Deserialize, Serialize};
+
+/// Which limit ended a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// The maximum number of model turns.
+    MaxTurns,
+    /// The wall-clock budget.
+    WallClock,
+    /// The token budget.
+    Tokens,
+}
+
+impl std::fmt::Display for LimitKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LimitKind::MaxTurns => "max turns",
+            LimitKind::WallClock => "time budget",
+            LimitKind::Tokens => "token budget",
+        })
+    }
+}
+
+/// How a run ended. Never "completed" unless the model really finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum EndState {
+    /// The model answered without further tool calls.
+    Completed,
+    /// A provider or internal error stopped the run.
+    Failed {
+        /// What went wrong.
+        error: String,
+    },
+    /// The run was cancelled (Ctrl-C, a cancelled task, a cancelled parent).
+    Cancelled,
+    /// A limit was reached; the run's output is partial.
+    LimitReached {
+        /// Which limit.
+        limit: LimitKind,
+    },
+}
+
+impl EndState {
+    /// Short name: `completed`, `failed`, `cancelled`, `limit_reached`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EndState::Completed => "completed",
+            EndState::Failed { .. } => "failed",
+            EndState::Cancelled => "cancelled",
+            EndState::LimitReached { .. } => "limit_reached",
+        }
+    }
+}
+
+impl std::fmt::Display for EndState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndState::Completed => f.write_str("completed"),
+            EndState::Failed { error } => write!(f, "failed: {error}"),
+            EndState::Cancelled => f.write_str("cancelled"),
+            EndState::LimitReached { limit } => write!(f, "limit reached ({limit})"),
+        }
+    }
+}
+
+/// What kind of progress a sub-agent update reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateKind {
+    /// The child started.
+    Start,
+    /// A piece of the child's text.
+    Delta,
+    /// A piece of the child's thinking.
+    Thinking,
+    /// The child started a tool call.
+    ToolStart,
+    /// A tool call of the child finished.
+    ToolResult,
+    /// The child finished.
+    Done,
+    /// The child failed or hit a limit.
+    Error,
+    /// The child was cancelled.
+    Cancelled,
+}
+
+/// Progress of a sub-agent, as seen by its parent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubagentUpdate {
+    /// The sub-agent's name.
+    pub agent: String,
+    /// The background task id, when the child runs as a task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// The child's session id.
+    pub session_id: String,
+    /// What happened.
+    pub kind: UpdateKind,
+    /// Text of the update (a delta, a result preview, an error).
+    #[serde(default)]
+    pub text: String,
+    /// The tool involved, for tool updates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+}
+
+/// One event of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The run started.
+    RunStarted {
+        /// The model the run uses.
+        model: String,
+    },
+    /// A model turn is about to be requested.
+    TurnStarted {
+        /// 1-based turn number within the run.
+        turn: u32,
+    },
+    /// A piece of the assistant's text.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// A piece of the assistant's thinking.
+    ThinkingDelta {
+        /// The text.
+        text: String,
+    },
+    /// A tool call starts.
+    ToolStart {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        tool: String,
+        /// The raw JSON arguments.
+        args: String,
+    },
+    /// A tool call finished.
+    ToolResult {
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        tool: String,
+        /// What the model sees.
+        output: String,
+        /// Whether the call failed.
+        is_error: bool,
+    },
+    /// A tool call waits for a human decision.
+    ApprovalRequired {
+        /// The request.
+        request: ApprovalRequest,
+    },
+    /// Progress of a sub-agent.
+    SubagentUpdate {
+        /// The update.
+        update: SubagentUpdate,
+    },
+    /// Usage of one model call, with the run's running total.
+    Usage {
+        /// This call.
+        usage: Usage,
+        /// The run so far.
+        total: Usage,
+    },
+    /// Older turns were summarised to fit the context window.
+    Compaction {
+        /// Messages replaced by the summary.
+        replaced_messages: usize,
+    },
+    /// A non-fatal problem worth showing (a retried provider error, an injected notice).
+    Notice {
+        /// The text.
+        message: String,
+    },
+    /// The run ended.
+    Done {
+        /// How it ended.
+        #[serde(flatten)]
+        state: EndState,
+        /// The final (or partial) output.
+        output: String,
+        /// Model turns used.
+        turns: u32,
+        /// Total usage of the run (including sub-agents it waited for).
+        usage: Usage,
+    },
+    /// A fatal error (also followed by `Done` with state `failed`).
+    Error {
+        /// The message.
+        message: String,
+    },
+}
+
+/// An event with the ids that say where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventEnvelope {
+    /// The session the event belongs to.
+    pub session_id: String,
+    /// The agent: `main` or a sub-agent's name.
+    pub agent: String,
+    /// The background task, if the run is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+    /// The event itself.
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+/// Where a run sends its events. Implementations must be cheap and must not block.
+pub trait EventSink: Send + Sync {
+    /// Deliver one event.
+    fn emit(&self, event: EventEnvelope);
+}
+
+/// A sink that drops everything.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NullSink;
+
+impl EventSink for NullSink {
+    fn emit(&self, _event: EventEnvelope) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn done_event_serialises_flat_with_state() {
+        let env = EventEnvelope {
+            session_id: "s-1".into(),
+            agent: "main".into(),
+            task_id: None,
+            event: Event::Done {
+                state: EndState::LimitReached {
+                    limit: LimitKind::MaxTurns,
+                },
+                output: "partial".into(),
+                turns: 3,
+                usage: Usage::default(),
+            },
+        };
+        let v: serde_json::Value = serde_json::to_value(&env).unwrap();
+        assert_eq!(v["type"], "done");
+        assert_eq!(v["state"], "limit_reached");
+        assert_eq!(v["limit"], "max_turns");
+        assert_eq!(v["agent"], "main");
+        let back: EventEnvelope = serde_json::from_value(v).unwrap();
+        assert_eq!(back, env);
+    }
+}

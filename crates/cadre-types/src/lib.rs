@@ -1,0 +1,18 @@
+//! Plain data shared by every cadre crate: messages, tool definitions and calls,
+//! usage, the typed event stream, approval requests and ids. No I/O lives here.
+
+mod approval;
+mod event;
+mod ids;
+mod message;
+mod tool;
+mod usage;
+
+pub use approval::{ApprovalDecision, ApprovalRequest, RiskLevel};
+pub use event::{
+    EndState, Event, EventEnvelope, EventSink, LimitKind, NullSink, SubagentUpdate, UpdateKind,
+};
+pub use ids::{new_session_id, new_sub_session_id, new_task_id, unix_millis};
+pub use message::{Message, ToolCall};
+pub use tool::ToolDefinition;
+pub use usage::Usage;
