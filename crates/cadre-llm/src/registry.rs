@@ -169,7 +169,7 @@ impl ProviderRegistry {
                 Arc::new(anthropic::AnthropicProvider::from_config(name, &cfg)?)
             }
             ProviderKind::Scripted => {
-                let path = cfg.path.clone().unwrap_or_else(|| PathBuf::from(model));
+                let path = cfg.path.unwrap_or_else(|| PathBuf::from(model));
                 Arc::new(scripted::ScriptedProvider::from_file(&path)?)
             }
         })

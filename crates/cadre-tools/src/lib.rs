@@ -5,6 +5,8 @@
 pub mod builtin;
 mod context;
 mod registry;
+#[cfg(test)]
+mod testutil;
 mod tool;
 mod workspace;
 

@@ -1,0 +1,217 @@
+//! An agent: a model, a system prompt, tools, limits and policies, ready to run sessions.
+
+use crate::session::Session;
+use crate::{Offloader, PermissionPolicy, ToolHook, TurnExtension, run_loop};
+use cadre_llm::ResolvedModel;
+use cadre_tools::{RunContext, ToolRegistry, Workspace};
+use cadre_types::{EndState, Usage};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Default per-tool timeout.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default number of tool calls of one reply that run at the same time.
+pub const DEFAULT_MAX_PARALLEL_TOOLS: usize = 16;
+
+/// Budgets of one run. Hitting any of them ends the run with `limit_reached`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Maximum model turns (default 50).
+    pub max_turns: u32,
+    /// Wall-clock budget.
+    pub wall_clock: Option<Duration>,
+    /// Token budget (input + output, summed over the run's model calls).
+    pub max_tokens: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_turns: 50,
+            wall_clock: None,
+            max_tokens: None,
+        }
+    }
+}
+
+/// Everything that defines an agent.
+pub struct AgentConfig {
+    /// The agent's name (`main` for the top level).
+    pub name: String,
+    /// The model and its provider.
+    pub model: ResolvedModel,
+    /// The base system prompt; never mutated (per-turn sections are added to a copy).
+    pub system_prompt: String,
+    /// The tools offered.
+    pub tools: ToolRegistry,
+    /// Budgets.
+    pub limits: Limits,
+    /// Per-tool timeout (tools flagged `timeout_exempt` ignore it).
+    pub tool_timeout: Duration,
+    /// How many tool calls of one reply run at once.
+    pub max_parallel_tools: usize,
+    /// Hooks around tool calls, in order.
+    pub hooks: Vec<Arc<dyn ToolHook>>,
+    /// Approval mode and rules.
+    pub permissions: PermissionPolicy,
+    /// Per-turn context contributors.
+    pub extensions: Vec<Arc<dyn TurnExtension>>,
+    /// Where oversized tool outputs go (none: never offload).
+    pub offloader: Option<Offloader>,
+    /// Output token cap per model call.
+    pub max_output_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("name", &self.name)
+            .field("model", &self.model.spec)
+            .field("tools", &self.tools)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a run ended and what it produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// The end state.
+    pub state: EndState,
+    /// The final answer, or the partial output when the run did not complete.
+    pub output: String,
+    /// Model turns used.
+    pub turns: u32,
+    /// Tokens used by this run's model calls.
+    pub usage: Usage,
+}
+
+/// A runnable agent. Cheap to clone and to share between tasks.
+#[derive(Debug, Clone)]
+pub struct Agent {
+    config: Arc<AgentConfig>,
+}
+
+impl Agent {
+    /// Start building an agent on `model`.
+    pub fn builder(name: impl Into<String>, model: ResolvedModel) -> AgentBuilder {
+        AgentBuilder {
+            config: AgentConfig {
+                name: name.into(),
+                model,
+                system_prompt: String::new(),
+                tools: ToolRegistry::new(),
+                limits: Limits::default(),
+                tool_timeout: DEFAULT_TOOL_TIMEOUT,
+                max_parallel_tools: DEFAULT_MAX_PARALLEL_TOOLS,
+                hooks: Vec::new(),
+                permissions: PermissionPolicy::default(),
+                extensions: Vec::new(),
+                offloader: None,
+                max_output_tokens: None,
+                temperature: None,
+            },
+        }
+    }
+
+    /// An agent from a complete configuration.
+    pub fn from_config(config: AgentConfig) -> Self {
+        Self {
+            config: Arc::new(config),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AgentConfig {
+        &self.config
+    }
+
+    /// Run the agent on `session`: append `prompt` (if any) as a user message and loop until
+    /// the model answers, a limit hits, an error occurs or `cancel` fires. Events go to
+    /// `run.events`; the outcome is also returned.
+    pub async fn run(
+        &self,
+        session: &mut Session,
+        prompt: Option<String>,
+        run: Arc<RunContext>,
+        workspace: Arc<Workspace>,
+        cancel: CancellationToken,
+    ) -> RunOutcome {
+        run_loop::run(&self.config, session, prompt, run, workspace, cancel).await
+    }
+}
+
+/// Builder for [`Agent`].
+pub struct AgentBuilder {
+    config: AgentConfig,
+}
+
+impl AgentBuilder {
+    /// The base system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.config.system_prompt = prompt.into();
+        self
+    }
+
+    /// The tools.
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.config.tools = tools;
+        self
+    }
+
+    /// Budgets.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.config.limits = limits;
+        self
+    }
+
+    /// Per-tool timeout.
+    pub fn tool_timeout(mut self, timeout: Duration) -> Self {
+        self.config.tool_timeout = timeout;
+        self
+    }
+
+    /// Parallel tool calls cap (at least 1).
+    pub fn max_parallel_tools(mut self, n: usize) -> Self {
+        self.config.max_parallel_tools = n.max(1);
+        self
+    }
+
+    /// Add a hook (runs after the ones added before).
+    pub fn hook(mut self, hook: Arc<dyn ToolHook>) -> Self {
+        self.config.hooks.push(hook);
+        self
+    }
+
+    /// Approval mode and rules.
+    pub fn permissions(mut self, policy: PermissionPolicy) -> Self {
+        self.config.permissions = policy;
+        self
+    }
+
+    /// Add a per-turn extension.
+    pub fn extension(mut self, ext: Arc<dyn TurnExtension>) -> Self {
+        self.config.extensions.push(ext);
+        self
+    }
+
+    /// Offload oversized tool outputs.
+    pub fn offloader(mut self, offloader: Offloader) -> Self {
+        self.config.offloader = Some(offloader);
+        self
+    }
+
+    /// Output token cap per model call.
+    pub fn max_output_tokens(mut self, n: u32) -> Self {
+        self.config.max_output_tokens = Some(n);
+        self
+    }
+
+    /// Build the agent.
+    pub fn build(self) -> Agent {
+        Agent::from_config(self.config)
+    }
+}

@@ -1,0 +1,96 @@
+//! Approval handlers for runs without a human at the keyboard.
+
+use async_trait::async_trait;
+use cadre_tools::ApprovalHandler;
+use cadre_types::{ApprovalDecision, ApprovalRequest};
+
+/// Approves every request (`--approval auto`).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct AutoApprove;
+
+#[async_trait]
+impl ApprovalHandler for AutoApprove {
+    async fn decide(&self, _request: ApprovalRequest) -> ApprovalDecision {
+        ApprovalDecision::AllowOnce
+    }
+}
+
+/// Denies every request with a fixed explanation the model sees.
+#[derive(Debug, Clone)]
+pub struct DenyAll {
+    feedback: String,
+}
+
+impl DenyAll {
+    /// Deny with this explanation.
+    pub fn new(feedback: impl Into<String>) -> Self {
+        Self {
+            feedback: feedback.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl ApprovalHandler for DenyAll {
+    async fn decide(&self, _request: ApprovalRequest) -> ApprovalDecision {
+        ApprovalDecision::Deny {
+            feedback: Some(self.feedback.clone()),
+        }
+    }
+}
+
+type Notice = Box<dyn Fn(&ApprovalRequest, bool) + Send + Sync>;
+
+/// The handler of a headless run: answers every request the same way (`--approval
+/// deny|auto`) and reports each one through a notice callback (the CLI prints a hint on stderr).
+pub struct NonInteractiveApprovals {
+    approve: bool,
+    notice: Option<Notice>,
+}
+
+impl std::fmt::Debug for NonInteractiveApprovals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NonInteractiveApprovals")
+            .field("approve", &self.approve)
+            .finish()
+    }
+}
+
+impl NonInteractiveApprovals {
+    /// Approve (`true`) or deny (`false`) every request.
+    pub fn new(approve: bool) -> Self {
+        Self {
+            approve,
+            notice: None,
+        }
+    }
+
+    /// Call `f(request, approved)` for every request.
+    pub fn with_notice(
+        mut self,
+        f: impl Fn(&ApprovalRequest, bool) + Send + Sync + 'static,
+    ) -> Self {
+        self.notice = Some(Box::new(f));
+        self
+    }
+}
+
+#[async_trait]
+impl ApprovalHandler for NonInteractiveApprovals {
+    async fn decide(&self, request: ApprovalRequest) -> ApprovalDecision {
+        if let Some(n) = &self.notice {
+            n(&request, self.approve);
+        }
+        if self.approve {
+            ApprovalDecision::AllowOnce
+        } else {
+            ApprovalDecision::Deny {
+                feedback: Some(format!(
+                    "{} needs approval and nobody can approve it in this non-interactive run; \
+                     it was not run. Continue without it or explain what you would have done.",
+                    request.tool
+                )),
+            }
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! Running one reply's tool calls: argument parsing, hooks, the permission policy and
+//! approvals, parallel execution under a cap with results in call order, per-tool
+//! timeouts, cancellation, after-hooks and output offload.
+
+use crate::agent::AgentConfig;
+use crate::hooks::{HookDecision, ToolCallInfo};
+use crate::permissions::{ApprovalMode, PolicyDecision};
+use crate::run_loop::Emitter;
+use cadre_tools::{RunContext, Tool, ToolContext, ToolOutput, Workspace};
+use cadre_types::{ApprovalDecision, ApprovalRequest, Event, Message, RiskLevel, ToolCall};
+use futures::StreamExt;
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::RwLock;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// How long a cancelled or timed-out tool gets to clean up (kill its processes).
+const CLEANUP_GRACE: Duration = Duration::from_secs(3);
+
+/// A tool message for a call that was not run.
+pub(crate) fn not_run(call: &ToolCall, why: &str) -> Message {
+    Message::Tool {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        content: format!("not run: {why}"),
+        is_error: true,
+    }
+}
+
+pub(crate) struct Dispatcher<'a> {
+    cfg: &'a AgentConfig,
+    run: Arc<RunContext>,
+    workspace: Arc<Workspace>,
+    approved: Arc<Mutex<HashSet<String>>>,
+    exclusive: RwLock<()>,
+    emitter: Emitter,
+}
+
+/// The result of one call, plus a tool newly approved for the session.
+type CallResult = (Message, Option<String>);
+
+impl<'a> Dispatcher<'a> {
+    pub(crate) fn new(
+        cfg: &'a AgentConfig,
+        run: Arc<RunContext>,
+        workspace: Arc<Workspace>,
+        approved: Arc<Mutex<HashSet<String>>>,
+    ) -> Self {
+        Self {
+            cfg,
+            emitter: Emitter::new(run.clone()),
+            run,
+            workspace,
+            approved,
+            exclusive: RwLock::new(()),
+        }
+    }
+
+    /// Run all calls, at most `max_parallel_tools` at once; results in call order.
+    pub(crate) async fn run_all(
+        &self,
+        calls: &[ToolCall],
+        stop: &CancellationToken,
+    ) -> Vec<CallResult> {
+        futures::stream::iter(calls.iter().map(|c| {
+            let span = tracing::info_span!("tool_call", tool = %c.name, call_id = %c.id);
+            self.run_one(c, stop).instrument(span)
+        }))
+        .buffered(self.cfg.max_parallel_tools.max(1))
+        .collect()
+        .await
+    }
+
+    fn finish(
+        &self,
+        call: &ToolCall,
+        tool: &str,
+        out: ToolOutput,
+        approved: Option<String>,
+    ) -> CallResult {
+        let content = match &self.cfg.offloader {
+            Some(off) => off.apply(&self.run.session_id, &call.id, tool, out.content),
+            None => out.content,
+        };
+        self.emitter.emit(Event::ToolResult {
+            call_id: call.id.clone(),
+            tool: tool.to_string(),
+            output: content.clone(),
+            is_error: out.is_error,
+        });
+        let msg = Message::Tool {
+            tool_call_id: call.id.clone(),
+            name: call.name.clone(),
+            content,
+            is_error: out.is_error,
+        };
+        (msg, approved)
+    }
+
+    async fn run_one(&self, call: &ToolCall, stop: &CancellationToken) -> CallResult {
+        self.emitter.emit(Event::ToolStart {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            args: call.arguments.clone(),
+        });
+        let Some(tool) = self.cfg.tools.get(&call.name) else {
+            let names = self.cfg.tools.names().join(", ");
+            let msg = format!("unknown tool `{}`. Available tools: {names}", call.name);
+            return self.finish(call, &call.name, ToolOutput::error(msg), None);
+        };
+        let raw = if call.arguments.trim().is_empty() {
+            "{}"
+        } else {
+            call.arguments.as_str()
+        };
+        let args: serde_json::Value = match serde_json::from_str(raw) {
+            Ok(v @ serde_json::Value::Object(_)) => v,
+            Ok(_) => {
+                let msg = format!(
+                    "invalid arguments for {}: expected a JSON object",
+                    call.name
+                );
+                return self.finish(call, &call.name, ToolOutput::error(msg), None);
+            }
+            Err(e) => {
+                let msg = format!(
+                    "invalid JSON in the arguments for {}: {e}. Send the arguments as one JSON object.",
+                    call.name
+                );
+                return self.finish(call, &call.name, ToolOutput::error(msg), None);
+            }
+        };
+        let mut info = ToolCallInfo {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            args,
+        };
+        let mut ask: Option<(String, RiskLevel)> = None;
+        for hook in &self.cfg.hooks {
+            match hook.before(&info, &self.run).await {
+                HookDecision::Allow => {}
+                HookDecision::Deny(reason) => {
+                    let msg = format!("blocked: {reason}");
+                    return self.finish(call, &call.name, ToolOutput::error(msg), None);
+                }
+                HookDecision::Ask { reason, risk } => ask = Some((reason, risk)),
+                HookDecision::ModifyArgs(v) => info.args = v,
+            }
+        }
+        let subject = tool.permission_subject(&info.args);
+        let session_ok = self
+            .approved
+            .lock()
+            .map(|a| a.contains(&call.name))
+            .unwrap_or(false);
+        let policy = &self.cfg.permissions;
+        match policy.decide(
+            &call.name,
+            subject.as_deref(),
+            tool.is_read_only(),
+            session_ok,
+        ) {
+            PolicyDecision::Allow => {}
+            PolicyDecision::Deny(reason) => {
+                return self.finish(
+                    call,
+                    &call.name,
+                    ToolOutput::error(format!("denied: {reason}")),
+                    None,
+                );
+            }
+            PolicyDecision::Ask(reason) => {
+                let risk = if tool.is_read_only() {
+                    RiskLevel::Low
+                } else {
+                    RiskLevel::Medium
+                };
+                ask = ask.or(Some((reason, risk)));
+            }
+        }
+        if policy.mode == ApprovalMode::Bypass {
+            ask = None;
+        }
+        let mut newly_approved = None;
+        if let Some((reason, risk)) = ask {
+            let request = ApprovalRequest {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                args: info.args.clone(),
+                subject: subject.clone(),
+                reason,
+                risk,
+                agent: self.run.agent.clone(),
+                task_id: self.run.task_id.clone(),
+            };
+            self.emitter.emit(Event::ApprovalRequired {
+                request: request.clone(),
+            });
+            let decision = tokio::select! {
+                d = self.run.approvals.decide(request) => d,
+                _ = stop.cancelled() => {
+                    return self.finish(call, &call.name, ToolOutput::error("cancelled while waiting for approval"), None);
+                }
+            };
+            match decision {
+                ApprovalDecision::AllowOnce => {}
+                ApprovalDecision::AllowSession => {
+                    if let Ok(mut a) = self.approved.lock() {
+                        a.insert(call.name.clone());
+                    }
+                    newly_approved = Some(call.name.clone());
+                }
+                ApprovalDecision::Deny { feedback } => {
+                    let msg = match feedback {
+                        Some(f) if !f.is_empty() => format!("denied by the user: {f}"),
+                        _ => "denied by the user".to_string(),
+                    };
+                    return self.finish(call, &call.name, ToolOutput::error(msg), None);
+                }
+            }
+        }
+
+        let mut out = self.execute(tool.as_ref(), &info, stop).await;
+        for hook in &self.cfg.hooks {
+            if let Some(replaced) = hook.after(&info, &out, &self.run).await {
+                out = replaced;
+            }
+        }
+        self.finish(call, &call.name, out, newly_approved)
+    }
+
+    async fn execute(
+        &self,
+        tool: &dyn Tool,
+        info: &ToolCallInfo,
+        stop: &CancellationToken,
+    ) -> ToolOutput {
+        let _read_guard;
+        let _write_guard;
+        if tool.parallel_safe() {
+            _read_guard = self.exclusive.read().await;
+        } else {
+            _write_guard = self.exclusive.write().await;
+        }
+        if stop.is_cancelled() {
+            return ToolOutput::error("not run: the run was cancelled");
+        }
+        let call_cancel = stop.child_token();
+        let ctx = ToolContext {
+            call_id: info.call_id.clone(),
+            workspace: self.workspace.clone(),
+            cancel: call_cancel.clone(),
+            run: self.run.clone(),
+        };
+        let fut = tool.call(info.args.clone(), &ctx);
+        tokio::pin!(fut);
+        let timeout = self.cfg.tool_timeout;
+        let deadline = async {
+            if tool.timeout_exempt() {
+                std::future::pending::<()>().await
+            } else {
+                tokio::time::sleep(timeout).await
+            }
+        };
+        let to_output = |r: Result<ToolOutput, cadre_tools::ToolError>| match r {
+            Ok(o) => o,
+            Err(e) => ToolOutput::error(e.to_string()),
+        };
+        tokio::select! {
+            r = &mut fut => to_output(r),
+            _ = deadline => {
+                call_cancel.cancel();
+                let partial = grace(&mut fut).await;
+                let mut msg = format!(
+                    "{} timed out after {}s and was stopped",
+                    tool.name(),
+                    timeout.as_secs_f64()
+                );
+                if let Some(Ok(o)) = partial
+                    && !o.content.is_empty()
+                {
+                    msg.push('\n');
+                    msg.push_str(&o.content);
+                }
+                ToolOutput::error(msg)
+            }
+            _ = stop.cancelled() => {
+                let _ = grace(&mut fut).await;
+                ToolOutput::error("cancelled: the run was stopped while this call ran")
+            }
+        }
+    }
+}
+
+/// Give a cancelled call a moment to clean up; returns its result if it finished.
+async fn grace<F: Future + Unpin>(fut: &mut F) -> Option<F::Output> {
+    tokio::time::timeout(CLEANUP_GRACE, fut).await.ok()
+}

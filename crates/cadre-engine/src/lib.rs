@@ -1,0 +1,23 @@
+//! The cadre engine: the ReAct loop that turns a prompt into model calls and tool calls,
+//! with parallel tool execution, per-tool timeouts, hooks, approvals, limits, JSONL
+//! sessions and large-output offload. It knows nothing about sub-agents: delegation tools
+//! are ordinary tools that happen to run another [`Agent`].
+
+mod agent;
+mod approvals;
+mod dispatch;
+mod extension;
+mod hooks;
+mod offload;
+mod permissions;
+pub mod prompt;
+mod run_loop;
+mod session;
+
+pub use agent::{Agent, AgentBuilder, AgentConfig, Limits, RunOutcome};
+pub use approvals::{AutoApprove, DenyAll, NonInteractiveApprovals};
+pub use extension::TurnExtension;
+pub use hooks::{HookDecision, ToolCallInfo, ToolHook};
+pub use offload::{DEFAULT_OFFLOAD_THRESHOLD, Offloader};
+pub use permissions::{ApprovalMode, PermissionPolicy, PermissionRules, PolicyDecision, RuleError};
+pub use session::{Session, SessionError, SessionMeta};

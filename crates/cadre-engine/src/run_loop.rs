@@ -1,0 +1,345 @@
+//! The ReAct loop: build the request, stream the reply, run the tool calls, append the
+//! observations, repeat until the model answers without tool calls or a limit hits.
+
+use crate::agent::{AgentConfig, RunOutcome};
+use crate::dispatch::{Dispatcher, not_run};
+use crate::session::Session;
+use cadre_llm::{ModelRequest, RequestMetadata, StreamEvent};
+use cadre_tools::{RunContext, Workspace};
+use cadre_types::{EndState, Event, EventEnvelope, LimitKind, Message, Usage};
+use futures::StreamExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// How many times a finished run may be held open for outstanding work (background tasks).
+const MAX_OUTSTANDING_ROUNDS: u32 = 32;
+
+/// Sends events with the run's ids attached.
+#[derive(Clone)]
+pub(crate) struct Emitter {
+    run: Arc<RunContext>,
+}
+
+impl Emitter {
+    pub(crate) fn new(run: Arc<RunContext>) -> Self {
+        Self { run }
+    }
+
+    pub(crate) fn emit(&self, event: Event) {
+        self.run.events.emit(EventEnvelope {
+            session_id: self.run.session_id.clone(),
+            agent: self.run.agent.clone(),
+            task_id: self.run.task_id.clone(),
+            event,
+        });
+    }
+}
+
+struct Reply {
+    text: String,
+    thinking: String,
+    signature: Option<String>,
+    calls: Vec<cadre_types::ToolCall>,
+    usage: Usage,
+}
+
+async fn stream_reply(
+    cfg: &AgentConfig,
+    request: ModelRequest,
+    emitter: &Emitter,
+) -> Result<Reply, cadre_llm::ProviderError> {
+    let mut stream = cfg.model.provider.stream(request);
+    let mut reply = Reply {
+        text: String::new(),
+        thinking: String::new(),
+        signature: None,
+        calls: Vec::new(),
+        usage: Usage::default(),
+    };
+    while let Some(ev) = stream.next().await {
+        match ev? {
+            StreamEvent::TextDelta(t) => {
+                reply.text.push_str(&t);
+                emitter.emit(Event::TextDelta { text: t });
+            }
+            StreamEvent::ThinkingDelta(t) => {
+                reply.thinking.push_str(&t);
+                emitter.emit(Event::ThinkingDelta { text: t });
+            }
+            StreamEvent::ThinkingSignature(s) => reply.signature = Some(s),
+            StreamEvent::ToolCall(c) => reply.calls.push(c),
+            StreamEvent::Usage(u) => reply.usage += u,
+            StreamEvent::Done { .. } => break,
+        }
+    }
+    Ok(reply)
+}
+
+fn system_prompt(cfg: &AgentConfig, run: &RunContext) -> String {
+    let mut prompt = cfg.system_prompt.clone();
+    for ext in &cfg.extensions {
+        if let Some(section) = ext.system_section(run) {
+            if !prompt.is_empty() {
+                prompt.push_str("\n\n");
+            }
+            prompt.push_str(&section);
+        }
+    }
+    prompt
+}
+
+/// Why the run is stopping early, decided once.
+struct Stop {
+    token: CancellationToken,
+    deadline_hit: Arc<AtomicBool>,
+}
+
+impl Stop {
+    fn state(&self, parent: &CancellationToken) -> Option<EndState> {
+        if parent.is_cancelled() {
+            Some(EndState::Cancelled)
+        } else if self.deadline_hit.load(Ordering::SeqCst) {
+            Some(EndState::LimitReached {
+                limit: LimitKind::WallClock,
+            })
+        } else if self.token.is_cancelled() {
+            Some(EndState::Cancelled)
+        } else {
+            None
+        }
+    }
+}
+
+pub(crate) async fn run(
+    cfg: &AgentConfig,
+    session: &mut Session,
+    prompt: Option<String>,
+    run: Arc<RunContext>,
+    workspace: Arc<Workspace>,
+    cancel: CancellationToken,
+) -> RunOutcome {
+    let span = tracing::info_span!(
+        "run",
+        agent = %run.agent,
+        session = %run.session_id,
+        task = run.task_id.as_deref().unwrap_or(""),
+        depth = run.depth,
+        trace = %run.trace_id,
+    );
+    run_inner(cfg, session, prompt, run, workspace, cancel)
+        .instrument(span)
+        .await
+}
+
+async fn run_inner(
+    cfg: &AgentConfig,
+    session: &mut Session,
+    prompt: Option<String>,
+    run: Arc<RunContext>,
+    workspace: Arc<Workspace>,
+    cancel: CancellationToken,
+) -> RunOutcome {
+    let emitter = Emitter { run: run.clone() };
+    emitter.emit(Event::RunStarted {
+        model: cfg.model.spec.clone(),
+    });
+    let stop = Stop {
+        token: cancel.child_token(),
+        deadline_hit: Arc::new(AtomicBool::new(false)),
+    };
+    let _deadline_guard = cfg.limits.wall_clock.map(|budget| {
+        let token = stop.token.clone();
+        let hit = stop.deadline_hit.clone();
+        let deadline = tokio::time::Instant::now() + budget;
+        let timer = tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline) => {
+                    hit.store(true, Ordering::SeqCst);
+                    token.cancel();
+                }
+                _ = token.cancelled() => {}
+            }
+        });
+        AbortOnDrop(timer)
+    });
+    let started = Instant::now();
+    let mut turns = 0u32;
+    let mut usage = Usage::default();
+    let mut last_text = String::new();
+    let mut outstanding_rounds = 0u32;
+    let dispatcher = Dispatcher::new(cfg, run.clone(), workspace, session.approved_tools());
+
+    let finish = |state: EndState, output: String, turns: u32, usage: Usage| {
+        if let EndState::Failed { error } = &state {
+            emitter.emit(Event::Error {
+                message: error.clone(),
+            });
+        }
+        emitter.emit(Event::Done {
+            state: state.clone(),
+            output: output.clone(),
+            turns,
+            usage,
+        });
+        tracing::info!(
+            state = state.name(),
+            turns,
+            tokens = usage.total(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "run ended"
+        );
+        RunOutcome {
+            state,
+            output,
+            turns,
+            usage,
+        }
+    };
+    let persist_failed = |e: crate::SessionError| EndState::Failed {
+        error: format!("could not save the session: {e}"),
+    };
+
+    if let Some(p) = prompt
+        && let Err(e) = session.push(Message::user(p))
+    {
+        return finish(persist_failed(e), String::new(), 0, usage);
+    }
+
+    loop {
+        if let Some(state) = stop.state(&cancel) {
+            return finish(state, last_text, turns, usage);
+        }
+        if turns >= cfg.limits.max_turns {
+            let state = EndState::LimitReached {
+                limit: LimitKind::MaxTurns,
+            };
+            return finish(state, last_text, turns, usage);
+        }
+        if cfg.limits.max_tokens.is_some_and(|b| usage.total() >= b) {
+            let state = EndState::LimitReached {
+                limit: LimitKind::Tokens,
+            };
+            return finish(state, last_text, turns, usage);
+        }
+        for ext in &cfg.extensions {
+            for m in ext.take_injections(&run) {
+                if let Err(e) = session.push(m) {
+                    return finish(persist_failed(e), last_text, turns, usage);
+                }
+            }
+        }
+        turns += 1;
+        emitter.emit(Event::TurnStarted { turn: turns });
+        let request = ModelRequest {
+            model: cfg.model.model.clone(),
+            system: system_prompt(cfg, &run),
+            messages: session.messages().to_vec(),
+            tools: cfg.tools.definitions(),
+            max_output_tokens: cfg.max_output_tokens,
+            temperature: cfg.temperature,
+            metadata: RequestMetadata {
+                agent: run.agent.clone(),
+                session_id: run.session_id.clone(),
+            },
+        };
+        let model_span = tracing::info_span!("model_call", turn = turns, model = %cfg.model.spec);
+        let reply = tokio::select! {
+            biased;
+            _ = stop.token.cancelled() => None,
+            r = stream_reply(cfg, request, &emitter).instrument(model_span) => Some(r),
+        };
+        let reply = match reply {
+            None => {
+                let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
+                return finish(state, last_text, turns, usage);
+            }
+            Some(Err(e)) => {
+                let state = EndState::Failed {
+                    error: e.to_string(),
+                };
+                return finish(state, last_text, turns, usage);
+            }
+            Some(Ok(r)) => r,
+        };
+        usage += reply.usage;
+        emitter.emit(Event::Usage {
+            usage: reply.usage,
+            total: usage,
+        });
+        if !reply.text.trim().is_empty() {
+            last_text = reply.text.clone();
+        }
+        let calls = reply.calls;
+        let assistant = Message::Assistant {
+            content: reply.text,
+            thinking: (!reply.thinking.is_empty()).then_some(reply.thinking),
+            thinking_signature: reply.signature,
+            tool_calls: calls.clone(),
+        };
+        if let Err(e) = session.push(assistant) {
+            return finish(persist_failed(e), last_text, turns, usage);
+        }
+
+        if calls.is_empty() {
+            if outstanding_rounds < MAX_OUTSTANDING_ROUNDS
+                && wait_outstanding(cfg, &run, &stop.token).await
+            {
+                outstanding_rounds += 1;
+                continue;
+            }
+            if let Some(state) = stop.state(&cancel) {
+                return finish(state, last_text, turns, usage);
+            }
+            return finish(EndState::Completed, last_text, turns, usage);
+        }
+
+        if turns >= cfg.limits.max_turns {
+            for call in &calls {
+                let msg = not_run(
+                    call,
+                    "the run reached its turn limit before this call could run",
+                );
+                if let Err(e) = session.push(msg) {
+                    return finish(persist_failed(e), last_text, turns, usage);
+                }
+            }
+            let state = EndState::LimitReached {
+                limit: LimitKind::MaxTurns,
+            };
+            return finish(state, last_text, turns, usage);
+        }
+
+        let results = dispatcher.run_all(&calls, &stop.token).await;
+        for (msg, approved) in results {
+            if let Some(tool) = approved
+                && let Err(e) = session.approve_tool(&tool)
+            {
+                return finish(persist_failed(e), last_text, turns, usage);
+            }
+            if let Err(e) = session.push(msg) {
+                return finish(persist_failed(e), last_text, turns, usage);
+            }
+        }
+    }
+}
+
+async fn wait_outstanding(cfg: &AgentConfig, run: &RunContext, stop: &CancellationToken) -> bool {
+    let mut any = false;
+    for ext in &cfg.extensions {
+        if ext.wait_outstanding(run, stop).await {
+            any = true;
+        }
+    }
+    any && !stop.is_cancelled()
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

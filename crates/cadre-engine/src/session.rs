@@ -1,0 +1,311 @@
+//! Sessions: the conversation of one agent, kept in memory and, when a directory is given,
+//! appended as JSONL to `<dir>/<session_id>.jsonl` (one record per line) so it can be resumed.
+
+use cadre_types::Message;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Why a session could not be created, read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// File-system error.
+    #[error("session file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A line of the transcript is not a valid record.
+    #[error("session file {path}, line {line}: {message}")]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The id is not a valid session id.
+    #[error("invalid session id {0:?}")]
+    BadId(String),
+    /// No such session.
+    #[error("no session {id} in {dir}")]
+    NotFound {
+        /// The id.
+        id: String,
+        /// Where it was looked for.
+        dir: PathBuf,
+    },
+}
+
+/// Facts about a session, written as the first record of its transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    /// The session id.
+    pub id: String,
+    /// The agent that owns it (`main` or a sub-agent name).
+    pub agent: String,
+    /// The model spec it started with.
+    pub model: String,
+    /// Creation time, Unix milliseconds.
+    pub created_at: u64,
+    /// The delegating parent's session, for sub-agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_session_id: Option<String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Record {
+    Meta(SessionMeta),
+    Message { message: Message },
+    Approval { tool: String },
+}
+
+/// One conversation.
+#[derive(Debug)]
+pub struct Session {
+    meta: SessionMeta,
+    messages: Vec<Message>,
+    approved: Arc<Mutex<HashSet<String>>>,
+    /// Approvals already written to the transcript.
+    persisted_approvals: HashSet<String>,
+    file: Option<(PathBuf, File)>,
+}
+
+fn check_id(id: &str) -> Result<(), SessionError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(SessionError::BadId(id.to_string()))
+    }
+}
+
+impl Session {
+    /// A session kept in memory only.
+    pub fn in_memory(meta: SessionMeta) -> Self {
+        Self {
+            meta,
+            messages: Vec::new(),
+            approved: Arc::default(),
+            persisted_approvals: HashSet::new(),
+            file: None,
+        }
+    }
+
+    /// A new session persisted under `dir` (created if needed).
+    pub fn create(dir: &Path, meta: SessionMeta) -> Result<Self, SessionError> {
+        check_id(&meta.id)?;
+        let path = dir.join(format!("{}.jsonl", meta.id));
+        let io = |source| SessionError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .map_err(io)?;
+        let mut s = Self {
+            meta: meta.clone(),
+            messages: Vec::new(),
+            approved: Arc::default(),
+            persisted_approvals: HashSet::new(),
+            file: Some((path, file)),
+        };
+        s.write(&Record::Meta(meta))?;
+        Ok(s)
+    }
+
+    /// Reopen a persisted session to continue it: its history comes back exactly.
+    pub fn open(dir: &Path, id: &str) -> Result<Self, SessionError> {
+        check_id(id)?;
+        let path = dir.join(format!("{id}.jsonl"));
+        if !path.exists() {
+            return Err(SessionError::NotFound {
+                id: id.to_string(),
+                dir: dir.to_path_buf(),
+            });
+        }
+        let io = |source| SessionError::Io {
+            path: path.clone(),
+            source,
+        };
+        let reader = BufReader::new(File::open(&path).map_err(io)?);
+        let mut meta = None;
+        let mut messages = Vec::new();
+        let mut approved = HashSet::new();
+        for (i, line) in reader.lines().enumerate() {
+            let line = line.map_err(io)?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let corrupt = |message: String| SessionError::Corrupt {
+                path: path.clone(),
+                line: i + 1,
+                message,
+            };
+            match serde_json::from_str::<Record>(&line).map_err(|e| corrupt(e.to_string()))? {
+                Record::Meta(m) => meta = Some(m),
+                Record::Message { message } => messages.push(message),
+                Record::Approval { tool } => {
+                    approved.insert(tool);
+                }
+            }
+        }
+        let meta = meta.ok_or_else(|| SessionError::Corrupt {
+            path: path.clone(),
+            line: 1,
+            message: "missing meta record".into(),
+        })?;
+        let file = OpenOptions::new().append(true).open(&path).map_err(io)?;
+        Ok(Self {
+            meta,
+            messages,
+            persisted_approvals: approved.clone(),
+            approved: Arc::new(Mutex::new(approved)),
+            file: Some((path, file)),
+        })
+    }
+
+    fn write(&mut self, record: &Record) -> Result<(), SessionError> {
+        if let Some((path, file)) = &mut self.file {
+            let mut line = serde_json::to_vec(record).map_err(|e| SessionError::Corrupt {
+                path: path.clone(),
+                line: 0,
+                message: e.to_string(),
+            })?;
+            line.push(b'\n');
+            file.write_all(&line).map_err(|source| SessionError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Append a message (and persist it).
+    pub fn push(&mut self, message: Message) -> Result<(), SessionError> {
+        self.write(&Record::Message {
+            message: message.clone(),
+        })?;
+        self.messages.push(message);
+        Ok(())
+    }
+
+    /// Remember that a human approved `tool` for the rest of this session.
+    pub fn approve_tool(&mut self, tool: &str) -> Result<(), SessionError> {
+        if let Ok(mut a) = self.approved.lock() {
+            a.insert(tool.to_string());
+        }
+        if self.persisted_approvals.insert(tool.to_string()) {
+            self.write(&Record::Approval {
+                tool: tool.to_string(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The tools approved for this session (shared view, read during a turn).
+    pub fn approved_tools(&self) -> Arc<Mutex<HashSet<String>>> {
+        self.approved.clone()
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.meta.id
+    }
+
+    /// The session's facts.
+    pub fn meta(&self) -> &SessionMeta {
+        &self.meta
+    }
+
+    /// The conversation so far.
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    /// The transcript file, when persisted.
+    pub fn path(&self) -> Option<&Path> {
+        self.file.as_ref().map(|(p, _)| p.as_path())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadre_types::ToolCall;
+
+    fn meta(id: &str) -> SessionMeta {
+        SessionMeta {
+            id: id.into(),
+            agent: "main".into(),
+            model: "scripted:x".into(),
+            created_at: 1,
+            parent_session_id: None,
+        }
+    }
+
+    #[test]
+    fn persisted_session_resumes_with_identical_history() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Session::create(dir.path(), meta("s-abc")).unwrap();
+        let history = vec![
+            Message::user("hello \"world\"\nline two"),
+            Message::Assistant {
+                content: "calling".into(),
+                thinking: Some("think".into()),
+                thinking_signature: None,
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "bash".into(),
+                    arguments: "{\"command\":\"ls\"}".into(),
+                }],
+            },
+            Message::Tool {
+                tool_call_id: "c1".into(),
+                name: "bash".into(),
+                content: "a\nb".into(),
+                is_error: false,
+            },
+            Message::assistant("done ✓"),
+        ];
+        for m in &history {
+            s.push(m.clone()).unwrap();
+        }
+        s.approve_tool("bash").unwrap();
+        drop(s);
+        let mut back = Session::open(dir.path(), "s-abc").unwrap();
+        assert_eq!(back.messages(), history.as_slice());
+        assert_eq!(back.meta(), &meta("s-abc"));
+        assert!(back.approved_tools().lock().unwrap().contains("bash"));
+        back.push(Message::user("more")).unwrap();
+        let again = Session::open(dir.path(), "s-abc").unwrap();
+        assert_eq!(again.messages().len(), 5);
+    }
+
+    #[test]
+    fn bad_ids_and_missing_sessions_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            Session::open(dir.path(), "../etc/passwd"),
+            Err(SessionError::BadId(_))
+        ));
+        assert!(matches!(
+            Session::open(dir.path(), "s-none"),
+            Err(SessionError::NotFound { .. })
+        ));
+    }
+}

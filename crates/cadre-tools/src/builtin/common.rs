@@ -1,0 +1,125 @@
+//! Helpers shared by the built-in tools: definitions, permission subjects, path globs,
+//! directory walks and output caps.
+
+use crate::ToolError;
+use cadre_types::ToolDefinition;
+use globset::{GlobBuilder, GlobMatcher};
+use ignore::WalkBuilder;
+use std::path::Path;
+
+/// A tool definition from its parts.
+pub(crate) fn definition(
+    name: &str,
+    description: &str,
+    parameters: serde_json::Value,
+) -> ToolDefinition {
+    ToolDefinition {
+        name: name.to_string(),
+        description: description.to_string(),
+        parameters,
+    }
+}
+
+/// The string argument `key` (or `default` when absent), as a permission subject.
+pub(crate) fn string_arg(
+    args: &serde_json::Value,
+    key: &str,
+    default: Option<&str>,
+) -> Option<String> {
+    args.get(key)
+        .and_then(|v| v.as_str())
+        .or(default)
+        .map(str::to_string)
+}
+
+/// A matcher for a path glob with ripgrep's `--glob` conventions: a pattern without `/`
+/// matches a file name at any depth, one with `/` matches the whole path relative to the
+/// search root; `*` never crosses `/`, `**` does.
+pub(crate) struct PathGlob {
+    matcher: GlobMatcher,
+    name_only: bool,
+}
+
+impl PathGlob {
+    /// Compile `pattern`; a bad pattern is an [`ToolError::InvalidArgs`].
+    pub(crate) fn new(pattern: &str) -> Result<Self, ToolError> {
+        let trimmed = pattern.trim().trim_start_matches("./");
+        if trimmed.is_empty() {
+            return Err(ToolError::InvalidArgs("glob pattern is empty".into()));
+        }
+        if trimmed.starts_with('/') {
+            return Err(ToolError::InvalidArgs(format!(
+                "glob pattern {pattern} must be relative to the search directory; \
+                 choose the directory with `path`"
+            )));
+        }
+        let matcher = GlobBuilder::new(trimmed)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| ToolError::InvalidArgs(format!("invalid glob {pattern}: {e}")))?
+            .compile_matcher();
+        Ok(Self {
+            matcher,
+            name_only: !trimmed.contains('/'),
+        })
+    }
+
+    /// Whether `rel` (relative to the search root) matches.
+    pub(crate) fn is_match(&self, rel: &Path) -> bool {
+        if self.name_only {
+            rel.file_name()
+                .is_some_and(|name| self.matcher.is_match(Path::new(name)))
+        } else {
+            self.matcher.is_match(rel)
+        }
+    }
+}
+
+/// A deterministic walker over `root` that honours `.gitignore` (even outside a git
+/// repository), `.ignore` and skips hidden files, like ripgrep.
+pub(crate) fn walker(root: &Path) -> WalkBuilder {
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .require_git(false)
+        .hidden(true)
+        .follow_links(false)
+        .sort_by_file_name(|a, b| a.cmp(b));
+    builder
+}
+
+/// `line` cut to at most `max` characters, with a marker saying how much was cut.
+pub(crate) fn truncate_line(line: &str, max: usize) -> String {
+    match line.char_indices().nth(max) {
+        None => line.to_string(),
+        Some((cut, _)) => {
+            let dropped = line[cut..].chars().count();
+            format!("{}[... {dropped} more characters]", &line[..cut])
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_without_slash_match_names_at_any_depth() {
+        let g = PathGlob::new("*.rs").unwrap();
+        assert!(g.is_match(Path::new("a.rs")));
+        assert!(g.is_match(Path::new("src/deep/a.rs")));
+        assert!(!g.is_match(Path::new("src/a.txt")));
+        let g = PathGlob::new("src/*.rs").unwrap();
+        assert!(g.is_match(Path::new("src/a.rs")));
+        assert!(!g.is_match(Path::new("src/deep/a.rs")));
+        let g = PathGlob::new("./src/**/*.rs").unwrap();
+        assert!(g.is_match(Path::new("src/deep/a.rs")));
+        assert!(PathGlob::new("/abs/*.rs").is_err());
+        assert!(PathGlob::new("a[").is_err());
+    }
+
+    #[test]
+    fn long_lines_are_truncated_with_a_marker() {
+        assert_eq!(truncate_line("héllo", 10), "héllo");
+        assert_eq!(truncate_line("héllo", 2), "hé[... 3 more characters]");
+    }
+}

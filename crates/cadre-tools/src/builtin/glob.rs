@@ -1,0 +1,185 @@
+//! `glob`: find files by name pattern, honouring ignore files like ripgrep.
+
+use super::common::{PathGlob, definition, string_arg, walker};
+use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use async_trait::async_trait;
+use cadre_types::ToolDefinition;
+use serde::Deserialize;
+use serde_json::json;
+
+/// Matches listed at most.
+const MAX_MATCHES: usize = 500;
+
+const DESCRIPTION: &str = "Find files whose path matches a glob pattern, fast, in any size of \
+tree. A pattern without `/` matches file names at any depth (`*.rs`, `Cargo.toml`); a pattern \
+with `/` matches the path relative to the search directory (`src/**/*.rs`, `tests/*.py`). `*` \
+stays within one directory, `**` crosses directories, `{a,b}` gives alternatives. Files \
+ignored by .gitignore/.ignore and hidden files are skipped. Returns matching file paths \
+relative to the workspace root, sorted, at most 500. Use grep to search file contents.";
+
+/// Finds files by glob pattern.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GlobTool;
+
+#[derive(Deserialize)]
+struct Args {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+}
+
+#[async_trait]
+impl Tool for GlobTool {
+    fn name(&self) -> &str {
+        "glob"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition(
+            self.name(),
+            DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {
+                        "type": "string",
+                        "description": "Glob to match, e.g. `*.rs`, `src/**/*.ts`, `**/test_*.py`, `*.{json,toml}`."
+                    },
+                    "path": {
+                        "type": "string",
+                        "description": "Directory to search, relative to the workspace root. Defaults to the root."
+                    }
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
+        string_arg(args, "path", Some("."))
+    }
+
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(args)?;
+        let glob = PathGlob::new(&args.pattern)?;
+        let root = ctx.workspace.resolve(args.path.as_deref().unwrap_or("."))?;
+        let shown_root = ctx.workspace.display(&root);
+        if !root.is_dir() {
+            return Err(ToolError::Failed(format!(
+                "{shown_root} is not a directory"
+            )));
+        }
+        let workspace = ctx.workspace.clone();
+        let cancel = ctx.cancel.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            let mut found = Vec::new();
+            for entry in walker(&root).build().flatten() {
+                if cancel.is_cancelled() {
+                    return Err(ToolError::Cancelled);
+                }
+                let is_file = entry
+                    .file_type()
+                    .is_some_and(|t| t.is_file() || t.is_symlink());
+                let Ok(rel) = entry.path().strip_prefix(&root) else {
+                    continue;
+                };
+                if is_file && glob.is_match(rel) {
+                    found.push(workspace.display(entry.path()));
+                }
+            }
+            Ok(found)
+        })
+        .await
+        .map_err(|e| ToolError::Failed(format!("glob search failed: {e}")))??;
+        Ok(ToolOutput::ok(render(found, &args.pattern, &shown_root)))
+    }
+}
+
+fn render(mut found: Vec<String>, pattern: &str, root: &str) -> String {
+    if found.is_empty() {
+        return format!("no files match {pattern} in {root}");
+    }
+    found.sort();
+    let extra = found.len().saturating_sub(MAX_MATCHES);
+    found.truncate(MAX_MATCHES);
+    let mut out = found.join("\n");
+    out.push('\n');
+    if extra > 0 {
+        out.push_str(&format!(
+            "[{extra} more matches not shown; narrow the pattern or path]\n"
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{ctx, tree};
+
+    async fn glob(
+        dir: &tempfile::TempDir,
+        args: serde_json::Value,
+    ) -> Result<ToolOutput, ToolError> {
+        GlobTool.call(args, &ctx(dir.path())).await
+    }
+
+    #[tokio::test]
+    async fn matches_names_and_paths_honouring_gitignore() {
+        let dir = tree(&[
+            (".gitignore", b"target/\n*.log\n"),
+            ("src/main.rs", b""),
+            ("src/deep/lib.rs", b""),
+            ("b.rs", b""),
+            ("target/debug/gen.rs", b""),
+            ("debug.log", b""),
+            (".hidden/x.rs", b""),
+            ("notes.txt", b""),
+        ]);
+        let out = glob(&dir, json!({"pattern": "*.rs"})).await.unwrap();
+        assert_eq!(out.content, "b.rs\nsrc/deep/lib.rs\nsrc/main.rs\n");
+        let out = glob(&dir, json!({"pattern": "src/*.rs"})).await.unwrap();
+        assert_eq!(out.content, "src/main.rs\n");
+        let out = glob(&dir, json!({"pattern": "**/*.rs", "path": "src"}))
+            .await
+            .unwrap();
+        assert_eq!(out.content, "src/deep/lib.rs\nsrc/main.rs\n");
+        let out = glob(&dir, json!({"pattern": "*.log"})).await.unwrap();
+        assert_eq!(out.content, "no files match *.log in .");
+        let out = glob(&dir, json!({"pattern": "*.{txt,log}"})).await.unwrap();
+        assert_eq!(out.content, "notes.txt\n");
+    }
+
+    #[tokio::test]
+    async fn caps_the_number_of_matches() {
+        let names: Vec<String> = (0..510).map(|i| format!("f{i:04}.txt")).collect();
+        let files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b""[..])).collect();
+        let dir = tree(&files);
+        let out = glob(&dir, json!({"pattern": "*.txt"})).await.unwrap();
+        let lines: Vec<&str> = out.content.lines().collect();
+        assert_eq!(lines.len(), 501);
+        assert_eq!(lines[0], "f0000.txt");
+        assert_eq!(lines[499], "f0499.txt");
+        assert!(lines[500].starts_with("[10 more matches not shown"));
+    }
+
+    #[tokio::test]
+    async fn refuses_bad_patterns_and_outside_paths() {
+        let dir = tree(&[("a.rs", b"")]);
+        let err = glob(&dir, json!({"pattern": "a["})).await.unwrap_err();
+        assert!(matches!(err, ToolError::InvalidArgs(_)), "{err}");
+        let err = glob(&dir, json!({"pattern": "*", "path": ".."}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::Path(_)), "{err}");
+    }
+}

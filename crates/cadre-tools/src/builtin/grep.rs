@@ -1,0 +1,372 @@
+//! `grep`: search file contents with a regular expression, ripgrep style.
+
+use super::common::{PathGlob, definition, string_arg, truncate_line, walker};
+use crate::{Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
+use async_trait::async_trait;
+use cadre_types::ToolDefinition;
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
+use serde::Deserialize;
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Output lines shown at most.
+const MAX_LINES: usize = 500;
+/// Matched lines longer than this are cut.
+const MAX_LINE_CHARS: usize = 1000;
+/// Context lines allowed at most on each side.
+const MAX_CONTEXT: usize = 20;
+
+const DESCRIPTION: &str = "Search file contents with a regular expression (Rust regex syntax, \
+like ripgrep: `fn\\s+main`, `TODO|FIXME`, `\\bfoo\\b`; escape literal braces and dots). Matches \
+are per line. Files ignored by .gitignore/.ignore, hidden files and binary files are skipped. \
+output_mode `content` (default) prints `path:line:text` (context lines as `path-line-text`), \
+`files_with_matches` lists matching files, `count` prints `path:count`. Narrow with `path` \
+(a directory or file) and `glob` (e.g. `*.rs`). At most 500 lines are returned. Prefer this \
+over grep/rg in bash.";
+
+/// Searches file contents with a regex.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrepTool;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Mode {
+    #[default]
+    Content,
+    FilesWithMatches,
+    Count,
+}
+
+#[derive(Deserialize)]
+struct Args {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    glob: Option<String>,
+    #[serde(default)]
+    case_insensitive: bool,
+    #[serde(default)]
+    output_mode: Mode,
+    #[serde(default)]
+    context: Option<usize>,
+}
+
+#[async_trait]
+impl Tool for GrepTool {
+    fn name(&self) -> &str {
+        "grep"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition(
+            self.name(),
+            DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {"type": "string", "description": "Regular expression to search for."},
+                    "path": {"type": "string", "description": "File or directory to search, relative to the workspace root. Defaults to the root."},
+                    "glob": {"type": "string", "description": "Only search files matching this glob, e.g. `*.rs` or `src/**/*.ts`."},
+                    "case_insensitive": {"type": "boolean", "description": "Ignore case (default false).", "default": false},
+                    "output_mode": {
+                        "type": "string",
+                        "enum": ["content", "files_with_matches", "count"],
+                        "description": "`content`: matching lines; `files_with_matches`: file paths only; `count`: matches per file. Default `content`.",
+                        "default": "content"
+                    },
+                    "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines of context before and after each match (content mode only)."}
+                },
+                "required": ["pattern"],
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
+        string_arg(args, "path", Some("."))
+    }
+
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(args)?;
+        let matcher = RegexMatcherBuilder::new()
+            .case_insensitive(args.case_insensitive)
+            .line_terminator(Some(b'\n'))
+            .build(&args.pattern)
+            .map_err(|e| ToolError::InvalidArgs(format!("invalid regex: {e}")))?;
+        let filter = args.glob.as_deref().map(PathGlob::new).transpose()?;
+        let root = ctx.workspace.resolve(args.path.as_deref().unwrap_or("."))?;
+        let search = Search {
+            pattern: args.pattern,
+            matcher,
+            filter,
+            mode: args.output_mode,
+            context: args.context.unwrap_or(0).min(MAX_CONTEXT),
+            workspace: ctx.workspace.clone(),
+            cancel: ctx.cancel.clone(),
+        };
+        let out = tokio::task::spawn_blocking(move || search.run(&root))
+            .await
+            .map_err(|e| ToolError::Failed(format!("grep search failed: {e}")))??;
+        Ok(ToolOutput::ok(out))
+    }
+}
+
+/// One search, run on a blocking thread.
+struct Search {
+    pattern: String,
+    matcher: RegexMatcher,
+    filter: Option<PathGlob>,
+    mode: Mode,
+    context: usize,
+    workspace: Arc<Workspace>,
+    cancel: CancellationToken,
+}
+
+impl Search {
+    fn run(&self, root: &Path) -> Result<String, ToolError> {
+        let context = if self.mode == Mode::Content {
+            self.context
+        } else {
+            0
+        };
+        let mut searcher = SearcherBuilder::new()
+            .binary_detection(BinaryDetection::quit(0))
+            .line_number(true)
+            .before_context(context)
+            .after_context(context)
+            .build();
+        let mut lines: Vec<String> = Vec::new();
+        let mut truncated = false;
+        for entry in walker(root).build().flatten() {
+            if self.cancel.is_cancelled() {
+                return Err(ToolError::Cancelled);
+            }
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            let rel = entry.path().strip_prefix(root).unwrap_or(entry.path());
+            // A file given directly as `path` has an empty relative path: match its name.
+            let rel = if rel.as_os_str().is_empty() {
+                entry.path()
+            } else {
+                rel
+            };
+            if self.filter.as_ref().is_some_and(|f| !f.is_match(rel)) {
+                continue;
+            }
+            let shown = self.workspace.display(entry.path());
+            let mut sink = FileSink::new(&shown, self.mode);
+            if searcher
+                .search_path(&self.matcher, entry.path(), &mut sink)
+                .is_err()
+                || sink.binary
+                || sink.matches == 0
+            {
+                continue;
+            }
+            match self.mode {
+                Mode::Content => {
+                    if context > 0 && !lines.is_empty() {
+                        lines.push("--".to_string());
+                    }
+                    lines.append(&mut sink.lines);
+                }
+                Mode::FilesWithMatches => lines.push(shown),
+                Mode::Count => lines.push(format!("{shown}:{}", sink.matches)),
+            }
+            if lines.len() > MAX_LINES {
+                truncated = true;
+                lines.truncate(MAX_LINES);
+                break;
+            }
+        }
+        if lines.is_empty() {
+            return Ok(format!(
+                "no matches for {} in {}",
+                self.pattern,
+                self.workspace.display(root)
+            ));
+        }
+        let mut out = lines.join("\n");
+        out.push('\n');
+        if truncated {
+            out.push_str(&format!(
+                "[output capped at {MAX_LINES} lines; narrow the pattern, path or glob]\n"
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// Collects one file's results.
+struct FileSink<'a> {
+    shown: &'a str,
+    mode: Mode,
+    lines: Vec<String>,
+    matches: u64,
+    binary: bool,
+}
+
+impl<'a> FileSink<'a> {
+    fn new(shown: &'a str, mode: Mode) -> Self {
+        Self {
+            shown,
+            mode,
+            lines: Vec::new(),
+            matches: 0,
+            binary: false,
+        }
+    }
+
+    fn push(&mut self, sep: char, line_number: Option<u64>, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
+        let text = text.trim_end_matches(['\n', '\r']);
+        let n = line_number.unwrap_or(0);
+        self.lines.push(format!(
+            "{}{sep}{n}{sep}{}",
+            self.shown,
+            truncate_line(text, MAX_LINE_CHARS)
+        ));
+    }
+}
+
+impl Sink for FileSink<'_> {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        self.matches += 1;
+        match self.mode {
+            Mode::Content => self.push(':', mat.line_number(), mat.bytes()),
+            Mode::FilesWithMatches => return Ok(false),
+            Mode::Count => {}
+        }
+        // One file cannot fill more than the whole output.
+        Ok(self.lines.len() <= MAX_LINES)
+    }
+
+    fn context(&mut self, _: &Searcher, ctx: &SinkContext<'_>) -> Result<bool, Self::Error> {
+        if self.mode == Mode::Content {
+            self.push('-', ctx.line_number(), ctx.bytes());
+        }
+        Ok(true)
+    }
+
+    fn context_break(&mut self, _: &Searcher) -> Result<bool, Self::Error> {
+        if self.mode == Mode::Content {
+            self.lines.push("--".to_string());
+        }
+        Ok(true)
+    }
+
+    fn binary_data(&mut self, _: &Searcher, _: u64) -> Result<bool, Self::Error> {
+        self.binary = true;
+        Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{ctx, tree};
+
+    fn fixture() -> tempfile::TempDir {
+        tree(&[
+            (".gitignore", b"ignored.txt\n"),
+            ("a.rs", b"fn main() {\n    let needle = 1;\n}\n"),
+            (
+                "b.txt",
+                b"one\ntwo\nNeedle three\nfour\nfive\nsix\nneedle seven\n",
+            ),
+            ("ignored.txt", b"needle hidden by gitignore\n"),
+            ("bin.dat", b"needle\0binary\n"),
+            ("sub/c.rs", b"// needle\n// needle again\n"),
+        ])
+    }
+
+    async fn grep(
+        dir: &tempfile::TempDir,
+        args: serde_json::Value,
+    ) -> Result<ToolOutput, ToolError> {
+        GrepTool.call(args, &ctx(dir.path())).await
+    }
+
+    #[tokio::test]
+    async fn content_mode_prints_path_line_text_skipping_binary_and_ignored() {
+        let dir = fixture();
+        let out = grep(&dir, json!({"pattern": "needle"})).await.unwrap();
+        assert_eq!(
+            out.content,
+            "a.rs:2:    let needle = 1;\nb.txt:7:needle seven\n\
+             sub/c.rs:1:// needle\nsub/c.rs:2:// needle again\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn files_and_count_modes_with_case_and_glob() {
+        let dir = fixture();
+        let args = json!({"pattern": "needle", "output_mode": "files_with_matches", "case_insensitive": true});
+        let out = grep(&dir, args).await.unwrap();
+        assert_eq!(out.content, "a.rs\nb.txt\nsub/c.rs\n");
+        let args = json!({"pattern": "NEEDLE", "output_mode": "count", "case_insensitive": true});
+        let out = grep(&dir, args).await.unwrap();
+        assert_eq!(out.content, "a.rs:1\nb.txt:2\nsub/c.rs:2\n");
+        let args =
+            json!({"pattern": "needle", "output_mode": "count", "glob": "*.rs", "path": "sub"});
+        let out = grep(&dir, args).await.unwrap();
+        assert_eq!(out.content, "sub/c.rs:2\n");
+        let args = json!({"pattern": "needle", "path": "b.txt"});
+        let out = grep(&dir, args).await.unwrap();
+        assert_eq!(out.content, "b.txt:7:needle seven\n");
+    }
+
+    #[tokio::test]
+    async fn context_lines_and_breaks() {
+        let dir = fixture();
+        let args = json!({"pattern": "(?i)needle", "path": "b.txt", "context": 1});
+        let out = grep(&dir, args).await.unwrap();
+        assert_eq!(
+            out.content,
+            "b.txt-2-two\nb.txt:3:Needle three\nb.txt-4-four\n--\nb.txt-6-six\nb.txt:7:needle seven\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_matches_invalid_regex_and_bad_mode() {
+        let dir = fixture();
+        let out = grep(&dir, json!({"pattern": "zzz"})).await.unwrap();
+        assert_eq!(out.content, "no matches for zzz in .");
+        let err = grep(&dir, json!({"pattern": "a("})).await.unwrap_err();
+        assert!(matches!(err, ToolError::InvalidArgs(_)), "{err}");
+        let err = grep(&dir, json!({"pattern": "a", "output_mode": "lines"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::InvalidArgs(_)), "{err}");
+        let err = grep(&dir, json!({"pattern": "a", "path": "/etc"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::Path(_)), "{err}");
+    }
+
+    #[tokio::test]
+    async fn caps_output_lines() {
+        let text = "hit\n".repeat(600);
+        let dir = tree(&[("many.txt", text.as_bytes())]);
+        let out = grep(&dir, json!({"pattern": "hit"})).await.unwrap();
+        let lines: Vec<&str> = out.content.lines().collect();
+        assert_eq!(lines.len(), MAX_LINES + 1);
+        assert_eq!(lines[499], "many.txt:500:hit");
+        assert!(lines[500].starts_with("[output capped at 500 lines"));
+    }
+}

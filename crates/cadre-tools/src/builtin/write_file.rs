@@ -1,0 +1,136 @@
+//! `write_file`: create or overwrite a file, creating missing parent directories.
+
+use super::common::{definition, string_arg};
+use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use async_trait::async_trait;
+use cadre_types::ToolDefinition;
+use serde::Deserialize;
+use serde_json::json;
+
+const DESCRIPTION: &str = "Write a file in the workspace, replacing it entirely if it exists \
+and creating missing parent directories. Use it for new files or complete rewrites; for \
+changes to part of an existing file prefer edit_file, which is safer and shows a diff. \
+Read an existing file before overwriting it.";
+
+/// Creates or overwrites a file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteFileTool;
+
+#[derive(Deserialize)]
+struct Args {
+    path: String,
+    content: String,
+}
+
+#[async_trait]
+impl Tool for WriteFileTool {
+    fn name(&self) -> &str {
+        "write_file"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        definition(
+            self.name(),
+            DESCRIPTION,
+            json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "File to write, relative to the workspace root (or absolute inside it). Parent directories are created."
+                    },
+                    "content": {
+                        "type": "string",
+                        "description": "The complete new content of the file."
+                    }
+                },
+                "required": ["path", "content"],
+                "additionalProperties": false
+            }),
+        )
+    }
+
+    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
+        string_arg(args, "path", None)
+    }
+
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(args)?;
+        let abs = ctx.workspace.resolve(&args.path)?;
+        let shown = ctx.workspace.display(&abs);
+        let existed = match tokio::fs::symlink_metadata(&abs).await {
+            Ok(meta) if meta.is_dir() => {
+                return Err(ToolError::Failed(format!(
+                    "{shown} is a directory; give a file path"
+                )));
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        };
+        if let Some(parent) = abs.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| ToolError::io(format!("cannot create directories for {shown}"), e))?;
+        }
+        tokio::fs::write(&abs, args.content.as_bytes())
+            .await
+            .map_err(|e| ToolError::io(format!("cannot write {shown}"), e))?;
+        let what = if existed {
+            "overwrote existing file"
+        } else {
+            "created new file"
+        };
+        Ok(ToolOutput::ok(format!(
+            "wrote {} bytes to {shown} ({what})",
+            args.content.len()
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{ctx, tree};
+
+    #[tokio::test]
+    async fn creates_nested_directories_then_overwrites() {
+        let dir = tree(&[]);
+        let c = ctx(dir.path());
+        let args = json!({"path": "new/dir/file.txt", "content": "hello"});
+        let out = WriteFileTool.call(args, &c).await.unwrap();
+        assert_eq!(
+            out.content,
+            "wrote 5 bytes to new/dir/file.txt (created new file)"
+        );
+        let written = std::fs::read_to_string(dir.path().join("new/dir/file.txt")).unwrap();
+        assert_eq!(written, "hello");
+
+        let args = json!({"path": "new/dir/file.txt", "content": "hi"});
+        let out = WriteFileTool.call(args, &c).await.unwrap();
+        assert_eq!(
+            out.content,
+            "wrote 2 bytes to new/dir/file.txt (overwrote existing file)"
+        );
+        let written = std::fs::read_to_string(dir.path().join("new/dir/file.txt")).unwrap();
+        assert_eq!(written, "hi");
+    }
+
+    #[tokio::test]
+    async fn refuses_paths_outside_and_through_symlinks() {
+        let dir = tree(&[]);
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        let c = ctx(dir.path());
+        for path in ["../escape.txt", "link/new.txt", ".aws/credentials"] {
+            let args = json!({"path": path, "content": "x"});
+            let err = WriteFileTool.call(args, &c).await.unwrap_err();
+            assert!(matches!(err, ToolError::Path(_)), "{path}: {err}");
+        }
+        assert!(!outside.path().join("new.txt").exists());
+        assert!(!dir.path().join(".aws").exists());
+    }
+}

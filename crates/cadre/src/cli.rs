@@ -1,0 +1,75 @@
+//! Command-line definitions (the stable contract of SPEC §1.1).
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+/// cadre — a local-first agent harness with sub-agents.
+#[derive(Debug, Parser)]
+#[command(name = "cadre", version, about, disable_version_flag = true)]
+pub struct Cli {
+    /// Print the version.
+    #[arg(long, short = 'V', global = false)]
+    pub version: bool,
+    /// Workspace directory (default: the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Model as PROVIDER:MODEL (overrides CADRE_MODEL and the config).
+    #[arg(long, global = true, value_name = "PROVIDER:MODEL")]
+    pub model: Option<String>,
+    /// Extra configuration file, applied over the user and project files.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Write logs to this file instead of stderr (filter with RUST_LOG).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub log_file: Option<PathBuf>,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run an agent headless on PROMPT and stream its progress.
+    Run(RunArgs),
+}
+
+/// Output format of `cadre run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Human-readable: the answer on stdout, progress on stderr.
+    Text,
+    /// One JSON event per line on stdout.
+    Jsonl,
+}
+
+/// How a headless run answers approval requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ApprovalAnswer {
+    /// Refuse (the model is told why).
+    Deny,
+    /// Approve.
+    Auto,
+}
+
+/// Arguments of `cadre run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The task for the agent.
+    pub prompt: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// Maximum model turns.
+    #[arg(long, value_name = "N")]
+    pub max_turns: Option<u32>,
+    /// How calls that need approval are answered, since nobody can be asked.
+    #[arg(long, value_enum, default_value_t = ApprovalAnswer::Deny)]
+    pub approval: ApprovalAnswer,
+    /// Approval mode: ask, auto-approve, read-only or bypass (overrides the config).
+    #[arg(long, value_name = "MODE")]
+    pub permission_mode: Option<String>,
+    /// Continue this session instead of starting a new one.
+    #[arg(long, value_name = "SESSION_ID")]
+    pub resume: Option<String>,
+}

@@ -1,0 +1,178 @@
+//! Configuration: `~/.config/cadre/config.toml` (user), `<workspace>/.cadre/config.toml`
+//! (project, wins), an optional `--config FILE` (wins over both), then environment
+//! variables and flags. Tables merge key by key; documented in `docs/configuration.md`.
+
+use anyhow::{Context, Result};
+use cadre_engine::{ApprovalMode, PermissionPolicy, PermissionRules};
+use cadre_llm::ProviderConfig;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// The default model when nothing else names one.
+pub const DEFAULT_MODEL: &str = "openai:gpt-4o-mini";
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Default model (`provider:model`).
+    pub model: Option<String>,
+    /// Run budgets.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// Tool execution settings.
+    #[serde(default)]
+    pub tools: ToolsConfig,
+    /// Approval mode and rules.
+    #[serde(default)]
+    pub permissions: PermissionsConfig,
+    /// Named providers.
+    #[serde(default)]
+    pub providers: HashMap<String, ProviderConfig>,
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Maximum model turns of the main agent (default 50).
+    pub max_turns: Option<u32>,
+    /// Wall-clock budget of a run, in seconds.
+    pub wall_clock_secs: Option<u64>,
+    /// Token budget of a run (input + output).
+    pub max_tokens: Option<u64>,
+}
+
+/// `[tools]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Per-tool timeout in seconds (default 60).
+    pub timeout_secs: Option<u64>,
+    /// Tool calls of one reply that run at once (default 16).
+    pub max_parallel: Option<usize>,
+    /// Outputs above this many bytes are stored under `.cadre/tool-outputs/` (default 10000).
+    pub offload_threshold: Option<usize>,
+}
+
+/// `[permissions]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionsConfig {
+    /// `ask` (default), `auto-approve`, `read-only` or `bypass`.
+    pub mode: Option<ApprovalMode>,
+    /// Rules that allow calls without asking.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Rules that refuse calls.
+    #[serde(default)]
+    pub deny: Vec<String>,
+    /// Rules that always ask.
+    #[serde(default)]
+    pub ask: Vec<String>,
+}
+
+impl PermissionsConfig {
+    /// The policy these settings describe.
+    pub fn policy(&self) -> Result<PermissionPolicy> {
+        Ok(PermissionPolicy {
+            mode: self.mode.unwrap_or_default(),
+            rules: PermissionRules::parse(&self.allow, &self.deny, &self.ask)?,
+        })
+    }
+}
+
+/// The user's config directory (`$XDG_CONFIG_HOME/cadre` or `~/.config/cadre`).
+pub fn user_dir() -> Option<PathBuf> {
+    if let Some(x) = std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        return Some(PathBuf::from(x).join("cadre"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config").join("cadre"))
+}
+
+fn read_table(path: &Path) -> Result<Option<toml::Table>> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let table: toml::Table = toml::from_str(&text)
+                .with_context(|| format!("invalid configuration in {}", path.display()))?;
+            // Check each file on its own so an error names the file it is in.
+            toml::Value::Table(table.clone())
+                .try_into::<Config>()
+                .with_context(|| format!("invalid configuration in {}", path.display()))?;
+            Ok(Some(table))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Merge `over` into `base`: tables merge recursively, other values are replaced.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Load and merge the user, project and explicit configuration files.
+pub fn load(workspace: &Path, explicit: Option<&Path>) -> Result<Config> {
+    let mut merged = toml::Table::new();
+    let mut files: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = user_dir() {
+        files.push(dir.join("config.toml"));
+    }
+    files.push(workspace.join(".cadre").join("config.toml"));
+    for f in &files {
+        if let Some(t) = read_table(f)? {
+            merge(&mut merged, t);
+        }
+    }
+    if let Some(p) = explicit {
+        let t = read_table(p)?.with_context(|| format!("config file {} not found", p.display()))?;
+        merge(&mut merged, t);
+    }
+    let config: Config = toml::Value::Table(merged)
+        .try_into()
+        .context("invalid configuration")?;
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn project_overrides_user_key_by_key() {
+        let mut base: toml::Table = toml::from_str(
+            "model = \"openai:a\"\n[limits]\nmax_turns = 5\nmax_tokens = 100\n[permissions]\nallow = [\"bash\"]",
+        )
+        .unwrap();
+        let over: toml::Table = toml::from_str("[limits]\nmax_turns = 7\n").unwrap();
+        merge(&mut base, over);
+        let c: Config = toml::Value::Table(base).try_into().unwrap();
+        assert_eq!(c.model.as_deref(), Some("openai:a"));
+        assert_eq!(c.limits.max_turns, Some(7));
+        assert_eq!(c.limits.max_tokens, Some(100));
+        assert_eq!(c.permissions.allow, vec!["bash".to_string()]);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_modes_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".cadre")).unwrap();
+        std::fs::write(dir.path().join(".cadre/config.toml"), "modle = \"x\"\n").unwrap();
+        let err = load(dir.path(), None).unwrap_err();
+        assert!(format!("{err:#}").contains("modle"), "{err:#}");
+        std::fs::write(
+            dir.path().join(".cadre/config.toml"),
+            "[permissions]\nmode = \"maybe\"\n",
+        )
+        .unwrap();
+        assert!(load(dir.path(), None).is_err());
+    }
+}

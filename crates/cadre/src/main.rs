@@ -1,0 +1,68 @@
+//! The `cadre` binary: parse the command line, set up logging, run the subcommand.
+
+mod cli;
+mod config;
+mod output;
+mod run_cmd;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn init_logging(log_file: Option<&std::path::Path>) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match log_file {
+        Some(path) => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)?;
+            builder
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(file))
+                .init();
+        }
+        None => builder.with_writer(std::io::stderr).init(),
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    if cli.version {
+        println!("cadre {}", env!("CARGO_PKG_VERSION"));
+        return ExitCode::SUCCESS;
+    }
+    let Some(command) = &cli.command else {
+        use clap::CommandFactory;
+        let _ = cli::Cli::command().print_help();
+        return ExitCode::from(2);
+    };
+    if let Err(e) = init_logging(cli.log_file.as_deref()) {
+        eprintln!("cadre: cannot open log file: {e}");
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cadre: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        match command {
+            cli::Command::Run(args) => run_cmd::run(&cli, args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("cadre: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Event sinks of the command line: human text (answer on stdout, progress on stderr) and
+//! JSONL (one event per line on stdout). Logs never go to stdout.
+
+use cadre_types::{EndState, Event, EventEnvelope, EventSink, UpdateKind};
+use std::io::Write;
+use std::sync::Mutex;
+
+/// Prints events as JSON lines on stdout.
+#[derive(Debug, Default)]
+pub struct JsonlSink {
+    lock: Mutex<()>,
+}
+
+impl EventSink for JsonlSink {
+    fn emit(&self, event: EventEnvelope) {
+        if let Ok(line) = serde_json::to_string(&event) {
+            let _guard = self.lock.lock();
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+}
+
+/// Renders events for a person.
+#[derive(Debug, Default)]
+pub struct TextSink {
+    state: Mutex<TextState>,
+}
+
+#[derive(Debug, Default)]
+struct TextState {
+    /// True when stdout is in the middle of a line of streamed text.
+    mid_line: bool,
+}
+
+/// First line of `s`, cut to `max` characters.
+pub fn short(s: &str, max: usize) -> String {
+    let line = s.lines().next().unwrap_or("").trim();
+    if line.chars().count() <= max {
+        line.to_string()
+    } else {
+        let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+/// Short rendering of JSON tool arguments: the values, not the keys.
+pub fn short_args(args: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(args) {
+        Ok(serde_json::Value::Object(map)) => {
+            let parts: Vec<String> = map
+                .values()
+                .map(|v| match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            short(&parts.join(", "), 80)
+        }
+        _ => short(args, 80),
+    }
+}
+
+impl TextSink {
+    fn progress(&self, st: &mut TextState, line: &str) {
+        if st.mid_line {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out);
+            let _ = out.flush();
+            st.mid_line = false;
+        }
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{line}");
+    }
+}
+
+impl EventSink for TextSink {
+    fn emit(&self, env: EventEnvelope) {
+        let Ok(mut st) = self.state.lock() else {
+            return;
+        };
+        let main = env.agent == "main";
+        match env.event {
+            Event::TextDelta { text } if main => {
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(text.as_bytes());
+                let _ = out.flush();
+                st.mid_line = !text.ends_with('\n');
+            }
+            Event::ToolStart { tool, args, .. } => {
+                let prefix = if main {
+                    String::new()
+                } else {
+                    format!("[{}] ", env.agent)
+                };
+                self.progress(&mut st, &format!("{prefix}▸ {tool}({})", short_args(&args)));
+            }
+            Event::ToolResult {
+                tool,
+                output,
+                is_error: true,
+                ..
+            } => {
+                let prefix = if main {
+                    String::new()
+                } else {
+                    format!("[{}] ", env.agent)
+                };
+                self.progress(
+                    &mut st,
+                    &format!("{prefix}✗ {tool}: {}", short(&output, 120)),
+                );
+            }
+            Event::SubagentUpdate { update } => {
+                let name = &update.agent;
+                let line = match update.kind {
+                    UpdateKind::Start => {
+                        Some(format!("[{name}] started: {}", short(&update.text, 80)))
+                    }
+                    UpdateKind::ToolStart => Some(format!(
+                        "[{name}] ▸ {}({})",
+                        update.tool.as_deref().unwrap_or("?"),
+                        short_args(&update.text)
+                    )),
+                    UpdateKind::Done => Some(format!("[{name}] ✓ done")),
+                    UpdateKind::Error => Some(format!("[{name}] ✗ {}", short(&update.text, 120))),
+                    UpdateKind::Cancelled => Some(format!("[{name}] ✗ cancelled")),
+                    UpdateKind::Delta | UpdateKind::Thinking | UpdateKind::ToolResult => None,
+                };
+                if let Some(line) = line {
+                    self.progress(&mut st, &line);
+                }
+            }
+            Event::Notice { message } => self.progress(&mut st, &format!("! {message}")),
+            Event::Done {
+                state,
+                turns,
+                usage,
+                ..
+            } if main => {
+                let verdict = match &state {
+                    EndState::Completed => "completed".to_string(),
+                    other => other.to_string(),
+                };
+                let line = format!(
+                    "— {verdict} · {turns} turn{} · {} tokens ({} in / {} out)",
+                    if turns == 1 { "" } else { "s" },
+                    usage.total(),
+                    usage.input_tokens,
+                    usage.output_tokens
+                );
+                self.progress(&mut st, &line);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_args_shows_values() {
+        assert_eq!(short_args(r#"{"command":"ls -la"}"#), "ls -la");
+        assert_eq!(short_args("not json"), "not json");
+        assert!(short(&"x".repeat(200), 10).ends_with('…'));
+    }
+}
