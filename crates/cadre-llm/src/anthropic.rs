@@ -1,26 +1,275 @@
-//! Anthropic Messages provider.
+//! Anthropic Messages provider: `POST {base}/v1/messages`, streamed over SSE or as one
+//! JSON body.
+//!
+//! Configuration, from the provider table and then the environment:
+//! * base URL: `base_url`; else `ANTHROPIC_BASE_URL`; else `https://api.anthropic.com`. A
+//!   base that already ends in `/v1` is accepted too.
+//! * API key: the variable named by `api_key_env`; else `ANTHROPIC_API_KEY`, sent as
+//!   `x-api-key`. Without a key the header is left out.
+//! * `anthropic-version: 2023-06-01` is always sent; configured headers (e.g.
+//!   `anthropic-beta`) are added and may override it.
 
-use crate::{ModelRequest, ModelStream, Provider, ProviderConfig, ProviderError};
+mod full;
+mod request;
+mod stream;
 
-/// Placeholder replaced by the provider implementation.
+use crate::http::{self, HttpCore, Wire};
+use crate::retry::RetryPolicy;
+use crate::{ModelRequest, ModelStream, Provider, ProviderConfig, ProviderError, StreamEvent};
+use reqwest::header::HeaderMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default base URL of Anthropic providers.
+pub const ANTHROPIC_DEFAULT_BASE: &str = "https://api.anthropic.com";
+/// The API version header value sent with every request.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+/// `max_tokens` sent when the request sets none (Anthropic requires the field).
+pub const DEFAULT_MAX_TOKENS: u32 = 8192;
+
+/// A provider speaking the Anthropic Messages protocol.
 pub struct AnthropicProvider {
-    name: String,
+    core: Arc<HttpCore>,
+    wire: Arc<AnthropicWire>,
+}
+
+impl std::fmt::Debug for AnthropicProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnthropicProvider")
+            .field("name", &self.core.name)
+            .field("url", &self.core.url.as_str())
+            .field("stream", &self.core.stream)
+            .finish()
+    }
 }
 
 impl AnthropicProvider {
-    /// Build from a provider table.
-    pub fn from_config(name: &str, _cfg: &ProviderConfig) -> Result<Self, ProviderError> {
-        Ok(Self { name: name.into() })
+    /// Build from a provider table (see the module documentation for defaults). Fails on
+    /// a bad base URL or a header that references an unset variable.
+    pub fn from_config(name: &str, cfg: &ProviderConfig) -> Result<Self, ProviderError> {
+        let base = cfg
+            .base_url
+            .clone()
+            .or_else(|| http::env_value("ANTHROPIC_BASE_URL"))
+            .unwrap_or_else(|| ANTHROPIC_DEFAULT_BASE.into());
+        let base = base.trim_end_matches('/');
+        let url = if base.ends_with("/v1") {
+            format!("{base}/messages")
+        } else {
+            format!("{base}/v1/messages")
+        };
+        let key_env = cfg
+            .api_key_env
+            .clone()
+            .unwrap_or_else(|| "ANTHROPIC_API_KEY".to_string());
+        let mut headers = HeaderMap::new();
+        if let Some(key) = http::env_value(&key_env) {
+            http::insert_header(&mut headers, name, "x-api-key", &key)?;
+        }
+        http::insert_header(&mut headers, name, "anthropic-version", ANTHROPIC_VERSION)?;
+        let core = HttpCore::new(name, cfg, &url, headers, key_env)?;
+        let wire = Arc::new(AnthropicWire {
+            provider: name.to_string(),
+            auth_hint: core.auth_hint.clone(),
+        });
+        Ok(Self {
+            core: Arc::new(core),
+            wire,
+        })
+    }
+
+    /// Replace the retry policy (e.g. short backoff delays in tests). Other settings stay.
+    pub fn with_retry_policy(mut self, policy: RetryPolicy) -> Self {
+        Arc::make_mut(&mut self.core).retry = policy;
+        self
+    }
+
+    /// The endpoint requests go to (`{base}/v1/messages`).
+    pub fn endpoint(&self) -> &str {
+        self.core.url.as_str()
+    }
+
+    /// The retry policy in force.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.core.retry
     }
 }
 
 impl Provider for AnthropicProvider {
     fn name(&self) -> &str {
-        &self.name
+        &self.core.name
     }
-    fn stream(&self, _request: ModelRequest) -> ModelStream {
-        Box::pin(futures::stream::once(async {
-            Err(ProviderError::Config("anthropic provider not built yet".into()))
-        }))
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let body = request::build_body(&request, self.core.stream);
+        match serde_json::to_vec(&body) {
+            Ok(bytes) => http::run(
+                self.core.clone(),
+                self.wire.clone(),
+                request.model,
+                bytes.into(),
+            ),
+            Err(e) => {
+                let err = ProviderError::Config(format!("cannot encode request: {e}"));
+                Box::pin(futures::stream::once(async move { Err(err) }))
+            }
+        }
+    }
+}
+
+/// Decoding and error mapping for the Anthropic protocol.
+struct AnthropicWire {
+    provider: String,
+    auth_hint: String,
+}
+
+impl Wire for AnthropicWire {
+    fn decoder(&self) -> Box<dyn http::SseDecoder> {
+        Box::new(stream::Decoder::new(&self.provider, &self.auth_hint))
+    }
+
+    fn parse_full(&self, body: &[u8]) -> Result<Vec<StreamEvent>, ProviderError> {
+        full::parse_full(&self.provider, body)
+    }
+
+    fn map_error(
+        &self,
+        status: u16,
+        body: &str,
+        retry_after: Option<Duration>,
+        model: &str,
+    ) -> ProviderError {
+        let (message, kind) = http::error_message(status, body);
+        map_error(
+            &self.provider,
+            &self.auth_hint,
+            status,
+            kind.as_deref().unwrap_or(""),
+            message,
+            retry_after,
+            model,
+        )
+    }
+}
+
+/// The HTTP status Anthropic uses for an error type (for errors inside a stream).
+fn status_of(kind: &str) -> u16 {
+    match kind {
+        "invalid_request_error" => 400,
+        "authentication_error" => 401,
+        "permission_error" => 403,
+        "not_found_error" => 404,
+        "request_too_large" => 413,
+        "rate_limit_error" => 429,
+        "overloaded_error" => 529,
+        _ => 500,
+    }
+}
+
+/// Map an Anthropic error (status, `error.type`, message) to a [`ProviderError`].
+fn map_error(
+    provider: &str,
+    auth_hint: &str,
+    status: u16,
+    kind: &str,
+    message: String,
+    retry_after: Option<Duration>,
+    model: &str,
+) -> ProviderError {
+    let lower = message.to_lowercase();
+    if matches!(status, 401 | 403) || matches!(kind, "authentication_error" | "permission_error") {
+        return ProviderError::Auth {
+            provider: provider.to_string(),
+            hint: auth_hint.to_string(),
+        };
+    }
+    if status == 413
+        || kind == "request_too_large"
+        || lower.contains("prompt is too long")
+        || lower.contains("context window")
+        || lower.contains("context length")
+    {
+        return ProviderError::ContextTooLong {
+            provider: provider.to_string(),
+            message,
+        };
+    }
+    if status == 404 || kind == "not_found_error" {
+        return ProviderError::UnknownModel {
+            provider: provider.to_string(),
+            model: model.to_string(),
+            message,
+        };
+    }
+    let status = if kind == "overloaded_error" {
+        529
+    } else {
+        status
+    };
+    ProviderError::Http {
+        provider: provider.to_string(),
+        status,
+        message,
+        retry_after,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(status: u16, body: &str) -> ProviderError {
+        AnthropicWire {
+            provider: "anthropic".into(),
+            auth_hint: "ANTHROPIC_API_KEY".into(),
+        }
+        .map_error(status, body, None, "claude-x")
+    }
+
+    #[test]
+    fn errors_are_classified() {
+        let e = map(
+            401,
+            r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+        );
+        assert_eq!(
+            e.to_string(),
+            "authentication failed for anthropic: check ANTHROPIC_API_KEY"
+        );
+        let e = map(
+            404,
+            r#"{"type":"error","error":{"type":"not_found_error","message":"model: claude-x"}}"#,
+        );
+        assert!(matches!(e, ProviderError::UnknownModel { .. }), "{e}");
+        let e = map(
+            400,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 210000 tokens > 200000 maximum"}}"#,
+        );
+        assert!(matches!(e, ProviderError::ContextTooLong { .. }), "{e}");
+        let e = map(
+            529,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        );
+        assert_eq!(e.to_string(), "anthropic returned HTTP 529: Overloaded");
+        assert!(e.is_retryable());
+        assert!(
+            !map(
+                400,
+                r#"{"type":"error","error":{"type":"invalid_request_error","message":"bad"}}"#
+            )
+            .is_retryable()
+        );
+    }
+
+    #[test]
+    fn endpoint_accepts_bases_with_or_without_v1() {
+        for base in ["http://h:1", "http://h:1/", "http://h:1/v1"] {
+            let cfg = ProviderConfig {
+                base_url: Some(base.into()),
+                ..Default::default()
+            };
+            let p = AnthropicProvider::from_config("anthropic", &cfg).unwrap();
+            assert_eq!(p.endpoint(), "http://h:1/v1/messages");
+        }
     }
 }

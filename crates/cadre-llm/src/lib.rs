@@ -4,8 +4,11 @@
 //! routes `provider:model` names to it.
 
 mod error;
+mod http;
 mod provider;
 mod registry;
+pub mod retry;
+pub mod schema;
 pub mod scripted;
 
 pub mod anthropic;
@@ -16,3 +19,5 @@ pub use provider::{
     ModelRequest, ModelResponse, ModelStream, Provider, RequestMetadata, StreamEvent, collect,
 };
 pub use registry::{ProviderConfig, ProviderKind, ProviderRegistry, ResolvedModel};
+pub use retry::RetryPolicy;
+pub use schema::normalize_tool_schema;

@@ -1,26 +1,274 @@
-//! OpenAI-compatible Chat Completions provider.
+//! OpenAI-compatible Chat Completions provider (OpenAI, Ollama, vLLM, llama.cpp,
+//! OpenRouter, ...): `POST {base}/chat/completions`, streamed over SSE or as one JSON body.
+//!
+//! Configuration, from the provider table and then the environment:
+//! * base URL: `base_url`; else `OPENAI_BASE_URL` (provider `openai` only); else
+//!   `https://api.openai.com/v1` for `openai` and `http://127.0.0.1:11434/v1` for `ollama`;
+//!   other names must set `base_url`.
+//! * API key: the variable named by `api_key_env`; else `OPENAI_API_KEY` for `openai`. Without
+//!   a key no `Authorization` header is sent (local servers need none).
 
-use crate::{ModelRequest, ModelStream, Provider, ProviderConfig, ProviderError};
+mod full;
+mod request;
+mod stream;
 
-/// Placeholder replaced by the provider implementation.
+use crate::http::{self, HttpCore, Wire};
+use crate::retry::RetryPolicy;
+use crate::{ModelRequest, ModelStream, Provider, ProviderConfig, ProviderError, StreamEvent};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default base URL of the `openai` provider.
+pub const OPENAI_DEFAULT_BASE: &str = "https://api.openai.com/v1";
+/// Default base URL of the `ollama` provider.
+pub const OLLAMA_DEFAULT_BASE: &str = "http://127.0.0.1:11434/v1";
+
+/// A provider speaking the OpenAI Chat Completions protocol.
 pub struct OpenAiProvider {
-    name: String,
+    core: Arc<HttpCore>,
+    wire: Arc<OpenAiWire>,
+}
+
+impl std::fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiProvider")
+            .field("name", &self.core.name)
+            .field("url", &self.core.url.as_str())
+            .field("stream", &self.core.stream)
+            .finish()
+    }
 }
 
 impl OpenAiProvider {
-    /// Build from a provider table.
-    pub fn from_config(name: &str, _cfg: &ProviderConfig) -> Result<Self, ProviderError> {
-        Ok(Self { name: name.into() })
+    /// Build from a provider table (see the module documentation for defaults). Fails on
+    /// a missing or bad base URL or a header that references an unset variable.
+    pub fn from_config(name: &str, cfg: &ProviderConfig) -> Result<Self, ProviderError> {
+        let base = match (&cfg.base_url, name) {
+            (Some(base), _) => base.clone(),
+            (None, "openai") => {
+                http::env_value("OPENAI_BASE_URL").unwrap_or_else(|| OPENAI_DEFAULT_BASE.into())
+            }
+            (None, "ollama") => OLLAMA_DEFAULT_BASE.into(),
+            (None, _) => {
+                return Err(ProviderError::Config(format!(
+                    "provider {name} needs a base_url (e.g. https://host/v1)"
+                )));
+            }
+        };
+        let key_env = cfg
+            .api_key_env
+            .clone()
+            .or_else(|| (name == "openai").then(|| "OPENAI_API_KEY".to_string()));
+        let auth_hint = key_env
+            .clone()
+            .unwrap_or_else(|| format!("the api_key_env setting of [providers.{name}]"));
+        let mut headers = HeaderMap::new();
+        if let Some(key) = key_env.as_deref().and_then(http::env_value) {
+            http::insert_header(
+                &mut headers,
+                name,
+                AUTHORIZATION.as_str(),
+                &format!("Bearer {key}"),
+            )?;
+        }
+        let url = format!("{}/chat/completions", base.trim_end_matches('/'));
+        let core = HttpCore::new(name, cfg, &url, headers, auth_hint)?;
+        let wire = Arc::new(OpenAiWire {
+            provider: name.to_string(),
+            auth_hint: core.auth_hint.clone(),
+        });
+        Ok(Self {
+            core: Arc::new(core),
+            wire,
+        })
+    }
+
+    /// Replace the retry policy (e.g. short backoff delays in tests). Other settings stay.
+    pub fn with_retry_policy(mut self, policy: RetryPolicy) -> Self {
+        Arc::make_mut(&mut self.core).retry = policy;
+        self
+    }
+
+    /// The endpoint requests go to (`{base}/chat/completions`).
+    pub fn endpoint(&self) -> &str {
+        self.core.url.as_str()
+    }
+
+    /// The retry policy in force.
+    pub fn retry_policy(&self) -> &RetryPolicy {
+        &self.core.retry
     }
 }
 
 impl Provider for OpenAiProvider {
     fn name(&self) -> &str {
-        &self.name
+        &self.core.name
     }
-    fn stream(&self, _request: ModelRequest) -> ModelStream {
-        Box::pin(futures::stream::once(async {
-            Err(ProviderError::Config("openai provider not built yet".into()))
-        }))
+
+    fn stream(&self, request: ModelRequest) -> ModelStream {
+        let body = request::build_body(&request, self.core.stream);
+        match serde_json::to_vec(&body) {
+            Ok(bytes) => http::run(
+                self.core.clone(),
+                self.wire.clone(),
+                request.model,
+                bytes.into(),
+            ),
+            Err(e) => {
+                let err = ProviderError::Config(format!("cannot encode request: {e}"));
+                Box::pin(futures::stream::once(async move { Err(err) }))
+            }
+        }
+    }
+}
+
+/// Decoding and error mapping for the OpenAI protocol.
+struct OpenAiWire {
+    provider: String,
+    auth_hint: String,
+}
+
+impl Wire for OpenAiWire {
+    fn decoder(&self) -> Box<dyn http::SseDecoder> {
+        Box::new(stream::Decoder::new(&self.provider))
+    }
+
+    fn parse_full(&self, body: &[u8]) -> Result<Vec<StreamEvent>, ProviderError> {
+        full::parse_full(&self.provider, body)
+    }
+
+    fn map_error(
+        &self,
+        status: u16,
+        body: &str,
+        retry_after: Option<Duration>,
+        model: &str,
+    ) -> ProviderError {
+        map_error(
+            &self.provider,
+            &self.auth_hint,
+            status,
+            body,
+            retry_after,
+            model,
+        )
+    }
+}
+
+/// Map an OpenAI-style error reply to a [`ProviderError`].
+fn map_error(
+    provider: &str,
+    auth_hint: &str,
+    status: u16,
+    body: &str,
+    retry_after: Option<Duration>,
+    model: &str,
+) -> ProviderError {
+    let (message, code) = http::error_message(status, body);
+    let lower = message.to_lowercase();
+    let code = code.unwrap_or_default();
+    if status == 401 || status == 403 {
+        return ProviderError::Auth {
+            provider: provider.to_string(),
+            hint: auth_hint.to_string(),
+        };
+    }
+    if code == "context_length_exceeded"
+        || lower.contains("context_length_exceeded")
+        || lower.contains("maximum context length")
+        || lower.contains("context length")
+        || lower.contains("context window")
+    {
+        return ProviderError::ContextTooLong {
+            provider: provider.to_string(),
+            message,
+        };
+    }
+    let model_missing = code == "model_not_found"
+        || (lower.contains("model")
+            && (lower.contains("does not exist") || lower.contains("not found")));
+    if status == 404 || (model_missing && status < 500) {
+        return ProviderError::UnknownModel {
+            provider: provider.to_string(),
+            model: model.to_string(),
+            message,
+        };
+    }
+    ProviderError::Http {
+        provider: provider.to_string(),
+        status,
+        message,
+        retry_after,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(status: u16, body: &str) -> ProviderError {
+        map_error("openai", "OPENAI_API_KEY", status, body, None, "gpt-x")
+    }
+
+    #[test]
+    fn errors_are_classified() {
+        let e = map(401, r#"{"error":{"message":"Incorrect API key"}}"#);
+        assert_eq!(
+            e.to_string(),
+            "authentication failed for openai: check OPENAI_API_KEY"
+        );
+        assert!(matches!(
+            map(
+                404,
+                r#"{"error":{"message":"The model `gpt-x` does not exist"}}"#
+            ),
+            ProviderError::UnknownModel { .. }
+        ));
+        assert!(matches!(
+            map(
+                400,
+                r#"{"error":"model \"gpt-x\" not found, try pulling it first"}"#
+            ),
+            ProviderError::UnknownModel { .. }
+        ));
+        let e = map(
+            400,
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens","code":"context_length_exceeded"}}"#,
+        );
+        assert!(matches!(e, ProviderError::ContextTooLong { .. }), "{e}");
+        let e = map(503, r#"{"error":{"message":"busy"}}"#);
+        assert_eq!(e.to_string(), "openai returned HTTP 503: busy");
+        assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn base_urls_and_keys_follow_the_name() {
+        let p = OpenAiProvider::from_config("ollama", &ProviderConfig::default()).unwrap();
+        assert_eq!(p.endpoint(), "http://127.0.0.1:11434/v1/chat/completions");
+        let cfg = ProviderConfig {
+            base_url: Some("http://localhost:8000/v1/".into()),
+            ..Default::default()
+        };
+        let p = OpenAiProvider::from_config("vllm", &cfg).unwrap();
+        assert_eq!(p.endpoint(), "http://localhost:8000/v1/chat/completions");
+        assert!(!p.core.headers.contains_key(AUTHORIZATION));
+        let err = OpenAiProvider::from_config("custom", &ProviderConfig::default()).unwrap_err();
+        assert!(err.to_string().contains("base_url"), "{err}");
+        let cfg = ProviderConfig {
+            base_url: Some("http://x/v1".into()),
+            headers: [(
+                "X-Title".to_string(),
+                "${CADRE_SURELY_UNSET_VAR_1}".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        };
+        let err = OpenAiProvider::from_config("custom", &cfg).unwrap_err();
+        assert!(
+            err.to_string().contains("CADRE_SURELY_UNSET_VAR_1"),
+            "{err}"
+        );
     }
 }

@@ -226,7 +226,11 @@ impl Provider for ScriptedProvider {
         let prepared = self.reply(&request).map(|(turn, index)| {
             let text = expand(&turn.text, &request);
             let input_chars = request.system.len()
-                + request.messages.iter().map(|m| m.text().len()).sum::<usize>();
+                + request
+                    .messages
+                    .iter()
+                    .map(|m| m.text().len())
+                    .sum::<usize>();
             (turn, index, text, input_chars)
         });
         let fut = async move {
@@ -246,7 +250,11 @@ impl Provider for ScriptedProvider {
                 out_chars += th.len();
                 events.push(Ok(StreamEvent::ThinkingDelta(th.clone())));
             }
-            events.extend(chunks(&text).into_iter().map(|c| Ok(StreamEvent::TextDelta(c))));
+            events.extend(
+                chunks(&text)
+                    .into_iter()
+                    .map(|c| Ok(StreamEvent::TextDelta(c))),
+            );
             for (i, call) in turn.tool_calls.into_iter().enumerate() {
                 let arguments = match (call.args_raw, call.args) {
                     (Some(raw), _) => raw,

@@ -1,0 +1,259 @@
+//! HTTP plumbing shared by the OpenAI-compatible and Anthropic providers: the client,
+//! headers with `${VAR}` expansion, one request attempt (status check, SSE decoding with
+//! an idle timeout, or a whole JSON body), and the retry loop around attempts.
+
+mod attempt;
+
+pub(crate) use attempt::run;
+
+use crate::retry::RetryPolicy;
+use crate::{ProviderConfig, ProviderError, StreamEvent};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use std::time::Duration;
+
+/// Everything one provider instance needs to send requests; built once in `from_config`.
+#[derive(Clone)]
+pub(crate) struct HttpCore {
+    /// Provider name for errors and logs.
+    pub name: String,
+    /// The shared client (connection pool).
+    pub client: reqwest::Client,
+    /// The endpoint.
+    pub url: reqwest::Url,
+    /// Authentication, protocol and configured extra headers.
+    pub headers: HeaderMap,
+    /// Stream replies over SSE.
+    pub stream: bool,
+    /// Longest wait for any byte of the reply.
+    pub idle_timeout: Duration,
+    /// Retries.
+    pub retry: RetryPolicy,
+    /// What to check when the server refuses the key (the key's environment variable).
+    pub auth_hint: String,
+}
+
+impl HttpCore {
+    /// Common part of `from_config`: client, timeouts, streaming flag and extra headers
+    /// (added after `base`, so configured headers override defaults).
+    pub fn new(
+        name: &str,
+        cfg: &ProviderConfig,
+        url: &str,
+        mut headers: HeaderMap,
+        auth_hint: String,
+    ) -> Result<Self, ProviderError> {
+        let url = reqwest::Url::parse(url).map_err(|e| {
+            ProviderError::Config(format!("provider {name}: bad base URL {url:?}: {e}"))
+        })?;
+        for (key, value) in &cfg.headers {
+            let value = expand_env(value).map_err(|var| {
+                ProviderError::Config(format!(
+                    "provider {name}: header {key} uses ${{{var}}}, which is not set"
+                ))
+            })?;
+            insert_header(&mut headers, name, key, &value)?;
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(15))
+            .user_agent(concat!("cadre/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ProviderError::Config(format!("provider {name}: HTTP client: {e}")))?;
+        Ok(Self {
+            name: name.to_string(),
+            client,
+            url,
+            headers,
+            stream: cfg.stream.unwrap_or(true),
+            idle_timeout: Duration::from_secs(cfg.idle_timeout_secs.unwrap_or(60).max(1)),
+            retry: RetryPolicy::from_config(cfg),
+            auth_hint,
+        })
+    }
+}
+
+/// Add one header, with a configuration error naming the provider when it is invalid.
+pub(crate) fn insert_header(
+    headers: &mut HeaderMap,
+    provider: &str,
+    key: &str,
+    value: &str,
+) -> Result<(), ProviderError> {
+    let name = HeaderName::from_bytes(key.as_bytes()).map_err(|e| {
+        ProviderError::Config(format!("provider {provider}: bad header name {key:?}: {e}"))
+    })?;
+    let mut value = HeaderValue::from_str(value).map_err(|e| {
+        ProviderError::Config(format!(
+            "provider {provider}: bad value for header {key}: {e}"
+        ))
+    })?;
+    if name == reqwest::header::AUTHORIZATION || key.to_ascii_lowercase().contains("key") {
+        value.set_sensitive(true);
+    }
+    headers.insert(name, value);
+    Ok(())
+}
+
+/// The value of environment variable `var`, when set and not blank.
+pub(crate) fn env_value(var: &str) -> Option<String> {
+    std::env::var(var).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Expand `${VAR}` references from the environment. Err carries the first unset name.
+pub(crate) fn expand_env(value: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            out.push_str(&rest[start..]);
+            return Ok(out);
+        };
+        let var = &after[..end];
+        match std::env::var(var) {
+            Ok(v) => out.push_str(&v),
+            Err(_) => return Err(var.to_string()),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Turns SSE events of one reply into [`StreamEvent`]s.
+pub(crate) trait SseDecoder: Send {
+    /// Handle one SSE event (`event` is the SSE event name, `message` when absent).
+    /// Push events to emit into `out`; return `Ok(true)` once the reply is complete.
+    fn on_event(
+        &mut self,
+        event: &str,
+        data: &str,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<bool, ProviderError>;
+
+    /// The body ended. Push the closing events when the reply is complete, else return
+    /// an explanation of what is missing.
+    fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), String>;
+}
+
+/// The provider-specific side of a request: decoding replies and mapping errors.
+pub(crate) trait Wire: Send + Sync + 'static {
+    /// A fresh decoder for one streamed reply.
+    fn decoder(&self) -> Box<dyn SseDecoder>;
+    /// Decode a whole (non-streamed) JSON reply.
+    fn parse_full(&self, body: &[u8]) -> Result<Vec<StreamEvent>, ProviderError>;
+    /// Map an error status and body to an error.
+    fn map_error(
+        &self,
+        status: u16,
+        body: &str,
+        retry_after: Option<Duration>,
+        model: &str,
+    ) -> ProviderError;
+}
+
+/// An `f32` setting as JSON without float noise (`0.2`, not `0.20000000298023224`).
+pub(crate) fn f32_json(value: f32) -> serde_json::Value {
+    value
+        .to_string()
+        .parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map_or(serde_json::Value::Null, serde_json::Value::Number)
+}
+
+/// An error with its sources, e.g. `error sending request: connection refused`.
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// The human message of an error body: `{"error":{"message":..}}`, `{"error":".."}`,
+/// `{"message":..}` or `{"detail":..}`, else the (shortened) text itself. Also returns the
+/// error's `code` or `type`, when given.
+pub(crate) fn error_message(status: u16, body: &str) -> (String, Option<String>) {
+    if let Ok(json) = serde_json::from_str::<serde_json::Value>(body) {
+        let err = json.get("error").unwrap_or(&json);
+        let code = ["code", "type"]
+            .iter()
+            .find_map(|k| err.get(*k))
+            .and_then(|v| match v {
+                serde_json::Value::String(s) => Some(s.clone()),
+                serde_json::Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            });
+        let message = match err {
+            serde_json::Value::String(s) => Some(s.clone()),
+            _ => ["message", "detail", "error"]
+                .iter()
+                .find_map(|k| err.get(*k).and_then(|v| v.as_str()))
+                .map(str::to_string),
+        };
+        if let Some(message) = message {
+            return (message, code);
+        }
+    }
+    let text = body.trim();
+    if text.is_empty() {
+        let reason = reqwest::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("no message");
+        return (reason.to_string(), None);
+    }
+    let mut short: String = text.chars().take(500).collect();
+    if short.len() < text.len() {
+        short.push('…');
+    }
+    (short, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_expansion() {
+        assert_eq!(expand_env("plain").unwrap(), "plain");
+        let path = std::env::var("PATH").unwrap();
+        assert_eq!(expand_env("a ${PATH} b").unwrap(), format!("a {path} b"));
+        assert_eq!(expand_env("x ${").unwrap(), "x ${");
+        assert_eq!(
+            expand_env("${CADRE_SURELY_UNSET_VAR_1234}").unwrap_err(),
+            "CADRE_SURELY_UNSET_VAR_1234"
+        );
+    }
+
+    #[test]
+    fn error_messages_are_extracted() {
+        let (m, c) = error_message(
+            400,
+            r#"{"error":{"message":"too long","code":"context_length_exceeded"}}"#,
+        );
+        assert_eq!(
+            (m.as_str(), c.as_deref()),
+            ("too long", Some("context_length_exceeded"))
+        );
+        let (m, _) = error_message(404, r#"{"error":"model 'x' not found"}"#);
+        assert_eq!(m, "model 'x' not found");
+        let (m, c) = error_message(
+            529,
+            r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+        );
+        assert_eq!(
+            (m.as_str(), c.as_deref()),
+            ("Overloaded", Some("overloaded_error"))
+        );
+        assert_eq!(error_message(502, "").0, "Bad Gateway");
+        assert_eq!(error_message(500, "  boom \n").0, "boom");
+    }
+}

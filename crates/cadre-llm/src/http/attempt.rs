@@ -1,0 +1,284 @@
+//! One request attempt (send, status check, SSE decoding with an idle timeout, or a
+//! whole JSON body) and the retry loop around attempts.
+
+use super::{HttpCore, SseDecoder, Wire, error_chain};
+use crate::retry::{AttemptFn, parse_retry_after, with_retries};
+use crate::{ModelStream, ProviderError, StreamEvent};
+use bytes::Bytes;
+use eventsource_stream::{EventStreamError, Eventsource};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use reqwest::header::CONTENT_TYPE;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Largest response body read for a non-streaming reply or an error.
+const MAX_BODY: usize = 64 * 1024 * 1024;
+/// Largest error body kept for the message.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+/// How long to wait for the end of a body after the reply is complete.
+const DRAIN_LIMIT: Duration = Duration::from_millis(250);
+
+/// Send `body` to the provider with retries and stream the decoded reply.
+pub(crate) fn run(
+    core: Arc<HttpCore>,
+    wire: Arc<dyn Wire>,
+    model: String,
+    body: Bytes,
+) -> ModelStream {
+    let policy = core.retry.clone();
+    let name = core.name.clone();
+    let model: Arc<str> = model.into();
+    let make: AttemptFn =
+        Arc::new(move |_attempt| attempt(core.clone(), wire.clone(), model.clone(), body.clone()));
+    with_retries(policy, name, make)
+}
+
+/// Why the body stream stopped.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error("no data within the idle timeout")]
+    Idle,
+    #[error("{0}")]
+    Broken(String),
+}
+
+type SseStream = BoxStream<'static, Result<eventsource_stream::Event, EventStreamError<BodyError>>>;
+
+enum Phase {
+    Connect,
+    Sse {
+        events: SseStream,
+        decoder: Box<dyn SseDecoder>,
+    },
+    Drain(SseStream),
+    Finished,
+}
+
+struct Attempt {
+    core: Arc<HttpCore>,
+    wire: Arc<dyn Wire>,
+    model: Arc<str>,
+    body: Bytes,
+    phase: Phase,
+    queue: VecDeque<StreamEvent>,
+    emitted: bool,
+}
+
+impl Attempt {
+    fn stream_error(&self, message: impl Into<String>) -> ProviderError {
+        ProviderError::Stream {
+            provider: self.core.name.clone(),
+            message: message.into(),
+            after_content: self.emitted,
+        }
+    }
+
+    fn idle_error(&self) -> ProviderError {
+        ProviderError::IdleTimeout {
+            provider: self.core.name.clone(),
+            after: self.core.idle_timeout,
+        }
+    }
+
+    /// Mark decoder stream errors with whether content already went out.
+    fn fix(&self, error: ProviderError) -> ProviderError {
+        match error {
+            ProviderError::Stream {
+                provider, message, ..
+            } => ProviderError::Stream {
+                provider,
+                message,
+                after_content: self.emitted,
+            },
+            other => other,
+        }
+    }
+
+    fn body_error(&self, error: EventStreamError<BodyError>) -> ProviderError {
+        match error {
+            EventStreamError::Transport(BodyError::Idle) => self.idle_error(),
+            EventStreamError::Transport(BodyError::Broken(m)) => {
+                self.stream_error(format!("connection broke mid-reply: {m}"))
+            }
+            EventStreamError::Utf8(e) => self.stream_error(format!("invalid UTF-8: {e}")),
+            EventStreamError::Parser(e) => self.stream_error(format!("invalid SSE: {e}")),
+        }
+    }
+
+    /// Send the request and check the status; on success set up the next phase.
+    async fn connect(&mut self) -> Result<(), ProviderError> {
+        let core = &self.core;
+        let request = core
+            .client
+            .post(core.url.clone())
+            .headers(core.headers.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .body(self.body.clone());
+        let response = match tokio::time::timeout(core.idle_timeout, request.send()).await {
+            Err(_) => return Err(self.idle_error()),
+            Ok(Err(e)) => {
+                return Err(ProviderError::Transport {
+                    provider: core.name.clone(),
+                    message: error_chain(&e),
+                });
+            }
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status();
+        if !status.is_success() {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, SystemTime::now()));
+            let bytes = read_body(response, core.idle_timeout, MAX_ERROR_BODY)
+                .await
+                .unwrap_or_default();
+            let text = String::from_utf8_lossy(&bytes);
+            return Err(self
+                .wire
+                .map_error(status.as_u16(), &text, retry_after, &self.model));
+        }
+        if core.stream {
+            let events = idle_bytes(response, core.idle_timeout)
+                .eventsource()
+                .boxed();
+            self.phase = Phase::Sse {
+                events,
+                decoder: self.wire.decoder(),
+            };
+            return Ok(());
+        }
+        let bytes = match read_body(response, core.idle_timeout, MAX_BODY).await {
+            Ok(b) => b,
+            Err(BodyError::Idle) => return Err(self.idle_error()),
+            Err(BodyError::Broken(m)) => {
+                return Err(self.stream_error(format!("connection broke mid-reply: {m}")));
+            }
+        };
+        let events = self.wire.parse_full(&bytes)?;
+        self.queue.extend(events);
+        Ok(())
+    }
+
+    /// Produce the next item of the attempt's stream.
+    async fn next(&mut self) -> Option<Result<StreamEvent, ProviderError>> {
+        loop {
+            if let Some(event) = self.queue.pop_front() {
+                self.emitted = true;
+                return Some(Ok(event));
+            }
+            match std::mem::replace(&mut self.phase, Phase::Finished) {
+                Phase::Finished => return None,
+                Phase::Connect => {
+                    if let Err(e) = self.connect().await {
+                        return Some(Err(e));
+                    }
+                }
+                Phase::Drain(mut events) => {
+                    // Read to the end so the connection can be reused; ignore what comes.
+                    let _ = tokio::time::timeout(DRAIN_LIMIT, async {
+                        while let Some(Ok(_)) = events.next().await {}
+                    })
+                    .await;
+                    return None;
+                }
+                Phase::Sse {
+                    mut events,
+                    mut decoder,
+                } => {
+                    let mut out = Vec::new();
+                    match events.next().await {
+                        Some(Ok(ev)) => match decoder.on_event(&ev.event, &ev.data, &mut out) {
+                            Ok(done) => {
+                                self.phase = if done {
+                                    Phase::Drain(events)
+                                } else {
+                                    Phase::Sse { events, decoder }
+                                };
+                            }
+                            Err(e) => return Some(Err(self.fix(e))),
+                        },
+                        Some(Err(e)) => {
+                            // A body that breaks after the reply was complete (e.g. an
+                            // OpenAI stream cut after `finish_reason`) still counts.
+                            if decoder.on_eof(&mut out).is_err() {
+                                return Some(Err(self.body_error(e)));
+                            }
+                            tracing::debug!(
+                                provider = %self.core.name,
+                                "stream broke after a complete reply"
+                            );
+                        }
+                        None => {
+                            if let Err(m) = decoder.on_eof(&mut out) {
+                                return Some(Err(self.stream_error(m)));
+                            }
+                        }
+                    }
+                    self.queue.extend(out);
+                }
+            }
+        }
+    }
+}
+
+/// One attempt: send, check the status, decode the reply.
+fn attempt(core: Arc<HttpCore>, wire: Arc<dyn Wire>, model: Arc<str>, body: Bytes) -> ModelStream {
+    let state = Attempt {
+        core,
+        wire,
+        model,
+        body,
+        phase: Phase::Connect,
+        queue: VecDeque::new(),
+        emitted: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        let item = st.next().await?;
+        if item.is_err() {
+            st.phase = Phase::Finished;
+            st.queue.clear();
+        }
+        Some((item, st))
+    })
+    .boxed()
+}
+
+/// The response body as a byte stream that fails when no bytes arrive for `idle`.
+fn idle_bytes(
+    response: reqwest::Response,
+    idle: Duration,
+) -> impl futures::Stream<Item = Result<Bytes, BodyError>> + Send + 'static {
+    let inner = response.bytes_stream().boxed();
+    futures::stream::unfold(Some(inner), move |state| async move {
+        let mut inner = state?;
+        match tokio::time::timeout(idle, inner.next()).await {
+            Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(inner))),
+            Ok(Some(Err(e))) => Some((Err(BodyError::Broken(error_chain(&e))), None)),
+            Ok(None) => None,
+            Err(_) => Some((Err(BodyError::Idle), None)),
+        }
+    })
+}
+
+/// Read a whole body (at most `limit` bytes are kept), failing on idle or a broken body.
+async fn read_body(
+    response: reqwest::Response,
+    idle: Duration,
+    limit: usize,
+) -> Result<Vec<u8>, BodyError> {
+    let mut out = Vec::new();
+    let mut stream = std::pin::pin!(idle_bytes(response, idle));
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk?;
+        let room = limit.saturating_sub(out.len());
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if out.len() >= limit {
+            break;
+        }
+    }
+    Ok(out)
+}

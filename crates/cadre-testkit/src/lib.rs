@@ -1,0 +1,26 @@
+//! Test helpers for cadre: [`MockServer`], a local HTTP server that speaks the OpenAI
+//! Chat Completions and Anthropic Messages protocols from scripted replies, records the
+//! requests it receives, and injects faults (error statuses with `Retry-After`, delays,
+//! streams that are cut or stall, multi-byte characters split across writes).
+//!
+//! ```no_run
+//! # async fn demo() -> std::io::Result<()> {
+//! use cadre_testkit::{MockReply, MockServer, OpenAiStream};
+//! let mock = MockServer::start().await?;
+//! mock.push_openai(MockReply::openai_error(429, "slow down", None).retry_after(1));
+//! mock.push_openai(OpenAiStream::new().text("hi").finish("stop").done().into_reply());
+//! // point a client at mock.openai_base_url(), then inspect mock.requests()
+//! # Ok(()) }
+//! ```
+
+mod anthropic;
+mod openai;
+mod reply;
+mod server;
+mod sse;
+
+pub use anthropic::{AnthropicJson, AnthropicStream};
+pub use openai::{OpenAiJson, OpenAiStream};
+pub use reply::{MockReply, split_bytes_inside};
+pub use server::{Api, MockServer, RecordedRequest, Responder};
+pub use sse::{sse_data, sse_event};

@@ -1,0 +1,194 @@
+//! `cadre run` end to end over HTTP: the real binary talks to a mock OpenAI or Anthropic
+//! server started inside the test, found through `OPENAI_BASE_URL` / `ANTHROPIC_BASE_URL`
+//! with the key from `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use cadre_testkit::{AnthropicStream, MockReply, MockServer, OpenAiStream};
+use serde_json::json;
+use std::path::Path;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+/// Variables of the provider setup that must not leak in from the environment.
+const PROVIDER_VARS: [&str; 6] = [
+    "CADRE_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "RUST_LOG",
+];
+
+fn workspace() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    dir
+}
+
+/// Run `cadre --workspace WS run --model MODEL PROMPT` with `vars` set and no user config.
+async fn cadre_run(ws: &Path, model: &str, prompt: &str, vars: &[(&str, String)]) -> Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_cadre"));
+    cmd.arg("--workspace")
+        .arg(ws)
+        .args(["run", "--model", model, prompt])
+        .env("XDG_CONFIG_HOME", ws.join("nocfg"))
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    for var in PROVIDER_VARS {
+        cmd.env_remove(var);
+    }
+    for (name, value) in vars {
+        cmd.env(name, value);
+    }
+    tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("cadre finished within a minute")
+        .expect("cadre started")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_against_a_mock_openai_server() {
+    let mock = MockServer::start().await.unwrap();
+    mock.push_openai(
+        OpenAiStream::new()
+            .role()
+            .text("Reading.")
+            .tool_call_start(0, "call_1", "read_file")
+            .tool_call_args(0, "{\"path\":")
+            .tool_call_args(0, "\"notes.txt\"}")
+            .finish("tool_calls")
+            .usage(100, 10, 0)
+            .done()
+            .into_reply(),
+    );
+    mock.push_openai(
+        OpenAiStream::new()
+            .role()
+            .text("The middle word ")
+            .text("is beta.")
+            .finish("stop")
+            .usage(150, 8, 0)
+            .done()
+            .into_reply(),
+    );
+    let ws = workspace();
+    let out = cadre_run(
+        ws.path(),
+        "openai:any-model",
+        "hi",
+        &[
+            ("OPENAI_BASE_URL", mock.openai_base_url()),
+            ("OPENAI_API_KEY", "test-key".into()),
+        ],
+    )
+    .await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert!(stdout.contains("The middle word is beta."), "{stdout}");
+    assert!(stderr.contains("read_file"), "{stderr}");
+
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 2);
+    for req in &reqs {
+        assert_eq!(req.path, "/v1/chat/completions");
+        assert_eq!(req.header("authorization"), Some("Bearer test-key"));
+        assert_eq!(req.body["model"], "any-model");
+        assert_eq!(req.body["stream"], true);
+        assert_eq!(req.body["messages"][0]["role"], "system");
+        let tools = req.body["tools"].as_array().unwrap();
+        assert!(
+            tools.iter().any(|t| t["function"]["name"] == "read_file"),
+            "{tools:?}"
+        );
+    }
+    assert_eq!(
+        reqs[0].body["messages"][1],
+        json!({"role": "user", "content": "hi"})
+    );
+    // The builtin read_file ran in the workspace and its output went back to the model.
+    let messages = reqs[1].body["messages"].as_array().unwrap();
+    let result = messages.last().unwrap();
+    assert_eq!(result["role"], "tool");
+    assert_eq!(result["tool_call_id"], "call_1");
+    assert!(
+        result["content"].as_str().unwrap().contains("beta"),
+        "{result}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_against_a_mock_anthropic_server() {
+    let mock = MockServer::start().await.unwrap();
+    mock.push_anthropic(
+        AnthropicStream::new()
+            .start(40, 0)
+            .text(&["Hello ", "from the mock."])
+            .stop("end_turn", 5)
+            .into_reply(),
+    );
+    let ws = workspace();
+    let out = cadre_run(
+        ws.path(),
+        "anthropic:claude-x",
+        "hi",
+        &[
+            ("ANTHROPIC_BASE_URL", mock.base_url()),
+            ("ANTHROPIC_API_KEY", "test-key".into()),
+        ],
+    )
+    .await;
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert!(stdout.contains("Hello from the mock."), "{stdout}");
+
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 1);
+    let req = &reqs[0];
+    assert_eq!(req.path, "/v1/messages");
+    assert_eq!(req.header("x-api-key"), Some("test-key"));
+    assert_eq!(req.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(req.body["model"], "claude-x");
+    assert_eq!(req.body["stream"], true);
+    assert!(req.body["system"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(
+        req.body["messages"],
+        json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_key_fails_the_run_with_a_hint() {
+    let mock = MockServer::start().await.unwrap();
+    mock.push_openai(MockReply::openai_error(
+        401,
+        "Incorrect API key provided",
+        Some("invalid_api_key"),
+    ));
+    let ws = workspace();
+    let out = cadre_run(
+        ws.path(),
+        "openai:any-model",
+        "hi",
+        &[
+            ("OPENAI_BASE_URL", mock.openai_base_url()),
+            ("OPENAI_API_KEY", "wrong-key".into()),
+        ],
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {stderr}");
+    assert!(
+        stderr.contains("authentication failed for openai: check OPENAI_API_KEY"),
+        "{stderr}"
+    );
+    // An authentication failure is not retried.
+    assert_eq!(mock.request_count(), 1);
+    assert_eq!(
+        mock.requests()[0].header("authorization"),
+        Some("Bearer wrong-key")
+    );
+}
