@@ -65,13 +65,17 @@ impl<'a> Dispatcher<'a> {
         calls: &[ToolCall],
         stop: &CancellationToken,
     ) -> Vec<CallResult> {
-        futures::stream::iter(calls.iter().map(|c| {
+        // Build the futures first: a lazy `map` closure inside the stream trips rustc's
+        // higher-ranked Send inference when the whole run is spawned on a task.
+        let mut calls_futs = Vec::with_capacity(calls.len());
+        for c in calls {
             let span = tracing::info_span!("tool_call", tool = %c.name, call_id = %c.id);
-            self.run_one(c, stop).instrument(span)
-        }))
-        .buffered(self.cfg.max_parallel_tools.max(1))
-        .collect()
-        .await
+            calls_futs.push(self.run_one(c, stop).instrument(span));
+        }
+        futures::stream::iter(calls_futs)
+            .buffered(self.cfg.max_parallel_tools.max(1))
+            .collect()
+            .await
     }
 
     fn finish(

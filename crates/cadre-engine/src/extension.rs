@@ -23,6 +23,12 @@ pub trait TurnExtension: Send + Sync {
         Vec::new()
     }
 
+    /// Tokens spent on this run's behalf outside its own model calls (its sub-agents); added
+    /// to the usage the run reports when it ends.
+    fn usage_rollup(&self, _run: &RunContext) -> cadre_types::Usage {
+        cadre_types::Usage::default()
+    }
+
     /// Called when the model has finished. Wait (until `cancel`) for outstanding work whose
     /// results the model should see; return true if new injections are ready.
     async fn wait_outstanding(&self, _run: &RunContext, _cancel: &CancellationToken) -> bool {

@@ -14,7 +14,10 @@ pub mod prompt;
 mod run_loop;
 mod session;
 
-pub use agent::{Agent, AgentBuilder, AgentConfig, Limits, RunOutcome};
+pub use agent::{
+    Agent, AgentBuilder, AgentConfig, DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_TOOL_TIMEOUT, Limits,
+    RunOutcome,
+};
 pub use approvals::{AutoApprove, DenyAll, NonInteractiveApprovals};
 pub use extension::TurnExtension;
 pub use hooks::{HookDecision, ToolCallInfo, ToolHook};

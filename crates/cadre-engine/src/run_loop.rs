@@ -172,7 +172,10 @@ async fn run_inner(
     let mut outstanding_rounds = 0u32;
     let dispatcher = Dispatcher::new(cfg, run.clone(), workspace, session.approved_tools());
 
-    let finish = |state: EndState, output: String, turns: u32, usage: Usage| {
+    let finish = |state: EndState, output: String, turns: u32, mut usage: Usage| {
+        for ext in &cfg.extensions {
+            usage += ext.usage_rollup(&run);
+        }
         if let EndState::Failed { error } = &state {
             emitter.emit(Event::Error {
                 message: error.clone(),

@@ -108,6 +108,9 @@ pub struct SubagentUpdate {
     /// The tool involved, for tool updates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// Tokens the child used, on `done`, `error` and `cancelled` updates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// One event of a run.

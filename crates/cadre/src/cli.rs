@@ -32,6 +32,27 @@ pub struct Cli {
 pub enum Command {
     /// Run an agent headless on PROMPT and stream its progress.
     Run(RunArgs),
+    /// Inspect and validate the sub-agent definitions.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
+}
+
+/// `cadre agents ...`.
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// List every agent with its source, model and tools.
+    List {
+        /// Print a JSON array instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one agent in full: source, tools, model, workspace, prompt.
+    Show {
+        /// The agent's name.
+        name: String,
+    },
+    /// Validate every definition file; exit 1 if any is broken.
+    Check,
 }
 
 /// Output format of `cadre run`.
@@ -57,6 +78,9 @@ pub enum ApprovalAnswer {
 pub struct RunArgs {
     /// The task for the agent.
     pub prompt: String,
+    /// Run this sub-agent directly in the foreground, bypassing the main model (`@agent`).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,

@@ -30,6 +30,66 @@ pub struct Config {
     /// Named providers.
     #[serde(default)]
     pub providers: HashMap<String, ProviderConfig>,
+    /// Sub-agent settings.
+    #[serde(default)]
+    pub subagents: SubagentsConfig,
+    /// Model aliases.
+    #[serde(default)]
+    pub models: ModelsConfig,
+}
+
+/// `[models]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelsConfig {
+    /// Short names used in agent definitions (`sonnet`, `fast`, ...) mapped to model specs
+    /// (`anthropic:claude-sonnet-4-5`).
+    #[serde(default)]
+    pub aliases: HashMap<String, String>,
+}
+
+/// `[subagents]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubagentsConfig {
+    /// Which delegation tools the parent sees: `task`, `lifecycle` or `both` (default).
+    pub tools: Option<SurfaceName>,
+    /// Spawn depth cap (default 3).
+    pub max_depth: Option<u32>,
+    /// Children running at once per session (default 16); more wait as pending.
+    pub max_concurrent: Option<usize>,
+    /// Max turns of declared sub-agents that set none (default 10).
+    pub max_turns: Option<u32>,
+    /// `deny` (default): background children's approval requests are refused;
+    /// `escalate`: they go to the parent's approval channel.
+    pub background_approvals: Option<BackgroundApprovalsName>,
+    /// Seconds a foreground `task` waits before its child moves to the background (default: no limit).
+    pub task_timeout_secs: Option<u64>,
+    /// Remove the built-in `general-purpose` agent.
+    #[serde(default)]
+    pub disable_general_purpose: bool,
+}
+
+/// `subagents.tools`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SurfaceName {
+    /// Only `task`.
+    Task,
+    /// Only the lifecycle tools.
+    Lifecycle,
+    /// Both.
+    Both,
+}
+
+/// `subagents.background_approvals`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BackgroundApprovalsName {
+    /// Refuse.
+    Deny,
+    /// Ask the parent's channel.
+    Escalate,
 }
 
 /// `[limits]`.

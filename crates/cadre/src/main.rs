@@ -1,9 +1,11 @@
 //! The `cadre` binary: parse the command line, set up logging, run the subcommand.
 
+mod agents_cmd;
 mod cli;
 mod config;
 mod output;
 mod run_cmd;
+mod setup;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -43,21 +45,23 @@ fn main() -> ExitCode {
         eprintln!("cadre: cannot open log file: {e}");
         return ExitCode::from(2);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cadre: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
+    let result = match command {
+        // Synchronous: no async runtime to start.
+        cli::Command::Agents(cmd) => agents_cmd::run(&cli, cmd),
+        cli::Command::Run(args) => {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("cadre: cannot start the async runtime: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            runtime.block_on(run_cmd::run(&cli, args))
         }
     };
-    let result = runtime.block_on(async {
-        match command {
-            cli::Command::Run(args) => run_cmd::run(&cli, args).await,
-        }
-    });
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -1,16 +1,14 @@
-//! `cadre run`: build the main agent from the configuration and run it headless.
+//! `cadre run`: run the main agent headless (or one sub-agent directly with `--agent`).
 
 use crate::cli::{ApprovalAnswer, Cli, OutputFormat, RunArgs};
-use crate::config::{self, Config};
-use anyhow::{Context, Result, bail};
-use cadre_engine::{Agent, Limits, NonInteractiveApprovals, Offloader, Session, SessionMeta};
-use cadre_llm::ProviderRegistry;
-use cadre_tools::{RunContext, Workspace, builtin::builtin_tools};
+use crate::setup::{Overrides, Setup, sessions_dir};
+use anyhow::Result;
+use cadre_engine::{NonInteractiveApprovals, Session, SessionMeta};
+use cadre_subagents::{Parent, TaskStatus};
+use cadre_tools::{RunContext, Workspace};
 use cadre_types::{EndState, EventSink, new_session_id, unix_millis};
-use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Exit code of a failed run.
@@ -20,150 +18,26 @@ pub const EXIT_LIMIT: u8 = 3;
 /// Exit code of a cancelled run.
 pub const EXIT_CANCELLED: u8 = 130;
 
-/// The resolved workspace root.
-pub fn workspace_root(cli: &Cli) -> Result<PathBuf> {
-    let dir = match &cli.workspace {
-        Some(d) => d.clone(),
-        None => std::env::current_dir().context("cannot determine the current directory")?,
-    };
-    if !dir.is_dir() {
-        bail!("workspace {} is not a directory", dir.display());
-    }
-    dir.canonicalize()
-        .with_context(|| format!("cannot resolve workspace {}", dir.display()))
-}
-
-/// The model spec in force: `--model`, then `CADRE_MODEL`, then the config, then the default.
-pub fn model_spec(cli: &Cli, config: &Config) -> String {
-    cli.model
-        .clone()
-        .or_else(|| std::env::var("CADRE_MODEL").ok().filter(|s| !s.is_empty()))
-        .or_else(|| config.model.clone())
-        .unwrap_or_else(|| config::DEFAULT_MODEL.to_string())
-}
-
-fn sessions_dir(ws: &Path) -> PathBuf {
-    ws.join(".cadre").join("sessions")
-}
-
-/// Build the main agent for `ws` from `config`.
-fn build_agent(cli: &Cli, args: &RunArgs, config: &Config, ws: &Path) -> Result<Agent> {
-    let spec = model_spec(cli, config);
-    let default_provider = spec
-        .split_once(':')
-        .map_or("openai", |(p, _)| p)
-        .to_string();
-    let providers = ProviderRegistry::new(config.providers.clone(), &default_provider);
-    let model = providers.resolve(&spec)?;
-    let mut policy = config.permissions.policy()?;
-    if let Some(mode) = &args.permission_mode {
-        policy.mode = mode.parse().map_err(anyhow::Error::msg)?;
-    }
-    let limits = Limits {
-        max_turns: args.max_turns.or(config.limits.max_turns).unwrap_or(50),
-        wall_clock: config.limits.wall_clock_secs.map(Duration::from_secs),
-        max_tokens: config.limits.max_tokens,
-    };
-    let mut builder = Agent::builder("main", model)
-        .system_prompt(cadre_engine::prompt::main_system_prompt(ws))
-        .tools(builtin_tools())
-        .limits(limits)
-        .permissions(policy)
-        .offloader(Offloader::new(
-            ws,
-            config
-                .tools
-                .offload_threshold
-                .unwrap_or(cadre_engine::DEFAULT_OFFLOAD_THRESHOLD),
-        ));
-    if let Some(t) = config.tools.timeout_secs {
-        builder = builder.tool_timeout(Duration::from_secs(t));
-    }
-    if let Some(n) = config.tools.max_parallel {
-        builder = builder.max_parallel_tools(n);
-    }
-    Ok(builder.build())
-}
-
-/// Run `cadre run`.
-pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
-    let ws = workspace_root(cli)?;
-    let config = config::load(&ws, cli.config.as_deref())?;
-    let agent = build_agent(cli, args, &config, &ws)?;
-    let spec = agent.config().model.spec.clone();
-
-    let mut session = match &args.resume {
-        Some(id) => Session::open(&sessions_dir(&ws), id)?,
-        None => Session::create(
-            &sessions_dir(&ws),
-            SessionMeta {
-                id: new_session_id(),
-                agent: "main".into(),
-                model: spec.clone(),
-                created_at: unix_millis(),
-                parent_session_id: None,
-            },
-        )?,
-    };
-
-    let events: Arc<dyn EventSink> = match args.output {
-        OutputFormat::Text => Arc::new(crate::output::TextSink::default()),
-        OutputFormat::Jsonl => Arc::new(crate::output::JsonlSink::default()),
-    };
-    let approve = args.approval == ApprovalAnswer::Auto;
-    let approvals = NonInteractiveApprovals::new(approve).with_notice(|req, approved| {
+fn approvals(answer: ApprovalAnswer) -> NonInteractiveApprovals {
+    let approve = answer == ApprovalAnswer::Auto;
+    NonInteractiveApprovals::new(approve).with_notice(|req, approved| {
         if !approved {
+            let who = if req.agent == "main" {
+                String::new()
+            } else {
+                format!("[{}] ", req.agent)
+            };
             eprintln!(
-                "cadre: {} ({}) needs approval and was denied; rerun with --approval auto or --permission-mode auto-approve to allow it",
+                "cadre: {who}{} ({}) needs approval and was denied; rerun with --approval auto or --permission-mode auto-approve to allow it",
                 req.tool,
                 req.subject.as_deref().unwrap_or("")
             );
         }
-    });
-    let run = Arc::new(RunContext {
-        session_id: session.id().to_string(),
-        agent: "main".into(),
-        model: spec,
-        task_id: None,
-        user_id: std::env::var("USER").ok(),
-        parent_session_id: None,
-        depth: 0,
-        trace_id: new_session_id().replacen("s-", "", 1),
-        events,
-        approvals: Arc::new(approvals),
-    });
-    let workspace = Arc::new(Workspace::new(&ws)?);
-    let cancel = CancellationToken::new();
-    let ctrl_c = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\ncadre: cancelling (Ctrl-C again to quit at once)…");
-                cancel.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    std::process::exit(EXIT_CANCELLED as i32);
-                }
-            }
-        })
-    };
-    let outcome = agent
-        .run(
-            &mut session,
-            Some(args.prompt.clone()),
-            run,
-            workspace,
-            cancel,
-        )
-        .await;
-    ctrl_c.abort();
-    if args.output == OutputFormat::Text {
-        eprintln!(
-            "session: {} (resume with --resume {})",
-            session.id(),
-            session.id()
-        );
-    }
-    Ok(match &outcome.state {
+    })
+}
+
+fn exit_for(state: &EndState) -> ExitCode {
+    match state {
         EndState::Completed => ExitCode::SUCCESS,
         EndState::Failed { error } => {
             eprintln!("cadre: run failed: {error}");
@@ -177,5 +51,134 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             eprintln!("cadre: run stopped: {limit} reached (output above is partial)");
             ExitCode::from(EXIT_LIMIT)
         }
+    }
+}
+
+/// Cancel `cancel` on the first Ctrl-C; exit at once on the second.
+fn on_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\ncadre: cancelling (Ctrl-C again to quit at once)…");
+            cancel.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(EXIT_CANCELLED as i32);
+            }
+        }
     })
+}
+
+/// Run `cadre run`.
+pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
+    let setup = Setup::new(
+        cli,
+        &Overrides {
+            max_turns: args.max_turns,
+            permission_mode: args.permission_mode.clone(),
+        },
+    )?;
+    let ws = setup.workspace.clone();
+    let spec = setup.agent.config().model.spec.clone();
+    let mut session = match &args.resume {
+        Some(id) => Session::open(&sessions_dir(&ws), id)?,
+        None => Session::create(
+            &sessions_dir(&ws),
+            SessionMeta {
+                id: new_session_id(),
+                agent: "main".into(),
+                model: spec.clone(),
+                created_at: unix_millis(),
+                parent_session_id: None,
+            },
+        )?,
+    };
+    let events: Arc<dyn EventSink> = match args.output {
+        OutputFormat::Text => Arc::new(crate::output::TextSink::default()),
+        OutputFormat::Jsonl => Arc::new(crate::output::JsonlSink::default()),
+    };
+    let run = Arc::new(RunContext {
+        session_id: session.id().to_string(),
+        agent: "main".into(),
+        model: spec,
+        task_id: None,
+        user_id: std::env::var("USER").ok(),
+        parent_session_id: None,
+        depth: 0,
+        trace_id: new_session_id().replacen("s-", "", 1),
+        events,
+        approvals: Arc::new(approvals(args.approval)),
+    });
+    let cancel = CancellationToken::new();
+    let ctrl_c = on_ctrl_c(cancel.clone());
+    let state = match &args.agent {
+        Some(name) => {
+            direct(
+                &setup,
+                name,
+                &args.prompt,
+                run.clone(),
+                cancel.clone(),
+                args.output,
+            )
+            .await?
+        }
+        None => {
+            let workspace = Arc::new(Workspace::new(&ws)?);
+            let outcome = setup
+                .agent
+                .run(
+                    &mut session,
+                    Some(args.prompt.clone()),
+                    run,
+                    workspace,
+                    cancel.clone(),
+                )
+                .await;
+            outcome.state
+        }
+    };
+    ctrl_c.abort();
+    setup.runtime.shutdown();
+    if args.output == OutputFormat::Text && args.agent.is_none() {
+        eprintln!(
+            "session: {} (resume with --resume {})",
+            session.id(),
+            session.id()
+        );
+    }
+    Ok(exit_for(&state))
+}
+
+/// `cadre run --agent NAME`: the named sub-agent runs in the foreground, bypassing the main
+/// model, with live progress and the approval channel.
+async fn direct(
+    setup: &Setup,
+    name: &str,
+    prompt: &str,
+    run: Arc<RunContext>,
+    cancel: CancellationToken,
+    output: OutputFormat,
+) -> Result<EndState> {
+    let parent = Parent { run, cancel };
+    let snap = setup
+        .runtime
+        .run_direct(name, prompt.to_string(), &parent)
+        .await?;
+    let result = snap.result.clone().unwrap_or_default();
+    if output == OutputFormat::Text {
+        println!("{result}");
+        eprintln!(
+            "— [{name}] {} · {} tokens ({} in / {} out) · session {}",
+            snap.status,
+            snap.usage.total(),
+            snap.usage.input_tokens,
+            snap.usage.output_tokens,
+            snap.child_session_id
+        );
+    }
+    Ok(snap.end_state.clone().unwrap_or(match snap.status {
+        TaskStatus::Cancelled => EndState::Cancelled,
+        _ => EndState::Failed {
+            error: snap.error.unwrap_or_else(|| "the sub-agent failed".into()),
+        },
+    }))
 }

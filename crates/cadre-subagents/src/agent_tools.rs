@@ -1,0 +1,321 @@
+//! The lifecycle tools that create and talk to live children: `agent_spawn`, `agent_send`,
+//! `agent_list`. Thin adapters over the runtime; replies are `key: value` lines.
+
+use crate::live::LiveChild;
+use crate::runtime::{Parent, SubagentRuntime};
+use crate::tracker::TaskStatus;
+use async_trait::async_trait;
+use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use cadre_types::ToolDefinition;
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Default wait of a synchronous spawn or send.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 30;
+/// Longest wait of a synchronous spawn or send.
+pub const MAX_TIMEOUT_SECS: u64 = 600;
+
+fn error(msg: impl std::fmt::Display) -> ToolOutput {
+    ToolOutput::error(format!("Error: {msg}"))
+}
+
+fn header(child: &LiveChild) -> String {
+    format!(
+        "agent_key: {}\nagent_id: {}\nsession_id: {}\n",
+        child.key, child.agent_id, child.child.session_id
+    )
+}
+
+/// Give `child` a message and answer per `timeout_seconds` (0 = background).
+async fn deliver(
+    runtime: &SubagentRuntime,
+    child: &LiveChild,
+    message: String,
+    timeout_seconds: Option<u64>,
+    ctx: &ToolContext,
+) -> ToolOutput {
+    let secs = timeout_seconds
+        .unwrap_or(DEFAULT_TIMEOUT_SECS)
+        .min(MAX_TIMEOUT_SECS);
+    let background = secs == 0;
+    let parent = Parent {
+        run: ctx.run.clone(),
+        cancel: ctx.cancel.clone(),
+    };
+    let started = runtime.start(
+        &child.child,
+        message.clone(),
+        crate::short_title(&message),
+        background,
+        &parent,
+    );
+    child.set_last_task(&started.task_id);
+    let head = header(child);
+    if background {
+        return ToolOutput::ok(format!(
+            "{head}status: accepted\ntask_id: {}\nhint: running in the background; the result is delivered to you when it finishes. Use task_output(task_id) only if you need it sooner.",
+            started.task_id
+        ));
+    }
+    match runtime
+        .wait(
+            &started.task_id,
+            &ctx.cancel,
+            Some(Duration::from_secs(secs)),
+        )
+        .await
+    {
+        Some(snap) if snap.status == TaskStatus::Completed => {
+            runtime.tracker().mark_delivered(&snap.id);
+            ToolOutput::ok(format!(
+                "{head}status: ok\nreply: {}",
+                snap.result.unwrap_or_default()
+            ))
+        }
+        Some(snap) => {
+            let why = snap
+                .error
+                .unwrap_or_else(|| format!("the task ended {}", snap.status));
+            let mut out = format!("{head}status: error\nerror: {why}");
+            if let Some(partial) = snap.result {
+                out.push_str(&format!("\npartial_reply: {partial}"));
+            }
+            ToolOutput::error(out)
+        }
+        None => {
+            // Timed out: the same run keeps going in the background (no lost work, no rerun).
+            runtime.tracker().promote(&started.task_id);
+            ToolOutput::ok(format!(
+                "{head}status: running\ntask_id: {}\nhint: no reply within {secs}s; the task keeps running in the background and its result will be delivered to you when it finishes.",
+                started.task_id
+            ))
+        }
+    }
+}
+
+/// `agent_spawn(agent_id, task?, label?, timeout_seconds?)`.
+pub struct AgentSpawnTool {
+    runtime: Arc<SubagentRuntime>,
+}
+
+impl AgentSpawnTool {
+    /// The tool over `runtime`.
+    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
+        Self { runtime }
+    }
+}
+
+#[derive(Deserialize)]
+struct SpawnArgs {
+    agent_id: String,
+    #[serde(default)]
+    task: Option<String>,
+    #[serde(default)]
+    label: Option<String>,
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+}
+
+#[async_trait]
+impl Tool for AgentSpawnTool {
+    fn name(&self) -> &str {
+        "agent_spawn"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        let ids: Vec<&str> = self.runtime.registry().names();
+        ToolDefinition {
+            name: "agent_spawn".into(),
+            description: "Create a sub-agent that keeps its own conversation, optionally giving it a first task. \
+                The reply starts with its agent_key (use it, or the label, with agent_send for follow-ups). \
+                timeout_seconds: how long to wait for the reply (default 30, max 600); 0 runs the task in the \
+                background and returns a task_id at once; a task that outlasts the wait keeps running in the \
+                background. Background results are delivered to you automatically."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "agent_id": {"type": "string", "enum": ids, "description": "Which agent to create."},
+                    "task": {"type": "string", "description": "The first task; the only context the agent gets."},
+                    "label": {"type": "string", "description": "A short name to address the agent by, unique in this session."},
+                    "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_TIMEOUT_SECS, "default": DEFAULT_TIMEOUT_SECS}
+                },
+                "required": ["agent_id"]
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn timeout_exempt(&self) -> bool {
+        true
+    }
+
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let a: SpawnArgs = parse_args(args)?;
+        let label = a.label.filter(|l| !l.trim().is_empty());
+        let child = match self.runtime.spawn_live(&a.agent_id, label, &ctx.run) {
+            Ok(c) => c,
+            Err(e) => return Ok(error(e)),
+        };
+        match a.task.filter(|t| !t.trim().is_empty()) {
+            None => Ok(ToolOutput::ok(format!(
+                "{}status: accepted",
+                header(&child)
+            ))),
+            Some(task) => Ok(deliver(&self.runtime, &child, task, a.timeout_seconds, ctx).await),
+        }
+    }
+}
+
+/// `agent_send(agent_key | label, message, timeout_seconds?)`.
+pub struct AgentSendTool {
+    runtime: Arc<SubagentRuntime>,
+}
+
+impl AgentSendTool {
+    /// The tool over `runtime`.
+    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
+        Self { runtime }
+    }
+}
+
+#[derive(Deserialize)]
+struct SendArgs {
+    #[serde(default)]
+    agent_key: Option<String>,
+    #[serde(default)]
+    label: Option<String>,
+    message: String,
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+}
+
+#[async_trait]
+impl Tool for AgentSendTool {
+    fn name(&self) -> &str {
+        "agent_send"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "agent_send".into(),
+            description: "Send a follow-up message to a sub-agent created with agent_spawn; it continues with its \
+                own history. Address it by its full agent_key or by its label (exactly one). timeout_seconds \
+                works as for agent_spawn."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "agent_key": {"type": "string", "description": "The full agent_key from agent_spawn (agent:<id>:<uuid>)."},
+                    "label": {"type": "string", "description": "The label given at agent_spawn."},
+                    "message": {"type": "string"},
+                    "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_TIMEOUT_SECS, "default": DEFAULT_TIMEOUT_SECS}
+                },
+                "required": ["message"]
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn timeout_exempt(&self) -> bool {
+        true
+    }
+
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let a: SendArgs = parse_args(args)?;
+        let session = &ctx.run.session_id;
+        let live = self.runtime.live();
+        let child = match (
+            a.agent_key.filter(|k| !k.is_empty()),
+            a.label.filter(|l| !l.is_empty()),
+        ) {
+            (Some(_), Some(_)) => return Ok(error("give either agent_key or label, not both")),
+            (None, None) => return Ok(error("give agent_key or label")),
+            (Some(key), None) => match live.by_key(session, &key) {
+                Some(c) => c,
+                None => {
+                    return Ok(error(format!(
+                        "Unknown agent_key: {key} (use the full agent_key returned by agent_spawn)"
+                    )));
+                }
+            },
+            (None, Some(label)) => match live.by_label(session, &label) {
+                Some(c) => c,
+                None => return Ok(error(format!("Unknown label: {label}"))),
+            },
+        };
+        Ok(deliver(&self.runtime, &child, a.message, a.timeout_seconds, ctx).await)
+    }
+}
+
+/// `agent_list()`.
+pub struct AgentListTool {
+    runtime: Arc<SubagentRuntime>,
+}
+
+impl AgentListTool {
+    /// The tool over `runtime`.
+    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
+        Self { runtime }
+    }
+}
+
+#[async_trait]
+impl Tool for AgentListTool {
+    fn name(&self) -> &str {
+        "agent_list"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "agent_list".into(),
+            description: "List the sub-agents created with agent_spawn in this session: agent_key, agent_id, label, depth and state.".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(
+        &self,
+        _args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let children = self.runtime.live().list(&ctx.run.session_id);
+        let mut out = format!("agents: {}", children.len());
+        for c in children {
+            let state = match c.last_task().and_then(|t| self.runtime.tracker().get(&t)) {
+                None => "idle".to_string(),
+                Some(t) if t.status.is_terminal() => format!("idle (last task {})", t.status),
+                Some(t) => format!("{} (task {})", t.status, t.id),
+            };
+            out.push_str(&format!(
+                "\n\nagent_key: {}\nagent_id: {}\nlabel: {}\ndepth: {}\nstate: {state}\nsession_id: {}",
+                c.key,
+                c.agent_id,
+                c.label.as_deref().unwrap_or("-"),
+                c.child.depth,
+                c.child.session_id
+            ));
+        }
+        Ok(ToolOutput::ok(out))
+    }
+}

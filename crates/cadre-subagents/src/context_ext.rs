@@ -1,0 +1,122 @@
+//! The runtime's per-turn contribution to a parent run: a rebuilt sub-agents section of the
+//! system prompt, exactly-once delivery of finished background tasks before the next model
+//! call, and holding a finished run open while its background tasks still run.
+
+use crate::runtime::SubagentRuntime;
+use crate::task_tool::xml_escape;
+use crate::tracker::{TaskSnapshot, TaskStatus};
+use async_trait::async_trait;
+use cadre_engine::TurnExtension;
+use cadre_tools::RunContext;
+use cadre_types::Message;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Lines of background tasks listed in the prompt before "N more".
+pub const MAX_TASK_LINES: usize = 10;
+
+/// The sub-agent turn extension of a parent agent.
+pub struct SubagentContext {
+    runtime: Arc<SubagentRuntime>,
+}
+
+impl SubagentContext {
+    /// The extension over `runtime`.
+    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
+        Self { runtime }
+    }
+}
+
+fn task_line(t: &TaskSnapshot) -> String {
+    format!("- {} [{}] {}: {}", t.id, t.status, t.agent, t.description)
+}
+
+/// The sub-agents section for a parent session (pure; rebuilt every turn).
+pub fn section(runtime: &SubagentRuntime, session: &str) -> String {
+    let mut s = String::from(
+        "# Sub-agents\n\
+         You can delegate self-contained jobs to sub-agents. Each starts with a fresh context and \
+         sees only the brief you write, so make it complete.\n\
+         - Prefer background runs for independent work that can go on in parallel; start several at once.\n\
+         - Results of background tasks are delivered to you automatically when they finish; do not poll in a loop.\n\
+         - The status shown below and in earlier messages may be stale; a task may have finished since.\n\n\
+         Available agents:\n",
+    );
+    for d in runtime.registry().list() {
+        s.push_str(&format!("- {}: {}\n", d.name, d.description.trim()));
+    }
+    let tasks = runtime.tracker().background_of(session);
+    if !tasks.is_empty() {
+        s.push_str("\nBackground tasks of this session (newest first):\n");
+        for t in tasks.iter().rev().take(MAX_TASK_LINES) {
+            s.push_str(&task_line(t));
+            s.push('\n');
+        }
+        if tasks.len() > MAX_TASK_LINES {
+            s.push_str(&format!("… {} more\n", tasks.len() - MAX_TASK_LINES));
+        }
+    }
+    s.trim_end().to_string()
+}
+
+/// The message that delivers finished background tasks to the parent.
+pub fn delivery_message(tasks: &[TaskSnapshot]) -> Message {
+    let mut s = String::from("<background-task-results>\n");
+    for t in tasks {
+        let state = match t.status {
+            TaskStatus::Completed => "completed",
+            TaskStatus::Cancelled => "cancelled",
+            _ => "failed",
+        };
+        s.push_str(&format!(
+            "<task id=\"{}\" agent=\"{}\" state=\"{state}\">",
+            t.id,
+            xml_escape(&t.agent)
+        ));
+        if let Some(e) = &t.error {
+            s.push_str(&format!("<error>{}</error>", xml_escape(e)));
+        }
+        s.push_str(&format!(
+            "<task_result>{}</task_result></task>\n",
+            xml_escape(t.result.as_deref().unwrap_or(""))
+        ));
+    }
+    s.push_str("</background-task-results>");
+    Message::user(s)
+}
+
+#[async_trait]
+impl TurnExtension for SubagentContext {
+    fn system_section(&self, run: &RunContext) -> Option<String> {
+        Some(section(&self.runtime, &run.session_id))
+    }
+
+    fn usage_rollup(&self, run: &RunContext) -> cadre_types::Usage {
+        self.runtime.usage_of(&run.session_id)
+    }
+
+    fn take_injections(&self, run: &RunContext) -> Vec<Message> {
+        let done = self.runtime.tracker().take_finished(&run.session_id);
+        if done.is_empty() {
+            Vec::new()
+        } else {
+            vec![delivery_message(&done)]
+        }
+    }
+
+    async fn wait_outstanding(&self, run: &RunContext, cancel: &CancellationToken) -> bool {
+        let receivers = self.runtime.tracker().outstanding(&run.session_id);
+        if receivers.is_empty() {
+            return false;
+        }
+        let waits = receivers.into_iter().map(|mut rx| {
+            Box::pin(async move {
+                let _ = rx.wait_for(|s| s.is_terminal()).await;
+            })
+        });
+        tokio::select! {
+            _ = futures::future::select_all(waits) => true,
+            _ = cancel.cancelled() => false,
+        }
+    }
+}

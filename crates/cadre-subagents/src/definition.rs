@@ -1,0 +1,171 @@
+//! The sub-agent definition model: what an entry of the registry says about a child agent,
+//! and where it came from.
+
+use cadre_engine::Agent;
+use cadre_llm::ResolvedModel;
+use cadre_tools::ToolRegistry;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where a child's runtime workspace root is (SPEC §4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkspaceMode {
+    /// The child gets its own root: `workspace.path`, or `<main>/.cadre/agents/<name>/workspace`.
+    #[default]
+    Isolated,
+    /// The child works in the main workspace.
+    Shared,
+}
+
+/// The `workspace: {mode, path}` of a definition.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct WorkspaceSpec {
+    /// Isolated or shared.
+    pub mode: WorkspaceMode,
+    /// A definition directory (holding `AGENTS.md`), relative to the main workspace or absolute
+    /// inside it.
+    pub path: Option<PathBuf>,
+}
+
+/// Which protocol a remote sub-agent speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RemoteProtocol {
+    /// Read the agent card; fall back to the task protocol.
+    #[default]
+    Auto,
+    /// Agent2Agent JSON-RPC.
+    A2a,
+    /// The task protocol (`POST /tasks`, ...).
+    Tasks,
+}
+
+/// A sub-agent that runs on another node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteSpec {
+    /// Base URL of the remote server.
+    pub url: String,
+    /// Headers sent with every request; values may reference env vars as `${VAR}` and are
+    /// expanded only when sent (never stored).
+    pub headers: BTreeMap<String, String>,
+    /// Protocol.
+    pub protocol: RemoteProtocol,
+}
+
+/// Where a definition came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DefinitionSource {
+    /// Built into cadre (`general-purpose`).
+    Builtin,
+    /// Declared in code with the builder API.
+    Code,
+    /// Loaded from this file.
+    File(PathBuf),
+    /// A custom factory.
+    Factory,
+}
+
+impl std::fmt::Display for DefinitionSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DefinitionSource::Builtin => f.write_str("builtin"),
+            DefinitionSource::Code => f.write_str("code"),
+            DefinitionSource::File(p) => write!(f, "{}", p.display()),
+            DefinitionSource::Factory => f.write_str("factory"),
+        }
+    }
+}
+
+/// What a factory receives to build a child agent.
+pub struct FactoryInput {
+    /// The model the child would inherit.
+    pub model: ResolvedModel,
+    /// The tools the child may have (already narrowed, without delegation tools).
+    pub tools: ToolRegistry,
+    /// The child's runtime workspace root.
+    pub workspace: PathBuf,
+    /// The system prompt the runtime built for the child (context section, environment).
+    pub system_prompt: String,
+}
+
+/// A custom factory: builds the child agent itself.
+pub type AgentFactory = Arc<dyn Fn(&FactoryInput) -> Result<Agent, String> + Send + Sync>;
+
+/// One sub-agent definition.
+#[derive(Clone)]
+pub struct AgentDefinition {
+    /// The id, matching `^[a-z0-9][a-z0-9_-]*$`.
+    pub name: String,
+    /// What the parent model reads to decide whether to delegate here (required).
+    pub description: String,
+    /// System prompt base: the inline or Markdown body (empty with `workspace.path` or `url`).
+    pub prompt: String,
+    /// Tool allowlist; `None` inherits the parent's tools. `Some(empty)` means no tools.
+    pub tools: Option<Vec<String>>,
+    /// Tools removed from whatever the child would get.
+    pub disallowed_tools: Vec<String>,
+    /// Model spec; `None` inherits the parent's model.
+    pub model: Option<String>,
+    /// Max turns (declared sub-agents default to 10).
+    pub max_turns: Option<u32>,
+    /// Wall-clock budget in seconds.
+    pub wall_clock_secs: Option<u64>,
+    /// Token budget.
+    pub max_tokens: Option<u64>,
+    /// Skills whose bodies are preloaded into the child's prompt.
+    pub skills: Vec<String>,
+    /// Workspace mode and path.
+    pub workspace: WorkspaceSpec,
+    /// Remote execution, when set.
+    pub remote: Option<RemoteSpec>,
+    /// May this agent delegate further (up to the depth cap)?
+    pub can_delegate: bool,
+    /// Where it came from.
+    pub source: DefinitionSource,
+    /// The factory, for `DefinitionSource::Factory` entries.
+    pub factory: Option<AgentFactory>,
+    /// Non-fatal problems found while loading (unknown keys, dropped tools, missing skills).
+    pub warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for AgentDefinition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentDefinition")
+            .field("name", &self.name)
+            .field("description", &self.description)
+            .field("tools", &self.tools)
+            .field("disallowed_tools", &self.disallowed_tools)
+            .field("model", &self.model)
+            .field("max_turns", &self.max_turns)
+            .field("workspace", &self.workspace)
+            .field("remote", &self.remote)
+            .field("can_delegate", &self.can_delegate)
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentDefinition {
+    /// A definition with a name and description and everything else at its default
+    /// (isolated workspace, inherited tools and model, a leaf).
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            description: description.into(),
+            prompt: String::new(),
+            tools: None,
+            disallowed_tools: Vec::new(),
+            model: None,
+            max_turns: None,
+            wall_clock_secs: None,
+            max_tokens: None,
+            skills: Vec::new(),
+            workspace: WorkspaceSpec::default(),
+            remote: None,
+            can_delegate: false,
+            source: DefinitionSource::Code,
+            factory: None,
+            warnings: Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! Turns a child's events into sub-agent updates in the parent's event stream and in the
+//! task's bounded log. Approval requests pass through unchanged, so the parent's UI sees
+//! which sub-agent asks.
+
+use crate::tracker::TaskTracker;
+use cadre_types::{EndState, Event, EventEnvelope, EventSink, SubagentUpdate, UpdateKind};
+use std::sync::Arc;
+
+/// The event sink given to a child run.
+pub(crate) struct ForwardSink {
+    pub parent: Arc<dyn EventSink>,
+    pub parent_session_id: String,
+    pub parent_agent: String,
+    pub parent_task_id: Option<String>,
+    pub agent: String,
+    pub task_id: String,
+    pub tracker: TaskTracker,
+    /// Background tasks log their progress; foreground ones only forward it.
+    pub log: bool,
+}
+
+impl ForwardSink {
+    pub(crate) fn update(
+        &self,
+        session_id: &str,
+        kind: UpdateKind,
+        text: String,
+        tool: Option<String>,
+        usage: Option<cadre_types::Usage>,
+    ) {
+        let update = SubagentUpdate {
+            agent: self.agent.clone(),
+            task_id: Some(self.task_id.clone()),
+            session_id: session_id.to_string(),
+            kind,
+            text,
+            tool,
+            usage,
+        };
+        if self.log {
+            self.tracker.log(&self.task_id, update.clone());
+        }
+        self.to_parent(Event::SubagentUpdate { update });
+    }
+
+    fn to_parent(&self, event: Event) {
+        self.parent.emit(EventEnvelope {
+            session_id: self.parent_session_id.clone(),
+            agent: self.parent_agent.clone(),
+            task_id: self.parent_task_id.clone(),
+            event,
+        });
+    }
+}
+
+impl EventSink for ForwardSink {
+    fn emit(&self, env: EventEnvelope) {
+        let sid = env.session_id.as_str();
+        match env.event {
+            Event::TextDelta { text } => self.update(sid, UpdateKind::Delta, text, None, None),
+            Event::ThinkingDelta { text } => {
+                self.update(sid, UpdateKind::Thinking, text, None, None)
+            }
+            Event::ToolStart { tool, args, .. } => {
+                self.update(sid, UpdateKind::ToolStart, args, Some(tool), None)
+            }
+            Event::ToolResult {
+                tool,
+                output,
+                is_error,
+                ..
+            } => {
+                let text = if is_error {
+                    format!("error: {output}")
+                } else {
+                    output
+                };
+                self.update(sid, UpdateKind::ToolResult, text, Some(tool), None)
+            }
+            Event::Done {
+                state,
+                output,
+                usage,
+                ..
+            } => {
+                let (kind, text) = match state {
+                    EndState::Completed => (UpdateKind::Done, output),
+                    EndState::Cancelled => (UpdateKind::Cancelled, "cancelled".to_string()),
+                    EndState::Failed { error } => (UpdateKind::Error, error),
+                    EndState::LimitReached { limit } => {
+                        (UpdateKind::Error, format!("limit reached ({limit})"))
+                    }
+                };
+                self.update(sid, kind, text, None, Some(usage));
+            }
+            // A grandchild's progress and any approval request travel up unchanged.
+            ev @ (Event::SubagentUpdate { .. } | Event::ApprovalRequired { .. }) => {
+                self.parent.emit(EventEnvelope { event: ev, ..env })
+            }
+            Event::Notice { message } => self.to_parent(Event::Notice {
+                message: format!("[{}] {message}", self.agent),
+            }),
+            Event::RunStarted { .. }
+            | Event::TurnStarted { .. }
+            | Event::Usage { .. }
+            | Event::Compaction { .. }
+            | Event::Error { .. } => {}
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! cadre's sub-agent system: definitions merged from code, files and factories into one
+//! registry; tool narrowing; the runtime that runs children on the same engine with fresh
+//! sessions, foreground or background; and the delegation tools (`task`, and the lifecycle
+//! tools) that expose it to a parent model as ordinary tools.
+
+pub mod agent_tools;
+mod child_job;
+mod child_setup;
+mod context_ext;
+mod definition;
+mod definition_file;
+mod forward;
+pub mod frontmatter;
+mod guard;
+pub mod live;
+pub mod loader;
+mod narrowing;
+mod paths;
+mod registry;
+mod runtime;
+mod skills;
+mod surface;
+mod task_tool;
+pub mod task_tools;
+pub mod tool_names;
+mod tracker;
+
+pub use child_setup::{SetupError, WorkspacePlan, child_prompt, plan_workspace};
+pub use context_ext::{SubagentContext, delivery_message, section};
+pub use definition::{
+    AgentDefinition, AgentFactory, DefinitionSource, FactoryInput, RemoteProtocol, RemoteSpec,
+    WorkspaceMode, WorkspaceSpec,
+};
+pub use definition_file::{ParseContext, is_valid_name, parse_definition, resolve_model};
+pub use guard::DelegationGuard;
+pub use loader::{DirKind, LoadError, default_user_agents_dir};
+pub use narrowing::{entry_matches, narrow, narrow_names};
+pub use paths::{
+    check_relative_path, display_path, display_source, prompt_file, resolve_workspace_path,
+    runtime_root,
+};
+pub use registry::{
+    AgentRegistry, AgentRegistryBuilder, AgentWarning, GENERAL_PURPOSE, general_purpose,
+    validate_declaration,
+};
+pub use runtime::{
+    BackgroundApprovals, Child, Parent, RuntimeConfig, SpawnError, SpawnRequest, Started,
+    SubagentRuntime, ToolSurface, Waited,
+};
+pub use skills::{SKILL_DIRS, Skill, SkillSet};
+pub use task_tool::{TaskTool, render_result, xml_escape};
+pub use tracker::{NewTask, TaskSnapshot, TaskStatus, TaskTracker, TrackerError};
+
+/// Names of the delegation tools; children that may not delegate never get them.
+pub const DELEGATION_TOOLS: &[&str] = &[
+    "task",
+    "agent_spawn",
+    "agent_send",
+    "agent_list",
+    "task_output",
+    "task_cancel",
+    "task_list",
+];
+
+/// A short title from the first line of a prompt.
+pub fn short_title(prompt: &str) -> String {
+    let line = prompt.lines().next().unwrap_or("").trim();
+    let mut t: String = line.chars().take(60).collect();
+    if line.chars().count() > 60 {
+        t.push('…');
+    }
+    t
+}

@@ -1,0 +1,177 @@
+//! The `task` tool: delegate one job to a sub-agent, in the foreground (wait for the
+//! answer) or the background (get a task id at once; the result arrives by itself).
+
+use crate::runtime::{Parent, SpawnRequest, SubagentRuntime};
+use crate::tracker::{TaskSnapshot, TaskStatus};
+use async_trait::async_trait;
+use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use cadre_types::ToolDefinition;
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+
+/// The `task` tool.
+pub struct TaskTool {
+    runtime: Arc<SubagentRuntime>,
+}
+
+impl TaskTool {
+    /// A `task` tool over `runtime`.
+    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
+        Self { runtime }
+    }
+}
+
+#[derive(Deserialize)]
+struct Args {
+    subagent_type: String,
+    #[serde(default)]
+    description: String,
+    prompt: String,
+    #[serde(default)]
+    background: bool,
+}
+
+/// Escape text for inclusion in the XML-like task envelope.
+pub fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// Render a finished task for the parent model.
+pub fn render_result(snap: &TaskSnapshot) -> ToolOutput {
+    let result = xml_escape(snap.result.as_deref().unwrap_or(""));
+    match snap.status {
+        TaskStatus::Completed => ToolOutput::ok(format!(
+            "<task state=\"completed\"><task_result>{result}</task_result></task>"
+        )),
+        TaskStatus::Cancelled => ToolOutput::error(format!(
+            "<task state=\"cancelled\"><task_result>{result}</task_result></task>"
+        )),
+        _ => {
+            let error = xml_escape(snap.error.as_deref().unwrap_or("the sub-agent failed"));
+            ToolOutput::error(format!(
+                "<task state=\"failed\"><error>{error}</error><task_result>{result}</task_result></task>"
+            ))
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for TaskTool {
+    fn name(&self) -> &str {
+        "task"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        let defs: Vec<_> = self.runtime.registry().list().collect();
+        let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+        let mut catalogue = String::new();
+        for d in &defs {
+            catalogue.push_str(&format!("- {}: {}\n", d.name, d.description.trim()));
+        }
+        ToolDefinition {
+            name: "task".into(),
+            description: format!(
+                "Delegate a self-contained job to a sub-agent. The sub-agent starts with a fresh \
+                 context: it sees only `prompt`, not this conversation, and returns only its final \
+                 answer. Use it for work that needs many tool calls, broad searches, or independent \
+                 parts that can run in parallel (issue several task calls in one reply). Write the \
+                 prompt as a complete brief: goal, what is known, where to look, what to return. \
+                 With background=true you get a task id at once and the result is delivered to you \
+                 automatically when it is done; do not poll.\n\nAvailable agents:\n{catalogue}"
+            ),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "subagent_type": {"type": "string", "enum": names, "description": "Which agent does the job."},
+                    "description": {"type": "string", "description": "A short (3-7 word) title of the job."},
+                    "prompt": {"type": "string", "description": "The full brief; the only context the sub-agent gets."},
+                    "background": {"type": "boolean", "default": false, "description": "Run in the background and return a task id at once."}
+                },
+                "required": ["subagent_type", "prompt"]
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        // Delegating reads nothing and writes nothing by itself; the child's own tool calls
+        // go through the child's permission policy.
+        true
+    }
+
+    fn timeout_exempt(&self) -> bool {
+        true
+    }
+
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: Args = parse_args(args)?;
+        let description = if args.description.trim().is_empty() {
+            crate::short_title(&args.prompt)
+        } else {
+            args.description
+        };
+        let parent = Parent {
+            run: ctx.run.clone(),
+            cancel: ctx.cancel.clone(),
+        };
+        let started = self
+            .runtime
+            .spawn(
+                SpawnRequest {
+                    agent: args.subagent_type,
+                    prompt: args.prompt,
+                    description,
+                    background: args.background,
+                },
+                &parent,
+            )
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        if args.background {
+            return Ok(ToolOutput::ok(format!(
+                "<task id=\"{}\" state=\"running\"/>",
+                started.task_id
+            )));
+        }
+        let timeout = self.runtime.config().task_timeout;
+        match self
+            .runtime
+            .wait(&started.task_id, &ctx.cancel, timeout)
+            .await
+        {
+            Some(snap) => Ok(render_result(&snap)),
+            None => {
+                // Timed out: the same child keeps running as a background task.
+                self.runtime.tracker().promote(&started.task_id);
+                Ok(ToolOutput::ok(format!(
+                    "<task id=\"{}\" state=\"running\"/>\nNo result within {}s; the sub-agent continues in the background and its result will be delivered to you when it finishes.",
+                    started.task_id,
+                    timeout.map_or(0, |t| t.as_secs())
+                )))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_are_xml_escaped() {
+        assert_eq!(xml_escape("a<b>&\"c\""), "a&lt;b&gt;&amp;&quot;c&quot;");
+    }
+}

@@ -1,0 +1,504 @@
+//! The task tracker: every child run is a task record with an explicit state machine, a
+//! bounded progress log and exactly-once delivery of its completion to the parent.
+//!
+//! Transitions live in one function, [`TaskStatus::can_become`]: terminal states never change,
+//! and once cancellation is requested only `cancelled` (or a terminal state already racing
+//! in) can be written.
+
+use cadre_types::{SubagentUpdate, Usage, unix_millis};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Entries kept in a task's progress log; older ones are dropped.
+pub const TASK_LOG_CAPACITY: usize = 200;
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskStatus {
+    /// Accepted, waiting for a concurrency slot.
+    Pending,
+    /// The child is running.
+    Running,
+    /// The child finished its job.
+    Completed,
+    /// The child failed or hit a limit (the error says which; partial output is kept).
+    Failed,
+    /// The child was cancelled.
+    Cancelled,
+}
+
+impl TaskStatus {
+    /// All states, for exhaustive tests and filters.
+    pub const ALL: [TaskStatus; 5] = [
+        TaskStatus::Pending,
+        TaskStatus::Running,
+        TaskStatus::Completed,
+        TaskStatus::Failed,
+        TaskStatus::Cancelled,
+    ];
+
+    /// Lower-case name (`pending`, `running`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "pending",
+            TaskStatus::Running => "running",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// Parse a lower-case name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// True for completed, failed and cancelled.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+        )
+    }
+
+    /// The one transition rule. `cancel_requested` is the record's cancel flag.
+    pub fn can_become(self, to: TaskStatus, cancel_requested: bool) -> bool {
+        if self.is_terminal() {
+            return false;
+        }
+        if cancel_requested && !to.is_terminal() {
+            return false;
+        }
+        match (self, to) {
+            (TaskStatus::Pending, TaskStatus::Running) => true,
+            (TaskStatus::Pending | TaskStatus::Running, t) => t.is_terminal(),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A snapshot of one task.
+#[derive(Debug, Clone)]
+pub struct TaskSnapshot {
+    /// `task_<uuid>`.
+    pub id: String,
+    /// The sub-agent's name.
+    pub agent: String,
+    /// The parent's session id.
+    pub parent_session_id: String,
+    /// The child's session id.
+    pub child_session_id: String,
+    /// The short title given by the parent.
+    pub description: String,
+    /// The status.
+    pub status: TaskStatus,
+    /// The final (or partial) output.
+    pub result: Option<String>,
+    /// Why it failed, for failed tasks.
+    pub error: Option<String>,
+    /// Whether cancellation was requested.
+    pub cancel_requested: bool,
+    /// Whether the parent sees it as a background task.
+    pub background: bool,
+    /// Creation time, Unix ms.
+    pub created_at: u64,
+    /// Last change, Unix ms.
+    pub updated_at: u64,
+    /// Tokens the child used.
+    pub usage: Usage,
+    /// How the child's run ended, once it has (distinguishes a limit from a failure).
+    pub end_state: Option<cadre_types::EndState>,
+}
+
+struct TaskEntry {
+    snap: TaskSnapshot,
+    delivered: bool,
+    log: VecDeque<SubagentUpdate>,
+    cancel: CancellationToken,
+    status_tx: watch::Sender<TaskStatus>,
+}
+
+/// Why a tracker operation was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrackerError {
+    /// No such task (in this session).
+    #[error("unknown task_id: {0}")]
+    Unknown(String),
+    /// The transition breaks the state rules.
+    #[error("task {id} cannot go from {from} to {to}")]
+    Refused {
+        /// Task id.
+        id: String,
+        /// Current status.
+        from: TaskStatus,
+        /// Requested status.
+        to: TaskStatus,
+    },
+}
+
+/// All tasks of a runtime, in memory.
+#[derive(Default, Clone)]
+pub struct TaskTracker {
+    inner: Arc<Mutex<Tracked>>,
+}
+
+#[derive(Default)]
+struct Tracked {
+    tasks: HashMap<String, TaskEntry>,
+    /// Task ids per parent session, in creation order.
+    by_session: HashMap<String, Vec<String>>,
+}
+
+/// What a new task starts with.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    /// Task id.
+    pub id: String,
+    /// Sub-agent name.
+    pub agent: String,
+    /// Parent session.
+    pub parent_session_id: String,
+    /// Child session.
+    pub child_session_id: String,
+    /// Short title.
+    pub description: String,
+    /// Background (delivered to the parent on completion) or foreground.
+    pub background: bool,
+}
+
+impl TaskTracker {
+    fn lock(&self) -> MutexGuard<'_, Tracked> {
+        match self.inner.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Register a task in `pending` state; returns its cancellation token and status watch.
+    pub fn insert(&self, t: NewTask, cancel: CancellationToken) -> watch::Receiver<TaskStatus> {
+        let now = unix_millis();
+        let (tx, rx) = watch::channel(TaskStatus::Pending);
+        let mut g = self.lock();
+        g.by_session
+            .entry(t.parent_session_id.clone())
+            .or_default()
+            .push(t.id.clone());
+        g.tasks.insert(
+            t.id.clone(),
+            TaskEntry {
+                snap: TaskSnapshot {
+                    id: t.id,
+                    agent: t.agent,
+                    parent_session_id: t.parent_session_id,
+                    child_session_id: t.child_session_id,
+                    description: t.description,
+                    status: TaskStatus::Pending,
+                    result: None,
+                    error: None,
+                    cancel_requested: false,
+                    background: t.background,
+                    created_at: now,
+                    updated_at: now,
+                    usage: Usage::default(),
+                    end_state: None,
+                },
+                delivered: !t.background,
+                log: VecDeque::new(),
+                cancel,
+                status_tx: tx,
+            },
+        );
+        rx
+    }
+
+    /// Move a task to `to`, with its result and error, under the state rules.
+    pub fn transition(
+        &self,
+        id: &str,
+        to: TaskStatus,
+        result: Option<String>,
+        error: Option<String>,
+        usage: Option<Usage>,
+    ) -> Result<(), TrackerError> {
+        let mut g = self.lock();
+        let e = g
+            .tasks
+            .get_mut(id)
+            .ok_or_else(|| TrackerError::Unknown(id.to_string()))?;
+        let from = e.snap.status;
+        if !from.can_become(to, e.snap.cancel_requested) {
+            return Err(TrackerError::Refused {
+                id: id.to_string(),
+                from,
+                to,
+            });
+        }
+        e.snap.status = to;
+        e.snap.updated_at = unix_millis();
+        if result.is_some() {
+            e.snap.result = result;
+        }
+        if error.is_some() {
+            e.snap.error = error;
+        }
+        if let Some(u) = usage {
+            e.snap.usage = u;
+        }
+        e.status_tx.send_replace(to);
+        Ok(())
+    }
+
+    /// Request cancellation: sets the flag and cancels the child's token. Returns the
+    /// status at the time of the request.
+    pub fn request_cancel(&self, id: &str) -> Result<TaskStatus, TrackerError> {
+        let mut g = self.lock();
+        let e = g
+            .tasks
+            .get_mut(id)
+            .ok_or_else(|| TrackerError::Unknown(id.to_string()))?;
+        if !e.snap.status.is_terminal() {
+            e.snap.cancel_requested = true;
+            e.snap.updated_at = unix_millis();
+            e.cancel.cancel();
+        }
+        Ok(e.snap.status)
+    }
+
+    /// Record how the child's run ended (kept even if the status write then loses a race).
+    pub fn set_end_state(&self, id: &str, state: cadre_types::EndState) {
+        if let Some(e) = self.lock().tasks.get_mut(id) {
+            e.snap.end_state = Some(state);
+        }
+    }
+
+    /// Mark a foreground task as background (timeout promotion): its completion will be delivered.
+    pub fn promote(&self, id: &str) {
+        let mut g = self.lock();
+        if let Some(e) = g.tasks.get_mut(id) {
+            e.snap.background = true;
+            e.delivered = false;
+        }
+    }
+
+    /// Mark a task's completion as delivered (e.g. read by `task_output`).
+    pub fn mark_delivered(&self, id: &str) {
+        if let Some(e) = self.lock().tasks.get_mut(id) {
+            e.delivered = true;
+        }
+    }
+
+    /// Append a progress update to the task's bounded log.
+    pub fn log(&self, id: &str, update: SubagentUpdate) {
+        if let Some(e) = self.lock().tasks.get_mut(id) {
+            if e.log.len() >= TASK_LOG_CAPACITY {
+                e.log.pop_front();
+            }
+            e.log.push_back(update);
+        }
+    }
+
+    /// The task's progress log.
+    pub fn log_of(&self, id: &str) -> Vec<SubagentUpdate> {
+        self.lock()
+            .tasks
+            .get(id)
+            .map(|e| e.log.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// A snapshot of one task.
+    pub fn get(&self, id: &str) -> Option<TaskSnapshot> {
+        self.lock().tasks.get(id).map(|e| e.snap.clone())
+    }
+
+    /// Watch a task's status.
+    pub fn watch(&self, id: &str) -> Option<watch::Receiver<TaskStatus>> {
+        self.lock().tasks.get(id).map(|e| e.status_tx.subscribe())
+    }
+
+    /// All tasks of a parent session, in creation order.
+    pub fn of_session(&self, session: &str) -> Vec<TaskSnapshot> {
+        let g = self.lock();
+        g.by_session
+            .get(session)
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(|id| g.tasks.get(id))
+                    .map(|e| e.snap.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Background tasks of a parent session, in creation order.
+    pub fn background_of(&self, session: &str) -> Vec<TaskSnapshot> {
+        let g = self.lock();
+        g.by_session
+            .get(session)
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(|id| g.tasks.get(id))
+                    .filter(|e| e.snap.background)
+                    .map(|e| e.snap.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Finished, undelivered background tasks of a session; marks them delivered.
+    pub fn take_finished(&self, session: &str) -> Vec<TaskSnapshot> {
+        let mut g = self.lock();
+        let ids = g.by_session.get(session).cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        for id in ids {
+            if let Some(e) = g.tasks.get_mut(&id)
+                && e.snap.background
+                && !e.delivered
+                && e.snap.status.is_terminal()
+            {
+                e.delivered = true;
+                out.push(e.snap.clone());
+            }
+        }
+        out
+    }
+
+    /// Status receivers of a session's running or pending background tasks.
+    pub fn outstanding(&self, session: &str) -> Vec<watch::Receiver<TaskStatus>> {
+        let g = self.lock();
+        g.by_session
+            .get(session)
+            .map(|ids| {
+                ids.iter()
+                    .filter_map(|id| g.tasks.get(id))
+                    .filter(|e| e.snap.background && !e.snap.status.is_terminal())
+                    .map(|e| e.status_tx.subscribe())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Usage of every task of a session (the roll-up of its children).
+    pub fn usage_of(&self, session: &str) -> Usage {
+        let g = self.lock();
+        let mut total = Usage::default();
+        if let Some(ids) = g.by_session.get(session) {
+            for id in ids {
+                if let Some(e) = g.tasks.get(id) {
+                    total += e.snap.usage;
+                }
+            }
+        }
+        total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use TaskStatus::*;
+
+    #[test]
+    fn transition_table_is_exhaustive() {
+        // (from, to, cancel_requested) -> allowed
+        for from in TaskStatus::ALL {
+            for to in TaskStatus::ALL {
+                for cancel in [false, true] {
+                    let expected = match (from, to) {
+                        _ if from.is_terminal() => false,
+                        (_, t) if cancel && !t.is_terminal() => false,
+                        (Pending, Running) => true,
+                        (Pending | Running, t) => t.is_terminal(),
+                        _ => false,
+                    };
+                    assert_eq!(
+                        from.can_become(to, cancel),
+                        expected,
+                        "{from} -> {to} (cancel={cancel})"
+                    );
+                }
+            }
+        }
+        assert!(!Completed.can_become(Failed, false));
+        assert!(!Cancelled.can_become(Completed, false));
+        assert!(!Running.can_become(Running, false));
+        assert!(!Running.can_become(Pending, false));
+        assert!(
+            Running.can_become(Completed, true),
+            "a racing terminal state may land"
+        );
+    }
+
+    fn new(id: &str, background: bool) -> NewTask {
+        NewTask {
+            id: id.into(),
+            agent: "a".into(),
+            parent_session_id: "s".into(),
+            child_session_id: format!("sub-{id}"),
+            description: "d".into(),
+            background,
+        }
+    }
+
+    #[test]
+    fn completion_is_delivered_once_and_terminal_states_stick() {
+        let t = TaskTracker::default();
+        t.insert(new("t1", true), CancellationToken::new());
+        t.insert(new("t2", false), CancellationToken::new());
+        t.transition("t1", Running, None, None, None).unwrap();
+        assert!(t.take_finished("s").is_empty());
+        t.transition("t1", Completed, Some("r".into()), None, None)
+            .unwrap();
+        t.transition("t2", Running, None, None, None).unwrap();
+        t.transition("t2", Completed, Some("r2".into()), None, None)
+            .unwrap();
+        let got = t.take_finished("s");
+        assert_eq!(got.len(), 1, "foreground tasks are not injected");
+        assert_eq!(got[0].result.as_deref(), Some("r"));
+        assert!(t.take_finished("s").is_empty(), "exactly once");
+        assert!(t.transition("t1", Failed, None, None, None).is_err());
+    }
+
+    #[test]
+    fn cancel_blocks_non_terminal_writes_and_cancels_the_token() {
+        let t = TaskTracker::default();
+        let token = CancellationToken::new();
+        t.insert(new("t1", true), token.clone());
+        t.request_cancel("t1").unwrap();
+        assert!(token.is_cancelled());
+        assert!(t.transition("t1", Running, None, None, None).is_err());
+        t.transition("t1", Cancelled, None, None, None).unwrap();
+        assert_eq!(t.get("t1").unwrap().status, Cancelled);
+    }
+
+    #[test]
+    fn log_is_bounded() {
+        let t = TaskTracker::default();
+        t.insert(new("t1", true), CancellationToken::new());
+        for i in 0..(TASK_LOG_CAPACITY + 50) {
+            t.log(
+                "t1",
+                SubagentUpdate {
+                    agent: "a".into(),
+                    task_id: Some("t1".into()),
+                    session_id: "x".into(),
+                    kind: cadre_types::UpdateKind::Delta,
+                    text: i.to_string(),
+                    tool: None,
+                    usage: None,
+                },
+            );
+        }
+        let log = t.log_of("t1");
+        assert_eq!(log.len(), TASK_LOG_CAPACITY);
+        assert_eq!(log[0].text, "50");
+    }
+}

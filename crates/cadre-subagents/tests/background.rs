@@ -1,0 +1,222 @@
+//! Background delegation: ids at once, exactly-once delivery, waiting runs, approvals.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use cadre_engine::ApprovalMode;
+use cadre_subagents::{BackgroundApprovals, TaskStatus};
+use cadre_types::{ApprovalDecision, EndState, Message};
+use common::*;
+use std::time::{Duration, Instant};
+
+fn deliveries(messages: &[Message]) -> usize {
+    messages
+        .iter()
+        .filter(|m| matches!(m, Message::User { content } if content.starts_with("<background-task-results>")))
+        .count()
+}
+
+const BACKGROUND: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "worker", description = "bg job", prompt = "work slowly", background = true } }]
+[[scripts.turns]]
+text = "started: {{tool_results}}"
+[[scripts.turns]]
+text = "got: {{user}}"
+
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+delay_ms = 600
+text = "background result"
+"#;
+
+#[tokio::test]
+async fn background_ids_return_at_once_and_results_are_delivered_exactly_once() {
+    let f = fixture(
+        BACKGROUND,
+        Options {
+            defs: vec![worker("worker")],
+            ..Default::default()
+        },
+    );
+    let started = Instant::now();
+    let (out, s) = f.run("go").await;
+    assert_eq!(out.state, EndState::Completed);
+    assert!(
+        out.output.starts_with("got: <background-task-results>"),
+        "{}",
+        out.output
+    );
+    assert!(out.output.contains("background result"));
+    assert!(
+        started.elapsed() >= Duration::from_millis(600),
+        "the run waited for the task"
+    );
+
+    let parent = f.rec.of("main");
+    assert_eq!(parent.len(), 3);
+    // Turn 2 saw the id right away, before the child could have finished.
+    let first_result = tool_results(&parent[1].messages);
+    assert!(
+        first_result[0].0.starts_with("<task id=\"task_")
+            && first_result[0].0.ends_with("state=\"running\"/>")
+    );
+    assert_eq!(deliveries(&parent[1].messages), 0);
+    // Turn 3 got the completion once.
+    assert_eq!(deliveries(&parent[2].messages), 1);
+    assert_eq!(deliveries(s.messages()), 1);
+    let id = first_result[0].0.split('"').nth(1).unwrap().to_string();
+    let snap = f.runtime.tracker().get(&id).unwrap();
+    assert_eq!(snap.status, TaskStatus::Completed);
+    assert!(snap.background);
+    // The section of the system prompt lists the task.
+    assert!(parent[2].system.contains(&id), "{}", parent[2].system);
+    // Progress was logged, bounded, for the background task.
+    assert!(!f.runtime.tracker().log_of(&id).is_empty());
+}
+
+const BG_WRITE: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "worker", prompt = "write in background", background = true } }]
+[[scripts.turns]]
+text = "waiting"
+[[scripts.turns]]
+text = "{{user}}"
+
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+tool_calls = [{ name = "write", args = { text = "x.txt" } }]
+[[scripts.turns]]
+text = "child saw: {{tool_results}}"
+"#;
+
+#[tokio::test]
+async fn background_approvals_fail_closed_by_default() {
+    let f = fixture(
+        BG_WRITE,
+        Options {
+            defs: vec![worker("worker")],
+            mode: ApprovalMode::Ask,
+            answer: ApprovalDecision::AllowOnce,
+            ..Default::default()
+        },
+    );
+    let (out, _s) = f.run("go").await;
+    assert_eq!(
+        f.approvals.asked.lock().unwrap().len(),
+        0,
+        "the human was never asked"
+    );
+    assert!(
+        out.output.contains("background sub-agents cannot ask"),
+        "{}",
+        out.output
+    );
+}
+
+#[tokio::test]
+async fn background_approvals_can_escalate_to_the_parent_channel() {
+    let f = fixture(
+        BG_WRITE,
+        Options {
+            defs: vec![worker("worker")],
+            mode: ApprovalMode::Ask,
+            answer: ApprovalDecision::AllowOnce,
+            tweak: Box::new(|c| c.background_approvals = BackgroundApprovals::Escalate),
+            ..Default::default()
+        },
+    );
+    let (out, _s) = f.run("go").await;
+    let asked = f.approvals.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].agent, "worker");
+    assert!(
+        out.output.contains("child saw: write:x.txt"),
+        "{}",
+        out.output
+    );
+}
+
+#[tokio::test]
+async fn failed_children_are_reported_as_failed_not_completed() {
+    let f = fixture(
+        r#"
+        [[scripts]]
+        agent = "main"
+        [[scripts.turns]]
+        tool_calls = [{ name = "task", args = { subagent_type = "worker", prompt = "fail" } }]
+        [[scripts.turns]]
+        text = "{{tool_results}}"
+        [[scripts]]
+        agent = "worker"
+        [[scripts.turns]]
+        text = "partial progress"
+        tool_calls = [{ name = "echo", args = { text = "a" } }]
+        [[scripts.turns]]
+        error = "model went away"
+        "#,
+        Options {
+            defs: vec![worker("worker")],
+            ..Default::default()
+        },
+    );
+    let (_out, s) = f.run("go").await;
+    let r = tool_results(s.messages());
+    assert!(r[0].1, "flagged as an error");
+    assert!(
+        r[0].0
+            .starts_with("<task state=\"failed\"><error>scripted model: model went away</error>"),
+        "{}",
+        r[0].0
+    );
+    assert!(
+        r[0].0
+            .contains("<task_result>partial progress</task_result>")
+    );
+}
+
+#[tokio::test]
+async fn a_child_that_hits_max_turns_returns_its_partial_output() {
+    let mut d = worker("worker");
+    d.max_turns = Some(1);
+    let f = fixture(
+        r#"
+        [[scripts]]
+        agent = "main"
+        [[scripts.turns]]
+        tool_calls = [{ name = "task", args = { subagent_type = "worker", prompt = "long job" } }]
+        [[scripts.turns]]
+        text = "{{tool_results}}"
+        [[scripts]]
+        agent = "worker"
+        [[scripts.turns]]
+        text = "halfway there"
+        tool_calls = [{ name = "echo", args = { text = "a" } }]
+        "#,
+        Options {
+            defs: vec![d],
+            ..Default::default()
+        },
+    );
+    let (out, _s) = f.run("go").await;
+    assert!(
+        out.output.contains("limit reached (max turns)"),
+        "{}",
+        out.output
+    );
+    assert!(
+        out.output
+            .contains("<task_result>halfway there</task_result>"),
+        "{}",
+        out.output
+    );
+    // Usage of the child is rolled up per parent session.
+    let parent_session = f.rec.of("main")[0].metadata.session_id.clone();
+    assert!(f.runtime.usage_of(&parent_session).total() > 0);
+}
