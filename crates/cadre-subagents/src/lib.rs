@@ -12,6 +12,7 @@ mod definition_file;
 mod forward;
 pub mod frontmatter;
 mod guard;
+mod harness;
 pub mod live;
 pub mod loader;
 mod narrowing;
@@ -33,6 +34,7 @@ pub use definition::{
 };
 pub use definition_file::{ParseContext, is_valid_name, parse_definition, resolve_model};
 pub use guard::DelegationGuard;
+pub use harness::{Harness, HarnessBuilder, HarnessError, RunOptions};
 pub use loader::{DirKind, LoadError, default_user_agents_dir};
 pub use narrowing::{entry_matches, narrow, narrow_names};
 pub use paths::{

@@ -131,6 +131,7 @@ pub struct AgentRegistryBuilder {
     factories: Vec<AgentDefinition>,
     skills: Option<SkillSet>,
     extra_tools: Vec<String>,
+    files: bool,
 }
 
 impl Default for AgentRegistryBuilder {
@@ -144,11 +145,18 @@ impl Default for AgentRegistryBuilder {
             factories: Vec::new(),
             skills: None,
             extra_tools: Vec::new(),
+            files: true,
         }
     }
 }
 
 impl AgentRegistryBuilder {
+    /// Read no definition files (workspace or user); only code declarations and factories.
+    pub fn without_files(mut self) -> Self {
+        self.files = false;
+        self
+    }
+
     /// The main workspace: its definition directories are read and `workspace.path` values
     /// are checked against it. Without one, only the user dir is read.
     pub fn workspace(mut self, ws: impl Into<PathBuf>) -> Self {
@@ -240,7 +248,12 @@ impl AgentRegistryBuilder {
             aliases: &self.aliases,
             extra_tools: &self.extra_tools,
         };
-        for (kind, dir) in agent_dirs(self.workspace.as_deref(), self.user_dir.as_deref()) {
+        let dirs = if self.files {
+            agent_dirs(self.workspace.as_deref(), self.user_dir.as_deref())
+        } else {
+            Vec::new()
+        };
+        for (kind, dir) in dirs {
             let (defs, errors) = load_dir(&dir, kind, &opts);
             m.inner.errors.extend(errors);
             for def in defs {

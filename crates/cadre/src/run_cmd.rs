@@ -1,12 +1,12 @@
 //! `cadre run`: run the main agent headless (or one sub-agent directly with `--agent`).
 
 use crate::cli::{ApprovalAnswer, Cli, OutputFormat, RunArgs};
-use crate::setup::{Overrides, Setup, sessions_dir};
+use crate::setup::{Overrides, Setup};
 use anyhow::Result;
-use cadre_engine::{NonInteractiveApprovals, Session, SessionMeta};
+use cadre_engine::NonInteractiveApprovals;
 use cadre_subagents::{Parent, TaskStatus};
 use cadre_tools::{RunContext, Workspace};
-use cadre_types::{EndState, EventSink, new_session_id, unix_millis};
+use cadre_types::{EndState, EventSink, new_session_id};
 use std::process::ExitCode;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -76,21 +76,14 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             permission_mode: args.permission_mode.clone(),
         },
     )?;
-    let ws = setup.workspace.clone();
-    let spec = setup.agent.config().model.spec.clone();
+    let h = &setup.harness;
+    let ws = h.workspace().to_path_buf();
+    let spec = h.agent().config().model.spec.clone();
     let mut session = match &args.resume {
-        Some(id) => Session::open(&sessions_dir(&ws), id)?,
-        None => Session::create(
-            &sessions_dir(&ws),
-            SessionMeta {
-                id: new_session_id(),
-                agent: "main".into(),
-                model: spec.clone(),
-                created_at: unix_millis(),
-                parent_session_id: None,
-            },
-        )?,
+        Some(id) => h.open_session(id)?,
+        None => h.new_session()?,
     };
+
     let events: Arc<dyn EventSink> = match args.output {
         OutputFormat::Text => Arc::new(crate::output::TextSink::default()),
         OutputFormat::Jsonl => Arc::new(crate::output::JsonlSink::default()),
@@ -123,8 +116,8 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         }
         None => {
             let workspace = Arc::new(Workspace::new(&ws)?);
-            let outcome = setup
-                .agent
+            let outcome = h
+                .agent()
                 .run(
                     &mut session,
                     Some(args.prompt.clone()),
@@ -137,7 +130,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         }
     };
     ctrl_c.abort();
-    setup.runtime.shutdown();
+    h.runtime().shutdown();
     if args.output == OutputFormat::Text && args.agent.is_none() {
         eprintln!(
             "session: {} (resume with --resume {})",
@@ -160,7 +153,8 @@ async fn direct(
 ) -> Result<EndState> {
     let parent = Parent { run, cancel };
     let snap = setup
-        .runtime
+        .harness
+        .runtime()
         .run_direct(name, prompt.to_string(), &parent)
         .await?;
     let result = snap.result.clone().unwrap_or_default();

@@ -1,0 +1,481 @@
+//! The library entry point: a builder that wires providers, tools, the agent registry, the
+//! sub-agent runtime and the main agent, comparable to the Java seed's `HarnessAgent.builder()`.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), cadre_subagents::HarnessError> {
+//! use cadre_subagents::{AgentDefinition, Harness};
+//! let mut reviewer = AgentDefinition::new("reviewer", "Reviews a diff for bugs.");
+//! reviewer.prompt = "You review code changes.".into();
+//! let harness = Harness::builder()
+//!     .name("main")
+//!     .model("openai:gpt-4o-mini")
+//!     .workspace(".")
+//!     .subagent(reviewer)
+//!     .build()?;
+//! let outcome = harness.run("Review the last commit").await?;
+//! println!("{}", outcome.output);
+//! # Ok(()) }
+//! ```
+
+use crate::SubagentContext;
+use crate::definition::{AgentDefinition, AgentFactory};
+use crate::registry::AgentRegistry;
+use crate::runtime::{RuntimeConfig, SubagentRuntime};
+use crate::skills::SkillSet;
+use cadre_engine::{
+    Agent, Limits, NonInteractiveApprovals, Offloader, PermissionPolicy, RunOutcome, Session,
+    SessionError, SessionMeta, ToolHook,
+};
+use cadre_llm::{Provider, ProviderConfig, ProviderError, ProviderRegistry};
+use cadre_tools::{ApprovalHandler, RunContext, ToolRegistry, Workspace, builtin::builtin_tools};
+use cadre_types::{EventSink, NullSink, new_session_id, unix_millis};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Why a harness could not be built or run.
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The workspace is missing or unreadable.
+    #[error("workspace {path}: {source}")]
+    Workspace {
+        /// The directory.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The model could not be resolved.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// A session could not be created or saved.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// A change to the runtime settings, applied at build time.
+type RuntimeTweak = Box<dyn FnOnce(&mut RuntimeConfig)>;
+
+/// Builder for [`Harness`].
+pub struct HarnessBuilder {
+    name: String,
+    model: String,
+    workspace: PathBuf,
+    provider_configs: HashMap<String, ProviderConfig>,
+    provider_instances: Vec<(String, Arc<dyn Provider>)>,
+    system_prompt: Option<String>,
+    tools: Option<ToolRegistry>,
+    hooks: Vec<Arc<dyn ToolHook>>,
+    permissions: PermissionPolicy,
+    limits: Limits,
+    tool_timeout: Duration,
+    max_parallel_tools: usize,
+    offload_threshold: usize,
+    declarations: Vec<AgentDefinition>,
+    factories: Vec<(String, String, AgentFactory)>,
+    load_files: bool,
+    user_dir: Option<PathBuf>,
+    aliases: HashMap<String, String>,
+    disable_general_purpose: bool,
+    disable_subagents: bool,
+    persist_sessions: bool,
+    tweak: Option<RuntimeTweak>,
+}
+
+impl Default for HarnessBuilder {
+    fn default() -> Self {
+        Self {
+            name: "main".into(),
+            model: "openai:gpt-4o-mini".into(),
+            workspace: PathBuf::from("."),
+            provider_configs: HashMap::new(),
+            provider_instances: Vec::new(),
+            system_prompt: None,
+            tools: None,
+            hooks: Vec::new(),
+            permissions: PermissionPolicy::default(),
+            limits: Limits::default(),
+            tool_timeout: cadre_engine::DEFAULT_TOOL_TIMEOUT,
+            max_parallel_tools: cadre_engine::DEFAULT_MAX_PARALLEL_TOOLS,
+            offload_threshold: cadre_engine::DEFAULT_OFFLOAD_THRESHOLD,
+            declarations: Vec::new(),
+            factories: Vec::new(),
+            load_files: true,
+            user_dir: crate::loader::default_user_agents_dir(),
+            aliases: HashMap::new(),
+            disable_general_purpose: false,
+            disable_subagents: false,
+            persist_sessions: true,
+            tweak: None,
+        }
+    }
+}
+
+impl HarnessBuilder {
+    /// The main agent's name (default `main`).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// The main model, `provider:model` (default `openai:gpt-4o-mini`).
+    pub fn model(mut self, spec: impl Into<String>) -> Self {
+        self.model = spec.into();
+        self
+    }
+
+    /// The workspace root (default `.`).
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.workspace = dir.into();
+        self
+    }
+
+    /// A named provider table, as `[providers.NAME]` in the config.
+    pub fn provider(mut self, name: impl Into<String>, cfg: ProviderConfig) -> Self {
+        self.provider_configs.insert(name.into(), cfg);
+        self
+    }
+
+    /// An already-built provider under `name` (use it as `name:model`).
+    pub fn provider_instance(mut self, name: impl Into<String>, p: Arc<dyn Provider>) -> Self {
+        self.provider_instances.push((name.into(), p));
+        self
+    }
+
+    /// Replace the default main system prompt.
+    pub fn system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// Replace the built-in tools (children narrow from these).
+    pub fn tools(mut self, tools: ToolRegistry) -> Self {
+        self.tools = Some(tools);
+        self
+    }
+
+    /// Add a hook (children run with it too).
+    pub fn hook(mut self, hook: Arc<dyn ToolHook>) -> Self {
+        self.hooks.push(hook);
+        self
+    }
+
+    /// Approval mode and rules (children inherit them).
+    pub fn permissions(mut self, policy: PermissionPolicy) -> Self {
+        self.permissions = policy;
+        self
+    }
+
+    /// The main agent's budgets (mirrored by `general-purpose`).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Per-tool timeout.
+    pub fn tool_timeout(mut self, timeout: Duration) -> Self {
+        self.tool_timeout = timeout;
+        self
+    }
+
+    /// Parallel tool calls of one reply.
+    pub fn max_parallel_tools(mut self, n: usize) -> Self {
+        self.max_parallel_tools = n.max(1);
+        self
+    }
+
+    /// Tool outputs above this many bytes are stored under `.cadre/tool-outputs/`.
+    pub fn offload_threshold(mut self, bytes: usize) -> Self {
+        self.offload_threshold = bytes;
+        self
+    }
+
+    /// Declare a sub-agent in code.
+    pub fn subagent(mut self, def: AgentDefinition) -> Self {
+        self.declarations.push(def);
+        self
+    }
+
+    /// Register a custom factory that builds the child agent itself.
+    pub fn subagent_factory(
+        mut self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+        factory: AgentFactory,
+    ) -> Self {
+        self.factories
+            .push((name.into(), description.into(), factory));
+        self
+    }
+
+    /// Do not read definition files from the workspace and the user directory.
+    pub fn without_agent_files(mut self) -> Self {
+        self.load_files = false;
+        self
+    }
+
+    /// The user's agent directory (default `~/.config/cadre/agents`; `None` to skip it).
+    pub fn user_agents_dir(mut self, dir: Option<PathBuf>) -> Self {
+        self.user_dir = dir;
+        self
+    }
+
+    /// Model aliases used by definition files (`sonnet` → `anthropic:...`).
+    pub fn model_aliases(mut self, aliases: HashMap<String, String>) -> Self {
+        self.aliases = aliases;
+        self
+    }
+
+    /// Remove the built-in `general-purpose` agent.
+    pub fn disable_general_purpose(mut self) -> Self {
+        self.disable_general_purpose = true;
+        self
+    }
+
+    /// No sub-agents at all: the main agent gets no delegation tools.
+    pub fn disable_subagents(mut self) -> Self {
+        self.disable_subagents = true;
+        self
+    }
+
+    /// Keep sessions in memory only (default: JSONL under `.cadre/sessions/`).
+    pub fn in_memory_sessions(mut self) -> Self {
+        self.persist_sessions = false;
+        self
+    }
+
+    /// Adjust the sub-agent runtime's settings (depth cap, concurrency, surfaces, ...).
+    pub fn runtime_config(mut self, f: impl FnOnce(&mut RuntimeConfig) + 'static) -> Self {
+        self.tweak = Some(Box::new(f));
+        self
+    }
+
+    /// Build the harness.
+    pub fn build(self) -> Result<Harness, HarnessError> {
+        let ws = self
+            .workspace
+            .canonicalize()
+            .map_err(|source| HarnessError::Workspace {
+                path: self.workspace.clone(),
+                source,
+            })?;
+        let default_provider = self.model.split_once(':').map_or("openai", |(p, _)| p);
+        let providers = Arc::new(ProviderRegistry::new(
+            self.provider_configs,
+            default_provider,
+        ));
+        for (name, p) in self.provider_instances {
+            providers.insert(&name, p);
+        }
+        let model = providers.resolve(&self.model)?;
+        let sessions_dir = self
+            .persist_sessions
+            .then(|| ws.join(".cadre").join("sessions"));
+        let base_tools = self.tools.unwrap_or_else(builtin_tools);
+        let skills = SkillSet::discover(&ws);
+
+        let mut registry = AgentRegistry::builder()
+            .workspace(&ws)
+            .user_dir(self.user_dir)
+            .aliases(self.aliases)
+            .skills(skills.clone());
+        if !self.load_files || self.disable_subagents {
+            registry = registry.without_files();
+        }
+        if self.disable_general_purpose || self.disable_subagents {
+            registry = registry.disable_general_purpose();
+        }
+        if !self.disable_subagents {
+            for d in self.declarations {
+                registry = registry.declare(d);
+            }
+            for (name, description, f) in self.factories {
+                registry = registry.factory(name, description, f);
+            }
+        }
+        let registry = registry.load();
+
+        let mut rc = RuntimeConfig::new(ws.clone());
+        rc.sessions_dir = sessions_dir.clone();
+        rc.base_tools = base_tools.clone();
+        rc.hooks = self.hooks.clone();
+        rc.permissions = self.permissions.clone();
+        rc.parent_limits = self.limits;
+        rc.tool_timeout = self.tool_timeout;
+        rc.max_parallel_tools = self.max_parallel_tools;
+        rc.offload_threshold = self.offload_threshold;
+        if let Some(f) = self.tweak {
+            f(&mut rc);
+        }
+        let runtime = SubagentRuntime::new(rc, registry, skills.clone(), providers);
+        let delegates = !self.disable_subagents && !runtime.registry().is_empty();
+
+        let mut tools = base_tools;
+        if delegates {
+            for t in runtime.delegation_tools().iter() {
+                tools.register(t.clone());
+            }
+        }
+        let prompt = self.system_prompt.unwrap_or_else(|| {
+            let mut p = cadre_engine::prompt::main_system_prompt(&ws);
+            if let Some(index) = skills.index_section() {
+                p.push_str("\n\n");
+                p.push_str(index.trim_end());
+            }
+            p
+        });
+        let mut b = Agent::builder(self.name.clone(), model)
+            .system_prompt(prompt)
+            .tools(tools)
+            .limits(self.limits)
+            .permissions(self.permissions)
+            .tool_timeout(self.tool_timeout)
+            .max_parallel_tools(self.max_parallel_tools)
+            .offloader(Offloader::new(&ws, self.offload_threshold));
+        for h in self.hooks {
+            b = b.hook(h);
+        }
+        if delegates {
+            b = b.extension(Arc::new(SubagentContext::new(runtime.clone())));
+        }
+        Ok(Harness {
+            name: self.name,
+            workspace: ws,
+            sessions_dir,
+            runtime,
+            agent: b.build(),
+        })
+    }
+}
+
+/// What a run needs besides the prompt.
+pub struct RunOptions {
+    /// Where events go.
+    pub events: Arc<dyn EventSink>,
+    /// Who answers approval requests.
+    pub approvals: Arc<dyn ApprovalHandler>,
+    /// Cancels the run.
+    pub cancel: CancellationToken,
+    /// The user the run acts for.
+    pub user_id: Option<String>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            events: Arc::new(NullSink),
+            approvals: Arc::new(NonInteractiveApprovals::new(false)),
+            cancel: CancellationToken::new(),
+            user_id: None,
+        }
+    }
+}
+
+/// A ready main agent with its sub-agent runtime.
+pub struct Harness {
+    name: String,
+    workspace: PathBuf,
+    sessions_dir: Option<PathBuf>,
+    runtime: Arc<SubagentRuntime>,
+    agent: Agent,
+}
+
+impl Harness {
+    /// Start building.
+    pub fn builder() -> HarnessBuilder {
+        HarnessBuilder::default()
+    }
+
+    /// The main agent.
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    /// The sub-agent runtime.
+    pub fn runtime(&self) -> &Arc<SubagentRuntime> {
+        &self.runtime
+    }
+
+    /// The workspace root.
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
+    /// Where sessions are saved, if they are.
+    pub fn sessions_dir(&self) -> Option<&Path> {
+        self.sessions_dir.as_deref()
+    }
+
+    /// A new session for the main agent.
+    pub fn new_session(&self) -> Result<Session, HarnessError> {
+        let meta = SessionMeta {
+            id: new_session_id(),
+            agent: self.name.clone(),
+            model: self.agent.config().model.spec.clone(),
+            created_at: unix_millis(),
+            parent_session_id: None,
+        };
+        Ok(match &self.sessions_dir {
+            Some(dir) => Session::create(dir, meta)?,
+            None => Session::in_memory(meta),
+        })
+    }
+
+    /// Reopen a saved session.
+    pub fn open_session(&self, id: &str) -> Result<Session, HarnessError> {
+        match &self.sessions_dir {
+            Some(dir) => Ok(Session::open(dir, id)?),
+            None => Err(HarnessError::Session(SessionError::NotFound {
+                id: id.to_string(),
+                dir: PathBuf::new(),
+            })),
+        }
+    }
+
+    /// Run `prompt` in a new session with no event sink and approvals denied.
+    pub async fn run(&self, prompt: &str) -> Result<RunOutcome, HarnessError> {
+        let mut session = self.new_session()?;
+        Ok(self
+            .run_in(&mut session, prompt, RunOptions::default())
+            .await)
+    }
+
+    /// Run `prompt` in `session` with the given channels. Background sub-agents started by
+    /// the run are waited for and their results delivered before it ends.
+    pub async fn run_in(
+        &self,
+        session: &mut Session,
+        prompt: &str,
+        opts: RunOptions,
+    ) -> RunOutcome {
+        let run = Arc::new(RunContext {
+            session_id: session.id().to_string(),
+            agent: self.name.clone(),
+            model: self.agent.config().model.spec.clone(),
+            task_id: None,
+            user_id: opts.user_id,
+            parent_session_id: None,
+            depth: 0,
+            trace_id: new_session_id().replacen("s-", "", 1),
+            events: opts.events,
+            approvals: opts.approvals,
+        });
+        let ws = match Workspace::new(&self.workspace) {
+            Ok(w) => Arc::new(w),
+            Err(e) => {
+                return RunOutcome {
+                    state: cadre_types::EndState::Failed {
+                        error: format!("workspace {}: {e}", self.workspace.display()),
+                    },
+                    output: String::new(),
+                    turns: 0,
+                    usage: Default::default(),
+                };
+            }
+        };
+        self.agent
+            .run(session, Some(prompt.to_string()), run, ws, opts.cancel)
+            .await
+    }
+}
