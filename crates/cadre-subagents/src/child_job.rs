@@ -2,10 +2,12 @@
 //! and record the honest end state in the tracker.
 
 use crate::forward::ForwardSink;
-use crate::runtime::Child;
+use crate::remote::RemoteRequest;
+use crate::runtime::{Child, ChildRunner};
 use crate::tracker::{TaskStatus, TaskTracker};
+use cadre_engine::RunOutcome;
 use cadre_tools::RunContext;
-use cadre_types::{EndState, UpdateKind};
+use cadre_types::{EndState, Event, EventEnvelope, Message, UpdateKind};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -64,17 +66,61 @@ impl ChildJob {
         }
         self.forward
             .update(sid, UpdateKind::Start, self.prompt.clone(), None, None);
-        let outcome = self
-            .child
-            .agent
-            .run(
-                &mut session,
-                Some(self.prompt),
-                self.run,
-                self.child.workspace.clone(),
-                self.cancel,
-            )
-            .await;
+        let outcome = match &self.child.runner {
+            ChildRunner::Local { agent, workspace } => {
+                agent
+                    .run(
+                        &mut session,
+                        Some(self.prompt),
+                        self.run,
+                        workspace.clone(),
+                        self.cancel,
+                    )
+                    .await
+            }
+            ChildRunner::Remote {
+                spec,
+                executor,
+                context_id,
+            } => {
+                let context = context_id.lock().ok().and_then(|c| c.clone());
+                let _ = session.push(Message::user(self.prompt.clone()));
+                let request = RemoteRequest {
+                    agent: self.child.name.clone(),
+                    spec: spec.clone(),
+                    prompt: self.prompt,
+                    task_id: id.clone(),
+                    session_id: sid.clone(),
+                    context_id: context,
+                };
+                let events = self.run.events.clone();
+                let remote = executor.run(request, events.clone(), self.cancel).await;
+                if let (Some(c), Ok(mut slot)) = (remote.context_id.clone(), context_id.lock()) {
+                    *slot = Some(c);
+                }
+                if !remote.output.is_empty() {
+                    let _ = session.push(Message::assistant(remote.output.clone()));
+                }
+                // The local view of a remote run ends like a local one.
+                events.emit(EventEnvelope {
+                    session_id: sid.clone(),
+                    agent: self.child.name.clone(),
+                    task_id: Some(id.clone()),
+                    event: Event::Done {
+                        state: remote.state.clone(),
+                        output: remote.output.clone(),
+                        turns: 0,
+                        usage: remote.usage,
+                    },
+                });
+                RunOutcome {
+                    state: remote.state,
+                    output: remote.output,
+                    turns: 0,
+                    usage: remote.usage,
+                }
+            }
+        };
         drop(session);
         self.tracker.set_end_state(id, outcome.state.clone());
         let (status, error) = match outcome.state {

@@ -18,6 +18,7 @@ pub mod loader;
 mod narrowing;
 mod paths;
 mod registry;
+mod remote;
 mod runtime;
 mod skills;
 mod surface;
@@ -45,9 +46,10 @@ pub use registry::{
     AgentRegistry, AgentRegistryBuilder, AgentWarning, GENERAL_PURPOSE, general_purpose,
     validate_declaration,
 };
+pub use remote::{RemoteExecutor, RemoteOutcome, RemoteRequest};
 pub use runtime::{
-    BackgroundApprovals, Child, Parent, RuntimeConfig, SpawnError, SpawnRequest, Started,
-    SubagentRuntime, ToolSurface, Waited,
+    BackgroundApprovals, Child, ChildRunner, Parent, RuntimeConfig, SpawnError, SpawnRequest,
+    Started, SubagentRuntime, ToolSurface, Waited,
 };
 pub use skills::{SKILL_DIRS, Skill, SkillSet};
 pub use task_tool::{TaskTool, render_result, xml_escape};

@@ -5,12 +5,13 @@
 
 use crate::child_job::ChildJob;
 use crate::child_setup::{SetupError, child_prompt, plan_workspace};
-use crate::definition::{AgentDefinition, DefinitionSource, FactoryInput};
+use crate::definition::{AgentDefinition, DefinitionSource, FactoryInput, RemoteSpec};
 use crate::forward::ForwardSink;
 use crate::guard::DelegationGuard;
 use crate::live::{LiveChild, LiveChildren};
 use crate::narrowing::narrow;
 use crate::registry::AgentRegistry;
+use crate::remote::RemoteExecutor;
 use crate::skills::SkillSet;
 use crate::tracker::{NewTask, TaskSnapshot, TaskTracker};
 use crate::{DELEGATION_TOOLS, surface};
@@ -83,6 +84,8 @@ pub struct RuntimeConfig {
     pub background_approvals: BackgroundApprovals,
     /// Delegation tools offered.
     pub surface: ToolSurface,
+    /// Runs agents whose definition has a `url` (none: such agents cannot be started).
+    pub remote: Option<Arc<dyn RemoteExecutor>>,
     /// How long a foreground `task` call waits before its child is moved to the background
     /// (`None`: wait until it ends).
     pub task_timeout: Option<Duration>,
@@ -107,6 +110,7 @@ impl RuntimeConfig {
             background_approvals: BackgroundApprovals::Deny,
             surface: ToolSurface::Both,
             task_timeout: None,
+            remote: None,
         }
     }
 }
@@ -140,7 +144,7 @@ pub enum SpawnError {
         message: String,
     },
     /// Remote agents are run by the remote layer.
-    #[error("agent {0} is remote; remote execution is not available in this runtime")]
+    #[error("agent {0} is remote, and this runtime has no remote executor configured")]
     Remote(String),
     /// The label is taken in this session.
     #[error("Label already in use: {0}")]
@@ -200,15 +204,36 @@ pub enum Waited {
     Unknown,
 }
 
+/// What runs a child's tasks.
+#[derive(Clone)]
+pub enum ChildRunner {
+    /// A local agent on the same engine.
+    Local {
+        /// The built child agent.
+        agent: Agent,
+        /// Its runtime workspace.
+        workspace: Arc<Workspace>,
+    },
+    /// A remote agent.
+    Remote {
+        /// Where it runs.
+        spec: RemoteSpec,
+        /// Who talks to it.
+        executor: Arc<dyn RemoteExecutor>,
+        /// The remote conversation, once there is one.
+        context_id: Arc<Mutex<Option<String>>>,
+    },
+}
+
 /// A child agent with its own session, ready to take messages.
 #[derive(Clone)]
 pub struct Child {
     /// The sub-agent's name.
     pub name: String,
-    /// The built child agent.
-    pub agent: Agent,
-    /// Its runtime workspace.
-    pub workspace: Arc<Workspace>,
+    /// The model spec it runs on (`remote:<url>` for remote agents).
+    pub model: String,
+    /// What runs its tasks.
+    pub runner: ChildRunner,
     /// `sub-<uuid>`.
     pub session_id: String,
     /// Its conversation; a run holds the lock while it works.
@@ -328,9 +353,6 @@ impl SubagentRuntime {
         if depth > self.cfg.max_depth {
             return Err(SpawnError::DepthExceeded(self.cfg.max_depth));
         }
-        if def.remote.is_some() {
-            return Err(SpawnError::Remote(def.name.clone()));
-        }
         let plan = plan_workspace(def, &self.cfg.main_workspace)?;
         let spec = def.model.clone().unwrap_or_else(|| parent.model.clone());
         let model = self
@@ -404,19 +426,45 @@ impl SubagentRuntime {
             .get(agent)
             .cloned()
             .ok_or_else(|| SpawnError::UnknownAgent(agent.to_string()))?;
-        let (built, root) = self.prepare(&def, parent)?;
-        let workspace = Workspace::new(&root).map_err(|e| {
-            SpawnError::Setup(SetupError::Io {
-                agent: def.name.clone(),
-                path: root.clone(),
-                source: e,
-            })
-        })?;
+        let (runner, model) = match &def.remote {
+            Some(spec) => {
+                if parent.depth + 1 > self.cfg.max_depth {
+                    return Err(SpawnError::DepthExceeded(self.cfg.max_depth));
+                }
+                let executor = self
+                    .cfg
+                    .remote
+                    .clone()
+                    .ok_or_else(|| SpawnError::Remote(def.name.clone()))?;
+                let runner = ChildRunner::Remote {
+                    spec: spec.clone(),
+                    executor,
+                    context_id: Arc::new(Mutex::new(None)),
+                };
+                (runner, format!("remote:{}", spec.url))
+            }
+            None => {
+                let (built, root) = self.prepare(&def, parent)?;
+                let workspace = Workspace::new(&root).map_err(|e| {
+                    SpawnError::Setup(SetupError::Io {
+                        agent: def.name.clone(),
+                        path: root.clone(),
+                        source: e,
+                    })
+                })?;
+                let model = built.config().model.spec.clone();
+                let runner = ChildRunner::Local {
+                    agent: built,
+                    workspace: Arc::new(workspace),
+                };
+                (runner, model)
+            }
+        };
         let session_id = new_sub_session_id();
         let meta = SessionMeta {
             id: session_id.clone(),
             agent: def.name.clone(),
-            model: built.config().model.spec.clone(),
+            model: model.clone(),
             created_at: unix_millis(),
             parent_session_id: Some(parent.session_id.clone()),
         };
@@ -429,8 +477,8 @@ impl SubagentRuntime {
         };
         Ok(Child {
             name: def.name,
-            agent: built,
-            workspace: Arc::new(workspace),
+            model,
+            runner,
             session_id,
             session: Arc::new(tokio::sync::Mutex::new(session)),
             depth: parent.depth + 1,
@@ -490,7 +538,7 @@ impl SubagentRuntime {
         let child_run = Arc::new(RunContext {
             session_id: child.session_id.clone(),
             agent: child.name.clone(),
-            model: child.agent.config().model.spec.clone(),
+            model: child.model.clone(),
             task_id: Some(task_id.clone()),
             user_id: parent.run.user_id.clone(),
             parent_session_id: Some(parent.run.session_id.clone()),
