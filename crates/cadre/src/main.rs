@@ -4,6 +4,7 @@ mod agents_cmd;
 mod cli;
 mod config;
 mod output;
+mod repl_cmd;
 mod run_cmd;
 mod setup;
 
@@ -30,37 +31,32 @@ fn init_logging(log_file: Option<&std::path::Path>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Run `fut` on a multi-threaded tokio runtime.
+fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
+    fut: F,
+) -> anyhow::Result<ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?
+        .block_on(fut)
+}
+
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     if cli.version {
         println!("cadre {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
-    let Some(command) = &cli.command else {
-        use clap::CommandFactory;
-        let _ = cli::Cli::command().print_help();
-        return ExitCode::from(2);
-    };
     if let Err(e) = init_logging(cli.log_file.as_deref()) {
         eprintln!("cadre: cannot open log file: {e}");
         return ExitCode::from(2);
     }
-    let result = match command {
+    let result = match &cli.command {
         // Synchronous: no async runtime to start.
-        cli::Command::Agents(cmd) => agents_cmd::run(&cli, cmd),
-        cli::Command::Run(args) => {
-            let runtime = match tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(r) => r,
-                Err(e) => {
-                    eprintln!("cadre: cannot start the async runtime: {e}");
-                    return ExitCode::from(1);
-                }
-            };
-            runtime.block_on(run_cmd::run(&cli, args))
-        }
+        Some(cli::Command::Agents(cmd)) => agents_cmd::run(&cli, cmd),
+        Some(cli::Command::Run(args)) => block_on(run_cmd::run(&cli, args)),
+        None => block_on(repl_cmd::run(&cli)),
     };
     match result {
         Ok(code) => code,
