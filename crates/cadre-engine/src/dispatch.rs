@@ -64,12 +64,14 @@ impl<'a> Dispatcher<'a> {
         &self,
         calls: &[ToolCall],
         stop: &CancellationToken,
+        turn: &tracing::Span,
     ) -> Vec<CallResult> {
         // Build the futures first: a lazy `map` closure inside the stream trips rustc's
         // higher-ranked Send inference when the whole run is spawned on a task.
         let mut calls_futs = Vec::with_capacity(calls.len());
         for c in calls {
-            let span = tracing::info_span!("tool_call", tool = %c.name, call_id = %c.id);
+            let span =
+                tracing::info_span!(parent: turn, "tool_call", tool = %c.name, call_id = %c.id);
             calls_futs.push(self.run_one(c, stop).instrument(span));
         }
         futures::stream::iter(calls_futs)

@@ -248,7 +248,10 @@ async fn run_inner(
                 session_id: run.session_id.clone(),
             },
         };
-        let model_span = tracing::info_span!("model_call", turn = turns, model = %cfg.model.spec);
+        // run > turn > model_call / tool_call: the turn span is the explicit parent of both.
+        let turn_span = tracing::info_span!("turn", turn = turns);
+        let model_span =
+            tracing::info_span!(parent: &turn_span, "model_call", model = %cfg.model.spec);
         let reply = tokio::select! {
             biased;
             _ = stop.token.cancelled() => None,
@@ -315,7 +318,7 @@ async fn run_inner(
             return finish(state, last_text, turns, usage);
         }
 
-        let results = dispatcher.run_all(&calls, &stop.token).await;
+        let results = dispatcher.run_all(&calls, &stop.token, &turn_span).await;
         for (msg, approved) in results {
             if let Some(tool) = approved
                 && let Err(e) = session.approve_tool(&tool)
