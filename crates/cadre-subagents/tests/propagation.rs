@@ -12,7 +12,10 @@ use common::*;
 use serde_json::json;
 use std::sync::{Arc, Mutex};
 
-struct Probe(Arc<Mutex<Vec<(Option<String>, Option<String>, u32, String, String)>>>);
+/// (user id, parent session, depth, trace id, session id) as each call saw them.
+type Seen = (Option<String>, Option<String>, u32, String, String);
+
+struct Probe(Arc<Mutex<Vec<Seen>>>);
 
 #[async_trait]
 impl Tool for Probe {
