@@ -30,8 +30,14 @@ pub trait TurnExtension: Send + Sync {
     }
 
     /// Called when the model has finished. Wait (until `cancel`) for outstanding work whose
-    /// results the model should see; return true if new injections are ready.
-    async fn wait_outstanding(&self, _run: &RunContext, _cancel: &CancellationToken) -> bool {
+    /// results the model should see; return true if new injections are ready. `round` counts
+    /// the times this run was already held open, so an extension can batch more as it grows.
+    async fn wait_outstanding(
+        &self,
+        _run: &RunContext,
+        _cancel: &CancellationToken,
+        _round: u32,
+    ) -> bool {
         false
     }
 }

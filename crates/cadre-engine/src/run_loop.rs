@@ -14,8 +14,9 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-/// How many times a finished run may be held open for outstanding work (background tasks).
-const MAX_OUTSTANDING_ROUNDS: u32 = 32;
+/// How many times a finished run may be held open for outstanding work (background tasks);
+/// a safety net — extensions batch deliveries as rounds grow.
+const MAX_OUTSTANDING_ROUNDS: u32 = 64;
 
 /// Sends events with the run's ids attached.
 #[derive(Clone)]
@@ -291,7 +292,7 @@ async fn run_inner(
 
         if calls.is_empty() {
             if outstanding_rounds < MAX_OUTSTANDING_ROUNDS
-                && wait_outstanding(cfg, &run, &stop.token).await
+                && wait_outstanding(cfg, &run, &stop.token, outstanding_rounds).await
             {
                 outstanding_rounds += 1;
                 continue;
@@ -332,10 +333,15 @@ async fn run_inner(
     }
 }
 
-async fn wait_outstanding(cfg: &AgentConfig, run: &RunContext, stop: &CancellationToken) -> bool {
+async fn wait_outstanding(
+    cfg: &AgentConfig,
+    run: &RunContext,
+    stop: &CancellationToken,
+    round: u32,
+) -> bool {
     let mut any = false;
     for ext in &cfg.extensions {
-        if ext.wait_outstanding(run, stop).await {
+        if ext.wait_outstanding(run, stop, round).await {
             any = true;
         }
     }

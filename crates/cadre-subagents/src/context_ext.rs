@@ -12,6 +12,11 @@ use cadre_types::Message;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// After this many rounds a held-open parent waits for all its background tasks at once.
+pub const WAIT_ALL_AFTER_ROUNDS: u32 = 8;
+/// How long to wait after one completion for others to arrive, so they share a turn.
+const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Lines of background tasks listed in the prompt before "N more".
 pub const MAX_TASK_LINES: usize = 10;
 
@@ -104,19 +109,34 @@ impl TurnExtension for SubagentContext {
         }
     }
 
-    async fn wait_outstanding(&self, run: &RunContext, cancel: &CancellationToken) -> bool {
-        let receivers = self.runtime.tracker().outstanding(&run.session_id);
-        if receivers.is_empty() {
-            return false;
-        }
-        let waits = receivers.into_iter().map(|mut rx| {
-            Box::pin(async move {
-                let _ = rx.wait_for(|s| s.is_terminal()).await;
-            })
-        });
-        tokio::select! {
-            _ = futures::future::select_all(waits) => true,
-            _ = cancel.cancelled() => false,
+    async fn wait_outstanding(
+        &self,
+        run: &RunContext,
+        cancel: &CancellationToken,
+        round: u32,
+    ) -> bool {
+        let tracker = self.runtime.tracker();
+        let signal = tracker.session_signal(&run.session_id);
+        loop {
+            // Register for the wake-up before looking, so no completion slips between.
+            let notified = signal.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (running, ready) = tracker.pending_counts(&run.session_id);
+            if running == 0 {
+                return ready > 0;
+            }
+            if ready > 0 && round < WAIT_ALL_AFTER_ROUNDS {
+                // Let a burst of completions land in the same turn.
+                tokio::select! {
+                    _ = tokio::time::sleep(GATHER_WINDOW) => return true,
+                    _ = cancel.cancelled() => return false,
+                }
+            }
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = cancel.cancelled() => return false,
+            }
         }
     }
 }

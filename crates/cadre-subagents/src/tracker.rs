@@ -8,7 +8,7 @@
 use cadre_types::{SubagentUpdate, Usage, unix_millis};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 /// Entries kept in a task's progress log; older ones are dropped.
@@ -155,6 +155,8 @@ struct Tracked {
     tasks: HashMap<String, TaskEntry>,
     /// Task ids per parent session, in creation order.
     by_session: HashMap<String, Vec<String>>,
+    /// Woken whenever a background task of the session ends.
+    signals: HashMap<String, Arc<Notify>>,
 }
 
 /// What a new task starts with.
@@ -253,6 +255,12 @@ impl TaskTracker {
             e.snap.usage = u;
         }
         e.status_tx.send_replace(to);
+        if to.is_terminal() && e.snap.background {
+            let session = e.snap.parent_session_id.clone();
+            if let Some(n) = g.signals.get(&session) {
+                n.notify_waiters();
+            }
+        }
         Ok(())
     }
 
@@ -286,6 +294,34 @@ impl TaskTracker {
             e.snap.background = true;
             e.delivered = false;
         }
+    }
+
+    /// The signal woken when a background task of `session` ends.
+    pub fn session_signal(&self, session: &str) -> Arc<Notify> {
+        self.lock()
+            .signals
+            .entry(session.to_string())
+            .or_default()
+            .clone()
+    }
+
+    /// (background tasks still running or pending, finished ones not yet delivered) of a session.
+    pub fn pending_counts(&self, session: &str) -> (usize, usize) {
+        let g = self.lock();
+        let mut running = 0;
+        let mut ready = 0;
+        for id in g.by_session.get(session).into_iter().flatten() {
+            if let Some(e) = g.tasks.get(id)
+                && e.snap.background
+            {
+                if !e.snap.status.is_terminal() {
+                    running += 1;
+                } else if !e.delivered {
+                    ready += 1;
+                }
+            }
+        }
+        (running, ready)
     }
 
     /// Mark a task's completion as delivered (e.g. read by `task_output`).

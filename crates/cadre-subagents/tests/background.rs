@@ -220,3 +220,50 @@ async fn a_child_that_hits_max_turns_returns_its_partial_output() {
     let parent_session = f.rec.of("main")[0].metadata.session_id.clone();
     assert!(f.runtime.usage_of(&parent_session).total() > 0);
 }
+
+#[tokio::test]
+async fn every_background_result_is_delivered_even_when_they_trickle_in() {
+    let spawns: Vec<String> = (0..20)
+        .map(|i| format!("{{ name = \"task\", args = {{ subagent_type = \"worker\", prompt = \"job {i}\", background = true }} }}"))
+        .collect();
+    let waiting_turns = "[[scripts.turns]]\ntext = \"noted\"\n".repeat(40);
+    let script = format!(
+        "[[scripts]]\nagent = \"main\"\n[[scripts.turns]]\ntool_calls = [{}]\n{waiting_turns}\n\
+         [[scripts]]\nagent = \"worker\"\n[[scripts.turns]]\ndelay_ms = 60\ntext = \"result of {{{{user}}}}\"\n",
+        spawns.join(", ")
+    );
+    let f = fixture(
+        &script,
+        Options {
+            defs: vec![worker("worker")],
+            // Two at a time: completions trickle in over ~600 ms.
+            tweak: Box::new(|c| c.max_concurrent = 2),
+            ..Default::default()
+        },
+    );
+    let (out, s) = f.run("go").await;
+    assert_eq!(out.state, EndState::Completed, "{out:?}");
+    let delivered: String = s
+        .messages()
+        .iter()
+        .filter_map(|m| match m {
+            Message::User { content } if content.starts_with("<background-task-results>") => {
+                Some(content.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    for i in 0..20 {
+        assert_eq!(
+            delivered.matches(&format!("result of job {i}<")).count(),
+            1,
+            "job {i}"
+        );
+    }
+    // Deliveries were batched: far fewer parent turns than tasks.
+    assert!(
+        f.rec.of("main").len() <= 12,
+        "{} parent turns",
+        f.rec.of("main").len()
+    );
+}
