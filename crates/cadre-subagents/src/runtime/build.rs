@@ -1,0 +1,158 @@
+//! Building a child: definition to agent (workspace, prompt, narrowed tools, model, limits)
+//! or to a remote runner, with its fresh session.
+
+use super::{Child, ChildRunner, SpawnError, SubagentRuntime};
+use crate::DELEGATION_TOOLS;
+use crate::child_setup::{SetupError, child_prompt, plan_workspace};
+use crate::definition::{AgentDefinition, DefinitionSource, FactoryInput};
+use crate::guard::DelegationGuard;
+use crate::narrowing::narrow;
+use cadre_engine::{Agent, Limits, Offloader, Session, SessionMeta};
+use cadre_tools::{RunContext, Workspace};
+use cadre_types::{new_sub_session_id, unix_millis};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+impl SubagentRuntime {
+    fn prepare(
+        &self,
+        def: &AgentDefinition,
+        parent: &RunContext,
+    ) -> Result<(Agent, PathBuf), SpawnError> {
+        let depth = parent.depth + 1;
+        if depth > self.cfg.max_depth {
+            return Err(SpawnError::DepthExceeded(self.cfg.max_depth));
+        }
+        let plan = plan_workspace(def, &self.cfg.main_workspace)?;
+        let spec = def.model.clone().unwrap_or_else(|| parent.model.clone());
+        let model = self
+            .providers
+            .resolve(&spec)
+            .map_err(|e| SpawnError::Model {
+                agent: def.name.clone(),
+                message: e.to_string(),
+            })?;
+        let can_delegate = def.can_delegate && depth < self.cfg.max_depth;
+        let mut tools = narrow(
+            &self.cfg.base_tools,
+            def.tools.as_deref(),
+            &def.disallowed_tools,
+            DELEGATION_TOOLS,
+        );
+        if can_delegate {
+            // Delegation tools are offered to delegating agents, still minus what they deny.
+            let allowed = narrow(&self.delegation_tools(), None, &def.disallowed_tools, &[]);
+            for t in allowed.iter() {
+                tools.register(t.clone());
+            }
+        }
+        let (skills_section, _missing) = self.skills.preload(&def.skills);
+        let prompt = child_prompt(def, &plan, !can_delegate, &skills_section);
+        let limits = if def.source == DefinitionSource::Builtin {
+            self.cfg.parent_limits
+        } else {
+            Limits {
+                max_turns: def.max_turns.unwrap_or(self.cfg.default_max_turns),
+                wall_clock: def.wall_clock_secs.map(Duration::from_secs),
+                max_tokens: def.max_tokens,
+            }
+        };
+        if let Some(factory) = &def.factory {
+            let input = FactoryInput {
+                model,
+                tools,
+                workspace: plan.root.clone(),
+                system_prompt: prompt,
+            };
+            let agent = factory(&input).map_err(|message| SpawnError::Factory {
+                agent: def.name.clone(),
+                message,
+            })?;
+            return Ok((agent, plan.root));
+        }
+        let mut b = Agent::builder(def.name.clone(), model)
+            .system_prompt(prompt)
+            .tools(tools)
+            .limits(limits)
+            .tool_timeout(self.cfg.tool_timeout)
+            .max_parallel_tools(self.cfg.max_parallel_tools)
+            .permissions(self.cfg.permissions.clone())
+            .offloader(Offloader::new(&plan.root, self.cfg.offload_threshold));
+        for h in &self.cfg.hooks {
+            b = b.hook(h.clone());
+        }
+        b = b.hook(Arc::new(DelegationGuard::new(
+            can_delegate,
+            self.cfg.max_depth,
+        )));
+        Ok((b.build(), plan.root))
+    }
+
+    /// Create a child of `agent` for `parent`: its agent, workspace and a fresh `sub-<uuid>`
+    /// session, ready to take messages with [`start`](Self::start).
+    pub fn create_child(&self, agent: &str, parent: &RunContext) -> Result<Child, SpawnError> {
+        let def = self
+            .registry
+            .get(agent)
+            .cloned()
+            .ok_or_else(|| SpawnError::UnknownAgent(agent.to_string()))?;
+        let (runner, model) = match &def.remote {
+            Some(spec) => {
+                if parent.depth + 1 > self.cfg.max_depth {
+                    return Err(SpawnError::DepthExceeded(self.cfg.max_depth));
+                }
+                let executor = self
+                    .cfg
+                    .remote
+                    .clone()
+                    .ok_or_else(|| SpawnError::Remote(def.name.clone()))?;
+                let runner = ChildRunner::Remote {
+                    spec: spec.clone(),
+                    executor,
+                    context_id: Arc::new(Mutex::new(None)),
+                };
+                (runner, format!("remote:{}", spec.url))
+            }
+            None => {
+                let (built, root) = self.prepare(&def, parent)?;
+                let workspace = Workspace::new(&root).map_err(|e| {
+                    SpawnError::Setup(SetupError::Io {
+                        agent: def.name.clone(),
+                        path: root.clone(),
+                        source: e,
+                    })
+                })?;
+                let model = built.config().model.spec.clone();
+                let runner = ChildRunner::Local {
+                    agent: built,
+                    workspace: Arc::new(workspace),
+                };
+                (runner, model)
+            }
+        };
+        let session_id = new_sub_session_id();
+        let meta = SessionMeta {
+            id: session_id.clone(),
+            agent: def.name.clone(),
+            model: model.clone(),
+            created_at: unix_millis(),
+            parent_session_id: Some(parent.session_id.clone()),
+        };
+        let session = match &self.cfg.sessions_dir {
+            Some(dir) => Session::create(dir, meta).map_err(|e| SpawnError::Session {
+                agent: def.name.clone(),
+                message: e.to_string(),
+            })?,
+            None => Session::in_memory(meta),
+        };
+        Ok(Child {
+            name: def.name,
+            model,
+            runner,
+            session_id,
+            session: Arc::new(tokio::sync::Mutex::new(session)),
+            depth: parent.depth + 1,
+        })
+    }
+}

@@ -1,0 +1,92 @@
+//! Settings of the sub-agent runtime.
+
+use crate::remote::RemoteExecutor;
+use cadre_engine::{Limits, PermissionPolicy, ToolHook};
+use cadre_tools::ToolRegistry;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How background children's approval requests are answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackgroundApprovals {
+    /// Denied with a reason the child sees (fail closed).
+    #[default]
+    Deny,
+    /// Passed to the parent's approval channel (queued for the human).
+    Escalate,
+}
+
+/// Which delegation tools the parent model sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolSurface {
+    /// Only `task`.
+    Task,
+    /// Only the lifecycle tools (`agent_spawn`, ...).
+    Lifecycle,
+    /// Both.
+    #[default]
+    Both,
+}
+
+/// Settings of the runtime.
+#[derive(Clone)]
+pub struct RuntimeConfig {
+    /// The main workspace (canonical).
+    pub main_workspace: PathBuf,
+    /// Where child transcripts go (`None`: in memory only).
+    pub sessions_dir: Option<PathBuf>,
+    /// The tools children narrow from (the parent's tools without delegation tools).
+    pub base_tools: ToolRegistry,
+    /// Hooks every child runs with (the parent's).
+    pub hooks: Vec<Arc<dyn ToolHook>>,
+    /// The parent's approval mode and rules; children inherit them.
+    pub permissions: PermissionPolicy,
+    /// The parent's limits, mirrored by `general-purpose`.
+    pub parent_limits: Limits,
+    /// Per-tool timeout inside children.
+    pub tool_timeout: Duration,
+    /// Parallel tool calls inside a child.
+    pub max_parallel_tools: usize,
+    /// Offload threshold inside children.
+    pub offload_threshold: usize,
+    /// Spawn depth cap (default 3).
+    pub max_depth: u32,
+    /// Children running at once per parent session (default 16); more wait as `pending`.
+    pub max_concurrent: usize,
+    /// Max turns of declared sub-agents without their own (default 10).
+    pub default_max_turns: u32,
+    /// Background approvals policy.
+    pub background_approvals: BackgroundApprovals,
+    /// Delegation tools offered.
+    pub surface: ToolSurface,
+    /// Runs agents whose definition has a `url` (none: such agents cannot be started).
+    pub remote: Option<Arc<dyn RemoteExecutor>>,
+    /// How long a foreground `task` call waits before its child is moved to the background
+    /// (`None`: wait until it ends).
+    pub task_timeout: Option<Duration>,
+}
+
+impl RuntimeConfig {
+    /// Defaults for a main workspace.
+    pub fn new(main_workspace: PathBuf) -> Self {
+        Self {
+            main_workspace,
+            sessions_dir: None,
+            base_tools: ToolRegistry::new(),
+            hooks: Vec::new(),
+            permissions: PermissionPolicy::default(),
+            parent_limits: Limits::default(),
+            tool_timeout: cadre_engine::DEFAULT_TOOL_TIMEOUT,
+            max_parallel_tools: cadre_engine::DEFAULT_MAX_PARALLEL_TOOLS,
+            offload_threshold: cadre_engine::DEFAULT_OFFLOAD_THRESHOLD,
+            max_depth: 3,
+            max_concurrent: 16,
+            default_max_turns: 10,
+            background_approvals: BackgroundApprovals::Deny,
+            surface: ToolSurface::Both,
+            task_timeout: None,
+            remote: None,
+        }
+    }
+}
