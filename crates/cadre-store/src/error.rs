@@ -1,0 +1,65 @@
+//! The store's error type.
+
+use crate::status::TaskStatus;
+
+/// Why a store operation failed or was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No task with this id.
+    #[error("unknown task_id: {0}")]
+    NotFound(String),
+    /// The transition breaks the state rules; nothing was written.
+    #[error("task {id} cannot go from {from} to {to}{}", if *cancel_requested { " (cancel requested)" } else { "" })]
+    Refused {
+        /// Task id.
+        id: String,
+        /// The status the record has.
+        from: TaskStatus,
+        /// The status that was asked for.
+        to: TaskStatus,
+        /// Whether the record's cancel flag is set.
+        cancel_requested: bool,
+    },
+    /// A task with this id already exists.
+    #[error("task already exists: {0}")]
+    DuplicateTask(String),
+    /// The label is already used by a live child of the same parent session.
+    #[error("Label already in use: {0}")]
+    LabelInUse(String),
+    /// A live child with this agent key already exists.
+    #[error("live child already exists: {0}")]
+    DuplicateLiveChild(String),
+    /// The URL names no supported backend (the message never contains a password).
+    #[error("unsupported store url {0:?}: expected sqlite://PATH or postgres://...")]
+    BadUrl(String),
+    /// The configuration is inconsistent.
+    #[error("invalid [store] configuration: {0}")]
+    Config(String),
+    /// A stored value could not be read back.
+    #[error("corrupt task record {id}: {reason}")]
+    Corrupt {
+        /// Task id (or table name when no id is known).
+        id: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// Applying the schema failed.
+    #[error("schema migration failed: {0}")]
+    Migration(String),
+    /// The database reported an error.
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    /// A file-system operation failed (creating the database directory).
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl StoreError {
+    /// True when a write was refused by the state rules.
+    pub fn is_refused(&self) -> bool {
+        matches!(self, StoreError::Refused { .. })
+    }
+}
+
+/// Shorthand for results of store operations.
+pub type StoreResult<T> = Result<T, StoreError>;

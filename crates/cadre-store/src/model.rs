@@ -1,0 +1,292 @@
+//! Plain records the store reads and writes: tasks, transitions, filters and live children.
+
+use crate::redact::{redact_headers, redact_url};
+use crate::status::TaskStatus;
+use cadre_types::Usage;
+use std::collections::BTreeMap;
+
+/// How a task's child is executed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// In a `cadre` process (the owner node); subject to heartbeats, sweeping and recovery.
+    Local,
+    /// On a remote agent server; the owner only relays. Never swept.
+    Remote {
+        /// The server's URL (stored without user info).
+        url: String,
+    },
+}
+
+impl Transport {
+    /// The stored form: `local`, or the remote URL with any user info replaced.
+    pub fn to_stored(&self) -> String {
+        match self {
+            Transport::Local => "local".to_string(),
+            Transport::Remote { url } => redact_url(url),
+        }
+    }
+
+    /// Parse the stored form.
+    pub fn from_stored(s: &str) -> Self {
+        if s == "local" {
+            Transport::Local
+        } else {
+            Transport::Remote { url: s.to_string() }
+        }
+    }
+
+    /// True for [`Transport::Local`].
+    pub fn is_local(&self) -> bool {
+        matches!(self, Transport::Local)
+    }
+}
+
+/// What a new task starts with. It is created `pending`, owned by the creating store's node.
+#[derive(Debug, Clone)]
+pub struct NewTask {
+    /// `task_<uuid>`.
+    pub id: String,
+    /// The sub-agent's name.
+    pub agent_id: String,
+    /// The parent agent's name, if the parent is a sub-agent itself.
+    pub parent_agent_id: Option<String>,
+    /// The parent's session id.
+    pub parent_session_id: String,
+    /// The child's session id (`sub-<uuid>`), once known.
+    pub child_session_id: Option<String>,
+    /// The user on whose behalf the task runs, if known.
+    pub user_id: Option<String>,
+    /// The prompt given to the child.
+    pub prompt: String,
+    /// Short title given by the parent.
+    pub description: String,
+    /// Background tasks are delivered to the parent when they finish.
+    pub background: bool,
+    /// Local or remote execution.
+    pub transport: Transport,
+    /// Headers sent to a remote transport; stored only through [`redact_headers`].
+    pub remote_headers: BTreeMap<String, String>,
+}
+
+impl NewTask {
+    /// A local, foreground task with a fresh `task_<uuid>` id and empty optional fields.
+    pub fn new(agent_id: &str, parent_session_id: &str, prompt: &str) -> Self {
+        NewTask {
+            id: cadre_types::new_task_id(),
+            agent_id: agent_id.to_string(),
+            parent_agent_id: None,
+            parent_session_id: parent_session_id.to_string(),
+            child_session_id: None,
+            user_id: None,
+            prompt: prompt.to_string(),
+            description: String::new(),
+            background: false,
+            transport: Transport::Local,
+            remote_headers: BTreeMap::new(),
+        }
+    }
+
+    /// The headers as they will be stored (references kept, literals redacted).
+    pub fn stored_headers(&self) -> BTreeMap<String, String> {
+        redact_headers(&self.remote_headers)
+    }
+}
+
+/// A task as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    /// `task_<uuid>`.
+    pub id: String,
+    /// The sub-agent's name.
+    pub agent_id: String,
+    /// The parent agent's name, if any.
+    pub parent_agent_id: Option<String>,
+    /// The parent's session id.
+    pub parent_session_id: String,
+    /// The child's session id.
+    pub child_session_id: Option<String>,
+    /// The user, if known.
+    pub user_id: Option<String>,
+    /// The status.
+    pub status: TaskStatus,
+    /// The prompt.
+    pub prompt: String,
+    /// Short title.
+    pub description: String,
+    /// Final (or partial) output.
+    pub result: Option<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// How the run ended: `completed`, `failed`, `cancelled`, `limit_reached:max_turns`, ...
+    pub end_state: Option<String>,
+    /// Whether cancellation was requested.
+    pub cancel_requested: bool,
+    /// Background task (delivered to the parent on completion).
+    pub background: bool,
+    /// Whether the completion was delivered to the parent.
+    pub delivered: bool,
+    /// Creation time, Unix ms.
+    pub created_at: u64,
+    /// Last change, Unix ms.
+    pub updated_at: u64,
+    /// Last heartbeat of the owner, Unix ms.
+    pub heartbeat_at: Option<u64>,
+    /// The node that created and runs the task.
+    pub owner_node: String,
+    /// The owning process (`<pid>:<start ticks>`), used to tell a restart from a sibling.
+    pub owner_instance: Option<String>,
+    /// Local or remote execution.
+    pub transport: Transport,
+    /// The task id on the remote server, for remote transports.
+    pub remote_task_id: Option<String>,
+    /// Redacted remote headers (references only).
+    pub remote_headers: BTreeMap<String, String>,
+    /// Tokens the child used.
+    pub usage: Usage,
+}
+
+/// A state change with what it carries. Fields left `None` keep their stored value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Transition {
+    /// The new status.
+    pub to: TaskStatus,
+    /// Output to store.
+    pub result: Option<String>,
+    /// Error to store.
+    pub error: Option<String>,
+    /// End state to store.
+    pub end_state: Option<String>,
+    /// Usage to store (replaces the stored totals).
+    pub usage: Option<Usage>,
+}
+
+impl Transition {
+    /// A bare status change.
+    pub fn to(status: TaskStatus) -> Self {
+        Transition {
+            to: status,
+            result: None,
+            error: None,
+            end_state: None,
+            usage: None,
+        }
+    }
+
+    /// `running`.
+    pub fn running() -> Self {
+        Self::to(TaskStatus::Running)
+    }
+
+    /// `completed` with a result; end state `completed`.
+    pub fn completed(result: impl Into<String>) -> Self {
+        Self::to(TaskStatus::Completed)
+            .with_result(result)
+            .with_end_state("completed")
+    }
+
+    /// `failed` with an error; end state `failed`.
+    pub fn failed(error: impl Into<String>) -> Self {
+        Self::to(TaskStatus::Failed)
+            .with_error(error)
+            .with_end_state("failed")
+    }
+
+    /// `cancelled`; end state `cancelled`.
+    pub fn cancelled() -> Self {
+        Self::to(TaskStatus::Cancelled).with_end_state("cancelled")
+    }
+
+    /// Set the result.
+    pub fn with_result(mut self, result: impl Into<String>) -> Self {
+        self.result = Some(result.into());
+        self
+    }
+
+    /// Set the error.
+    pub fn with_error(mut self, error: impl Into<String>) -> Self {
+        self.error = Some(error.into());
+        self
+    }
+
+    /// Set the end state.
+    pub fn with_end_state(mut self, end_state: impl Into<String>) -> Self {
+        self.end_state = Some(end_state.into());
+        self
+    }
+
+    /// Set the usage.
+    pub fn with_usage(mut self, usage: Usage) -> Self {
+        self.usage = Some(usage);
+        self
+    }
+
+    /// Set the end state from a run's [`cadre_types::EndState`] (see [`end_state_text`]).
+    pub fn with_run_end(self, end: &cadre_types::EndState) -> Self {
+        self.with_end_state(end_state_text(end))
+    }
+}
+
+/// The stored form of a run's end: `completed`, `failed`, `cancelled`, or
+/// `limit_reached:<limit>` with the limit in snake case (`limit_reached:max_turns`).
+pub fn end_state_text(end: &cadre_types::EndState) -> String {
+    use cadre_types::EndState;
+    match end {
+        EndState::LimitReached { limit } => {
+            let name = serde_json::to_value(limit)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| limit.to_string());
+            format!("limit_reached:{name}")
+        }
+        other => other.name().to_string(),
+    }
+}
+
+/// Which tasks [`crate::TaskStore::list`] returns, oldest first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskFilter {
+    /// Only tasks of this parent session.
+    pub session: Option<String>,
+    /// Only tasks in this status.
+    pub status: Option<TaskStatus>,
+    /// At most this many (all when `None`).
+    pub limit: Option<u32>,
+}
+
+/// A live child (created by `agent_spawn`), persisted so it can be found by key or label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveChildEntry {
+    /// `agent:<id>:<uuid>`.
+    pub agent_key: String,
+    /// Optional label, unique per parent session (case-insensitively, ASCII).
+    pub label: Option<String>,
+    /// The definition's name.
+    pub agent_id: String,
+    /// The parent's session id.
+    pub parent_session_id: String,
+    /// The child's session id (`sub-<uuid>`).
+    pub child_session_id: String,
+    /// Spawn depth (1 for children of the main agent).
+    pub depth: u32,
+    /// Creation time, Unix ms.
+    pub created_at: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadre_types::{EndState, LimitKind};
+
+    #[test]
+    fn end_states_as_stored() {
+        let limit = EndState::LimitReached {
+            limit: LimitKind::MaxTurns,
+        };
+        assert_eq!(end_state_text(&limit), "limit_reached:max_turns");
+        assert_eq!(end_state_text(&EndState::Cancelled), "cancelled");
+        let failed = EndState::Failed { error: "x".into() };
+        assert_eq!(end_state_text(&failed), "failed");
+        let t = Transition::failed("x").with_run_end(&limit);
+        assert_eq!(t.end_state.as_deref(), Some("limit_reached:max_turns"));
+    }
+}

@@ -1,0 +1,104 @@
+//! Keeping secrets out of task records: header values are stored as references
+//! (`Bearer ${TOKEN}`) or as `<redacted>`, and URLs lose their user info.
+
+use std::collections::BTreeMap;
+
+/// What a literal (non-reference) header value is stored as.
+pub const REDACTED: &str = "<redacted>";
+
+/// Headers as they may be stored: a value that refers to an environment variable with
+/// `${NAME}` is kept as written (it is a reference, not the secret); any other value is a
+/// literal that may be a secret and is replaced by [`REDACTED`].
+pub fn redact_headers(headers: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    headers
+        .iter()
+        .map(|(k, v)| {
+            let stored = if has_env_reference(v) {
+                v.clone()
+            } else {
+                REDACTED.to_string()
+            };
+            (k.clone(), stored)
+        })
+        .collect()
+}
+
+/// True when `value` contains at least one `${NAME}` reference (NAME: letters, digits and
+/// `_`, not starting with a digit).
+pub fn has_env_reference(value: &str) -> bool {
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let after = &rest[start + 2..];
+        if let Some(end) = after.find('}') {
+            let name = &after[..end];
+            let mut chars = name.chars();
+            let first_ok = chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+            if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return true;
+            }
+            rest = &after[end + 1..];
+        } else {
+            return false;
+        }
+    }
+    false
+}
+
+/// The URL with any `user:password@` replaced by `<redacted>@`; other URLs unchanged.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let authority_start = scheme_end + 3;
+    let rest = &url[authority_start..];
+    let authority_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_len];
+    match authority.rfind('@') {
+        Some(at) => format!(
+            "{}{}@{}{}",
+            &url[..authority_start],
+            REDACTED,
+            &authority[at + 1..],
+            &rest[authority_len..]
+        ),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_kept_literals_redacted() {
+        let mut h = BTreeMap::new();
+        h.insert("Authorization".into(), "Bearer ${TOKEN}".into());
+        h.insert("X-Key".into(), "literal-secret".into());
+        h.insert("X-Odd".into(), "${1BAD} and ${ unclosed".into());
+        let r = redact_headers(&h);
+        assert_eq!(r["Authorization"], "Bearer ${TOKEN}");
+        assert_eq!(r["X-Key"], REDACTED);
+        assert_eq!(r["X-Odd"], REDACTED);
+    }
+
+    #[test]
+    fn reference_detection() {
+        assert!(has_env_reference("${A_B1}"));
+        assert!(has_env_reference("x ${} y ${_OK}"));
+        assert!(!has_env_reference("$TOKEN"));
+        assert!(!has_env_reference("${}"));
+        assert!(!has_env_reference("${A-B}"));
+    }
+
+    #[test]
+    fn urls_lose_user_info() {
+        assert_eq!(
+            redact_url("postgres://u:pw@db:5432/x?a=b@c"),
+            "postgres://<redacted>@db:5432/x?a=b@c"
+        );
+        assert_eq!(redact_url("https://h/p"), "https://h/p");
+        assert_eq!(redact_url("local"), "local");
+    }
+}

@@ -1,0 +1,144 @@
+//! Liveness: heartbeats of the owner, the sweeper that fails orphans, and restart recovery.
+//!
+//! The candidates of a sweep or a recovery are read first (their error message depends on
+//! the row), then each is failed by a conditional `UPDATE` that re-checks the condition, so a
+//! task that finished or was beaten in between is left alone.
+
+use super::{SqlStore, millis, now_ms};
+use crate::error::StoreResult;
+use crate::node::{NodeId, instance_alive};
+use sqlx::Row;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// Ids per heartbeat statement.
+const HEARTBEAT_CHUNK: usize = 500;
+
+/// The error written by the sweeper.
+pub fn executor_lost_message(last_seen_ms: u64) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(last_seen_ms);
+    format!(
+        "executor lost: no heartbeat since {}",
+        humantime::format_rfc3339_millis(t)
+    )
+}
+
+/// The error written by restart recovery.
+pub fn executor_died_message(node: &NodeId) -> String {
+    format!("executor died: cadre restarted on {node}")
+}
+
+impl SqlStore {
+    pub(super) async fn heartbeat_tasks(&self, node: &NodeId, ids: &[String]) -> StoreResult<u64> {
+        let mut total = 0;
+        for chunk in ids.chunks(HEARTBEAT_CHUNK) {
+            let list: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
+            let sql = format!(
+                "UPDATE tasks SET heartbeat_at = $1 WHERE owner_node = $2 \
+                 AND status IN ('pending', 'running') AND id IN ({})",
+                list.join(", ")
+            );
+            total += on_writer!(&self.db, p => {
+                let mut q = sqlx::query(&sql).bind(now_ms()).bind(node.as_str());
+                for id in chunk {
+                    q = q.bind(id);
+                }
+                q.execute(p).await?.rows_affected()
+            });
+        }
+        Ok(total)
+    }
+
+    pub(super) async fn heartbeat_owned_tasks(&self) -> StoreResult<u64> {
+        Ok(on_writer!(&self.db, p => sqlx::query(
+            "UPDATE tasks SET heartbeat_at = $1 WHERE owner_node = $2 AND owner_instance = $3 \
+             AND status IN ('pending', 'running')",
+        )
+        .bind(now_ms())
+        .bind(self.node.as_str())
+        .bind(&self.instance)
+        .execute(p)
+        .await?
+        .rows_affected()))
+    }
+
+    pub(super) async fn sweep_orphans(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>> {
+        let cutoff = now_ms().saturating_sub(millis(orphan_timeout));
+        let candidates: Vec<(String, i64)> = on_reader!(&self.db, p => {
+            let rows = sqlx::query(
+                "SELECT id, COALESCE(heartbeat_at, created_at) AS seen FROM tasks \
+                 WHERE status IN ('pending', 'running') AND transport = 'local' \
+                   AND COALESCE(heartbeat_at, created_at) < $1",
+            )
+            .bind(cutoff)
+            .fetch_all(p)
+            .await?;
+            rows.iter()
+                .map(|r| Ok::<_, sqlx::Error>((r.try_get(0)?, r.try_get(1)?)))
+                .collect::<Result<_, _>>()?
+        });
+        let mut swept = Vec::new();
+        for (id, seen) in candidates {
+            let msg = executor_lost_message(u64::try_from(seen).unwrap_or(0));
+            let n = on_writer!(&self.db, p => sqlx::query(
+                "UPDATE tasks SET status = 'failed', error = $2, end_state = 'failed', \
+                   updated_at = $3 \
+                 WHERE id = $1 AND status IN ('pending', 'running') AND transport = 'local' \
+                   AND COALESCE(heartbeat_at, created_at) < $4",
+            )
+            .bind(&id)
+            .bind(&msg)
+            .bind(now_ms())
+            .bind(cutoff)
+            .execute(p)
+            .await?
+            .rows_affected());
+            if n == 1 {
+                tracing::warn!(task = %id, "{msg}");
+                swept.push(id);
+            }
+        }
+        Ok(swept)
+    }
+
+    pub(super) async fn recover(&self, node: &NodeId) -> StoreResult<Vec<String>> {
+        let candidates: Vec<(String, Option<String>)> = on_reader!(&self.db, p => {
+            let rows = sqlx::query(
+                "SELECT id, owner_instance FROM tasks WHERE owner_node = $1 \
+                 AND transport = 'local' AND status IN ('pending', 'running')",
+            )
+            .bind(node.as_str())
+            .fetch_all(p)
+            .await?;
+            rows.iter()
+                .map(|r| Ok::<_, sqlx::Error>((r.try_get(0)?, r.try_get(1)?)))
+                .collect::<Result<_, _>>()?
+        });
+        let msg = executor_died_message(node);
+        let mut failed = Vec::new();
+        for (id, instance) in candidates {
+            // A sibling process of the same node that is still running keeps its tasks.
+            if instance
+                .as_deref()
+                .is_some_and(|i| i != self.instance && instance_alive(i))
+            {
+                continue;
+            }
+            let n = on_writer!(&self.db, p => sqlx::query(
+                "UPDATE tasks SET status = 'failed', error = $3, end_state = 'failed', \
+                   updated_at = $4 \
+                 WHERE id = $1 AND owner_node = $2 AND status IN ('pending', 'running')",
+            )
+            .bind(&id)
+            .bind(node.as_str())
+            .bind(&msg)
+            .bind(now_ms())
+            .execute(p)
+            .await?
+            .rows_affected());
+            if n == 1 {
+                failed.push(id);
+            }
+        }
+        Ok(failed)
+    }
+}

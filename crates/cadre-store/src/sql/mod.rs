@@ -1,0 +1,296 @@
+//! The SQL implementation of [`TaskStore`]: one code path for SQLite and PostgreSQL.
+//!
+//! Every query is written once with `$N` placeholders (both sqlx drivers accept them) and
+//! run against whichever pool the handle holds, through the `on_writer!`/`on_reader!`
+//! macros. SQLite gets one writer connection (writes of one process queue in the pool instead
+//! of spinning on the file lock) and a few readers; other processes are waited for with the
+//! busy timeout. PostgreSQL uses one pool for everything.
+
+/// Run `$body` with `$p` bound to the pool that writes.
+macro_rules! on_writer {
+    ($db:expr, $p:ident => $body:expr) => {
+        match $db {
+            $crate::sql::Db::Sqlite { writer: $p, .. } => $body,
+            $crate::sql::Db::Postgres { pool: $p } => $body,
+        }
+    };
+}
+
+/// Run `$body` with `$p` bound to a pool for reads.
+macro_rules! on_reader {
+    ($db:expr, $p:ident => $body:expr) => {
+        match $db {
+            $crate::sql::Db::Sqlite { reader: $p, .. } => $body,
+            $crate::sql::Db::Postgres { pool: $p } => $body,
+        }
+    };
+}
+
+mod children;
+mod liveness;
+pub use liveness::{executor_died_message, executor_lost_message};
+mod notify;
+mod rows;
+pub mod schema;
+mod tasks;
+mod trait_impl;
+
+use crate::config::StoreConfig;
+use crate::error::{StoreError, StoreResult};
+use crate::node::{NodeId, current_instance};
+use crate::redact::redact_url;
+use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{ConnectOptions, Connection};
+use std::path::Path;
+use std::time::Duration;
+
+/// How long a SQLite connection waits for another process's write lock.
+pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default polling interval of cancellation watches on SQLite.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
+/// Reader connections of the SQLite backend.
+const SQLITE_READERS: u32 = 4;
+/// Connections of the PostgreSQL pool.
+const PG_CONNECTIONS: u32 = 8;
+
+/// Which database a [`SqlStore`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// An embedded SQLite file.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+#[derive(Clone)]
+pub(crate) enum Db {
+    Sqlite {
+        writer: SqlitePool,
+        reader: SqlitePool,
+    },
+    Postgres {
+        pool: PgPool,
+    },
+}
+
+/// A [`crate::TaskStore`] on SQLite or PostgreSQL.
+pub struct SqlStore {
+    db: Db,
+    node: NodeId,
+    instance: String,
+    poll_interval: Duration,
+    pg_events: tokio::sync::OnceCell<notify::PgEvents>,
+}
+
+impl std::fmt::Debug for SqlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("backend", &self.backend())
+            .field("node", &self.node)
+            .finish()
+    }
+}
+
+/// Open the store named by `url` (`sqlite://PATH`, `sqlite:PATH`, `postgres://...`,
+/// `postgresql://...`), applying migrations. Tasks created through it are owned by `node`.
+pub async fn open(url: &str, node: NodeId) -> StoreResult<SqlStore> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return open_postgres(url, node).await;
+    }
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .filter(|p| !p.is_empty() && !p.contains(":memory:"));
+    match path {
+        Some(p) => open_sqlite(Path::new(p.split('?').next().unwrap_or(p)), node).await,
+        None => Err(StoreError::BadUrl(redact_url(url))),
+    }
+}
+
+/// Open the store a `[store]` section describes for `workspace` (URL from
+/// `CADRE_STORE_URL`, `url` or the default file; node id from `node_id` or detected).
+pub async fn open_config(cfg: &StoreConfig, workspace: &Path) -> StoreResult<SqlStore> {
+    cfg.validate()?;
+    open(&cfg.effective_url(workspace), cfg.node_id(workspace)).await
+}
+
+fn sqlite_options(path: &Path) -> SqliteConnectOptions {
+    SqliteConnectOptions::new()
+        .filename(path)
+        .busy_timeout(SQLITE_BUSY_TIMEOUT)
+        .synchronous(SqliteSynchronous::Normal)
+        .foreign_keys(true)
+}
+
+fn is_sqlite_busy(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(d) => d
+            .code()
+            .and_then(|c| c.parse::<i32>().ok())
+            .is_some_and(|c| matches!(c & 0xff, 5 | 6)),
+        _ => false,
+    }
+}
+
+/// Open (creating if needed) a SQLite database file in WAL mode and apply migrations.
+pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        tokio::fs::create_dir_all(dir).await?;
+    }
+    // Switching a new file to WAL takes a lock the busy timeout does not wait for, so a
+    // process racing another one on a fresh file retries for a while.
+    let boot = sqlite_options(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal);
+    let mut attempt = 0u32;
+    let mut conn = loop {
+        match boot.connect().await {
+            Ok(c) => break c,
+            Err(e) if is_sqlite_busy(&e) && attempt < 100 => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    schema::migrate_sqlite(&mut conn).await?;
+    conn.close().await?;
+    // WAL is a property of the file now; pooled connections only set per-connection pragmas.
+    // An embedded file cannot drop a connection: skip the ping before each acquire.
+    let writer = SqlitePoolOptions::new()
+        .max_connections(1)
+        .test_before_acquire(false)
+        .connect_with(sqlite_options(path))
+        .await?;
+    let reader = SqlitePoolOptions::new()
+        .max_connections(SQLITE_READERS)
+        .test_before_acquire(false)
+        .connect_with(sqlite_options(path))
+        .await?;
+    Ok(SqlStore::new(Db::Sqlite { writer, reader }, node))
+}
+
+/// Connect to PostgreSQL and apply migrations.
+pub async fn open_postgres(url: &str, node: NodeId) -> StoreResult<SqlStore> {
+    let pool = PgPoolOptions::new()
+        .max_connections(PG_CONNECTIONS)
+        .connect(url)
+        .await?;
+    let mut conn = pool.acquire().await?;
+    schema::migrate_postgres(&mut conn).await?;
+    drop(conn);
+    Ok(SqlStore::new(Db::Postgres { pool }, node))
+}
+
+impl SqlStore {
+    fn new(db: Db, node: NodeId) -> Self {
+        SqlStore {
+            db,
+            node,
+            instance: current_instance(),
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            pg_events: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// Poll interval of SQLite cancellation watches (default 250 ms).
+    pub fn with_poll_interval(mut self, every: Duration) -> Self {
+        self.poll_interval = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The backend in use.
+    pub fn backend(&self) -> Backend {
+        match self.db {
+            Db::Sqlite { .. } => Backend::Sqlite,
+            Db::Postgres { .. } => Backend::Postgres,
+        }
+    }
+
+    /// The process instance recorded as owner of tasks created through this handle.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    /// Close the pools (waits for connections in use).
+    pub async fn close(&self) {
+        match &self.db {
+            Db::Sqlite { writer, reader } => {
+                writer.close().await;
+                reader.close().await;
+            }
+            Db::Postgres { pool } => pool.close().await,
+        }
+    }
+
+    /// Column names of a table, in order (for schema checks).
+    pub async fn table_columns(&self, table: &str) -> StoreResult<Vec<String>> {
+        use sqlx::Row;
+        let rows: Vec<String> = match &self.db {
+            Db::Sqlite { reader, .. } => sqlx::query("SELECT name FROM pragma_table_info($1) ORDER BY cid")
+                .bind(table)
+                .fetch_all(reader)
+                .await?
+                .iter()
+                .map(|r| r.try_get::<String, _>(0))
+                .collect::<Result<_, _>>()?,
+            Db::Postgres { pool } => sqlx::query(
+                "SELECT column_name::text FROM information_schema.columns \
+                 WHERE table_name = $1 AND table_schema = current_schema() ORDER BY ordinal_position",
+            )
+            .bind(table)
+            .fetch_all(pool)
+            .await?
+            .iter()
+            .map(|r| r.try_get::<String, _>(0))
+            .collect::<Result<_, _>>()?,
+        };
+        Ok(rows)
+    }
+
+    /// `PRAGMA integrity_check` on SQLite (`ok` when healthy); `ok` on PostgreSQL.
+    pub async fn integrity_check(&self) -> StoreResult<String> {
+        use sqlx::Row;
+        match &self.db {
+            Db::Sqlite { reader, .. } => {
+                let row = sqlx::query("PRAGMA integrity_check")
+                    .fetch_one(reader)
+                    .await?;
+                Ok(row.try_get::<String, _>(0)?)
+            }
+            Db::Postgres { .. } => Ok("ok".to_string()),
+        }
+    }
+}
+
+/// The current time as stored: Unix milliseconds.
+pub(crate) fn now_ms() -> i64 {
+    i64::try_from(cadre_types::unix_millis()).unwrap_or(i64::MAX)
+}
+
+/// Milliseconds in a duration, saturating.
+pub(crate) fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// True for a unique-constraint violation.
+pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn open_futures_are_send() {
+        // Not awaited: only the types are checked.
+        assert_send(&open("sqlite:///nonexistent/x.db", NodeId::new("n")));
+        assert_send(&open_config(&StoreConfig::default(), Path::new("/w")));
+    }
+}

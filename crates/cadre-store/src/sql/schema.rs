@@ -1,0 +1,135 @@
+//! Schema migrations: embedded SQL files applied in order, recorded in `cadre_schema`.
+//!
+//! Both backends share `migrations/0001_init.sql`; PostgreSQL adds its notification
+//! triggers (`migrations/postgres/`). Applying is serialised between processes: SQLite takes
+//! the write lock up front (`BEGIN IMMEDIATE`), PostgreSQL a transaction-scoped advisory lock,
+//! so several `cadre` processes starting at once apply each migration exactly once.
+
+use crate::error::{StoreError, StoreResult};
+use sqlx::{Connection, Executor, PgConnection, Row, SqliteConnection};
+
+/// One embedded migration.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// Version, strictly increasing.
+    pub version: i64,
+    /// Short name, checked against the recorded one.
+    pub name: &'static str,
+    /// The SQL (several statements).
+    pub sql: &'static str,
+}
+
+const INIT: Migration = Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../../migrations/0001_init.sql"),
+};
+
+/// Migrations of the SQLite backend.
+pub const SQLITE_MIGRATIONS: &[Migration] = &[INIT];
+
+/// Migrations of the PostgreSQL backend.
+pub const POSTGRES_MIGRATIONS: &[Migration] = &[
+    INIT,
+    Migration {
+        version: 2,
+        name: "notify",
+        sql: include_str!("../../migrations/postgres/0002_notify.sql"),
+    },
+];
+
+/// Advisory lock key for migrations ("cadre" in ASCII).
+const PG_MIGRATION_LOCK: i64 = 0x63_6164_7265;
+
+const SCHEMA_TABLE: &str = "CREATE TABLE IF NOT EXISTS cadre_schema (\
+     version BIGINT PRIMARY KEY NOT NULL, name TEXT NOT NULL, applied_at BIGINT NOT NULL)";
+
+/// Which migrations still have to be applied, given the recorded ones.
+fn pending(
+    all: &'static [Migration],
+    applied: &[(i64, String)],
+) -> StoreResult<Vec<&'static Migration>> {
+    let newest = all.iter().map(|m| m.version).max().unwrap_or(0);
+    for (v, name) in applied {
+        match all.iter().find(|m| m.version == *v) {
+            Some(m) if m.name == name => {}
+            Some(m) => {
+                return Err(StoreError::Migration(format!(
+                    "version {v} is recorded as {name:?} but this build calls it {:?}",
+                    m.name
+                )));
+            }
+            None if *v > newest => {
+                return Err(StoreError::Migration(format!(
+                    "the database has schema version {v}, newer than this build ({newest})"
+                )));
+            }
+            None => {}
+        }
+    }
+    Ok(all
+        .iter()
+        .filter(|m| !applied.iter().any(|(v, _)| *v == m.version))
+        .collect())
+}
+
+macro_rules! apply_steps {
+    ($conn:expr, $all:expr) => {{
+        (&mut *$conn).execute(SCHEMA_TABLE).await?;
+        let rows = sqlx::query("SELECT version, name FROM cadre_schema")
+            .fetch_all(&mut *$conn)
+            .await?;
+        let mut applied = Vec::with_capacity(rows.len());
+        for r in &rows {
+            applied.push((r.try_get::<i64, _>(0)?, r.try_get::<String, _>(1)?));
+        }
+        for m in pending($all, &applied)? {
+            // A plain string runs unprepared: several statements in one go.
+            (&mut *$conn)
+                .execute(m.sql)
+                .await
+                .map_err(|e| StoreError::Migration(format!("{} ({}): {e}", m.version, m.name)))?;
+            sqlx::query("INSERT INTO cadre_schema (version, name, applied_at) VALUES ($1, $2, $3)")
+                .bind(m.version)
+                .bind(m.name)
+                .bind(crate::sql::now_ms())
+                .execute(&mut *$conn)
+                .await?;
+        }
+        Ok::<(), StoreError>(())
+    }};
+}
+
+/// Apply the SQLite migrations on `conn` inside one `BEGIN IMMEDIATE` transaction.
+pub(crate) async fn migrate_sqlite(conn: &mut SqliteConnection) -> StoreResult<()> {
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    apply_steps!(tx, SQLITE_MIGRATIONS)?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Apply the PostgreSQL migrations on `conn` inside one transaction holding the advisory lock.
+pub(crate) async fn migrate_postgres(conn: &mut PgConnection) -> StoreResult<()> {
+    let mut tx = conn.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(PG_MIGRATION_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    apply_steps!(tx, POSTGRES_MIGRATIONS)?;
+    tx.commit().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_checks_names_and_versions() {
+        let all = POSTGRES_MIGRATIONS;
+        assert_eq!(pending(all, &[]).unwrap().len(), 2);
+        assert_eq!(pending(all, &[(1, "init".into())]).unwrap()[0].version, 2);
+        assert!(pending(all, &[(1, "other".into())]).is_err());
+        assert!(pending(all, &[(9, "future".into())]).is_err());
+    }
+}

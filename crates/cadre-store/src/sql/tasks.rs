@@ -1,0 +1,274 @@
+//! Task records: creation, queries, the state machine's conditional `UPDATE`, cancellation
+//! requests and delivery bookkeeping.
+
+use super::rows::{RecordRow, TASK_COLS, tasks_sorted};
+use super::{SqlStore, is_unique_violation, now_ms};
+use crate::error::{StoreError, StoreResult};
+use crate::model::{NewTask, TaskFilter, TaskRecord, Transition};
+use crate::status::TaskStatus;
+use sqlx::Row;
+
+/// The state rules as one conditional update. `$2` is the requested status.
+///
+/// - terminal states never change: only `pending`/`running` rows match;
+/// - `pending → running`, and `pending | running →` any terminal state;
+/// - once `cancel_requested` is set, only terminal states may be written;
+/// - every accepted transition bumps `updated_at`.
+///
+/// Fields bound as NULL keep their stored value.
+const TRANSITION_SQL: &str = "UPDATE tasks SET status = $2, updated_at = $3, \
+       result = COALESCE($4, result), error = COALESCE($5, error), \
+       end_state = COALESCE($6, end_state), input_tokens = COALESCE($7, input_tokens), \
+       output_tokens = COALESCE($8, output_tokens), \
+       cached_input_tokens = COALESCE($9, cached_input_tokens) \
+     WHERE id = $1 \
+       AND status IN ('pending', 'running') \
+       AND (($2 = 'running' AND status = 'pending') \
+            OR $2 IN ('completed', 'failed', 'cancelled')) \
+       AND (NOT cancel_requested OR $2 IN ('completed', 'failed', 'cancelled'))";
+
+const INSERT_SQL: &str = "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
+       child_session_id, user_id, status, prompt, description, cancel_requested, background, \
+       delivered, created_at, updated_at, owner_node, owner_instance, transport, remote_headers) \
+     VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, FALSE, $9, $10, $11, $11, $12, $13, $14, $15)";
+
+fn tokens(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+impl SqlStore {
+    pub(super) async fn create_task(&self, t: NewTask) -> StoreResult<TaskRecord> {
+        let headers = t.stored_headers();
+        let headers_json = serde_json::to_string(&headers).map_err(|e| StoreError::Corrupt {
+            id: t.id.clone(),
+            reason: format!("remote_headers: {e}"),
+        })?;
+        let now = now_ms();
+        let transport = t.transport.to_stored();
+        // Foreground completions are consumed by the waiting parent, never "delivered" later.
+        let delivered = !t.background;
+        let res = on_writer!(&self.db, p => sqlx::query(INSERT_SQL)
+            .bind(&t.id)
+            .bind(&t.agent_id)
+            .bind(&t.parent_agent_id)
+            .bind(&t.parent_session_id)
+            .bind(&t.child_session_id)
+            .bind(&t.user_id)
+            .bind(&t.prompt)
+            .bind(&t.description)
+            .bind(t.background)
+            .bind(delivered)
+            .bind(now)
+            .bind(self.node.as_str())
+            .bind(&self.instance)
+            .bind(&transport)
+            .bind(&headers_json)
+            .execute(p)
+            .await
+            .map(|r| r.rows_affected()));
+        match res {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateTask(t.id)),
+            Err(e) => return Err(e.into()),
+        }
+        let now = u64::try_from(now).unwrap_or(0);
+        Ok(TaskRecord {
+            id: t.id,
+            agent_id: t.agent_id,
+            parent_agent_id: t.parent_agent_id,
+            parent_session_id: t.parent_session_id,
+            child_session_id: t.child_session_id,
+            user_id: t.user_id,
+            status: TaskStatus::Pending,
+            prompt: t.prompt,
+            description: t.description,
+            result: None,
+            error: None,
+            end_state: None,
+            cancel_requested: false,
+            background: t.background,
+            delivered,
+            created_at: now,
+            updated_at: now,
+            heartbeat_at: None,
+            owner_node: self.node.to_string(),
+            owner_instance: Some(self.instance.clone()),
+            transport: crate::model::Transport::from_stored(&transport),
+            remote_task_id: None,
+            remote_headers: headers,
+            usage: Default::default(),
+        })
+    }
+
+    pub(super) async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
+        let sql = format!("SELECT {TASK_COLS} FROM tasks WHERE id = $1");
+        on_reader!(&self.db, p => {
+            let row = sqlx::query(&sql).bind(id).fetch_optional(p).await?;
+            row.map(|r| r.task()).transpose()
+        })
+    }
+
+    pub(super) async fn list_tasks(&self, f: &TaskFilter) -> StoreResult<Vec<TaskRecord>> {
+        let mut sql = format!("SELECT {TASK_COLS} FROM tasks WHERE 1 = 1");
+        let mut n = 0;
+        if f.session.is_some() {
+            n += 1;
+            sql.push_str(&format!(" AND parent_session_id = ${n}"));
+        }
+        if f.status.is_some() {
+            n += 1;
+            sql.push_str(&format!(" AND status = ${n}"));
+        }
+        sql.push_str(" ORDER BY created_at, id");
+        if let Some(limit) = f.limit {
+            sql.push_str(&format!(" LIMIT {limit}"));
+        }
+        on_reader!(&self.db, p => {
+            let mut q = sqlx::query(&sql);
+            if let Some(s) = &f.session {
+                q = q.bind(s);
+            }
+            if let Some(st) = f.status {
+                q = q.bind(st.as_str());
+            }
+            tasks_sorted(&q.fetch_all(p).await?)
+        })
+    }
+
+    /// Status and cancel flag of a task, for explaining a refused write.
+    async fn state_of(&self, id: &str) -> StoreResult<Option<(TaskStatus, bool)>> {
+        let row = on_writer!(&self.db, p => {
+            let row = sqlx::query("SELECT status, cancel_requested FROM tasks WHERE id = $1")
+                .bind(id)
+                .fetch_optional(p)
+                .await?;
+            row.map(|r| Ok::<_, sqlx::Error>((r.try_get::<String, _>(0)?, r.try_get::<bool, _>(1)?)))
+                .transpose()?
+        });
+        row.map(|(s, c)| {
+            TaskStatus::parse(&s)
+                .map(|st| (st, c))
+                .ok_or_else(|| StoreError::Corrupt {
+                    id: id.to_string(),
+                    reason: format!("unknown status {s:?}"),
+                })
+        })
+        .transpose()
+    }
+
+    pub(super) async fn transition_task(&self, id: &str, t: Transition) -> StoreResult<()> {
+        let u = t.usage;
+        let affected = on_writer!(&self.db, p => sqlx::query(TRANSITION_SQL)
+            .bind(id)
+            .bind(t.to.as_str())
+            .bind(now_ms())
+            .bind(&t.result)
+            .bind(&t.error)
+            .bind(&t.end_state)
+            .bind(u.map(|u| tokens(u.input_tokens)))
+            .bind(u.map(|u| tokens(u.output_tokens)))
+            .bind(u.map(|u| tokens(u.cached_input_tokens)))
+            .execute(p)
+            .await?
+            .rows_affected());
+        if affected == 1 {
+            return Ok(());
+        }
+        match self.state_of(id).await? {
+            None => Err(StoreError::NotFound(id.to_string())),
+            Some((from, cancel_requested)) => Err(StoreError::Refused {
+                id: id.to_string(),
+                from,
+                to: t.to,
+                cancel_requested,
+            }),
+        }
+    }
+
+    pub(super) async fn request_cancel_task(&self, id: &str) -> StoreResult<TaskStatus> {
+        let row = on_writer!(&self.db, p => {
+            let row = sqlx::query(
+                "UPDATE tasks SET cancel_requested = TRUE, updated_at = $2 \
+                 WHERE id = $1 AND status IN ('pending', 'running') RETURNING status",
+            )
+            .bind(id)
+            .bind(now_ms())
+            .fetch_optional(p)
+            .await?;
+            row.map(|r| r.try_get::<String, _>(0)).transpose()?
+        });
+        if let Some(s) = row.as_deref().and_then(TaskStatus::parse) {
+            return Ok(s);
+        }
+        // Not updated: the task is terminal (which never changes again) or missing.
+        match self.state_of(id).await? {
+            Some((st, _)) => Ok(st),
+            None => Err(StoreError::NotFound(id.to_string())),
+        }
+    }
+
+    /// Run a one-row `UPDATE ... WHERE id = $1 ...` binding `id` and `arg`; true when a row
+    /// changed, `NotFound` when the task does not exist.
+    async fn update_one(&self, sql: &str, id: &str, arg: Option<&str>) -> StoreResult<bool> {
+        let affected = on_writer!(&self.db, p => {
+            let mut q = sqlx::query(sql).bind(id);
+            if let Some(a) = arg {
+                q = q.bind(a);
+            }
+            q.execute(p).await?.rows_affected()
+        });
+        if affected > 0 {
+            return Ok(true);
+        }
+        match self.state_of(id).await? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::NotFound(id.to_string())),
+        }
+    }
+
+    pub(super) async fn set_end_state_task(&self, id: &str, end_state: &str) -> StoreResult<bool> {
+        self.update_one(
+            "UPDATE tasks SET end_state = $2 WHERE id = $1 AND end_state IS NULL",
+            id,
+            Some(end_state),
+        )
+        .await
+    }
+
+    pub(super) async fn set_remote_id_task(&self, id: &str, remote: &str) -> StoreResult<bool> {
+        self.update_one(
+            "UPDATE tasks SET remote_task_id = $2 WHERE id = $1 AND remote_task_id IS NULL",
+            id,
+            Some(remote),
+        )
+        .await
+    }
+
+    pub(super) async fn promote_task(&self, id: &str) -> StoreResult<bool> {
+        self.update_one(
+            "UPDATE tasks SET background = TRUE, delivered = FALSE WHERE id = $1 AND NOT background",
+            id,
+            None,
+        )
+        .await
+    }
+
+    pub(super) async fn mark_delivered_task(&self, id: &str) -> StoreResult<bool> {
+        self.update_one(
+            "UPDATE tasks SET delivered = TRUE WHERE id = $1 AND NOT delivered",
+            id,
+            None,
+        )
+        .await
+    }
+
+    pub(super) async fn take_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
+        let sql = format!(
+            "UPDATE tasks SET delivered = TRUE \
+             WHERE parent_session_id = $1 AND background AND NOT delivered \
+               AND status IN ('completed', 'failed', 'cancelled') \
+             RETURNING {TASK_COLS}"
+        );
+        on_writer!(&self.db, p => tasks_sorted(&sqlx::query(&sql).bind(session).fetch_all(p).await?))
+    }
+}

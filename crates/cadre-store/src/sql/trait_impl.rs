@@ -1,0 +1,117 @@
+//! [`TaskStore`] for [`SqlStore`]: each method delegates to the module that implements it.
+
+use super::SqlStore;
+use crate::error::StoreResult;
+use crate::model::{LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition};
+use crate::node::NodeId;
+use crate::status::TaskStatus;
+use crate::store::{CancelWatch, TaskStore};
+use std::time::Duration;
+
+#[async_trait::async_trait]
+impl TaskStore for SqlStore {
+    fn node_id(&self) -> &NodeId {
+        &self.node
+    }
+
+    async fn create(&self, task: NewTask) -> StoreResult<TaskRecord> {
+        self.create_task(task).await
+    }
+
+    async fn get(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
+        self.get_task(id).await
+    }
+
+    async fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskRecord>> {
+        self.list_tasks(filter).await
+    }
+
+    async fn list_by_session(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
+        self.list_tasks(&TaskFilter {
+            session: Some(session.to_string()),
+            ..TaskFilter::default()
+        })
+        .await
+    }
+
+    async fn transition(&self, id: &str, t: Transition) -> StoreResult<()> {
+        self.transition_task(id, t).await
+    }
+
+    async fn request_cancel(&self, id: &str) -> StoreResult<TaskStatus> {
+        self.request_cancel_task(id).await
+    }
+
+    async fn set_end_state(&self, id: &str, end_state: &str) -> StoreResult<bool> {
+        self.set_end_state_task(id, end_state).await
+    }
+
+    async fn set_remote_task_id(&self, id: &str, remote_task_id: &str) -> StoreResult<bool> {
+        self.set_remote_id_task(id, remote_task_id).await
+    }
+
+    async fn promote(&self, id: &str) -> StoreResult<bool> {
+        self.promote_task(id).await
+    }
+
+    async fn mark_delivered(&self, id: &str) -> StoreResult<bool> {
+        self.mark_delivered_task(id).await
+    }
+
+    async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
+        self.take_finished(session).await
+    }
+
+    async fn heartbeat(&self, node: &NodeId, ids: &[String]) -> StoreResult<u64> {
+        self.heartbeat_tasks(node, ids).await
+    }
+
+    async fn heartbeat_owned(&self) -> StoreResult<u64> {
+        self.heartbeat_owned_tasks().await
+    }
+
+    async fn sweep(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>> {
+        self.sweep_orphans(orphan_timeout).await
+    }
+
+    async fn recover_node(&self, node: &NodeId) -> StoreResult<Vec<String>> {
+        self.recover(node).await
+    }
+
+    async fn watch_cancellations(&self, node: &NodeId) -> StoreResult<CancelWatch> {
+        self.watch_cancel(node).await
+    }
+
+    async fn wait_terminal(&self, id: &str, timeout: Duration) -> StoreResult<Option<TaskRecord>> {
+        self.wait_for_terminal(id, timeout).await
+    }
+
+    async fn insert_live_child(&self, child: &LiveChildEntry) -> StoreResult<()> {
+        self.insert_child(child).await
+    }
+
+    async fn live_children(&self, session: &str) -> StoreResult<Vec<LiveChildEntry>> {
+        self.children_of(session).await
+    }
+
+    async fn find_live_by_key(
+        &self,
+        session: &str,
+        agent_key: &str,
+    ) -> StoreResult<Option<LiveChildEntry>> {
+        self.child_where(session, "agent_key = $2", agent_key).await
+    }
+
+    async fn find_live_by_label(
+        &self,
+        session: &str,
+        label: &str,
+    ) -> StoreResult<Option<LiveChildEntry>> {
+        self.child_where(session, "lower(label) = lower($2)", label)
+            .await
+    }
+
+    async fn remove_live_child(&self, session: &str, agent_key: &str) -> StoreResult<bool> {
+        self.remove_child(session, agent_key).await
+    }
+}

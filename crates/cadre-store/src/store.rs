@@ -1,0 +1,147 @@
+//! The [`TaskStore`] trait and the cancellation watch it hands out.
+
+use crate::error::StoreResult;
+use crate::model::{LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition};
+use crate::node::NodeId;
+use crate::status::TaskStatus;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+/// Persistent task records and live children, shared by every `cadre` process (and, with
+/// PostgreSQL, every node) that opens the same database.
+///
+/// Every state change is a single conditional `UPDATE` checked by rows affected; the store
+/// never reads a record, changes it in memory and writes it back.
+#[async_trait::async_trait]
+pub trait TaskStore: Send + Sync {
+    /// The node this handle creates tasks for.
+    fn node_id(&self) -> &NodeId;
+
+    /// Insert a `pending` task owned by this node (headers redacted on the way in).
+    async fn create(&self, task: NewTask) -> StoreResult<TaskRecord>;
+
+    /// One task.
+    async fn get(&self, id: &str) -> StoreResult<Option<TaskRecord>>;
+
+    /// Tasks matching `filter`, oldest first.
+    async fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskRecord>>;
+
+    /// All tasks of a parent session, oldest first.
+    async fn list_by_session(&self, session: &str) -> StoreResult<Vec<TaskRecord>>;
+
+    /// Apply a transition under the state rules; `Refused` (nothing written) or `NotFound`
+    /// otherwise. Bumps `updated_at`.
+    async fn transition(&self, id: &str, t: Transition) -> StoreResult<()>;
+
+    /// Set the cancel flag if the task is not terminal; returns the status at that moment.
+    /// With PostgreSQL this also notifies the owner (`cadre_task_cancel`).
+    async fn request_cancel(&self, id: &str) -> StoreResult<TaskStatus>;
+
+    /// Record how the run ended, if no end state is stored yet. True when written.
+    async fn set_end_state(&self, id: &str, end_state: &str) -> StoreResult<bool>;
+
+    /// Record the task id a remote transport gave. True when written.
+    async fn set_remote_task_id(&self, id: &str, remote_task_id: &str) -> StoreResult<bool>;
+
+    /// Make a foreground task a background one (its completion will be delivered).
+    /// True when it changed.
+    async fn promote(&self, id: &str) -> StoreResult<bool>;
+
+    /// Mark a task's completion delivered; true only for the call that did it.
+    async fn mark_delivered(&self, id: &str) -> StoreResult<bool>;
+
+    /// Finished, undelivered background tasks of a session, marked delivered in the same
+    /// statement: each completion is handed out exactly once, across processes and restarts.
+    async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>>;
+
+    /// Beat the given non-terminal tasks owned by `node` (one statement per 500 ids).
+    /// Returns how many were beaten.
+    async fn heartbeat(&self, node: &NodeId, ids: &[String]) -> StoreResult<u64>;
+
+    /// Beat every non-terminal task this process created under this handle's node.
+    async fn heartbeat_owned(&self) -> StoreResult<u64>;
+
+    /// Fail local pending/running tasks whose last heartbeat (or creation, if never beaten)
+    /// is older than `orphan_timeout`, with `executor lost: no heartbeat since <time>`.
+    /// Remote-transport tasks are never swept. Returns the failed ids.
+    async fn sweep(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>>;
+
+    /// Fail the local pending/running tasks of `node` whose process is gone, with
+    /// `executor died: cadre restarted on <node>`; call on start. Tasks of a sibling process
+    /// that is still alive on this machine are left alone. Returns the failed ids.
+    async fn recover_node(&self, node: &NodeId) -> StoreResult<Vec<String>>;
+
+    /// Ids of `node`'s non-terminal tasks whose cancellation is requested, as they appear
+    /// (each at most once per watch). Requests made before the call are reported first.
+    async fn watch_cancellations(&self, node: &NodeId) -> StoreResult<CancelWatch>;
+
+    /// Wait until the task is terminal and return it; `None` when `timeout` passes first.
+    async fn wait_terminal(&self, id: &str, timeout: Duration) -> StoreResult<Option<TaskRecord>>;
+
+    /// Add a live child; `LabelInUse` when its label is taken in the parent session
+    /// (case-insensitively).
+    async fn insert_live_child(&self, child: &LiveChildEntry) -> StoreResult<()>;
+
+    /// The live children of a session, oldest first.
+    async fn live_children(&self, session: &str) -> StoreResult<Vec<LiveChildEntry>>;
+
+    /// A live child by agent key.
+    async fn find_live_by_key(
+        &self,
+        session: &str,
+        agent_key: &str,
+    ) -> StoreResult<Option<LiveChildEntry>>;
+
+    /// A live child by label (case-insensitive).
+    async fn find_live_by_label(
+        &self,
+        session: &str,
+        label: &str,
+    ) -> StoreResult<Option<LiveChildEntry>>;
+
+    /// Forget a live child; true when it existed.
+    async fn remove_live_child(&self, session: &str, agent_key: &str) -> StoreResult<bool>;
+}
+
+/// Aborts a background task when dropped.
+#[derive(Debug)]
+pub(crate) struct AbortOnDrop(pub(crate) JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Task ids whose cancellation was requested, from [`TaskStore::watch_cancellations`].
+/// Dropping it stops the watch. Also a `futures::Stream` of ids.
+#[derive(Debug)]
+pub struct CancelWatch {
+    rx: mpsc::Receiver<String>,
+    _task: AbortOnDrop,
+}
+
+impl CancelWatch {
+    pub(crate) fn new(rx: mpsc::Receiver<String>, task: JoinHandle<()>) -> Self {
+        CancelWatch {
+            rx,
+            _task: AbortOnDrop(task),
+        }
+    }
+
+    /// The next id; `None` when the watch ended.
+    pub async fn recv(&mut self) -> Option<String> {
+        self.rx.recv().await
+    }
+}
+
+impl futures::Stream for CancelWatch {
+    type Item = String;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<String>> {
+        self.rx.poll_recv(cx)
+    }
+}

@@ -1,0 +1,244 @@
+//! Exactly-once delivery, live-child labels, and keeping secrets out of the database.
+
+use crate::both_backends;
+use crate::common::{Fixture, Kind};
+use cadre_store::{
+    LiveChildEntry, NewTask, REDACTED, StoreError, TaskStore, Transition, Transport,
+};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+async fn finished_delivered_exactly_once(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let a = Arc::new(fx.open("node-a").await);
+    let b = Arc::new(fx.open("node-b").await);
+    let mut finished = HashSet::new();
+    let mut still_running = Vec::new();
+    for i in 0..50 {
+        let mut t = NewTask::new("w", "s", "p");
+        t.background = i % 10 != 9;
+        let id = a.create(t).await.unwrap().id;
+        a.transition(&id, Transition::running()).await.unwrap();
+        match i % 10 {
+            0..=5 => a
+                .transition(&id, Transition::completed("ok"))
+                .await
+                .unwrap(),
+            6 => a.transition(&id, Transition::failed("x")).await.unwrap(),
+            7 => a.transition(&id, Transition::cancelled()).await.unwrap(),
+            8 => {
+                still_running.push(id);
+                continue;
+            }
+            _ => {
+                a.transition(&id, Transition::completed("fg"))
+                    .await
+                    .unwrap();
+                continue; // foreground: never delivered
+            }
+        }
+        finished.insert(id);
+    }
+    // Four concurrent takers on two handles.
+    let mut takers = Vec::new();
+    for store in [a.clone(), b.clone(), a.clone(), b.clone()] {
+        takers.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..20 {
+                for r in store.take_undelivered_finished("s").await.unwrap() {
+                    assert!(r.delivered && r.background && r.status.is_terminal());
+                    got.push(r.id);
+                }
+            }
+            got
+        }));
+    }
+    let mut all = Vec::new();
+    for t in takers {
+        all.extend(t.await.unwrap());
+    }
+    let unique: HashSet<_> = all.iter().cloned().collect();
+    assert_eq!(all.len(), unique.len(), "a completion was delivered twice");
+    assert_eq!(unique, finished);
+    // Survives a restart.
+    drop((a, b));
+    let a = fx.open("node-a").await;
+    assert!(a.take_undelivered_finished("s").await.unwrap().is_empty());
+    for id in &still_running {
+        a.transition(id, Transition::completed("late"))
+            .await
+            .unwrap();
+    }
+    let late: HashSet<_> = a
+        .take_undelivered_finished("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(late, still_running.iter().cloned().collect());
+    // mark_delivered claims once; promote makes a foreground task deliverable.
+    let fg = a.create(NewTask::new("w", "s2", "p")).await.unwrap().id;
+    assert!(a.promote(&fg).await.unwrap());
+    assert!(!a.promote(&fg).await.unwrap());
+    a.transition(&fg, Transition::completed("x")).await.unwrap();
+    assert!(a.mark_delivered(&fg).await.unwrap());
+    assert!(!a.mark_delivered(&fg).await.unwrap());
+    assert!(a.take_undelivered_finished("s2").await.unwrap().is_empty());
+    assert!(matches!(
+        a.mark_delivered("task_nope").await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+fn child(key: &str, session: &str, label: Option<&str>, at: u64) -> LiveChildEntry {
+    LiveChildEntry {
+        agent_key: key.to_string(),
+        label: label.map(str::to_string),
+        agent_id: "explorer".into(),
+        parent_session_id: session.to_string(),
+        child_session_id: format!("sub-{key}"),
+        depth: 1,
+        created_at: at,
+    }
+}
+
+async fn live_child_labels(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let s = fx.open("node-a").await;
+    let alpha = child("agent:explorer:1", "s1", Some("Alpha"), 1);
+    s.insert_live_child(&alpha).await.unwrap();
+    let clash = s
+        .insert_live_child(&child("agent:explorer:2", "s1", Some("alpha"), 2))
+        .await;
+    assert!(matches!(clash, Err(StoreError::LabelInUse(l)) if l == "alpha"));
+    // Another session may use it; unlabeled children never clash.
+    s.insert_live_child(&child("agent:explorer:3", "s2", Some("ALPHA"), 3))
+        .await
+        .unwrap();
+    s.insert_live_child(&child("agent:explorer:4", "s1", None, 4))
+        .await
+        .unwrap();
+    s.insert_live_child(&child("agent:explorer:5", "s1", None, 5))
+        .await
+        .unwrap();
+    let dup = s
+        .insert_live_child(&child("agent:explorer:4", "s1", None, 6))
+        .await;
+    assert!(matches!(dup, Err(StoreError::DuplicateLiveChild(_))));
+    assert_eq!(
+        s.find_live_by_label("s1", "ALPHA").await.unwrap(),
+        Some(alpha.clone())
+    );
+    assert_eq!(
+        s.find_live_by_key("s1", "agent:explorer:1").await.unwrap(),
+        Some(alpha)
+    );
+    assert!(
+        s.find_live_by_key("s2", "agent:explorer:1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let keys: Vec<_> = s
+        .live_children("s1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.agent_key)
+        .collect();
+    assert_eq!(
+        keys,
+        ["agent:explorer:1", "agent:explorer:4", "agent:explorer:5"]
+    );
+    assert!(s.remove_live_child("s1", "agent:explorer:1").await.unwrap());
+    assert!(!s.remove_live_child("s1", "agent:explorer:1").await.unwrap());
+    s.insert_live_child(&child("agent:explorer:6", "s1", Some("alpha"), 7))
+        .await
+        .unwrap();
+}
+
+/// All bytes of the files under `dir` (recursively).
+fn all_bytes(dir: &Path, out: &mut Vec<u8>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            all_bytes(&p, out);
+        } else if let Ok(b) = std::fs::read(&p) {
+            out.extend(b);
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+async fn secrets_never_stored(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let s = fx.open("node-a").await;
+    let mut t = NewTask::new("remote-agent", "s", "p");
+    t.transport = Transport::Remote {
+        url: "https://bob:url-password-x@agents.example/a".into(),
+    };
+    t.remote_headers = BTreeMap::from([
+        ("Authorization".to_string(), "Bearer ${TOKEN}".to_string()),
+        ("X-Key".to_string(), "literal-secret".to_string()),
+    ]);
+    let rec = s.create(t).await.unwrap();
+    let stored = s.get(&rec.id).await.unwrap().unwrap();
+    assert_eq!(stored.remote_headers["Authorization"], "Bearer ${TOKEN}");
+    assert_eq!(stored.remote_headers["X-Key"], REDACTED);
+    assert_eq!(
+        stored.transport,
+        Transport::Remote {
+            url: "https://<redacted>@agents.example/a".into()
+        }
+    );
+    let mut bytes = Vec::new();
+    match kind {
+        Kind::Sqlite => {
+            let db = fx.path.clone().unwrap();
+            for suffix in ["", "-wal", "-shm"] {
+                let p = format!("{}{suffix}", db.display());
+                if let Ok(b) = std::fs::read(&p) {
+                    bytes.extend(b);
+                }
+            }
+        }
+        Kind::Postgres => {
+            use sqlx::Connection;
+            let mut c = sqlx::PgConnection::connect(&fx.url).await.unwrap();
+            sqlx::raw_sql("CHECKPOINT").execute(&mut c).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let cluster = cadre_store::testing::shared_cluster().unwrap();
+            all_bytes(&cluster.data_dir(), &mut bytes);
+        }
+    }
+    assert!(
+        contains(&bytes, "Bearer ${TOKEN}"),
+        "the reference is stored"
+    );
+    assert!(
+        !contains(&bytes, "literal-secret"),
+        "a literal secret reached the files"
+    );
+    assert!(
+        !contains(&bytes, "url-password-x"),
+        "a URL password reached the files"
+    );
+}
+
+both_backends!(
+    finished_delivered_exactly_once,
+    live_child_labels,
+    secrets_never_stored
+);

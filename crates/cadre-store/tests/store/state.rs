@@ -1,0 +1,249 @@
+//! The state machine, checked in SQL: an exhaustive (from, to, cancel flag) table, plus
+//! queries, schema shape and the small single-field updates.
+
+use crate::both_backends;
+use crate::common::{Fixture, Kind};
+use cadre_store::{
+    NewTask, StoreError, TaskFilter, TaskStatus, TaskStatus::*, TaskStore, Transition,
+};
+use std::time::Duration;
+
+/// The accepted transitions; every other (from, to, cancel) combination is refused.
+const ACCEPTED: &[(TaskStatus, TaskStatus, bool)] = &[
+    (Pending, Running, false),
+    (Pending, Completed, false),
+    (Pending, Failed, false),
+    (Pending, Cancelled, false),
+    (Pending, Completed, true),
+    (Pending, Failed, true),
+    (Pending, Cancelled, true),
+    (Running, Completed, false),
+    (Running, Failed, false),
+    (Running, Cancelled, false),
+    (Running, Completed, true),
+    (Running, Failed, true),
+    (Running, Cancelled, true),
+];
+
+/// A task in state `from` with the cancel flag as asked.
+async fn task_in(store: &dyn TaskStore, from: TaskStatus, cancel: bool) -> String {
+    let id = store.create(NewTask::new("a", "s", "p")).await.unwrap().id;
+    if from == Running {
+        store.transition(&id, Transition::running()).await.unwrap();
+    }
+    if cancel {
+        store.request_cancel(&id).await.unwrap();
+    }
+    if from.is_terminal() {
+        store.transition(&id, Transition::to(from)).await.unwrap();
+    }
+    let rec = store.get(&id).await.unwrap().unwrap();
+    assert_eq!((rec.status, rec.cancel_requested), (from, cancel));
+    id
+}
+
+async fn state_table(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let store = fx.open("node-a").await;
+    let mut checked = 0;
+    for from in TaskStatus::ALL {
+        for to in TaskStatus::ALL {
+            for cancel in [false, true] {
+                let expected = ACCEPTED.contains(&(from, to, cancel));
+                assert_eq!(
+                    from.can_become(to, cancel),
+                    expected,
+                    "{from}->{to} {cancel}"
+                );
+                let id = task_in(&store, from, cancel).await;
+                let before = store.get(&id).await.unwrap().unwrap();
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                let res = store
+                    .transition(&id, Transition::to(to).with_result("r"))
+                    .await;
+                let after = store.get(&id).await.unwrap().unwrap();
+                if expected {
+                    res.unwrap_or_else(|e| panic!("{from}->{to} cancel={cancel}: {e}"));
+                    assert_eq!(after.status, to);
+                    assert!(
+                        after.updated_at > before.updated_at,
+                        "updated_at not bumped"
+                    );
+                    assert_eq!(after.result.as_deref(), Some("r"));
+                } else {
+                    match res {
+                        Err(StoreError::Refused {
+                            from: f,
+                            to: t,
+                            cancel_requested,
+                            ..
+                        }) => assert_eq!((f, t, cancel_requested), (from, to, cancel)),
+                        other => panic!("{from}->{to} cancel={cancel}: {other:?}"),
+                    }
+                    assert_eq!(after, before, "a refused write changed the record");
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 50);
+}
+
+async fn cancel_and_unknown(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let store = fx.open("node-a").await;
+    assert!(matches!(
+        store.transition("task_nope", Transition::running()).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.request_cancel("task_nope").await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert!(store.get("task_nope").await.unwrap().is_none());
+    let id = task_in(&store, Running, false).await;
+    assert_eq!(store.request_cancel(&id).await.unwrap(), Running);
+    assert_eq!(store.request_cancel(&id).await.unwrap(), Running);
+    store
+        .transition(&id, Transition::cancelled())
+        .await
+        .unwrap();
+    // Terminal: the flag is not set again and the status is reported.
+    let done = task_in(&store, Completed, false).await;
+    assert_eq!(store.request_cancel(&done).await.unwrap(), Completed);
+    assert!(!store.get(&done).await.unwrap().unwrap().cancel_requested);
+    // Duplicate ids are refused.
+    let mut dup = NewTask::new("a", "s", "p");
+    dup.id = id.clone();
+    assert!(matches!(
+        store.create(dup).await,
+        Err(StoreError::DuplicateTask(_))
+    ));
+}
+
+async fn fields_and_queries(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let store = fx.open("node-a").await;
+    let mut t = NewTask::new("explorer", "s-1", "look around");
+    t.parent_agent_id = Some("planner".into());
+    t.child_session_id = Some("sub-1".into());
+    t.user_id = Some("u1".into());
+    t.description = "explore".into();
+    let rec = store.create(t).await.unwrap();
+    assert_eq!(store.get(&rec.id).await.unwrap().unwrap(), rec);
+    assert_eq!(rec.owner_node, "node-a");
+    assert!(!rec.delivered || !rec.background);
+    store
+        .transition(&rec.id, Transition::running())
+        .await
+        .unwrap();
+    assert!(
+        store
+            .set_end_state(&rec.id, "limit_reached:max_turns")
+            .await
+            .unwrap()
+    );
+    assert!(!store.set_end_state(&rec.id, "completed").await.unwrap());
+    assert!(store.set_remote_task_id(&rec.id, "r-9").await.unwrap());
+    let usage = cadre_types::Usage {
+        input_tokens: 10,
+        output_tokens: 5,
+        cached_input_tokens: 3,
+    };
+    let t = Transition::to(Failed).with_error("boom").with_usage(usage);
+    store.transition(&rec.id, t).await.unwrap();
+    let got = store.get(&rec.id).await.unwrap().unwrap();
+    assert_eq!(got.end_state.as_deref(), Some("limit_reached:max_turns"));
+    assert_eq!(got.error.as_deref(), Some("boom"));
+    assert_eq!(got.usage, usage);
+    assert_eq!(got.remote_task_id.as_deref(), Some("r-9"));
+    assert_eq!(got.parent_agent_id.as_deref(), Some("planner"));
+
+    for i in 0..5 {
+        store
+            .create(NewTask::new("a", "s-2", &i.to_string()))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let s2 = store.list_by_session("s-2").await.unwrap();
+    let prompts: Vec<_> = s2.iter().map(|r| r.prompt.as_str()).collect();
+    assert_eq!(prompts, ["0", "1", "2", "3", "4"]);
+    let filter = TaskFilter {
+        session: Some("s-2".into()),
+        status: Some(Pending),
+        limit: Some(2),
+    };
+    assert_eq!(store.list(&filter).await.unwrap().len(), 2);
+    let failed = TaskFilter {
+        status: Some(Failed),
+        ..Default::default()
+    };
+    assert_eq!(store.list(&failed).await.unwrap().len(), 1);
+    assert_eq!(store.list(&TaskFilter::default()).await.unwrap().len(), 6);
+}
+
+async fn schema_is_identical(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let store = fx.open("node-a").await;
+    let tasks = store.table_columns("tasks").await.unwrap();
+    let expected = "id agent_id parent_agent_id parent_session_id child_session_id user_id \
+         status prompt description result error end_state cancel_requested background \
+         delivered created_at updated_at heartbeat_at owner_node owner_instance transport \
+         remote_task_id remote_headers input_tokens output_tokens cached_input_tokens";
+    assert_eq!(tasks, expected.split_whitespace().collect::<Vec<_>>());
+    let live = store.table_columns("live_children").await.unwrap();
+    assert_eq!(
+        live,
+        [
+            "agent_key",
+            "parent_session_id",
+            "label",
+            "agent_id",
+            "child_session_id",
+            "depth",
+            "created_at"
+        ]
+    );
+    // Reopening applies nothing twice.
+    drop(store);
+    let again = fx.open("node-b").await;
+    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 26);
+}
+
+async fn concurrent_first_open(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let fx = std::sync::Arc::new(fx);
+    let opens: Vec<_> = (0..8)
+        .map(|i| {
+            let fx = fx.clone();
+            tokio::spawn(async move {
+                let s = fx.open(&format!("node-{i}")).await;
+                s.create(NewTask::new("a", "s", "p")).await.unwrap();
+            })
+        })
+        .collect();
+    for o in opens {
+        o.await.unwrap();
+    }
+    let s = fx.open("check").await;
+    assert_eq!(s.list_by_session("s").await.unwrap().len(), 8);
+}
+
+both_backends!(
+    concurrent_first_open,
+    state_table,
+    cancel_and_unknown,
+    fields_and_queries,
+    schema_is_identical
+);
