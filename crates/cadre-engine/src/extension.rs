@@ -19,7 +19,7 @@ pub trait TurnExtension: Send + Sync {
 
     /// Messages to add to the conversation before the next model call. Each message must
     /// be returned once only.
-    fn take_injections(&self, _run: &RunContext) -> Vec<Message> {
+    async fn take_injections(&self, _run: &RunContext) -> Vec<Message> {
         Vec::new()
     }
 

@@ -229,7 +229,7 @@ async fn run_inner(
             return finish(state, last_text, turns, usage);
         }
         for ext in &cfg.extensions {
-            for m in ext.take_injections(&run) {
+            for m in ext.take_injections(&run).await {
                 if let Err(e) = session.push(m) {
                     return finish(persist_failed(e), last_text, turns, usage);
                 }

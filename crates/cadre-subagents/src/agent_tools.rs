@@ -44,13 +44,19 @@ async fn deliver(
         run: ctx.run.clone(),
         cancel: ctx.cancel.clone(),
     };
-    let started = runtime.start(
-        &child.child,
-        message.clone(),
-        crate::short_title(&message),
-        background,
-        &parent,
-    );
+    let started = match runtime
+        .start(
+            &child.child,
+            message.clone(),
+            crate::short_title(&message),
+            background,
+            &parent,
+        )
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => return error(e),
+    };
     child.set_last_task(&started.task_id);
     let head = header(child);
     if background {
@@ -68,7 +74,7 @@ async fn deliver(
         .await
     {
         Some(snap) if snap.status == TaskStatus::Completed => {
-            runtime.tracker().mark_delivered(&snap.id);
+            runtime.mark_delivered(&snap.id).await;
             ToolOutput::ok(format!(
                 "{head}status: ok\nreply: {}",
                 snap.result.unwrap_or_default()
@@ -86,7 +92,7 @@ async fn deliver(
         }
         None => {
             // Timed out: the same run keeps going in the background (no lost work, no rerun).
-            runtime.tracker().promote(&started.task_id);
+            runtime.promote(&started.task_id).await;
             ToolOutput::ok(format!(
                 "{head}status: running\ntask_id: {}\nhint: no reply within {secs}s; the task keeps running in the background and its result will be delivered to you when it finishes.",
                 started.task_id
@@ -162,7 +168,7 @@ impl Tool for AgentSpawnTool {
     ) -> Result<ToolOutput, ToolError> {
         let a: SpawnArgs = parse_args(args)?;
         let label = a.label.filter(|l| !l.trim().is_empty());
-        let child = match self.runtime.spawn_live(&a.agent_id, label, &ctx.run) {
+        let child = match self.runtime.spawn_live(&a.agent_id, label, &ctx.run).await {
             Ok(c) => c,
             Err(e) => return Ok(error(e)),
         };
@@ -239,26 +245,32 @@ impl Tool for AgentSendTool {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let a: SendArgs = parse_args(args)?;
-        let session = &ctx.run.session_id;
-        let live = self.runtime.live();
-        let child = match (
+        let (key, label) = match (
             a.agent_key.filter(|k| !k.is_empty()),
             a.label.filter(|l| !l.is_empty()),
         ) {
             (Some(_), Some(_)) => return Ok(error("give either agent_key or label, not both")),
             (None, None) => return Ok(error("give agent_key or label")),
-            (Some(key), None) => match live.by_key(session, &key) {
-                Some(c) => c,
-                None => {
-                    return Ok(error(format!(
-                        "Unknown agent_key: {key} (use the full agent_key returned by agent_spawn)"
-                    )));
-                }
-            },
-            (None, Some(label)) => match live.by_label(session, &label) {
-                Some(c) => c,
-                None => return Ok(error(format!("Unknown label: {label}"))),
-            },
+            pair => pair,
+        };
+        let found = self
+            .runtime
+            .find_live(&ctx.run, key.as_deref(), label.as_deref())
+            .await;
+        let child = match (found, key, label) {
+            (Err(e), _, _) => return Ok(error(e)),
+            (Ok(Some(c)), _, _) => c,
+            (Ok(None), Some(key), _) => {
+                return Ok(error(format!(
+                    "Unknown agent_key: {key} (use the full agent_key returned by agent_spawn)"
+                )));
+            }
+            (Ok(None), None, label) => {
+                return Ok(error(format!(
+                    "Unknown label: {}",
+                    label.unwrap_or_default()
+                )));
+            }
         };
         Ok(deliver(&self.runtime, &child, a.message, a.timeout_seconds, ctx).await)
     }

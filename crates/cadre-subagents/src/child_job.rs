@@ -2,6 +2,7 @@
 //! and record the honest end state in the tracker.
 
 use crate::forward::ForwardSink;
+use crate::persist::Persist;
 use crate::remote::RemoteRequest;
 use crate::runtime::{Child, ChildRunner};
 use crate::tracker::{TaskStatus, TaskTracker};
@@ -21,6 +22,7 @@ pub(crate) struct ChildJob {
     pub slot: Arc<Semaphore>,
     pub tracker: TaskTracker,
     pub forward: Arc<ForwardSink>,
+    pub persist: Option<Persist>,
 }
 
 impl ChildJob {
@@ -39,11 +41,39 @@ impl ChildJob {
             },
             None => None,
         };
-        let Some(mut session) = session else {
+        let started = match session {
+            Some(session) => {
+                let stored = match &self.persist {
+                    Some(p) => p.running(id).await,
+                    None => true,
+                };
+                let local = self
+                    .tracker
+                    .transition(id, TaskStatus::Running, None, None, None)
+                    .is_ok();
+                (stored && local).then_some(session)
+            }
+            None => None,
+        };
+        let Some(mut session) = started else {
+            // Cancelled before it could start (here or, through the store, elsewhere).
+            let _ = self.tracker.request_cancel(id);
             let _ = self
                 .tracker
                 .transition(id, TaskStatus::Cancelled, None, None, None);
             self.tracker.set_end_state(id, EndState::Cancelled);
+            if let Some(p) = &self.persist {
+                let end = EndState::Cancelled;
+                p.finished(
+                    id,
+                    TaskStatus::Cancelled,
+                    None,
+                    None,
+                    &end,
+                    Default::default(),
+                )
+                .await;
+            }
             self.forward.update(
                 sid,
                 UpdateKind::Cancelled,
@@ -53,17 +83,6 @@ impl ChildJob {
             );
             return;
         };
-        if self
-            .tracker
-            .transition(id, TaskStatus::Running, None, None, None)
-            .is_err()
-        {
-            let _ = self
-                .tracker
-                .transition(id, TaskStatus::Cancelled, None, None, None);
-            self.tracker.set_end_state(id, EndState::Cancelled);
-            return;
-        }
         self.forward
             .update(sid, UpdateKind::Start, self.prompt.clone(), None, None);
         let outcome = match &self.child.runner {
@@ -123,6 +142,7 @@ impl ChildJob {
         };
         drop(session);
         self.tracker.set_end_state(id, outcome.state.clone());
+        let end = outcome.state.clone();
         let (status, error) = match outcome.state {
             EndState::Completed => (TaskStatus::Completed, None),
             EndState::Cancelled => (TaskStatus::Cancelled, None),
@@ -134,6 +154,19 @@ impl ChildJob {
         };
         let result = Some(outcome.output).filter(|r| !r.is_empty());
         let usage = Some(outcome.usage);
+        // The store first: once the local state is terminal, waiters read results that
+        // must already be durable.
+        if let Some(p) = &self.persist {
+            p.finished(
+                id,
+                status,
+                result.clone(),
+                error.clone(),
+                &end,
+                outcome.usage,
+            )
+            .await;
+        }
         if let Err(e) = self
             .tracker
             .transition(id, status, result.clone(), error.clone(), usage)

@@ -2,6 +2,7 @@
 //! system prompt, exactly-once delivery of finished background tasks before the next model
 //! call, and holding a finished run open while its background tasks still run.
 
+use crate::persist::snapshot_of;
 use crate::runtime::SubagentRuntime;
 use crate::task_tool::xml_escape;
 use crate::tracker::{TaskSnapshot, TaskStatus};
@@ -100,8 +101,27 @@ impl TurnExtension for SubagentContext {
         self.runtime.usage_of(&run.session_id)
     }
 
-    fn take_injections(&self, run: &RunContext) -> Vec<Message> {
-        let done = self.runtime.tracker().take_finished(&run.session_id);
+    async fn take_injections(&self, run: &RunContext) -> Vec<Message> {
+        let mut done = self.runtime.tracker().take_finished(&run.session_id);
+        if let Some(store) = self.runtime.store() {
+            // Record this process's deliveries, then collect what finished elsewhere or
+            // before a restart: the store hands each completion out once.
+            for t in &done {
+                if let Err(e) = store.mark_delivered(&t.id).await {
+                    tracing::warn!(task = %t.id, error = %e, "store: mark delivered failed");
+                }
+            }
+            match store.take_undelivered_finished(&run.session_id).await {
+                Ok(records) => {
+                    for r in records {
+                        if !done.iter().any(|t| t.id == r.id) {
+                            done.push(snapshot_of(&r));
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "store: collecting finished tasks failed"),
+            }
+        }
         if done.is_empty() {
             Vec::new()
         } else {

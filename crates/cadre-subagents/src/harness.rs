@@ -80,6 +80,7 @@ pub struct HarnessBuilder {
     disable_general_purpose: bool,
     disable_subagents: bool,
     persist_sessions: bool,
+    store: Option<Arc<dyn cadre_store::TaskStore>>,
     tweak: Option<RuntimeTweak>,
 }
 
@@ -107,6 +108,7 @@ impl Default for HarnessBuilder {
             disable_general_purpose: false,
             disable_subagents: false,
             persist_sessions: true,
+            store: None,
             tweak: None,
         }
     }
@@ -245,6 +247,12 @@ impl HarnessBuilder {
         self
     }
 
+    /// Write every task and live child through this persistent store (see `cadre-store`).
+    pub fn store(mut self, store: Arc<dyn cadre_store::TaskStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
     /// Adjust the sub-agent runtime's settings (depth cap, concurrency, surfaces, ...).
     pub fn runtime_config(mut self, f: impl FnOnce(&mut RuntimeConfig) + 'static) -> Self {
         self.tweak = Some(Box::new(f));
@@ -305,6 +313,7 @@ impl HarnessBuilder {
         rc.tool_timeout = self.tool_timeout;
         rc.max_parallel_tools = self.max_parallel_tools;
         rc.offload_threshold = self.offload_threshold;
+        rc.store = self.store;
         if let Some(f) = self.tweak {
             f(&mut rc);
         }

@@ -17,6 +17,7 @@ pub mod live;
 pub mod loader;
 mod narrowing;
 mod paths;
+mod persist;
 mod registry;
 mod remote;
 mod runtime;
@@ -42,6 +43,7 @@ pub use paths::{
     check_relative_path, display_path, display_source, prompt_file, resolve_workspace_path,
     runtime_root,
 };
+pub use persist::{end_state_name, snapshot_of};
 pub use registry::{
     AgentRegistry, AgentRegistryBuilder, AgentWarning, GENERAL_PURPOSE, general_purpose,
     validate_declaration,

@@ -139,6 +139,7 @@ impl Tool for TaskTool {
                 },
                 &parent,
             )
+            .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         if args.background {
             return Ok(ToolOutput::ok(format!(
@@ -155,7 +156,7 @@ impl Tool for TaskTool {
             Some(snap) => Ok(render_result(&snap)),
             None => {
                 // Timed out: the same child keeps running as a background task.
-                self.runtime.tracker().promote(&started.task_id);
+                self.runtime.promote(&started.task_id).await;
                 Ok(ToolOutput::ok(format!(
                     "<task id=\"{}\" state=\"running\"/>\nNo result within {}s; the sub-agent continues in the background and its result will be delivered to you when it finishes.",
                     started.task_id,

@@ -41,19 +41,16 @@ fn describe(t: &TaskSnapshot) -> String {
     s
 }
 
-fn lookup(runtime: &SubagentRuntime, ctx: &ToolContext, id: &str) -> Option<TaskSnapshot> {
-    runtime
-        .tracker()
-        .get(id)
-        .filter(|t| t.parent_session_id == ctx.run.session_id)
+async fn lookup(runtime: &SubagentRuntime, ctx: &ToolContext, id: &str) -> Option<TaskSnapshot> {
+    runtime.task(&ctx.run.session_id, id).await
 }
 
 fn unknown(id: &str) -> ToolOutput {
     ToolOutput::error(format!("Error: Unknown task_id: {id}"))
 }
 
-fn finished(runtime: &SubagentRuntime, t: &TaskSnapshot) -> ToolOutput {
-    runtime.tracker().mark_delivered(&t.id);
+async fn finished(runtime: &SubagentRuntime, t: &TaskSnapshot) -> ToolOutput {
+    runtime.mark_delivered(&t.id).await;
     let mut s = describe(t);
     if let Some(r) = &t.result {
         s.push_str(&format!("\nresult: {r}"));
@@ -121,11 +118,11 @@ impl Tool for TaskOutputTool {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let a: OutputArgs = parse_args(args)?;
-        let Some(t) = lookup(&self.runtime, ctx, &a.task_id) else {
+        let Some(t) = lookup(&self.runtime, ctx, &a.task_id).await else {
             return Ok(unknown(&a.task_id));
         };
         if t.status.is_terminal() {
-            return Ok(finished(&self.runtime, &t));
+            return Ok(finished(&self.runtime, &t).await);
         }
         if !a.block.unwrap_or(true) {
             return Ok(ToolOutput::ok(format!(
@@ -136,13 +133,13 @@ impl Tool for TaskOutputTool {
         let ms = a.timeout.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS);
         match self
             .runtime
-            .wait_for(&a.task_id, &ctx.cancel, Some(Duration::from_millis(ms)))
+            .wait_task(&a.task_id, &ctx.cancel, Duration::from_millis(ms))
             .await
         {
-            Waited::Done(t) => Ok(finished(&self.runtime, &t)),
+            Waited::Done(t) => Ok(finished(&self.runtime, &t).await),
             Waited::Unknown => Ok(unknown(&a.task_id)),
             Waited::Aborted | Waited::TimedOut => {
-                let now = lookup(&self.runtime, ctx, &a.task_id).unwrap_or(t);
+                let now = lookup(&self.runtime, ctx, &a.task_id).await.unwrap_or(t);
                 Ok(ToolOutput::ok(format!(
                     "{}\nnote: timed out waiting after {ms} ms; the task is still running",
                     describe(&now)
@@ -201,7 +198,7 @@ impl Tool for TaskCancelTool {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let a: CancelArgs = parse_args(args)?;
-        let Some(t) = lookup(&self.runtime, ctx, &a.task_id) else {
+        let Some(t) = lookup(&self.runtime, ctx, &a.task_id).await else {
             return Ok(unknown(&a.task_id));
         };
         if t.status.is_terminal() {
@@ -210,14 +207,17 @@ impl Tool for TaskCancelTool {
                 t.id, t.status
             )));
         }
-        let _ = self.runtime.tracker().request_cancel(&a.task_id);
+        let _ = self
+            .runtime
+            .cancel_task(&ctx.run.session_id, &a.task_id)
+            .await;
         let after = match self
             .runtime
-            .wait_for(&a.task_id, &CancellationToken::new(), Some(CANCEL_WAIT))
+            .wait_task(&a.task_id, &CancellationToken::new(), CANCEL_WAIT)
             .await
         {
             Waited::Done(t) => *t,
-            _ => lookup(&self.runtime, ctx, &a.task_id).unwrap_or(t),
+            _ => lookup(&self.runtime, ctx, &a.task_id).await.unwrap_or(t),
         };
         let note = if after.status == TaskStatus::Cancelled {
             "the sub-agent was stopped"
@@ -296,8 +296,8 @@ impl Tool for TaskListTool {
         };
         let tasks: Vec<TaskSnapshot> = self
             .runtime
-            .tracker()
-            .of_session(&ctx.run.session_id)
+            .tasks_of(&ctx.run.session_id)
+            .await
             .into_iter()
             .filter(|t| wanted.is_none_or(|w| t.status == w))
             .collect();

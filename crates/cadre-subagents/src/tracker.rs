@@ -1,9 +1,9 @@
 //! The task tracker: every child run is a task record with an explicit state machine, a
 //! bounded progress log and exactly-once delivery of its completion to the parent.
 //!
-//! Transitions live in one function, [`TaskStatus::can_become`]: terminal states never change,
-//! and once cancellation is requested only `cancelled` (or a terminal state already racing
-//! in) can be written.
+//! Transitions live in one function, [`TaskStatus::can_become`] (shared with the persistent
+//! store, which enforces the same rule in SQL): terminal states never change, and once
+//! cancellation is requested only a terminal state can be written.
 
 use cadre_types::{SubagentUpdate, Usage, unix_millis};
 use std::collections::{HashMap, VecDeque};
@@ -14,76 +14,7 @@ use tokio_util::sync::CancellationToken;
 /// Entries kept in a task's progress log; older ones are dropped.
 pub const TASK_LOG_CAPACITY: usize = 200;
 
-/// Where a task is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TaskStatus {
-    /// Accepted, waiting for a concurrency slot.
-    Pending,
-    /// The child is running.
-    Running,
-    /// The child finished its job.
-    Completed,
-    /// The child failed or hit a limit (the error says which; partial output is kept).
-    Failed,
-    /// The child was cancelled.
-    Cancelled,
-}
-
-impl TaskStatus {
-    /// All states, for exhaustive tests and filters.
-    pub const ALL: [TaskStatus; 5] = [
-        TaskStatus::Pending,
-        TaskStatus::Running,
-        TaskStatus::Completed,
-        TaskStatus::Failed,
-        TaskStatus::Cancelled,
-    ];
-
-    /// Lower-case name (`pending`, `running`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskStatus::Pending => "pending",
-            TaskStatus::Running => "running",
-            TaskStatus::Completed => "completed",
-            TaskStatus::Failed => "failed",
-            TaskStatus::Cancelled => "cancelled",
-        }
-    }
-
-    /// Parse a lower-case name.
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-
-    /// True for completed, failed and cancelled.
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
-        )
-    }
-
-    /// The one transition rule. `cancel_requested` is the record's cancel flag.
-    pub fn can_become(self, to: TaskStatus, cancel_requested: bool) -> bool {
-        if self.is_terminal() {
-            return false;
-        }
-        if cancel_requested && !to.is_terminal() {
-            return false;
-        }
-        match (self, to) {
-            (TaskStatus::Pending, TaskStatus::Running) => true,
-            (TaskStatus::Pending | TaskStatus::Running, t) => t.is_terminal(),
-            _ => false,
-        }
-    }
-}
-
-impl std::fmt::Display for TaskStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use cadre_store::TaskStatus;
 
 /// A snapshot of one task.
 #[derive(Debug, Clone)]

@@ -129,7 +129,7 @@ async fn depth_cap_stops_a_chain_of_delegating_agents() {
         description: "x".into(),
         background: false,
     };
-    let err = f.runtime.spawn(req, &parent).unwrap_err();
+    let err = f.runtime.spawn(req, &parent).await.unwrap_err();
     assert_eq!(err.to_string(), "Maximum spawn depth exceeded (max=2)");
 }
 

@@ -92,6 +92,17 @@ impl SubagentRuntime {
     /// Create a child of `agent` for `parent`: its agent, workspace and a fresh `sub-<uuid>`
     /// session, ready to take messages with [`start`](Self::start).
     pub fn create_child(&self, agent: &str, parent: &RunContext) -> Result<Child, SpawnError> {
+        self.build_child(agent, parent, None)
+    }
+
+    /// Build a child of `agent`; with `resume`, reopen that saved session (its history comes
+    /// back from the transcript) instead of starting a fresh one.
+    pub(crate) fn build_child(
+        &self,
+        agent: &str,
+        parent: &RunContext,
+        resume: Option<&str>,
+    ) -> Result<Child, SpawnError> {
         let def = self
             .registry
             .get(agent)
@@ -131,21 +142,33 @@ impl SubagentRuntime {
                 (runner, model)
             }
         };
-        let session_id = new_sub_session_id();
-        let meta = SessionMeta {
-            id: session_id.clone(),
+        let session_err = |e: cadre_engine::SessionError| SpawnError::Session {
             agent: def.name.clone(),
-            model: model.clone(),
-            created_at: unix_millis(),
-            parent_session_id: Some(parent.session_id.clone()),
+            message: e.to_string(),
         };
-        let session = match &self.cfg.sessions_dir {
-            Some(dir) => Session::create(dir, meta).map_err(|e| SpawnError::Session {
-                agent: def.name.clone(),
-                message: e.to_string(),
-            })?,
-            None => Session::in_memory(meta),
+        let session = match (resume, &self.cfg.sessions_dir) {
+            (Some(id), Some(dir)) => Session::open(dir, id).map_err(session_err)?,
+            (Some(id), None) => {
+                return Err(SpawnError::Session {
+                    agent: def.name.clone(),
+                    message: format!("session {id} cannot be reopened: sessions are not saved"),
+                });
+            }
+            (None, dir) => {
+                let meta = SessionMeta {
+                    id: new_sub_session_id(),
+                    agent: def.name.clone(),
+                    model: model.clone(),
+                    created_at: unix_millis(),
+                    parent_session_id: Some(parent.session_id.clone()),
+                };
+                match dir {
+                    Some(dir) => Session::create(dir, meta).map_err(session_err)?,
+                    None => Session::in_memory(meta),
+                }
+            }
         };
+        let session_id = session.id().to_string();
         Ok(Child {
             name: def.name,
             model,

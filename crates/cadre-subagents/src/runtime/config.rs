@@ -60,6 +60,9 @@ pub struct RuntimeConfig {
     pub background_approvals: BackgroundApprovals,
     /// Delegation tools offered.
     pub surface: ToolSurface,
+    /// The persistent task store every task and live child is written through (none: tasks
+    /// live in this process only).
+    pub store: Option<Arc<dyn cadre_store::TaskStore>>,
     /// Runs agents whose definition has a `url` (none: such agents cannot be started).
     pub remote: Option<Arc<dyn RemoteExecutor>>,
     /// How long a foreground `task` call waits before its child is moved to the background
@@ -87,6 +90,7 @@ impl RuntimeConfig {
             surface: ToolSurface::Both,
             task_timeout: None,
             remote: None,
+            store: None,
         }
     }
 }

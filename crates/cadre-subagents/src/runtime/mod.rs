@@ -13,10 +13,11 @@ pub use types::{Child, ChildRunner, Parent, SpawnError, SpawnRequest, Started, W
 use crate::child_job::ChildJob;
 use crate::forward::ForwardSink;
 use crate::live::{LiveChild, LiveChildren};
+use crate::persist::{Persist, TaskStart, snapshot_of};
 use crate::registry::AgentRegistry;
 use crate::skills::SkillSet;
 use crate::surface;
-use crate::tracker::{NewTask, TaskSnapshot, TaskTracker};
+use crate::tracker::{NewTask, TaskSnapshot, TaskStatus, TaskTracker};
 use async_trait::async_trait;
 use cadre_llm::ProviderRegistry;
 use cadre_tools::{ApprovalHandler, RunContext, ToolRegistry};
@@ -30,6 +31,7 @@ use tracing::Instrument;
 
 /// The runtime. Create with [`SubagentRuntime::new`]; share the `Arc`.
 pub struct SubagentRuntime {
+    persist: Option<Persist>,
     cfg: RuntimeConfig,
     registry: AgentRegistry,
     skills: SkillSet,
@@ -72,7 +74,9 @@ impl SubagentRuntime {
         skills: SkillSet,
         providers: Arc<ProviderRegistry>,
     ) -> Arc<Self> {
-        Arc::new_cyclic(|me| Self {
+        let persist = cfg.store.clone().map(|store| Persist { store });
+        let runtime = Arc::new_cyclic(|me| Self {
+            persist,
             cfg,
             registry,
             skills,
@@ -82,7 +86,163 @@ impl SubagentRuntime {
             slots: Mutex::new(HashMap::new()),
             live: LiveChildren::default(),
             me: me.clone(),
-        })
+        });
+        runtime.watch_cancellations();
+        runtime
+    }
+
+    /// With a store: cancel requests written by any process or node reach the children
+    /// running here (LISTEN/NOTIFY on PostgreSQL, polling on SQLite).
+    fn watch_cancellations(&self) {
+        let (Some(p), Ok(handle)) = (&self.persist, tokio::runtime::Handle::try_current()) else {
+            return;
+        };
+        let store = p.store.clone();
+        let tracker = self.tracker.clone();
+        let stop = self.root_cancel.clone();
+        handle.spawn(async move {
+            let node = store.node_id().clone();
+            let mut watch = match store.watch_cancellations(&node).await {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch for cancellations");
+                    return;
+                }
+            };
+            loop {
+                tokio::select! {
+                    id = watch.recv() => match id {
+                        Some(id) => {
+                            let _ = tracker.request_cancel(&id);
+                        }
+                        None => return,
+                    },
+                    _ = stop.cancelled() => return,
+                }
+            }
+        });
+    }
+
+    /// The persistent store, if the runtime has one.
+    pub fn store(&self) -> Option<&Arc<dyn cadre_store::TaskStore>> {
+        self.persist.as_ref().map(|p| &p.store)
+    }
+
+    /// Move a foreground task to the background (timeout promotion), here and in the store.
+    pub async fn promote(&self, id: &str) {
+        self.tracker.promote(id);
+        if let Some(p) = &self.persist
+            && let Err(e) = p.store.promote(id).await
+        {
+            tracing::warn!(task = id, error = %e, "store: promote failed");
+        }
+    }
+
+    /// Mark a task's result delivered to the parent, here and in the store.
+    pub async fn mark_delivered(&self, id: &str) {
+        self.tracker.mark_delivered(id);
+        if let Some(p) = &self.persist
+            && let Err(e) = p.store.mark_delivered(id).await
+        {
+            tracing::warn!(task = id, error = %e, "store: mark delivered failed");
+        }
+    }
+
+    /// Request cancellation of a task of `session`, wherever it runs: the local child stops
+    /// at once; a task owned by another process or node is flagged in the store and its owner
+    /// stops it. `None` when the session has no such task.
+    pub async fn cancel_task(&self, session: &str, id: &str) -> Option<TaskStatus> {
+        let local = self
+            .tracker
+            .get(id)
+            .filter(|t| t.parent_session_id == session)
+            .and_then(|_| self.tracker.request_cancel(id).ok());
+        let stored = match &self.persist {
+            Some(p) => match p.store.get(id).await {
+                Ok(Some(r)) if r.parent_session_id == session => {
+                    p.store.request_cancel(id).await.ok()
+                }
+                _ => None,
+            },
+            None => None,
+        };
+        local.or(stored)
+    }
+
+    /// A task of `session`: the live local view, else the store's record.
+    pub async fn task(&self, session: &str, id: &str) -> Option<TaskSnapshot> {
+        if let Some(t) = self
+            .tracker
+            .get(id)
+            .filter(|t| t.parent_session_id == session)
+        {
+            return Some(t);
+        }
+        let p = self.persist.as_ref()?;
+        match p.store.get(id).await {
+            Ok(Some(r)) if r.parent_session_id == session => Some(snapshot_of(&r)),
+            _ => None,
+        }
+    }
+
+    /// Wait for a task of any process or node: the local watch when it runs here, else the
+    /// store (notifications on PostgreSQL, polling on SQLite). Never cancels the task.
+    pub async fn wait_task(
+        &self,
+        id: &str,
+        abort: &CancellationToken,
+        timeout: Duration,
+    ) -> Waited {
+        if self.tracker.get(id).is_some() {
+            return self.wait_for(id, abort, Some(timeout)).await;
+        }
+        let Some(p) = &self.persist else {
+            return Waited::Unknown;
+        };
+        tokio::select! {
+            r = p.store.wait_terminal(id, timeout) => match r {
+                Ok(Some(rec)) => Waited::Done(Box::new(snapshot_of(&rec))),
+                Ok(None) => Waited::TimedOut,
+                Err(e) => {
+                    tracing::warn!(task = id, error = %e, "store: waiting failed");
+                    Waited::Unknown
+                }
+            },
+            _ = abort.cancelled() => Waited::Aborted,
+        }
+    }
+
+    /// Every task of `session`, oldest first: the store's records (tasks of earlier processes
+    /// included) with the live local view where there is one.
+    pub async fn tasks_of(&self, session: &str) -> Vec<TaskSnapshot> {
+        let local = self.tracker.of_session(session);
+        let Some(p) = &self.persist else {
+            return local;
+        };
+        match p.store.list_by_session(session).await {
+            Ok(records) => {
+                let mut out: Vec<TaskSnapshot> = records
+                    .iter()
+                    .map(|r| {
+                        local
+                            .iter()
+                            .find(|l| l.id == r.id)
+                            .cloned()
+                            .unwrap_or_else(|| snapshot_of(r))
+                    })
+                    .collect();
+                for l in local {
+                    if !out.iter().any(|o| o.id == l.id) {
+                        out.push(l);
+                    }
+                }
+                out
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "store: listing tasks failed; showing this process's");
+                local
+            }
+        }
     }
 
     /// The definitions.
@@ -129,25 +289,45 @@ impl SubagentRuntime {
             .clone()
     }
 
-    /// Build the child agent for `def` under a parent at `parent_depth`.
-    /// wait with [`wait`](Self::wait).
     /// Start a one-off child (the `task` tool). It runs in its own task; foreground callers
-    pub fn spawn(&self, req: SpawnRequest, parent: &Parent) -> Result<Started, SpawnError> {
+    /// wait with [`wait`](Self::wait).
+    pub async fn spawn(&self, req: SpawnRequest, parent: &Parent) -> Result<Started, SpawnError> {
         let child = self.create_child(&req.agent, &parent.run)?;
-        Ok(self.start(&child, req.prompt, req.description, req.background, parent))
+        self.start(&child, req.prompt, req.description, req.background, parent)
+            .await
     }
 
     /// Give `child` a message to work on, as a new task. The child keeps its history; a child
     /// already busy takes the message when its current task ends.
-    pub fn start(
+    pub async fn start(
         &self,
         child: &Child,
         prompt: String,
         description: String,
         background: bool,
         parent: &Parent,
-    ) -> Started {
+    ) -> Result<Started, SpawnError> {
         let task_id = new_task_id();
+        if let Some(p) = &self.persist {
+            let remote = match &child.runner {
+                ChildRunner::Remote { spec, .. } => Some((spec.url.as_str(), &spec.headers)),
+                ChildRunner::Local { .. } => None,
+            };
+            p.created(TaskStart {
+                id: &task_id,
+                agent: &child.name,
+                parent_agent: &parent.run.agent,
+                parent_session_id: &parent.run.session_id,
+                child_session_id: &child.session_id,
+                user_id: parent.run.user_id.as_deref(),
+                prompt: &prompt,
+                description: &description,
+                background,
+                remote,
+            })
+            .await
+            .map_err(|e| SpawnError::Store(e.to_string()))?;
+        }
         let cancel = if background {
             self.root_cancel.child_token()
         } else {
@@ -201,13 +381,14 @@ impl SubagentRuntime {
             slot: self.slot(&parent.run.session_id),
             tracker: self.tracker.clone(),
             forward,
+            persist: self.persist.clone(),
         };
         let span = tracing::info_span!("subagent", agent = %child.name, task = %task_id, session = %child.session_id, depth = child.depth);
         tokio::spawn(job.run().instrument(span));
-        Started {
+        Ok(Started {
             task_id,
             session_id: child.session_id.clone(),
-        }
+        })
     }
 
     /// Wait until the task is terminal, `abort` fires or `timeout` passes. Never cancels
@@ -267,8 +448,9 @@ impl SubagentRuntime {
         &self.live
     }
 
-    /// Create a live child of `agent` with an optional label, scoped to the parent session.
-    pub fn spawn_live(
+    /// Create a live child of `agent` with an optional label, scoped to the parent session
+    /// (and recorded in the store, so it can be found again after a restart).
+    pub async fn spawn_live(
         &self,
         agent: &str,
         label: Option<String>,
@@ -281,18 +463,76 @@ impl SubagentRuntime {
         }
         let child = self.create_child(agent, parent)?;
         let key = format!("agent:{}:{}", child.name, uuid::Uuid::new_v4());
+        let live = LiveChild {
+            key,
+            agent_id: child.name.clone(),
+            label,
+            child,
+            last_task: Mutex::new(None),
+        };
+        if let Some(p) = &self.persist {
+            p.live_child(&parent.session_id, &live)
+                .await
+                .map_err(|e| match e {
+                    cadre_store::StoreError::LabelInUse(_) => {
+                        SpawnError::LabelInUse(live.label.clone().unwrap_or_default())
+                    }
+                    other => SpawnError::Store(other.to_string()),
+                })?;
+        }
         self.live
-            .add(
-                &parent.session_id,
-                LiveChild {
-                    key,
-                    agent_id: child.name.clone(),
-                    label,
-                    child,
-                    last_task: Mutex::new(None),
-                },
-            )
+            .add(&parent.session_id, live)
             .map_err(|e| SpawnError::LabelInUse(e.0))
+    }
+
+    /// A live child of the parent session by key or label: the one in memory, else the one
+    /// recorded in the store, rebuilt with its history from its transcript.
+    pub async fn find_live(
+        &self,
+        parent: &RunContext,
+        key: Option<&str>,
+        label: Option<&str>,
+    ) -> Result<Option<Arc<LiveChild>>, SpawnError> {
+        let session = &parent.session_id;
+        let here = match (key, label) {
+            (Some(k), _) => self.live.by_key(session, k),
+            (None, Some(l)) => self.live.by_label(session, l),
+            (None, None) => None,
+        };
+        if here.is_some() {
+            return Ok(here);
+        }
+        let Some(p) = &self.persist else {
+            return Ok(None);
+        };
+        let found = match (key, label) {
+            (Some(k), _) => p.store.find_live_by_key(session, k).await,
+            (None, Some(l)) => p.store.find_live_by_label(session, l).await,
+            (None, None) => Ok(None),
+        }
+        .map_err(|e| SpawnError::Store(e.to_string()))?;
+        let Some(entry) = found else {
+            return Ok(None);
+        };
+        let mut at = parent.clone();
+        at.depth = entry.depth.saturating_sub(1);
+        let child = self.build_child(&entry.agent_id, &at, Some(&entry.child_session_id))?;
+        let live = LiveChild {
+            key: entry.agent_key,
+            agent_id: entry.agent_id,
+            label: entry.label,
+            child,
+            last_task: Mutex::new(None),
+        };
+        // Another call may have restored it meanwhile; keep the first.
+        match self.live.add(session, live) {
+            Ok(c) => Ok(Some(c)),
+            Err(_) => Ok(match (key, label) {
+                (Some(k), _) => self.live.by_key(session, k),
+                (None, Some(l)) => self.live.by_label(session, l),
+                (None, None) => None,
+            }),
+        }
     }
 
     /// Run `agent` in the foreground for `parent` and wait for it (the `@agent` direct run).
@@ -302,15 +542,17 @@ impl SubagentRuntime {
         prompt: String,
         parent: &Parent,
     ) -> Result<TaskSnapshot, SpawnError> {
-        let started = self.spawn(
-            SpawnRequest {
-                agent: agent.to_string(),
-                description: crate::short_title(&prompt),
-                prompt,
-                background: false,
-            },
-            parent,
-        )?;
+        let started = self
+            .spawn(
+                SpawnRequest {
+                    agent: agent.to_string(),
+                    description: crate::short_title(&prompt),
+                    prompt,
+                    background: false,
+                },
+                parent,
+            )
+            .await?;
         match self.wait(&started.task_id, &parent.cancel, None).await {
             Some(s) => Ok(s),
             None => Err(SpawnError::UnknownAgent(agent.to_string())),

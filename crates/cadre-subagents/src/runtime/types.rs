@@ -40,6 +40,9 @@ pub enum SpawnError {
     /// Remote agents are run by the remote layer.
     #[error("agent {0} is remote, and this runtime has no remote executor configured")]
     Remote(String),
+    /// The task store refused or failed the write.
+    #[error("task store: {0}")]
+    Store(String),
     /// The label is taken in this session.
     #[error("Label already in use: {0}")]
     LabelInUse(String),

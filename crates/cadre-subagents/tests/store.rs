@@ -1,0 +1,253 @@
+//! The runtime written through the persistent store, against SQLite and PostgreSQL: records,
+//! cross-node cancel and wait, and live children that survive a restart.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use cadre_store::testing::{find_pg_bin, shared_cluster};
+use cadre_store::{NodeId, TaskStatus, TaskStore};
+use cadre_tools::{ToolContext, ToolOutput, Workspace};
+use cadre_types::Message;
+use common::*;
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+/// A database URL for `kind`, or `None` (after a loud line) when PostgreSQL is missing
+/// outside CI; under `CI=true` a missing PostgreSQL fails.
+async fn database(kind: Kind, dir: &std::path::Path) -> Option<String> {
+    match kind {
+        Kind::Sqlite => Some(format!("sqlite://{}", dir.join("shared.db").display())),
+        Kind::Postgres => {
+            if find_pg_bin().is_none() {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "PostgreSQL missing in CI"
+                );
+                eprintln!("SKIPPED: PostgreSQL not installed");
+                return None;
+            }
+            let cluster = shared_cluster().unwrap();
+            Some(cluster.create_database().await.unwrap())
+        }
+    }
+}
+
+async fn store(url: &str, node: &str) -> Arc<dyn TaskStore> {
+    Arc::new(cadre_store::open(url, NodeId::new(node)).await.unwrap())
+}
+
+fn node(script: &str, store: Arc<dyn TaskStore>, sessions: std::path::PathBuf) -> Fixture {
+    fixture(
+        script,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(move |c| {
+                c.store = Some(store);
+                c.sessions_dir = Some(sessions);
+            }),
+            ..Default::default()
+        },
+    )
+}
+
+async fn call(f: &Fixture, session: &str, tool: &str, args: Value) -> ToolOutput {
+    let mut run = (*f.run_context(&f.session())).clone();
+    run.session_id = session.to_string();
+    let ctx = ToolContext {
+        call_id: "c".into(),
+        workspace: Arc::new(Workspace::new(&f.ws).unwrap()),
+        cancel: f.cancel.clone(),
+        run: Arc::new(run),
+    };
+    let tools = f.runtime.delegation_tools();
+    match tools.get(tool).unwrap().call(args, &ctx).await {
+        Ok(o) => o,
+        Err(e) => ToolOutput::error(e.to_string()),
+    }
+}
+
+fn field(out: &ToolOutput, key: &str) -> String {
+    out.content
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no {key} in {}", out.content))
+        .to_string()
+}
+
+const SLOW: &str = r#"
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+delay_ms = 700
+text = "answer to {{user}}"
+[[scripts.turns]]
+text = "second answer to {{user}}"
+"#;
+
+const STUCK: &str = r#"
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+delay_ms = 60000
+text = "never"
+"#;
+
+async fn records_cancel_and_wait_across_nodes(kind: Kind) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(url) = database(kind, dir.path()).await else {
+        return;
+    };
+    let sessions = dir.path().join("sessions");
+    let a = node(SLOW, store(&url, "node-a").await, sessions.clone());
+    let b = node(SLOW, store(&url, "node-b").await, sessions.clone());
+    let parent = "s-shared-parent";
+
+    // A runs a background task; B, which does not run it, waits for it through the store.
+    let spawned = call(
+        &a,
+        parent,
+        "agent_spawn",
+        json!({"agent_id": "worker", "task": "q1", "timeout_seconds": 0}),
+    )
+    .await;
+    let id = field(&spawned, "task_id");
+    let started = Instant::now();
+    let out = call(
+        &b,
+        parent,
+        "task_output",
+        json!({"task_id": id, "timeout": 5000}),
+    )
+    .await;
+    assert_eq!(field(&out, "status"), "completed", "{}", out.content);
+    assert_eq!(field(&out, "result"), "answer to q1");
+    assert!(
+        started.elapsed() < Duration::from_millis(700 + 1000),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // The record carries the result, end state, usage and owner.
+    let rec = a.runtime.store().unwrap().get(&id).await.unwrap().unwrap();
+    assert_eq!(rec.status, TaskStatus::Completed);
+    assert_eq!(rec.owner_node, "node-a");
+    assert_eq!(rec.end_state.as_deref(), Some("completed"));
+    assert!(rec.usage.total() > 0);
+    assert_eq!(
+        b.runtime.tasks_of(parent).await.len(),
+        1,
+        "B lists A's task"
+    );
+
+    // Cross-node cancel: B cancels a task stuck in A's slow model call.
+    let a2 = node(STUCK, store(&url, "node-a2").await, sessions.clone());
+    let spawned = call(
+        &a2,
+        parent,
+        "agent_spawn",
+        json!({"agent_id": "worker", "task": "hang", "timeout_seconds": 0}),
+    )
+    .await;
+    let stuck = field(&spawned, "task_id");
+    let t0 = Instant::now();
+    while a2.rec.of("worker").is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let asked = Instant::now();
+    let out = call(&b, parent, "task_cancel", json!({"task_id": stuck})).await;
+    assert_eq!(field(&out, "status"), "cancelled", "{}", out.content);
+    assert!(
+        asked.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        asked.elapsed()
+    );
+    assert_eq!(
+        a2.runtime.tracker().get(&stuck).unwrap().status,
+        TaskStatus::Cancelled
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        a2.rec.of("worker").len(),
+        1,
+        "no further model call from the cancelled child"
+    );
+}
+
+async fn live_children_survive_a_restart(kind: Kind) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(url) = database(kind, dir.path()).await else {
+        return;
+    };
+    let sessions = dir.path().join("sessions");
+    let parent = "s-restart-parent";
+    {
+        let before = node(SLOW, store(&url, "node-r").await, sessions.clone());
+        let out = call(
+            &before,
+            parent,
+            "agent_spawn",
+            json!({"agent_id": "worker", "label": "helper", "task": "first"}),
+        )
+        .await;
+        assert_eq!(field(&out, "status"), "ok", "{}", out.content);
+        before.runtime.shutdown();
+    }
+    // A new process: nothing in memory; the child comes back from the store and its transcript.
+    let after = node(SLOW, store(&url, "node-r").await, sessions.clone());
+    let out = call(
+        &after,
+        parent,
+        "agent_send",
+        json!({"label": "HELPER", "message": "second"}),
+    )
+    .await;
+    assert_eq!(
+        field(&out, "reply"),
+        "second answer to second",
+        "{}",
+        out.content
+    );
+    let req = after.rec.of("worker");
+    assert_eq!(
+        req[0].messages,
+        vec![
+            Message::user("first"),
+            Message::assistant("answer to first"),
+            Message::user("second")
+        ]
+    );
+    let list = call(&after, parent, "task_list", json!({})).await;
+    assert!(
+        list.content.starts_with("tasks: 2"),
+        "both tasks of the session, old and new: {}",
+        list.content
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_records_cancel_and_wait_across_nodes() {
+    records_cancel_and_wait_across_nodes(Kind::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_records_cancel_and_wait_across_nodes() {
+    records_cancel_and_wait_across_nodes(Kind::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_live_children_survive_a_restart() {
+    live_children_survive_a_restart(Kind::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_live_children_survive_a_restart() {
+    live_children_survive_a_restart(Kind::Postgres).await;
+}

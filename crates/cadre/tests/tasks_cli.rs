@@ -1,0 +1,199 @@
+//! `cadre tasks` against the persisted store, across processes: listing, cross-process
+//! cancel of a running child, and crash recovery (sweeper and restart).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SLOW_BACKGROUND: &str = r#"
+[[scripts]]
+agent = "main"
+prompt_contains = "slow"
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "sleeper", description = "sleepy job", prompt = "sleep", background = true } }]
+[[scripts.turns]]
+text = "waiting"
+[[scripts.turns]]
+text = "final: {{user}}"
+
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+text = "quick answer"
+
+[[scripts]]
+agent = "sleeper"
+[[scripts.turns]]
+delay_ms = 60000
+text = "woke up"
+[[scripts.turns]]
+text = "should never be asked"
+"#;
+
+const SLEEPER: &str =
+    "---\nname: sleeper\ndescription: Sleeps.\nworkspace: {mode: shared}\n---\nYou sleep.\n";
+
+fn workspace(extra_config: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".cadre/agents")).unwrap();
+    std::fs::write(dir.path().join(".cadre/agents/sleeper.md"), SLEEPER).unwrap();
+    std::fs::write(dir.path().join(".cadre/config.toml"), extra_config).unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, SLOW_BACKGROUND).unwrap();
+    (dir, format!("scripted:{}", script.display()))
+}
+
+fn cadre(ws: &Path, model: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cadre"));
+    cmd.arg("--workspace").arg(ws).arg("--model").arg(model);
+    cmd.env_remove("CADRE_MODEL").env_remove("CADRE_STORE_URL");
+    cmd.env("XDG_CONFIG_HOME", ws.join("nocfg"));
+    cmd
+}
+
+fn tasks_json(ws: &Path, model: &str) -> Vec<Value> {
+    let out = cadre(ws, model)
+        .args(["tasks", "list", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn wait_for_running(ws: &Path, model: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let tasks = tasks_json(ws, model);
+        if let Some(t) = tasks.iter().find(|t| t["status"] == "running") {
+            return t["task_id"].as_str().unwrap().to_string();
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no running task: {tasks:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn spawn_slow(ws: &Path, model: &str) -> Child {
+    cadre(ws, model)
+        .args(["run", "--output", "jsonl", "slow job"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_cancel_from_another_process_stops_the_child_within_a_second() {
+    let (dir, model) = workspace("");
+    let ws = dir.path();
+    let mut run = spawn_slow(ws, &model);
+    let id = wait_for_running(ws, &model);
+    let asked = Instant::now();
+    let out = cadre(ws, &model)
+        .args(["tasks", "cancel", &id])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(said.contains(&format!("{id}: cancelled")), "{said}");
+    assert!(
+        asked.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        asked.elapsed()
+    );
+    // The parent got the cancellation delivered and finished on its own.
+    let status = run.wait().unwrap();
+    assert!(status.success());
+    let task = tasks_json(ws, &model)
+        .into_iter()
+        .find(|t| t["task_id"] == id.as_str())
+        .unwrap();
+    assert_eq!(task["status"], "cancelled");
+    // The child never made a second model call: its transcript has no assistant reply.
+    let child = task["child_session_id"].as_str().unwrap();
+    let transcript =
+        std::fs::read_to_string(ws.join(format!(".cadre/sessions/{child}.jsonl"))).unwrap();
+    assert!(
+        !transcript.contains("\"role\":\"assistant\""),
+        "{transcript}"
+    );
+}
+
+#[test]
+fn a_killed_owner_is_swept_after_the_orphan_timeout_and_failed_on_restart() {
+    let (dir, model) = workspace("[store]\norphan_timeout_secs = 2\nheartbeat_secs = 1\n");
+    let ws = dir.path();
+
+    // 1. Killed owner, then the sweeper.
+    let mut run = spawn_slow(ws, &model);
+    let swept = wait_for_running(ws, &model);
+    run.kill().unwrap(); // SIGKILL
+    run.wait().unwrap();
+    let all = tasks_json(ws, &model);
+    assert_eq!(all.len(), 1, "the record is intact: {all:?}");
+    std::thread::sleep(Duration::from_millis(2500));
+    let out = cadre(ws, &model).args(["tasks", "sweep"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("{swept}: failed")));
+    let t = tasks_json(ws, &model)
+        .into_iter()
+        .find(|t| t["task_id"] == swept.as_str())
+        .unwrap();
+    assert_eq!(t["status"], "failed");
+    assert!(
+        t["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("executor lost: no heartbeat since"),
+        "{t}"
+    );
+
+    // 2. Killed owner, then a restart of the same node fails its tasks at once.
+    let mut run = spawn_slow(ws, &model);
+    let died = wait_for_running(ws, &model);
+    run.kill().unwrap();
+    run.wait().unwrap();
+    let out = cadre(ws, &model).args(["run", "quick"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let t = tasks_json(ws, &model)
+        .into_iter()
+        .find(|t| t["task_id"] == died.as_str())
+        .unwrap();
+    assert_eq!(t["status"], "failed");
+    assert!(
+        t["error"].as_str().unwrap().contains("executor died"),
+        "{t}"
+    );
+    assert!(ws.join(".cadre/cadre.db").exists());
+}
+
+#[test]
+fn the_list_filters_and_show_work() {
+    let (dir, model) = workspace("");
+    let ws = dir.path();
+    let out = cadre(ws, &model).args(["run", "quick"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(tasks_json(ws, &model).is_empty());
+    let out = cadre(ws, &model)
+        .args(["tasks", "show", "task_nope"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no task task_nope"));
+    let out = cadre(ws, &model)
+        .args(["tasks", "list", "--status", "bogus"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}
