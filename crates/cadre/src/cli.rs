@@ -35,6 +35,48 @@ pub enum Command {
     /// Inspect and validate the sub-agent definitions.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Serve the configured agents over A2A and the task protocol until SIGTERM / Ctrl-C.
+    Serve(ServeArgs),
+    /// Inspect and control the persisted sub-agent tasks (any node sharing the store).
+    #[command(subcommand)]
+    Tasks(TasksCommand),
+}
+
+/// `cadre tasks ...`.
+#[derive(Debug, Subcommand)]
+pub enum TasksCommand {
+    /// List task records, oldest first.
+    List {
+        /// Print a JSON array of records.
+        #[arg(long)]
+        json: bool,
+        /// Only this status: pending, running, completed, failed or cancelled.
+        #[arg(long, value_name = "STATUS")]
+        status: Option<String>,
+        /// Only tasks of this parent session.
+        #[arg(long, value_name = "SESSION_ID")]
+        session: Option<String>,
+    },
+    /// Show one task in full.
+    Show {
+        /// The task id.
+        id: String,
+    },
+    /// Request cancellation; the node running the task stops it.
+    Cancel {
+        /// The task id.
+        id: String,
+    },
+    /// Fail orphaned tasks (no heartbeat for the orphan timeout) once, now.
+    Sweep,
+}
+
+/// Arguments of `cadre serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
+    pub addr: String,
 }
 
 /// `cadre agents ...`.

@@ -33,9 +33,51 @@ pub struct Config {
     /// Sub-agent settings.
     #[serde(default)]
     pub subagents: SubagentsConfig,
+    /// The persistent task store.
+    #[serde(default)]
+    pub store: cadre_store::StoreConfig,
     /// Model aliases.
     #[serde(default)]
     pub models: ModelsConfig,
+    /// `cadre serve` settings.
+    #[serde(default)]
+    pub serve: ServeConfig,
+}
+
+/// `[serve]`: the HTTP server of `cadre serve` (documented in `docs/remote.md`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Environment variable holding the bearer token (default `CADRE_SERVE_TOKEN`).
+    pub token_env: Option<String>,
+    /// The token itself (prefer `token_env`: config files get shared).
+    pub token: Option<String>,
+    /// Largest request body in bytes (default 1 MiB).
+    pub max_body_bytes: Option<usize>,
+    /// Tasks running at once (default 64).
+    pub max_concurrent_tasks: Option<usize>,
+    /// Seconds running tasks get to finish after SIGTERM / Ctrl-C (default 10).
+    pub grace_secs: Option<u64>,
+    /// Budget of requests that do not wait for a task, in seconds (default 30).
+    pub request_timeout_secs: Option<u64>,
+    /// Longest wait of a blocking send or `/wait`, in seconds (default 300).
+    pub max_wait_secs: Option<u64>,
+    /// Agent used when a request names none (default `general-purpose`, else the first).
+    pub default_agent: Option<String>,
+    /// Agents to expose (default: all).
+    pub expose: Option<Vec<String>>,
+    /// `deny` (default) or `approve`: how served agents' approval requests are answered.
+    pub approvals: Option<ServeApprovals>,
+}
+
+/// `serve.approvals`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServeApprovals {
+    /// Refuse.
+    Deny,
+    /// Approve.
+    Approve,
 }
 
 /// `[models]`.

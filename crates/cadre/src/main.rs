@@ -6,7 +6,9 @@ mod config;
 mod output;
 mod repl_cmd;
 mod run_cmd;
+mod serve_cmd;
 mod setup;
+mod tasks_cmd;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -56,6 +58,8 @@ fn main() -> ExitCode {
         // Synchronous: no async runtime to start.
         Some(cli::Command::Agents(cmd)) => agents_cmd::run(&cli, cmd),
         Some(cli::Command::Run(args)) => block_on(run_cmd::run(&cli, args)),
+        Some(cli::Command::Serve(args)) => block_on(serve_cmd::run(&cli, args)),
+        Some(cli::Command::Tasks(cmd)) => block_on(tasks_cmd::run(&cli, cmd)),
         None => block_on(repl_cmd::run(&cli)),
     };
     match result {

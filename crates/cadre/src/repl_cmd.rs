@@ -72,7 +72,7 @@ fn help() {
 
 /// Run the REPL.
 pub async fn run(cli: &Cli) -> Result<ExitCode> {
-    let setup = Setup::new(cli, &Overrides::default())?;
+    let setup = Setup::new(cli, &Overrides::default()).await?;
     let h = &setup.harness;
     let mut session = h.new_session()?;
     let input: Input = Arc::new(Mutex::new(BufReader::new(tokio::io::stdin()).lines()));

@@ -75,7 +75,8 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             max_turns: args.max_turns,
             permission_mode: args.permission_mode.clone(),
         },
-    )?;
+    )
+    .await?;
     let h = &setup.harness;
     let ws = h.workspace().to_path_buf();
     let spec = h.agent().config().model.spec.clone();

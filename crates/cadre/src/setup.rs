@@ -5,14 +5,18 @@ use crate::cli::Cli;
 use crate::config::{self, BackgroundApprovalsName, Config, SurfaceName};
 use anyhow::{Context, Result, bail};
 use cadre_engine::{Limits, PermissionPolicy};
-use cadre_subagents::{BackgroundApprovals, Harness, ToolSurface};
+use cadre_remote::RemoteClient;
+use cadre_subagents::{BackgroundApprovals, Harness, RemoteExecutor, ToolSurface};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything a run needs, built once per process.
 pub struct Setup {
     /// The main agent with its sub-agent runtime.
     pub harness: Harness,
+    /// Heartbeats and the orphan sweeper of the task store; they stop when this is dropped.
+    _maintenance: cadre_store::Maintenance,
 }
 
 /// The resolved workspace root.
@@ -48,7 +52,17 @@ pub struct Overrides {
 
 impl Setup {
     /// Build everything for `cli` in the workspace.
-    pub fn new(cli: &Cli, overrides: &Overrides) -> Result<Self> {
+    pub async fn new(cli: &Cli, overrides: &Overrides) -> Result<Self> {
+        Self::with_min_concurrent(cli, overrides, 0).await
+    }
+
+    /// As [`Setup::new`], with at least `min_concurrent` children running at once per parent
+    /// session (`cadre serve` runs all its tasks under one parent, up to its own cap).
+    pub async fn with_min_concurrent(
+        cli: &Cli,
+        overrides: &Overrides,
+        min_concurrent: usize,
+    ) -> Result<Self> {
         let ws = workspace_root(cli)?;
         let config = config::load(&ws, cli.config.as_deref())?;
         let mut policy: PermissionPolicy = config.permissions.policy()?;
@@ -82,13 +96,25 @@ impl Setup {
         if let Some(n) = config.tools.offload_threshold {
             b = b.offload_threshold(n);
         }
+        let store = open_store(&ws, &config.store).await?;
+        let maintenance = cadre_store::start_maintenance(
+            store.clone(),
+            &config.store,
+            cadre_store::BeatSource::Owned,
+        )
+        .await
+        .context("task store maintenance")?;
+        b = b.store(store);
         let sub = config.subagents;
+        let remote: Arc<dyn RemoteExecutor> =
+            Arc::new(RemoteClient::new().context("cannot set up the client for remote agents")?);
         if sub.disable_general_purpose {
             b = b.disable_general_purpose();
         }
         b = b.runtime_config(move |rc| {
             rc.max_depth = sub.max_depth.unwrap_or(3);
-            rc.max_concurrent = sub.max_concurrent.unwrap_or(16);
+            rc.max_concurrent = sub.max_concurrent.unwrap_or(16).max(min_concurrent);
+            rc.remote = Some(remote);
             rc.default_max_turns = sub.max_turns.unwrap_or(10);
             rc.background_approvals = match sub.background_approvals {
                 Some(BackgroundApprovalsName::Escalate) => BackgroundApprovals::Escalate,
@@ -105,6 +131,25 @@ impl Setup {
         for e in harness.runtime().registry().errors() {
             eprintln!("cadre: warning: skipped agent file {e}");
         }
-        Ok(Self { harness })
+        Ok(Self {
+            harness,
+            _maintenance: maintenance,
+        })
     }
+}
+
+/// Open the task store of a workspace (`CADRE_STORE_URL`, `[store] url`, or the SQLite file
+/// under `.cadre/`).
+pub async fn open_store(
+    ws: &std::path::Path,
+    cfg: &cadre_store::StoreConfig,
+) -> Result<Arc<dyn cadre_store::TaskStore>> {
+    let url = cfg.effective_url(ws);
+    let store = cadre_store::open_config(cfg, ws).await.with_context(|| {
+        format!(
+            "cannot open the task store {}",
+            cadre_store::redact_url(&url)
+        )
+    })?;
+    Ok(Arc::new(store))
 }

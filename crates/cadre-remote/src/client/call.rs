@@ -1,0 +1,194 @@
+//! One remote run's context: the base url and agent hint split from the definition's url, the
+//! expanded headers, the event channel back to the runtime, and the wording of failures.
+
+use super::{ClientSettings, RemoteClient};
+use cadre_subagents::{RemoteOutcome, RemoteRequest};
+use cadre_types::{EndState, Event, EventEnvelope, EventSink, Usage};
+use reqwest::StatusCode;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) struct Call<'a> {
+    pub http: &'a reqwest::Client,
+    pub settings: &'a ClientSettings,
+    pub request: &'a RemoteRequest,
+    /// The url without fragment or trailing slash.
+    pub base: String,
+    /// The remote agent named by the url fragment.
+    pub agent_hint: Option<String>,
+    /// The definition's headers, expanded; values are marked sensitive.
+    pub headers: HeaderMap,
+    pub events: Arc<dyn EventSink>,
+    pub cancel: CancellationToken,
+}
+
+/// Expand `${VAR}` references from the environment. Errors name the variable, not a value.
+pub(crate) fn expand(value: &str) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let end = after
+            .find('}')
+            .ok_or_else(|| format!("unclosed `${{` in `{value}`"))?;
+        let name = &after[..end];
+        let v =
+            std::env::var(name).map_err(|_| format!("environment variable {name} is not set"))?;
+        out.push_str(&v);
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+impl<'a> Call<'a> {
+    pub(crate) fn new(
+        client: &'a RemoteClient,
+        request: &'a RemoteRequest,
+        events: Arc<dyn EventSink>,
+        cancel: CancellationToken,
+    ) -> Result<Self, String> {
+        let (url, fragment) = match request.spec.url.split_once('#') {
+            Some((u, f)) => (u, Some(f.trim()).filter(|f| !f.is_empty())),
+            None => (request.spec.url.as_str(), None),
+        };
+        let mut headers = HeaderMap::new();
+        for (name, raw) in &request.spec.headers {
+            let value =
+                expand(raw).map_err(|e| format!("agent {}: header {name}: {e}", request.agent))?;
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                format!(
+                    "agent {}: `{name}` is not a valid header name",
+                    request.agent
+                )
+            })?;
+            let mut value = HeaderValue::from_str(&value).map_err(|_| {
+                format!(
+                    "agent {}: header {name} has a value that is not valid in HTTP",
+                    request.agent
+                )
+            })?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        Ok(Self {
+            http: &client.http,
+            settings: &client.settings,
+            request,
+            base: url.trim_end_matches('/').to_string(),
+            agent_hint: fragment.map(str::to_string),
+            headers,
+            events,
+            cancel,
+        })
+    }
+
+    fn emit(&self, event: Event) {
+        self.events.emit(EventEnvelope {
+            session_id: self.request.session_id.clone(),
+            agent: self.request.agent.clone(),
+            task_id: Some(self.request.task_id.clone()),
+            event,
+        });
+    }
+
+    /// Streamed answer text.
+    pub(crate) fn delta(&self, text: &str) {
+        if !text.is_empty() {
+            self.emit(Event::TextDelta {
+                text: text.to_string(),
+            });
+        }
+    }
+
+    /// A status message of the remote.
+    pub(crate) fn notice(&self, message: &str) {
+        if !message.is_empty() {
+            self.emit(Event::Notice {
+                message: message.to_string(),
+            });
+        }
+    }
+
+    /// A request that could not be sent or answered.
+    pub(crate) fn send_failure(&self, e: &reqwest::Error) -> String {
+        if e.is_timeout() {
+            return format!("remote agent at {} did not answer in time", self.base);
+        }
+        // The innermost cause says what happened ("Connection refused", ...).
+        let mut cause: &dyn std::error::Error = e;
+        while let Some(next) = cause.source() {
+            cause = next;
+        }
+        format!("cannot reach remote agent at {}: {cause}", self.base)
+    }
+
+    /// An HTTP error answer.
+    pub(crate) fn http_failure(&self, status: StatusCode, body: &str) -> String {
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            return format!(
+                "remote agent at {} refused the credentials (HTTP {}); check the `headers` of agent {}",
+                self.base,
+                status.as_u16(),
+                self.request.agent
+            );
+        }
+        let detail = serde_json::from_str::<serde_json::Value>(body)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+            .unwrap_or_else(|| body.chars().take(200).collect());
+        format!(
+            "remote agent at {} answered HTTP {}: {}",
+            self.base,
+            status.as_u16(),
+            detail.trim()
+        )
+    }
+}
+
+/// A failed outcome.
+pub(crate) fn failed(
+    error: String,
+    remote_task_id: Option<String>,
+    context_id: Option<String>,
+) -> RemoteOutcome {
+    RemoteOutcome {
+        state: EndState::Failed { error },
+        output: String::new(),
+        usage: Usage::default(),
+        remote_task_id,
+        context_id,
+    }
+}
+
+/// A cancelled outcome.
+pub(crate) fn cancelled(
+    remote_task_id: Option<String>,
+    context_id: Option<String>,
+) -> RemoteOutcome {
+    RemoteOutcome {
+        state: EndState::Cancelled,
+        output: String::new(),
+        usage: Usage::default(),
+        remote_task_id,
+        context_id,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_references_expand() {
+        // PATH is set in any test environment.
+        let path = std::env::var("PATH").unwrap();
+        assert_eq!(expand("x ${PATH} y").unwrap(), format!("x {path} y"));
+        assert_eq!(expand("plain").unwrap(), "plain");
+        let e = expand("Bearer ${CADRE_SURELY_UNSET_VAR_42}").unwrap_err();
+        assert!(e.contains("CADRE_SURELY_UNSET_VAR_42"), "{e}");
+        assert!(expand("${OPEN").is_err());
+    }
+}

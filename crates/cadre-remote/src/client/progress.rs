@@ -1,0 +1,165 @@
+//! What a remote A2A agent has reported during one run — task and conversation ids, state,
+//! status text, artifacts — and how that becomes the run's outcome. Streamed text and status
+//! messages are passed on as events while they arrive.
+
+use super::call::Call;
+use crate::a2a::parse::Item;
+use crate::a2a::{A2aState, Version};
+use cadre_subagents::RemoteOutcome;
+use cadre_types::{EndState, Usage};
+
+/// What the remote reported so far.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    pub(crate) task_id: Option<String>,
+    pub(crate) context_id: Option<String>,
+    pub(crate) state: Option<A2aState>,
+    pub(crate) status_text: Option<String>,
+    pub(crate) artifacts: Vec<(String, String)>,
+    pub(crate) direct_answer: Option<String>,
+    pub(crate) usage: Usage,
+}
+
+impl Progress {
+    /// Take in one item; true when the run is over.
+    pub(crate) fn apply(&mut self, it: Item, call: &Call<'_>) -> bool {
+        match it {
+            Item::Task(t) => {
+                self.task_id = Some(t.id.clone());
+                if t.context_id.is_some() {
+                    self.context_id = t.context_id.clone();
+                }
+                if let Some(u) = t.usage {
+                    self.usage = u;
+                }
+                self.state = Some(t.state);
+                if t.status_text.is_some() {
+                    self.status_text = t.status_text.clone();
+                }
+                if !t.artifacts.is_empty() {
+                    self.artifacts = t.artifacts;
+                } else if t.state == A2aState::Completed && self.artifacts.is_empty() {
+                    self.direct_answer = t.last_agent_text;
+                }
+            }
+            Item::Message { text, context_id } => {
+                if context_id.is_some() {
+                    self.context_id = context_id;
+                }
+                call.delta(&text);
+                self.direct_answer = Some(text);
+                self.state = Some(A2aState::Completed);
+                return true;
+            }
+            Item::Status {
+                task_id,
+                context_id,
+                state,
+                text,
+            } => {
+                if self.task_id.is_none() {
+                    self.task_id = task_id;
+                }
+                if context_id.is_some() {
+                    self.context_id = context_id;
+                }
+                self.state = Some(state);
+                if let Some(t) = text {
+                    if !state.is_terminal() {
+                        call.notice(&t);
+                    }
+                    self.status_text = Some(t);
+                }
+            }
+            Item::Artifact {
+                task_id,
+                artifact_id,
+                text,
+                append,
+            } => {
+                if self.task_id.is_none() {
+                    self.task_id = task_id;
+                }
+                call.delta(&text);
+                match self.artifacts.iter_mut().find(|(id, _)| *id == artifact_id) {
+                    Some((_, t)) if append => t.push_str(&text),
+                    Some((_, t)) => *t = text,
+                    None => self.artifacts.push((artifact_id, text)),
+                }
+            }
+        }
+        self.state
+            .is_some_and(|s| s.is_terminal() || s.is_interrupted())
+    }
+
+    fn answer(&self) -> String {
+        let arts: Vec<&str> = self
+            .artifacts
+            .iter()
+            .map(|(_, t)| t.as_str())
+            .filter(|t| !t.is_empty())
+            .collect();
+        if !arts.is_empty() {
+            return arts.join("\n");
+        }
+        self.direct_answer
+            .clone()
+            .or_else(|| self.status_text.clone())
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn outcome(self, call: &Call<'_>) -> RemoteOutcome {
+        let state = self.state.unwrap_or(A2aState::Unknown);
+        let reason = self
+            .status_text
+            .clone()
+            .unwrap_or_else(|| "no reason given".into());
+        let (end, output) = match state {
+            A2aState::Completed => (EndState::Completed, self.answer()),
+            // The remote asks a question: it is the answer; a follow-up continues the context.
+            A2aState::InputRequired => (
+                EndState::Completed,
+                self.status_text.clone().unwrap_or_else(|| self.answer()),
+            ),
+            A2aState::Canceled => (EndState::Cancelled, self.answer()),
+            A2aState::Failed => (
+                EndState::Failed {
+                    error: format!("remote agent at {} failed: {reason}", call.base),
+                },
+                self.answer(),
+            ),
+            A2aState::Rejected => (
+                EndState::Failed {
+                    error: format!("remote agent at {} rejected the task: {reason}", call.base),
+                },
+                String::new(),
+            ),
+            A2aState::AuthRequired => (
+                EndState::Failed {
+                    error: format!(
+                        "remote agent at {} requires authentication: {reason}",
+                        call.base
+                    ),
+                },
+                String::new(),
+            ),
+            other => (
+                EndState::Failed {
+                    error: format!(
+                        "remote agent at {} stopped answering while its task was {}",
+                        call.base,
+                        other.wire(Version::V03)
+                    ),
+                },
+                self.answer(),
+            ),
+        };
+        RemoteOutcome {
+            state: end,
+            output,
+            usage: self.usage,
+            remote_task_id: self.task_id,
+            context_id: self.context_id,
+        }
+    }
+}

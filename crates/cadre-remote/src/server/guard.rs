@@ -1,0 +1,155 @@
+//! The middleware in front of every protected route: bearer-token check (constant time; the
+//! token is never logged), the body size limit and the time budget of requests that do not
+//! wait for a task.
+
+use super::state::State;
+use axum::body::Body;
+use axum::extract::{Request, State as AxumState};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+use std::sync::Arc;
+use subtle::ConstantTimeEq;
+
+/// A JSON error response `{"error": message}`.
+pub(crate) fn error(status: StatusCode, message: &str) -> Response {
+    (status, axum::Json(json!({"error": message}))).into_response()
+}
+
+/// True when the `Authorization` header carries `token` as a bearer token.
+fn authorized(headers: &HeaderMap, token: &str) -> bool {
+    let Some(value) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let Some((scheme, given)) = value.trim().split_once(' ') else {
+        return false;
+    };
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return false;
+    }
+    // Lengths are not secret; the bytes are compared in constant time.
+    bool::from(given.trim().as_bytes().ct_eq(token.as_bytes()))
+}
+
+fn unauthorized() -> Response {
+    let mut r = error(
+        StatusCode::UNAUTHORIZED,
+        "unauthorized: a valid bearer token is required (Authorization: Bearer <token>)",
+    );
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"cadre\""),
+    );
+    r
+}
+
+fn too_large(limit: usize) -> Response {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &format!("request body is larger than {limit} bytes (serve.max_body_bytes)"),
+    )
+}
+
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if err.to_string().contains("length limit") {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// Requests whose handlers wait for tasks and bound the wait themselves.
+fn waits(method: &Method, path: &str) -> bool {
+    (method == Method::GET && path.ends_with("/wait"))
+        || (method == Method::POST && (path == "/" || path == "/a2a"))
+}
+
+/// Auth, body limit and time budget.
+pub(crate) async fn guard(
+    AxumState(state): AxumState<Arc<State>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    if let Some(token) = &state.opts.token
+        && !authorized(req.headers(), token)
+    {
+        tracing::debug!(%method, %path, "refused: no valid bearer token");
+        return unauthorized();
+    }
+    let limit = state.opts.max_body_bytes;
+    let budget = state.opts.request_timeout;
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(limit);
+    }
+    let bytes = match tokio::time::timeout(budget, axum::body::to_bytes(body, limit)).await {
+        Err(_) => {
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the request body did not arrive in time",
+            );
+        }
+        Ok(Err(e)) if is_length_limit(&e) => return too_large(limit),
+        Ok(Err(_)) => return error(StatusCode::BAD_REQUEST, "cannot read the request body"),
+        Ok(Ok(b)) => b,
+    };
+    tracing::debug!(%method, %path, bytes = bytes.len(), "request");
+    let req = Request::from_parts(parts, Body::from(bytes));
+    if waits(&method, &path) {
+        return next.run(req).await;
+    }
+    match tokio::time::timeout(budget, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the request took longer than serve.request_timeout_secs",
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_checked() {
+        let mut h = HeaderMap::new();
+        assert!(!authorized(&h, "s3cret"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer s3cret"),
+        );
+        assert!(authorized(&h, "s3cret"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("bearer  s3cret "),
+        );
+        assert!(authorized(&h, "s3cret"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer s3cre"),
+        );
+        assert!(!authorized(&h, "s3cret"));
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic s3cret"),
+        );
+        assert!(!authorized(&h, "s3cret"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("s3cret"));
+        assert!(!authorized(&h, "s3cret"));
+    }
+}

@@ -1,0 +1,236 @@
+//! Starting a served task: pick the agent, take a concurrency slot, find or create the child
+//! that holds the conversation, start the task on the runtime and record it in the book.
+//! Shared by both protocols.
+
+use super::book::{Conversation, ServedTask};
+use super::sink::Subscription;
+use super::state::State;
+use cadre_subagents::Child;
+use cadre_types::unix_millis;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
+
+/// What to start.
+pub(crate) struct Launch {
+    /// The agent asked for (`None`: the conversation's, else the default).
+    pub agent: Option<String>,
+    pub text: String,
+    pub message_id: String,
+    /// The A2A conversation to continue or to open under this id.
+    pub context_id: Option<String>,
+    /// Keep the child as a conversation others can continue (A2A).
+    pub conversation: bool,
+    /// The caller's id for the task (task protocol): a second submission of a running task
+    /// returns it instead of starting another.
+    pub external_id: Option<String>,
+    /// Subscribe to the task's progress (streams).
+    pub follow: bool,
+}
+
+/// Why nothing was started.
+pub(crate) enum LaunchError {
+    /// Every slot is taken.
+    Busy { limit: usize },
+    /// The server is shutting down.
+    Draining,
+    /// The agent is not exposed.
+    UnknownAgent { name: String, available: String },
+    /// A task with this external id already finished.
+    Finished(Arc<ServedTask>),
+    /// The runtime refused the child.
+    Spawn(String),
+}
+
+impl LaunchError {
+    /// A sentence for the caller.
+    pub(crate) fn message(&self) -> String {
+        match self {
+            LaunchError::Busy { limit } => format!(
+                "server busy: {limit} tasks are already running (serve.max_concurrent_tasks); retry later"
+            ),
+            LaunchError::Draining => "server busy: shutting down, not accepting new tasks".into(),
+            LaunchError::UnknownAgent { name, available } => {
+                format!("unknown agent `{name}`; available: {available}")
+            }
+            LaunchError::Finished(t) => format!(
+                "task {} already finished",
+                t.external_id.as_deref().unwrap_or(&t.id)
+            ),
+            LaunchError::Spawn(e) => e.clone(),
+        }
+    }
+}
+
+/// A started (or already running) task.
+pub(crate) struct Launched {
+    pub task: Arc<ServedTask>,
+    /// Progress of the task, when asked for.
+    pub follow: Option<Subscription>,
+}
+
+/// How long a resubmission waits for a concurrent submission of the same id to start.
+const RESERVATION_WAIT: Duration = Duration::from_secs(5);
+
+/// What the first, locked step decided.
+enum Plan {
+    /// A task with this external id exists (running).
+    Existing(Arc<ServedTask>),
+    /// Start one: the agent, the child, the conversation and the slot are ready.
+    Start {
+        agent: String,
+        child: Box<Child>,
+        context_id: String,
+        permit: OwnedSemaphorePermit,
+    },
+    /// Another submission of this id is starting; look again shortly.
+    Wait,
+}
+
+/// Under the book's lock: resolve an existing task, or reserve everything a new one needs.
+fn plan(state: &Arc<State>, l: &Launch) -> Result<Plan, LaunchError> {
+    let mut book = state.book.lock();
+    if let Some(ext) = &l.external_id {
+        if let Some(t) = book.by_external(ext) {
+            let done = state.snapshot(&t).is_none_or(|s| s.status.is_terminal());
+            return if done {
+                Err(LaunchError::Finished(t))
+            } else {
+                Ok(Plan::Existing(t))
+            };
+        }
+        if book.is_reserved(ext) {
+            return Ok(Plan::Wait);
+        }
+    }
+    let conversation = l.context_id.as_deref().and_then(|c| book.conversation(c));
+    let agent = match (&conversation, &l.agent) {
+        (Some(c), _) => c.agent.clone(),
+        (None, Some(a)) => a.clone(),
+        (None, None) => state.default_agent.clone(),
+    };
+    if !state.skills.iter().any(|s| s.name == agent) {
+        return Err(LaunchError::UnknownAgent {
+            name: agent,
+            available: state
+                .skills
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
+    }
+    let permit = state.book.try_admit().ok_or(LaunchError::Busy {
+        limit: state.book.limit(),
+    })?;
+    let context_id = l
+        .context_id
+        .clone()
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let child = match conversation {
+        Some(c) => c.child,
+        None => {
+            let child = state
+                .runtime
+                .create_child(&agent, &state.parent.run)
+                .map_err(|e| LaunchError::Spawn(e.to_string()))?;
+            if l.conversation {
+                book.add_conversation(
+                    &context_id,
+                    Conversation {
+                        agent: agent.clone(),
+                        child: child.clone(),
+                    },
+                );
+            }
+            child
+        }
+    };
+    if let Some(ext) = &l.external_id {
+        book.reserve(ext);
+    }
+    Ok(Plan::Start {
+        agent,
+        child: Box::new(child),
+        context_id,
+        permit,
+    })
+}
+
+/// Start a task, or find the running one with the same external id.
+pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, LaunchError> {
+    if state.draining.is_cancelled() {
+        return Err(LaunchError::Draining);
+    }
+    let deadline = tokio::time::Instant::now() + RESERVATION_WAIT;
+    let (agent, child, context_id, permit) = loop {
+        match plan(state, &l)? {
+            Plan::Existing(task) => return Ok(Launched { task, follow: None }),
+            Plan::Start {
+                agent,
+                child,
+                context_id,
+                permit,
+            } => break (agent, child, context_id, permit),
+            Plan::Wait if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Plan::Wait => {
+                return Err(LaunchError::Spawn(
+                    "a submission with this task_id is still being started".into(),
+                ));
+            }
+        }
+    };
+    let follow = l.follow.then(|| state.sink.subscribe(&child.session_id));
+    let started = state
+        .runtime
+        .start(
+            &child,
+            l.text.clone(),
+            cadre_subagents::short_title(&l.text),
+            false,
+            &state.parent,
+        )
+        .await;
+    let started = match started {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(ext) = &l.external_id {
+                state.book.lock().release(ext);
+            }
+            return Err(LaunchError::Spawn(e.to_string()));
+        }
+    };
+    tracing::debug!(task = %started.task_id, agent = %agent, "served task started");
+    let task = state.book.lock().insert(
+        ServedTask {
+            id: started.task_id,
+            external_id: l.external_id,
+            context_id,
+            agent,
+            input: l.text,
+            message_id: l.message_id,
+            created_at: unix_millis(),
+        },
+        |id| {
+            state
+                .runtime
+                .tracker()
+                .get(id)
+                .is_none_or(|s| s.status.is_terminal())
+        },
+    );
+    release_when_done(state, task.id.clone(), permit);
+    Ok(Launched { task, follow })
+}
+
+/// Hold the task's slot until it is terminal.
+fn release_when_done(state: &Arc<State>, id: String, permit: OwnedSemaphorePermit) {
+    let runtime = state.runtime.clone();
+    tokio::spawn(async move {
+        let _ = runtime.wait_for(&id, &CancellationToken::new(), None).await;
+        drop(permit);
+    });
+}

@@ -1,0 +1,221 @@
+//! `cadre serve`: an HTTP server that exposes a runtime's agents to remote callers over A2A
+//! (JSON-RPC at `POST /` and `POST /a2a`, card at `GET /.well-known/agent-card.json`) and
+//! over the task protocol (`/tasks`).
+//!
+//! Every served task is a foreground child of one server-side parent run, started through
+//! the [`SubagentRuntime`], so it is an ordinary task of the runtime's tracker. Requests
+//! other than the card need the bearer token when one is configured; bodies, waits and
+//! concurrently running tasks are bounded; on shutdown the server stops accepting, lets
+//! running tasks finish for a grace period and then cancels the rest.
+//!
+//! ```no_run
+//! # async fn demo(runtime: std::sync::Arc<cadre_subagents::SubagentRuntime>) -> Result<(), cadre_remote::ServeError> {
+//! use cadre_remote::{ServeOptions, Server};
+//! let server = Server::new(runtime, "openai:gpt-4o-mini", ServeOptions::default())?;
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! server.serve(listener, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! # Ok(()) }
+//! ```
+
+mod book;
+mod guard;
+mod launch;
+mod rpc;
+mod sink;
+mod state;
+mod stream;
+mod task_api;
+
+use crate::a2a::card::CARD_PATH;
+use axum::Router;
+use axum::routing::{get, post};
+use cadre_subagents::SubagentRuntime;
+use state::State;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// How the server answers the approval requests of the agents it runs (nobody is there to ask).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApprovalPolicy {
+    /// Refuse, with a reason the agent sees (the default).
+    #[default]
+    Deny,
+    /// Approve everything the agents' permission rules leave to a human.
+    Approve,
+}
+
+/// Settings of the server.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The bearer token every request but the agent card must carry (`None`: no auth).
+    pub token: Option<String>,
+    /// Largest request body accepted (default 1 MiB); larger ones get 413.
+    pub max_body_bytes: usize,
+    /// Tasks running at once (default 64); more get 429 / a "busy" JSON-RPC error.
+    pub max_concurrent_tasks: usize,
+    /// How long running tasks may finish after a shutdown signal (default 10 s).
+    pub grace: Duration,
+    /// Budget of requests that do not wait for a task, body reading included (default 30 s).
+    pub request_timeout: Duration,
+    /// Longest wait of a blocking `SendMessage` or a `/wait` (default 300 s); the task keeps
+    /// running after it.
+    pub max_wait: Duration,
+    /// The agent used when a request names none (default `general-purpose`, else the first).
+    pub default_agent: Option<String>,
+    /// The agents to expose (default: every agent of the registry).
+    pub expose: Option<Vec<String>>,
+    /// How approval requests are answered.
+    pub approvals: ApprovalPolicy,
+    /// The name in the agent card.
+    pub name: String,
+    /// The version in the agent card.
+    pub version: String,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            token: None,
+            max_body_bytes: 1024 * 1024,
+            max_concurrent_tasks: 64,
+            grace: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            max_wait: Duration::from_secs(300),
+            default_agent: None,
+            expose: None,
+            approvals: ApprovalPolicy::Deny,
+            name: "cadre".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Nothing to serve.
+    #[error("no agents to serve (the registry is empty or `expose` matches none)")]
+    NoAgents,
+    /// `expose` or `default_agent` names an agent the registry lacks.
+    #[error("unknown agent `{name}` in the serve settings; available: {available}")]
+    UnknownAgent {
+        /// The name.
+        name: String,
+        /// The registry's agents.
+        available: String,
+    },
+    /// Binding or serving failed.
+    #[error("server I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The server. Build with [`Server::new`], run with [`Server::serve`].
+pub struct Server {
+    state: Arc<State>,
+}
+
+impl Server {
+    /// A server for `runtime`'s agents; `model` is the model spec children inherit.
+    pub fn new(
+        runtime: Arc<SubagentRuntime>,
+        model: &str,
+        opts: ServeOptions,
+    ) -> Result<Self, ServeError> {
+        Ok(Self {
+            state: State::new(runtime, model, opts)?,
+        })
+    }
+
+    /// The exposed agents, in registry order.
+    pub fn agents(&self) -> Vec<String> {
+        self.state.skills.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// The session id of the server-side parent run: every served task is its child, so
+    /// `runtime.tracker().of_session(id)` lists them.
+    pub fn session_id(&self) -> &str {
+        &self.state.parent.run.session_id
+    }
+
+    /// The agent used when a request names none.
+    pub fn default_agent(&self) -> &str {
+        &self.state.default_agent
+    }
+
+    /// The HTTP routes (for embedding, or for tests that serve it themselves).
+    pub fn router(&self) -> Router {
+        let protected = Router::new()
+            .route("/", post(rpc::handle))
+            .route("/a2a", post(rpc::handle))
+            .route("/tasks", post(task_api::submit))
+            .route("/tasks/{id}", get(task_api::get_task))
+            .route("/tasks/{id}/wait", get(task_api::wait))
+            .route("/tasks/{id}/cancel", post(task_api::cancel))
+            .route_layer(axum::middleware::from_fn_with_state(
+                self.state.clone(),
+                guard::guard,
+            ));
+        Router::new()
+            .route(CARD_PATH, get(rpc::card))
+            .merge(protected)
+            .with_state(self.state.clone())
+    }
+
+    /// Serve on `listener` until `shutdown` resolves; then stop accepting, let running tasks
+    /// finish within the grace period, cancel the rest and return once they have ended.
+    pub async fn serve(
+        self,
+        listener: TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        let state = self.state.clone();
+        if let Ok(addr) = listener.local_addr() {
+            state.set_local_addr(addr);
+        }
+        let stop_accepting = tokio_util::sync::CancellationToken::new();
+        let stop = stop_accepting.clone();
+        let app = self.router();
+        let mut server = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        });
+        tokio::select! {
+            ended = &mut server => {
+                return match ended {
+                    Ok(r) => r.map_err(ServeError::Io),
+                    Err(e) => Err(ServeError::Io(std::io::Error::other(e.to_string()))),
+                };
+            }
+            _ = shutdown => {}
+        }
+        let running = state.unfinished().len();
+        tracing::info!(
+            running,
+            grace_secs = state.opts.grace.as_secs(),
+            "shutting down: no new connections"
+        );
+        state.draining.cancel();
+        stop_accepting.cancel();
+        if tokio::time::timeout(state.opts.grace, state.wait_idle())
+            .await
+            .is_err()
+        {
+            let left = state.unfinished().len();
+            tracing::warn!(left, "grace period over: cancelling the remaining tasks");
+            state.hard_stop.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(5), state.wait_idle()).await;
+        }
+        // Connections still open (a stream whose client went quiet) get a short last chance.
+        match tokio::time::timeout(Duration::from_secs(5), &mut server).await {
+            Ok(Ok(r)) => r.map_err(ServeError::Io),
+            Ok(Err(e)) => Err(ServeError::Io(std::io::Error::other(e.to_string()))),
+            Err(_) => {
+                server.abort();
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `cadre serve`: expose the configured agents over A2A and the task protocol until SIGTERM
+//! or Ctrl-C. Settings come from `[serve]` in the configuration; the bearer token from the
+//! environment (`CADRE_SERVE_TOKEN`, or the variable `serve.token_env` names) or the config.
+
+use crate::cli::{Cli, ServeArgs};
+use crate::config::{self, ServeApprovals, ServeConfig};
+use crate::setup::{self, Overrides, Setup};
+use anyhow::{Context, Result, bail};
+use cadre_remote::{ApprovalPolicy, ServeOptions, Server};
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The default variable holding the token.
+const TOKEN_ENV: &str = "CADRE_SERVE_TOKEN";
+
+/// The token and where it came from (for the banner; the value is never printed).
+fn token(cfg: &ServeConfig) -> (Option<String>, String) {
+    let var = cfg.token_env.clone().unwrap_or_else(|| TOKEN_ENV.into());
+    if let Some(t) = std::env::var(&var).ok().filter(|t| !t.trim().is_empty()) {
+        return (Some(t.trim().to_string()), format!("${var}"));
+    }
+    match cfg
+        .token
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        Some(t) => (Some(t.to_string()), "serve.token in the config".into()),
+        None => (None, var),
+    }
+}
+
+fn options(cfg: &ServeConfig, token: Option<String>) -> ServeOptions {
+    let d = ServeOptions::default();
+    ServeOptions {
+        token,
+        max_body_bytes: cfg.max_body_bytes.unwrap_or(d.max_body_bytes),
+        max_concurrent_tasks: cfg.max_concurrent_tasks.unwrap_or(d.max_concurrent_tasks),
+        grace: cfg.grace_secs.map_or(d.grace, Duration::from_secs),
+        request_timeout: cfg
+            .request_timeout_secs
+            .map_or(d.request_timeout, Duration::from_secs),
+        max_wait: cfg.max_wait_secs.map_or(d.max_wait, Duration::from_secs),
+        default_agent: cfg.default_agent.clone(),
+        expose: cfg.expose.clone(),
+        approvals: match cfg.approvals {
+            Some(ServeApprovals::Approve) => ApprovalPolicy::Approve,
+            _ => ApprovalPolicy::Deny,
+        },
+        ..d
+    }
+}
+
+async fn resolve(addr: &str) -> Result<SocketAddr> {
+    if let Ok(a) = addr.parse() {
+        return Ok(a);
+    }
+    tokio::net::lookup_host(addr)
+        .await
+        .with_context(|| format!("cannot resolve --addr {addr}"))?
+        .next()
+        .with_context(|| format!("--addr {addr} resolves to no address"))
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Run `cadre serve`.
+pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
+    let ws = setup::workspace_root(cli)?;
+    let cfg = config::load(&ws, cli.config.as_deref())?.serve;
+    let addr = resolve(&args.addr).await?;
+    let (token, token_source) = token(&cfg);
+    if token.is_none() && !addr.ip().is_loopback() {
+        bail!(
+            "refusing to serve on {addr} without a bearer token: set {token_source} (or serve.token), or listen on a loopback address"
+        );
+    }
+    let opts = options(&cfg, token);
+    let setup =
+        Setup::with_min_concurrent(cli, &Overrides::default(), opts.max_concurrent_tasks).await?;
+    let h = &setup.harness;
+    let auth = match &opts.token {
+        Some(_) => format!("bearer token from {token_source}"),
+        None => format!("none (set {token_source} to require a bearer token)"),
+    };
+    let server = Server::new(h.runtime().clone(), &h.agent().config().model.spec, opts)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    eprintln!(
+        "cadre: serving {} (default {}) · auth: {auth}",
+        server.agents().join(", "),
+        server.default_agent()
+    );
+    eprintln!("cadre: listening on http://{local}/ (A2A JSON-RPC at /, task protocol at /tasks)");
+    server.serve(listener, shutdown_signal()).await?;
+    h.runtime().shutdown();
+    eprintln!("cadre: stopped");
+    Ok(ExitCode::SUCCESS)
+}

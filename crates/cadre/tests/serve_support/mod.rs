@@ -1,0 +1,205 @@
+//! Helpers for the `cadre serve` tests: workspaces with agent files and scripts, the real
+//! binary started on a random loopback port (stderr captured), and the A2A SDK venv.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Variables that must not leak in from the environment.
+const CLEAN: [&str; 7] = [
+    "CADRE_MODEL",
+    "CADRE_SERVE_TOKEN",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "RUST_LOG",
+];
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// The venv's python, or `None` (after a loud notice) when the venv is missing outside CI.
+/// The venv is `$CADRE_A2A_VENV`, else `<repo>/target/a2a-venv` (made by `.ci/run`).
+pub fn venv_python() -> Option<PathBuf> {
+    let venv = std::env::var_os("CADRE_A2A_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target/a2a-venv"));
+    let python = venv.join("bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    let msg = format!(
+        "a2a-sdk venv missing at {} (create it: python3 -m venv target/a2a-venv && target/a2a-venv/bin/pip install 'a2a-sdk[http-server]==1.3.0' 'uvicorn==0.54.0')",
+        venv.display()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}");
+    }
+    eprintln!("\n!!!!!!!! SKIPPED: {msg}\n");
+    None
+}
+
+/// A fixture script of `cadre-remote` (the Python SDK programs).
+pub fn fixture(name: &str) -> PathBuf {
+    repo().join("crates/cadre-remote/tests/fixtures").join(name)
+}
+
+/// A workspace with `files` (path → content) written under it.
+pub fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, content) in files {
+        let p = dir.path().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    dir
+}
+
+/// A `cadre` command in `ws` with a clean environment.
+pub fn cadre(ws: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cadre"));
+    cmd.arg("--workspace").arg(ws);
+    for v in CLEAN {
+        cmd.env_remove(v);
+    }
+    cmd.env("XDG_CONFIG_HOME", ws.join(".no-user-config"));
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// A running `cadre serve`; killed when dropped.
+pub struct Served {
+    child: Child,
+    pub url: String,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl Served {
+    /// Start `cadre --model MODEL serve --addr 127.0.0.1:0` in `ws` with `env` and wait until
+    /// it listens.
+    pub fn start(ws: &Path, model: &str, env: &[(&str, &str)]) -> Served {
+        let mut cmd = cadre(ws);
+        cmd.args(["--model", model, "serve", "--addr", "127.0.0.1:0"]);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let err = child.stderr.take().unwrap();
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let url = loop {
+            let found = lines.lock().unwrap().iter().find_map(|l| {
+                l.split_once("listening on ")
+                    .and_then(|(_, rest)| rest.split_whitespace().next())
+                    .map(|u| u.trim_end_matches('/').to_string())
+            });
+            if let Some(u) = found {
+                break u;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "cadre serve exited with {status}: {:?}",
+                    lines.lock().unwrap()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cadre serve did not start: {:?}",
+                lines.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        Served {
+            child,
+            url,
+            stderr: lines,
+        }
+    }
+
+    /// Everything the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().join("\n")
+    }
+
+    /// SIGTERM, then wait (bounded) for the exit; returns whether it exited successfully.
+    pub fn terminate(&mut self, within: Duration) -> bool {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                // Let the reader thread take the last lines.
+                std::thread::sleep(Duration::from_millis(50));
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "cadre serve did not stop within {within:?}: {}",
+            self.stderr()
+        );
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Run a fixture with the venv's python; returns (success, JSON printed on stdout, stderr).
+pub fn python(py: &Path, script: &str, args: &[&str]) -> (bool, serde_json::Value, String) {
+    let out = Command::new(py)
+        .arg(fixture(script))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let json = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or(serde_json::Value::Null);
+    (out.status.success(), json, format!("{stdout}\n{stderr}"))
+}
+
+/// Every file under `dir`, recursively.
+pub fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}

@@ -1,0 +1,289 @@
+//! Two cadre nodes. Node B is `cadre serve` with its model on a mock OpenAI server. Node A
+//! delegates to agents declared with B's url: first the `cadre` binary, whose scripted parent
+//! calls `task` on an A2A agent and a task-protocol agent declared in files (the token comes
+//! from `${B_TOKEN}`); then a library harness whose parent starts a background task on B and
+//! cancels it with `task_cancel` — B's task ends cancelled and B's model hears nothing more.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod serve_support;
+
+use cadre_remote::RemoteClient;
+use cadre_subagents::{
+    AgentDefinition, Harness, RemoteProtocol, RemoteSpec, RunOptions, TaskStatus,
+};
+use cadre_testkit::{MockServer, OpenAiStream};
+use cadre_tools::{RunContext, ToolContext, Workspace};
+use serde_json::{Value, json};
+use serve_support::*;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "node-b-token-31c9e6f0";
+
+fn node_b(mock: &MockServer) -> (tempfile::TempDir, Served) {
+    let ws = workspace(&[
+        (
+            ".cadre/agents/worker.md",
+            "---\nname: worker\ndescription: Does the work on node B.\n---\nYou work.\n",
+        ),
+        (
+            ".cadre/config.toml",
+            "[serve]\ndefault_agent = \"worker\"\n",
+        ),
+    ]);
+    let base = mock.openai_base_url();
+    let srv = Served::start(
+        ws.path(),
+        "openai:mock-model",
+        &[
+            ("OPENAI_BASE_URL", base.as_str()),
+            ("OPENAI_API_KEY", "test-key"),
+            ("CADRE_SERVE_TOKEN", TOKEN),
+            ("RUST_LOG", "debug"),
+        ],
+    );
+    (ws, srv)
+}
+
+fn answer(text: &str) -> cadre_testkit::MockReply {
+    OpenAiStream::new()
+        .role()
+        .text(text)
+        .finish("stop")
+        .usage(20, 5, 0)
+        .done()
+        .into_reply()
+}
+
+const SCRIPT_A: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+text = "Asking node B twice."
+tool_calls = [
+  { name = "task", args = { subagent_type = "far", description = "over a2a", prompt = "compute it" } },
+  { name = "task", args = { subagent_type = "far-tasks", description = "over tasks", prompt = "compute it again" } },
+]
+[[scripts.turns]]
+text = "Node B said:\n{{tool_results}}"
+"#;
+
+fn remote_file(name: &str, url: &str, protocol: &str) -> String {
+    format!(
+        "---\nname: {name}\ndescription: Runs on node B.\nurl: {url}\nprotocol: {protocol}\nheaders:\n  Authorization: \"Bearer ${{B_TOKEN}}\"\n---\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parent_on_node_a_delegates_to_node_b_over_both_protocols() {
+    let mock = MockServer::start().await.unwrap();
+    mock.set_default_reply(answer("B computed 42"));
+    let (_b_ws, mut b) = node_b(&mock);
+    let far = remote_file("far", &b.url, "a2a");
+    let far_tasks = remote_file("far-tasks", &b.url, "tasks");
+    let a = workspace(&[
+        ("script.toml", SCRIPT_A),
+        (".cadre/agents/far.md", &far),
+        (".cadre/agents/far-tasks.md", &far_tasks),
+    ]);
+    let model = format!("scripted:{}", a.path().join("script.toml").display());
+    let mut cmd = tokio::process::Command::from(cadre(a.path()));
+    cmd.args(["--model", &model, "run", "delegate"])
+        .env("B_TOKEN", TOKEN)
+        .env("RUST_LOG", "debug")
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {stderr}\nB: {}",
+        b.stderr()
+    );
+    assert_eq!(stdout.matches("B computed 42").count(), 2, "{stdout}");
+    assert_eq!(
+        mock.request_count(),
+        2,
+        "one model call on B per delegation"
+    );
+    assert!(
+        !stderr.contains(TOKEN),
+        "the token leaked into node A's log"
+    );
+    for f in files_under(&a.path().join(".cadre")) {
+        let text = String::from_utf8_lossy(&std::fs::read(&f).unwrap()).to_string();
+        assert!(
+            !text.contains(TOKEN),
+            "the token leaked into {}",
+            f.display()
+        );
+    }
+    assert!(b.terminate(Duration::from_secs(20)));
+    assert!(
+        !b.stderr().contains(TOKEN),
+        "the token leaked into node B's log"
+    );
+}
+
+const SCRIPT_A2: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [
+  { name = "task", args = { subagent_type = "far", description = "long job", prompt = "take your time", background = true } },
+]
+[[scripts.turns]]
+text = "Started it."
+[[scripts.turns]]
+text = "It ended: {{user}}"
+"#;
+
+async fn b_tasks(url: &str) -> Vec<Value> {
+    let v: Value = reqwest::Client::new()
+        .post(format!("{url}/"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["result"]["tasks"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_cancel_on_node_a_stops_the_task_on_node_b() {
+    let mock = MockServer::start().await.unwrap();
+    // B's child gets a tool call after 3 s: if it were not stopped, it would ask again.
+    mock.push_openai(
+        OpenAiStream::new()
+            .role()
+            .tool_call(0, "call_1", "list_dir", "{\"path\":\".\"}")
+            .finish("tool_calls")
+            .done()
+            .into_reply()
+            .delayed(Duration::from_secs(3)),
+    );
+    mock.set_default_reply(answer("should never be asked"));
+    let (_b_ws, mut b) = node_b(&mock);
+
+    let a = workspace(&[("script.toml", SCRIPT_A2)]);
+    let mut far = AgentDefinition::new("far", "Runs on node B.");
+    let mut headers = BTreeMap::new();
+    headers.insert("Authorization".to_string(), format!("Bearer {TOKEN}"));
+    far.remote = Some(RemoteSpec {
+        url: b.url.clone(),
+        headers,
+        protocol: RemoteProtocol::A2a,
+    });
+    let client = Arc::new(RemoteClient::new().unwrap());
+    let harness = Arc::new(
+        Harness::builder()
+            .model(format!(
+                "scripted:{}",
+                a.path().join("script.toml").display()
+            ))
+            .workspace(a.path())
+            .without_agent_files()
+            .user_agents_dir(None)
+            .subagent(far)
+            .runtime_config(move |rc| rc.remote = Some(client))
+            .build()
+            .unwrap(),
+    );
+    let session = harness.new_session().unwrap();
+    let sid = session.id().to_string();
+    let run = tokio::spawn({
+        let h = harness.clone();
+        async move {
+            let mut s = session;
+            h.run_in(&mut s, "start the long job", RunOptions::default())
+                .await
+        }
+    });
+    let t0 = Instant::now();
+    while mock.request_count() < 1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "B's child never called its model"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let rt = harness.runtime().clone();
+    let task = rt
+        .tracker()
+        .of_session(&sid)
+        .into_iter()
+        .find(|t| t.agent == "far")
+        .unwrap();
+    assert_eq!(task.status, TaskStatus::Running);
+
+    // The parent's task_cancel tool, as the model would call it.
+    let tools = rt.delegation_tools();
+    let cancel_tool = tools.get("task_cancel").unwrap();
+    let ctx = ToolContext {
+        call_id: "call_cancel".into(),
+        workspace: Arc::new(Workspace::new(a.path()).unwrap()),
+        cancel: CancellationToken::new(),
+        run: Arc::new(RunContext {
+            session_id: sid.clone(),
+            agent: "main".into(),
+            model: "scripted".into(),
+            task_id: None,
+            user_id: None,
+            parent_session_id: None,
+            depth: 0,
+            trace_id: "t".into(),
+            events: Arc::new(cadre_types::NullSink),
+            approvals: Arc::new(cadre_engine::NonInteractiveApprovals::new(false)),
+        }),
+    };
+    let out = cancel_tool
+        .call(json!({"task_id": task.id}), &ctx)
+        .await
+        .unwrap();
+    assert!(!out.is_error, "{}", out.content);
+
+    let outcome = tokio::time::timeout(Duration::from_secs(15), run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        outcome.state,
+        cadre_types::EndState::Completed,
+        "{outcome:?}"
+    );
+    assert_eq!(
+        rt.tracker().get(&task.id).unwrap().status,
+        TaskStatus::Cancelled
+    );
+
+    let mut b_state = Value::Null;
+    for _ in 0..100 {
+        let tasks = b_tasks(&b.url).await;
+        assert_eq!(tasks.len(), 1, "{tasks:?}");
+        b_state = tasks[0]["status"]["state"].clone();
+        if b_state == "TASK_STATE_CANCELED" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(b_state, "TASK_STATE_CANCELED", "B's task ended cancelled");
+    // Past the moment the delayed reply would have led to B's second model call.
+    tokio::time::sleep(
+        Duration::from_secs(3).saturating_sub(t0.elapsed()) + Duration::from_secs(1),
+    )
+    .await;
+    assert_eq!(
+        mock.request_count(),
+        1,
+        "B's cancelled child asked its model again"
+    );
+    assert!(b.terminate(Duration::from_secs(20)));
+}
