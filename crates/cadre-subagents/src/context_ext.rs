@@ -135,6 +135,9 @@ impl TurnExtension for SubagentContext {
         cancel: &CancellationToken,
         round: u32,
     ) -> bool {
+        if self.runtime.is_detached() {
+            return false;
+        }
         let tracker = self.runtime.tracker();
         let signal = tracker.session_signal(&run.session_id);
         loop {

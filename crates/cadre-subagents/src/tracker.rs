@@ -353,6 +353,16 @@ impl TaskTracker {
             .unwrap_or_default()
     }
 
+    /// Status receivers of every task not yet terminal, in any session.
+    pub fn unfinished(&self) -> Vec<watch::Receiver<TaskStatus>> {
+        self.lock()
+            .tasks
+            .values()
+            .filter(|e| !e.snap.status.is_terminal())
+            .map(|e| e.status_tx.subscribe())
+            .collect()
+    }
+
     /// Usage of every task of a session (the roll-up of its children).
     pub fn usage_of(&self, session: &str) -> Usage {
         let g = self.lock();

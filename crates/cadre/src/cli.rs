@@ -138,4 +138,8 @@ pub struct RunArgs {
     /// Continue this session instead of starting a new one.
     #[arg(long, value_name = "SESSION_ID")]
     pub resume: Option<String>,
+    /// Do not wait for background sub-agents when the main agent is done: they are
+    /// cancelled at exit and their records stay in the task store (`cadre tasks list`).
+    #[arg(long)]
+    pub detach: bool,
 }

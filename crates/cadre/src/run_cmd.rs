@@ -9,6 +9,7 @@ use cadre_tools::{RunContext, Workspace};
 use cadre_types::{EndState, EventSink, new_session_id};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Exit code of a failed run.
@@ -78,12 +79,15 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
     )
     .await?;
     let h = &setup.harness;
-    let ws = h.workspace().to_path_buf();
+    if args.detach {
+        h.runtime().detach_background();
+    }
     let spec = h.agent().config().model.spec.clone();
     let mut session = match &args.resume {
         Some(id) => h.open_session(id)?,
         None => h.new_session()?,
     };
+    let session_id = session.id().to_string();
 
     let events: Arc<dyn EventSink> = match args.output {
         OutputFormat::Text => Arc::new(crate::output::TextSink::default()),
@@ -116,7 +120,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             .await?
         }
         None => {
-            let workspace = Arc::new(Workspace::new(&ws)?);
+            let workspace = Arc::new(Workspace::new(h.workspace())?);
             let outcome = h
                 .agent()
                 .run(
@@ -131,7 +135,22 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         }
     };
     ctrl_c.abort();
-    h.runtime().shutdown();
+    let running = h
+        .runtime()
+        .tracker()
+        .background_of(&session_id)
+        .iter()
+        .filter(|t| !t.status.is_terminal())
+        .count();
+    if running > 0 {
+        eprintln!(
+            "cadre: {running} background task(s) still running were cancelled at exit; see cadre tasks list --session {session_id}"
+        );
+    }
+    let left = h.runtime().shutdown_and_drain(Duration::from_secs(5)).await;
+    if left > 0 {
+        eprintln!("cadre: {left} task(s) did not stop in time; the next start marks them failed");
+    }
     if args.output == OutputFormat::Text && args.agent.is_none() {
         eprintln!(
             "session: {} (resume with --resume {})",

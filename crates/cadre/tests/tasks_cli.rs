@@ -197,3 +197,31 @@ fn the_list_filters_and_show_work() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+#[test]
+fn detach_returns_without_waiting_and_leaves_honest_records() {
+    let (dir, model) = workspace("");
+    let ws = dir.path();
+    let started = Instant::now();
+    let out = cadre(ws, &model)
+        .args(["run", "--detach", "slow job"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "did not wait for the 60 s child"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("1 background task(s) still running were cancelled at exit"),
+        "{stderr}"
+    );
+    let tasks = tasks_json(ws, &model);
+    assert_eq!(tasks.len(), 1);
+    assert_eq!(tasks[0]["status"], "cancelled", "{tasks:?}");
+}

@@ -32,6 +32,7 @@ use tracing::Instrument;
 /// The runtime. Create with [`SubagentRuntime::new`]; share the `Arc`.
 pub struct SubagentRuntime {
     persist: Option<Persist>,
+    detached: std::sync::atomic::AtomicBool,
     cfg: RuntimeConfig,
     registry: AgentRegistry,
     skills: SkillSet,
@@ -77,6 +78,7 @@ impl SubagentRuntime {
         let persist = cfg.store.clone().map(|store| Persist { store });
         let runtime = Arc::new_cyclic(|me| Self {
             persist,
+            detached: std::sync::atomic::AtomicBool::new(false),
             cfg,
             registry,
             skills,
@@ -263,6 +265,35 @@ impl SubagentRuntime {
     /// Cancel every child (process shutdown, Ctrl-C).
     pub fn shutdown(&self) {
         self.root_cancel.cancel();
+    }
+
+    /// Cancel every child and wait (up to `timeout`) until each has recorded its end state,
+    /// so a process that exits leaves honest records. Returns how many did not finish in time.
+    pub async fn shutdown_and_drain(&self, timeout: Duration) -> usize {
+        self.root_cancel.cancel();
+        let waits = self
+            .tracker
+            .unfinished()
+            .into_iter()
+            .map(|mut rx| async move {
+                let _ = rx.wait_for(|s| s.is_terminal()).await;
+            });
+        let all = futures::future::join_all(waits);
+        match tokio::time::timeout(timeout, all).await {
+            Ok(_) => 0,
+            Err(_) => self.tracker.unfinished().len(),
+        }
+    }
+
+    /// Stop holding finished parents open for their background tasks (`cadre run --detach`).
+    pub fn detach_background(&self) {
+        self.detached
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// True after [`detach_background`](Self::detach_background).
+    pub fn is_detached(&self) -> bool {
+        self.detached.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Tokens used by the children of `session` (the roll-up).
