@@ -25,7 +25,7 @@ fn ctrl_c_kills_the_tool_process_group_and_saves_the_session() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("script.toml");
     std::fs::write(&script, SCRIPT).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cadre"))
+    let child = Command::new(env!("CARGO_BIN_EXE_cadre"))
         .arg("--workspace")
         .arg(dir.path())
         .arg("--model")
