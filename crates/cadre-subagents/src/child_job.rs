@@ -3,7 +3,7 @@
 
 use crate::forward::ForwardSink;
 use crate::persist::Persist;
-use crate::remote::RemoteRequest;
+use crate::remote::{OnRemoteId, RemoteRequest};
 use crate::runtime::{Child, ChildRunner};
 use crate::tracker::{TaskStatus, TaskTracker};
 use cadre_engine::RunOutcome;
@@ -111,6 +111,7 @@ impl ChildJob {
                     task_id: id.clone(),
                     session_id: sid.clone(),
                     context_id: context,
+                    on_remote_id: self.persist.as_ref().map(|p| record_remote_id(p, id)),
                 };
                 let events = self.run.events.clone();
                 let remote = executor.run(request, events.clone(), self.cancel).await;
@@ -178,4 +179,24 @@ impl ChildJob {
                 .transition(id, TaskStatus::Cancelled, result, error, usage);
         }
     }
+}
+
+/// A callback that records the remote task id in the store (in the background; a failed
+/// write is only logged, the run goes on).
+fn record_remote_id(persist: &Persist, task_id: &str) -> OnRemoteId {
+    let store = persist.store.clone();
+    let task_id = task_id.to_string();
+    OnRemoteId::new(move |remote_id: &str| {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = store.clone();
+        let task_id = task_id.clone();
+        let remote_id = remote_id.to_string();
+        rt.spawn(async move {
+            if let Err(e) = store.set_remote_task_id(&task_id, &remote_id).await {
+                tracing::warn!(task = %task_id, error = %e, "cannot record the remote task id");
+            }
+        });
+    })
 }

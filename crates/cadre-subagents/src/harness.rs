@@ -72,6 +72,7 @@ pub struct HarnessBuilder {
     tool_timeout: Duration,
     max_parallel_tools: usize,
     offload_threshold: usize,
+    max_output_tokens: Option<u32>,
     declarations: Vec<AgentDefinition>,
     factories: Vec<(String, String, AgentFactory)>,
     load_files: bool,
@@ -100,6 +101,7 @@ impl Default for HarnessBuilder {
             tool_timeout: cadre_engine::DEFAULT_TOOL_TIMEOUT,
             max_parallel_tools: cadre_engine::DEFAULT_MAX_PARALLEL_TOOLS,
             offload_threshold: cadre_engine::DEFAULT_OFFLOAD_THRESHOLD,
+            max_output_tokens: None,
             declarations: Vec::new(),
             factories: Vec::new(),
             load_files: true,
@@ -193,6 +195,12 @@ impl HarnessBuilder {
         self
     }
 
+    /// Cap the output tokens of every model call (main agent and children).
+    pub fn max_output_tokens(mut self, n: u32) -> Self {
+        self.max_output_tokens = Some(n);
+        self
+    }
+
     /// Declare a sub-agent in code.
     pub fn subagent(mut self, def: AgentDefinition) -> Self {
         self.declarations.push(def);
@@ -268,7 +276,17 @@ impl HarnessBuilder {
                 path: self.workspace.clone(),
                 source,
             })?;
-        let default_provider = self.model.split_once(':').map_or("openai", |(p, _)| p);
+        // A prefix counts only when it names a provider: `qwen3:8b` goes to `openai` whole.
+        let known = |p: &str| {
+            ["openai", "anthropic", "ollama", "scripted"].contains(&p)
+                || self.provider_configs.contains_key(p)
+                || self.provider_instances.iter().any(|(n, _)| n == p)
+        };
+        let default_provider = match self.model.split_once(':') {
+            Some((p, _)) if known(p) => p.to_string(),
+            _ => "openai".to_string(),
+        };
+        let default_provider = default_provider.as_str();
         let providers = Arc::new(ProviderRegistry::new(
             self.provider_configs,
             default_provider,
@@ -314,6 +332,7 @@ impl HarnessBuilder {
         rc.max_parallel_tools = self.max_parallel_tools;
         rc.offload_threshold = self.offload_threshold;
         rc.store = self.store;
+        rc.max_output_tokens = self.max_output_tokens;
         if let Some(f) = self.tweak {
             f(&mut rc);
         }
@@ -344,6 +363,9 @@ impl HarnessBuilder {
             .offloader(Offloader::new(&ws, self.offload_threshold));
         for h in self.hooks {
             b = b.hook(h);
+        }
+        if let Some(n) = self.max_output_tokens {
+            b = b.max_output_tokens(n);
         }
         if delegates {
             b = b.extension(Arc::new(SubagentContext::new(runtime.clone())));
@@ -486,5 +508,35 @@ impl Harness {
         self.agent
             .run(session, Some(prompt.to_string()), run, ws, opts.cancel)
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_without_a_known_prefix_goes_whole_to_the_default_provider() {
+        let dir = tempfile::tempdir().unwrap();
+        for (spec, provider, model) in [
+            ("qwen3:8b", "openai", "qwen3:8b"),
+            ("openai/gpt-4o", "openai", "openai/gpt-4o"),
+            ("ollama:qwen3:8b", "ollama", "qwen3:8b"),
+            ("anthropic:claude-x", "anthropic", "claude-x"),
+        ] {
+            let h = Harness::builder()
+                .model(spec)
+                .workspace(dir.path())
+                .without_agent_files()
+                .in_memory_sessions()
+                .build()
+                .unwrap();
+            let m = &h.agent().config().model;
+            assert_eq!(
+                (m.provider.name(), m.model.as_str()),
+                (provider, model),
+                "{spec}"
+            );
+        }
     }
 }

@@ -48,7 +48,7 @@ pub use registry::{
     AgentRegistry, AgentRegistryBuilder, AgentWarning, GENERAL_PURPOSE, general_purpose,
     validate_declaration,
 };
-pub use remote::{RemoteExecutor, RemoteOutcome, RemoteRequest};
+pub use remote::{OnRemoteId, RemoteExecutor, RemoteOutcome, RemoteRequest};
 pub use runtime::{
     BackgroundApprovals, Child, ChildRunner, Parent, RuntimeConfig, SpawnError, SpawnRequest,
     Started, SubagentRuntime, ToolSurface, Waited,

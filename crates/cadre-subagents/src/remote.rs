@@ -24,6 +24,31 @@ pub struct RemoteRequest {
     pub session_id: String,
     /// The remote conversation to continue (set after the first exchange of a live child).
     pub context_id: Option<String>,
+    /// Told the remote task id as soon as the remote has accepted or named the task (at most
+    /// once per run), so it can be recorded while the task runs.
+    pub on_remote_id: Option<OnRemoteId>,
+}
+
+/// A callback told the remote task id of a run (see [`RemoteRequest::on_remote_id`]).
+#[derive(Clone)]
+pub struct OnRemoteId(pub Arc<dyn Fn(&str) + Send + Sync>);
+
+impl OnRemoteId {
+    /// Wrap a callback.
+    pub fn new(f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Call it with the remote task id.
+    pub fn call(&self, remote_task_id: &str) {
+        (self.0)(remote_task_id);
+    }
+}
+
+impl std::fmt::Debug for OnRemoteId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnRemoteId(..)")
+    }
 }
 
 /// How a remote job ended.

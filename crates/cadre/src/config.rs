@@ -144,6 +144,8 @@ pub struct LimitsConfig {
     pub wall_clock_secs: Option<u64>,
     /// Token budget of a run (input + output).
     pub max_tokens: Option<u64>,
+    /// Output token cap per model call (sent as `max_tokens` to the provider).
+    pub max_output_tokens: Option<u32>,
 }
 
 /// `[tools]`.

@@ -93,6 +93,9 @@ impl Setup {
         if let Some(n) = config.tools.max_parallel {
             b = b.max_parallel_tools(n);
         }
+        if let Some(n) = config.limits.max_output_tokens {
+            b = b.max_output_tokens(n);
+        }
         if let Some(n) = config.tools.offload_threshold {
             b = b.offload_threshold(n);
         }
@@ -104,10 +107,16 @@ impl Setup {
         )
         .await
         .context("task store maintenance")?;
-        b = b.store(store);
         let sub = config.subagents;
-        let remote: Arc<dyn RemoteExecutor> =
+        let client =
             Arc::new(RemoteClient::new().context("cannot set up the client for remote agents")?);
+        // Remote tasks a previous process of this node left open are polled to their end.
+        let adopted = cadre_remote::adopt_remote_tasks(store.clone(), client.clone()).await;
+        if !adopted.is_empty() {
+            tracing::info!(count = adopted.len(), "adopted open remote tasks");
+        }
+        b = b.store(store);
+        let remote: Arc<dyn RemoteExecutor> = client;
         if sub.disable_general_purpose {
             b = b.disable_general_purpose();
         }

@@ -55,7 +55,7 @@ fn messages(request: &ModelRequest) -> Vec<Value> {
                             json!({
                                 "id": c.id,
                                 "type": "function",
-                                "function": {"name": c.name, "arguments": c.arguments},
+                                "function": {"name": c.name, "arguments": replay_arguments(&c.arguments)},
                             })
                         })
                         .collect();
@@ -88,9 +88,26 @@ fn tool(def: &ToolDefinition) -> Value {
     })
 }
 
+/// Arguments as replayed in history: servers such as llama.cpp's reject a request whose
+/// earlier tool call has invalid JSON arguments, so those are sent as `{}` (the model already
+/// saw the parse error in the tool result).
+fn replay_arguments(arguments: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(serde_json::Value::Object(_)) => arguments.to_string(),
+        _ => "{}".to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn invalid_arguments_are_replayed_as_an_empty_object() {
+        assert_eq!(replay_arguments(r#"{"a":1}"#), r#"{"a":1}"#);
+        assert_eq!(replay_arguments(r#"{"a": "unterminated"#), "{}");
+        assert_eq!(replay_arguments("[1]"), "{}");
+    }
     use cadre_types::ToolCall;
 
     #[test]

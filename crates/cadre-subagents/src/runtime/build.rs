@@ -82,6 +82,9 @@ impl SubagentRuntime {
         for h in &self.cfg.hooks {
             b = b.hook(h.clone());
         }
+        if let Some(n) = self.cfg.max_output_tokens {
+            b = b.max_output_tokens(n);
+        }
         b = b.hook(Arc::new(DelegationGuard::new(
             can_delegate,
             self.cfg.max_depth,

@@ -63,6 +63,8 @@ pub struct RuntimeConfig {
     /// The persistent task store every task and live child is written through (none: tasks
     /// live in this process only).
     pub store: Option<Arc<dyn cadre_store::TaskStore>>,
+    /// Output token cap per model call of every child (none: the provider's default).
+    pub max_output_tokens: Option<u32>,
     /// Runs agents whose definition has a `url` (none: such agents cannot be started).
     pub remote: Option<Arc<dyn RemoteExecutor>>,
     /// How long a foreground `task` call waits before its child is moved to the background
@@ -90,6 +92,7 @@ impl RuntimeConfig {
             surface: ToolSurface::Both,
             task_timeout: None,
             remote: None,
+            max_output_tokens: None,
             store: None,
         }
     }
