@@ -14,5 +14,5 @@ mod jsonrpc;
 pub mod server;
 mod time;
 
-pub use client::{ClientSettings, RemoteClient};
+pub use client::{ClientSettings, RemoteClient, adopt_remote_tasks};
 pub use server::{ApprovalPolicy, ServeError, ServeOptions, Server};

@@ -52,6 +52,7 @@ fn request(url: &str, protocol: RemoteProtocol, prompt: &str) -> RemoteRequest {
         task_id: format!("task_{}", uuid::Uuid::new_v4()),
         session_id: "sub-local".into(),
         context_id: None,
+        on_remote_id: None,
     }
 }
 

@@ -98,6 +98,7 @@ fn request(url: &str, prompt: &str) -> RemoteRequest {
         task_id: format!("task_{}", uuid::Uuid::new_v4()),
         session_id: "sub-x".into(),
         context_id: None,
+        on_remote_id: None,
     }
 }
 

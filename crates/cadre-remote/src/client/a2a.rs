@@ -4,6 +4,7 @@
 //! `CancelTask` (best effort) and ends the run cancelled. Method names and shapes follow the
 //! card's protocol version.
 
+use super::adopt::Check;
 use super::call::{Call, cancelled, failed};
 use super::progress::Progress;
 use crate::a2a::Version;
@@ -312,5 +313,56 @@ async fn follow(call: &Call<'_>, card: &CardInfo, p: &mut Progress) -> Result<()
             }
             Err(Stop::Cancelled) => return Err(Stop::Cancelled),
         }
+    }
+}
+
+/// One `GetTask` for an adopted task with remote id `id`.
+pub(crate) async fn check(call: &Call<'_>, card: &CardInfo, id: &str) -> Check {
+    let body = jsonrpc::request(
+        method(card.version, "GetTask", "tasks/get"),
+        json!({"id": id}),
+    );
+    let sent = post(call, card, &body)
+        .timeout(call.settings.request_timeout)
+        .send()
+        .await;
+    let resp = match sent {
+        Ok(r) => r,
+        Err(e) => return Check::Error(call.send_failure(&e)),
+    };
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    if status == reqwest::StatusCode::NOT_FOUND {
+        return Check::Lost(call.http_failure(status, &text));
+    }
+    if !status.is_success() {
+        return Check::Error(call.http_failure(status, &text));
+    }
+    let Ok(v) = serde_json::from_str::<Value>(&text) else {
+        return Check::Error(format!(
+            "remote agent at {} answered with invalid JSON",
+            call.base
+        ));
+    };
+    if let Some(e) = v.get("error")
+        && e.get("code").and_then(Value::as_i64) == Some(jsonrpc::TASK_NOT_FOUND)
+    {
+        let msg = e.get("message").and_then(Value::as_str).unwrap_or("");
+        return Check::Lost(format!(
+            "remote agent at {} does not know task {id}: {msg}",
+            call.base
+        ));
+    }
+    match result_of(call, &v) {
+        Ok(it) => {
+            let mut p = Progress::default();
+            if p.apply(it, call) {
+                Check::Done(p.outcome(call))
+            } else {
+                Check::Running
+            }
+        }
+        Err(Stop::Failed(e)) => Check::Error(e),
+        Err(Stop::Cancelled) => Check::Running,
     }
 }

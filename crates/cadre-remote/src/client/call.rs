@@ -7,6 +7,7 @@ use cadre_types::{EndState, Event, EventEnvelope, EventSink, Usage};
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) struct Call<'a> {
@@ -21,6 +22,8 @@ pub(crate) struct Call<'a> {
     pub headers: HeaderMap,
     pub events: Arc<dyn EventSink>,
     pub cancel: CancellationToken,
+    /// Whether the remote task id was passed to the request's callback.
+    reported: AtomicBool,
 }
 
 /// Expand `${VAR}` references from the environment. Errors name the variable, not a value.
@@ -82,7 +85,17 @@ impl<'a> Call<'a> {
             headers,
             events,
             cancel,
+            reported: AtomicBool::new(false),
         })
+    }
+
+    /// Tell the request's callback the remote task id, the first time it is known.
+    pub(crate) fn report_remote_id(&self, remote_task_id: &str) {
+        if let Some(cb) = &self.request.on_remote_id
+            && !self.reported.swap(true, Ordering::SeqCst)
+        {
+            cb.call(remote_task_id);
+        }
     }
 
     fn emit(&self, event: Event) {

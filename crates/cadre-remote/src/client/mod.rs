@@ -19,9 +19,12 @@
 //! ```
 
 mod a2a;
+mod adopt;
 mod call;
 mod progress;
 mod tasks;
+
+pub use adopt::adopt_remote_tasks;
 
 use crate::a2a::Version;
 use crate::a2a::card::{CARD_PATH, CardInfo, discover};

@@ -88,6 +88,9 @@ impl Progress {
                 }
             }
         }
+        if let Some(id) = &self.task_id {
+            call.report_remote_id(id);
+        }
         self.state
             .is_some_and(|s| s.is_terminal() || s.is_interrupted())
     }

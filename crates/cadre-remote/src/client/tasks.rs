@@ -2,6 +2,7 @@
 //! is retried for a while), then `GET /tasks/{id}/wait` in a loop until the task ends.
 //! Cancellation sends `POST /tasks/{id}/cancel` (best effort) and ends the run cancelled.
 
+use super::adopt::Check;
 use super::call::{Call, cancelled, failed};
 use cadre_subagents::RemoteOutcome;
 use cadre_types::{EndState, Usage};
@@ -132,6 +133,7 @@ pub(crate) async fn run(call: &Call<'_>) -> RemoteOutcome {
     if let Err(e) = submitted {
         return failed(e, id, None);
     }
+    call.report_remote_id(&call.request.task_id);
     let mut errors = 0;
     let mut last = String::new();
     loop {
@@ -169,5 +171,42 @@ pub(crate) async fn run(call: &Call<'_>) -> RemoteOutcome {
                 }
             }
         }
+    }
+}
+
+/// One `/wait` for an adopted task (the request's task id is the remote one).
+pub(crate) async fn check(call: &Call<'_>) -> Check {
+    let secs = call.settings.wait_secs;
+    let sent = call
+        .http
+        .get(format!(
+            "{}/tasks/{}/wait?timeout_seconds={secs}",
+            call.base, call.request.task_id
+        ))
+        .headers(call.headers.clone())
+        .timeout(Duration::from_secs(secs + 15))
+        .send()
+        .await;
+    let resp = match sent {
+        Ok(r) => r,
+        Err(e) => return Check::Error(call.send_failure(&e)),
+    };
+    let status = resp.status();
+    let text = resp.text().await.unwrap_or_default();
+    if status == StatusCode::NOT_FOUND {
+        return Check::Lost(call.http_failure(status, &text));
+    }
+    if !status.is_success() {
+        return Check::Error(call.http_failure(status, &text));
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(v) => match outcome_of(call, &v) {
+            Polled::Done(o) => Check::Done(o),
+            Polled::Running(_) => Check::Running,
+        },
+        Err(_) => Check::Error(format!(
+            "remote agent at {} answered with invalid JSON",
+            call.base
+        )),
     }
 }
