@@ -18,6 +18,8 @@ pub(crate) struct Progress {
     pub(crate) artifacts: Vec<(String, String)>,
     pub(crate) direct_answer: Option<String>,
     pub(crate) usage: Usage,
+    /// Whether any answer text was passed on as a delta yet.
+    pub(crate) streamed: bool,
 }
 
 impl Progress {
@@ -41,12 +43,22 @@ impl Progress {
                 } else if t.state == A2aState::Completed && self.artifacts.is_empty() {
                     self.direct_answer = t.last_agent_text;
                 }
+                // A task that finished before its stream could show progress (a fast remote,
+                // or a blocking reply) still shows its answer as progress, once.
+                if t.state.is_terminal() && !self.streamed {
+                    let answer = self.answer();
+                    if !answer.is_empty() {
+                        call.delta(&answer);
+                        self.streamed = true;
+                    }
+                }
             }
             Item::Message { text, context_id } => {
                 if context_id.is_some() {
                     self.context_id = context_id;
                 }
                 call.delta(&text);
+                self.streamed = true;
                 self.direct_answer = Some(text);
                 self.state = Some(A2aState::Completed);
                 return true;
@@ -81,6 +93,7 @@ impl Progress {
                     self.task_id = task_id;
                 }
                 call.delta(&text);
+                self.streamed |= !text.is_empty();
                 match self.artifacts.iter_mut().find(|(id, _)| *id == artifact_id) {
                     Some((_, t)) if append => t.push_str(&text),
                     Some((_, t)) => *t = text,
