@@ -4,7 +4,7 @@
 
 mod attempt;
 
-pub(crate) use attempt::run;
+pub(crate) use attempt::run_json;
 
 use crate::retry::RetryPolicy;
 use crate::{ProviderConfig, ProviderError, StreamEvent};

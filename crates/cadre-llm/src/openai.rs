@@ -108,18 +108,7 @@ impl Provider for OpenAiProvider {
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let body = request::build_body(&request, self.core.stream);
-        match serde_json::to_vec(&body) {
-            Ok(bytes) => http::run(
-                self.core.clone(),
-                self.wire.clone(),
-                request.model,
-                bytes.into(),
-            ),
-            Err(e) => {
-                let err = ProviderError::Config(format!("cannot encode request: {e}"));
-                Box::pin(futures::stream::once(async move { Err(err) }))
-            }
-        }
+        http::run_json(self.core.clone(), self.wire.clone(), request.model, &body)
     }
 }
 
