@@ -150,10 +150,21 @@ impl TurnExtension for SubagentContext {
                 return ready > 0;
             }
             if ready > 0 && round < WAIT_ALL_AFTER_ROUNDS {
-                // Let a burst of completions land in the same turn.
-                tokio::select! {
-                    _ = tokio::time::sleep(GATHER_WINDOW) => return true,
-                    _ = cancel.cancelled() => return false,
+                // Let a burst of completions land in the same turn, but stop gathering as
+                // soon as nothing is left running.
+                let deadline = tokio::time::Instant::now() + GATHER_WINDOW;
+                loop {
+                    let notified = signal.notified();
+                    tokio::pin!(notified);
+                    notified.as_mut().enable();
+                    if tracker.pending_counts(&run.session_id).0 == 0 {
+                        return true;
+                    }
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = tokio::time::sleep_until(deadline) => return true,
+                        _ = cancel.cancelled() => return false,
+                    }
                 }
             }
             tokio::select! {

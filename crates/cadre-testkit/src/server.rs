@@ -117,6 +117,9 @@ impl MockServer {
             .route("/v1/chat/completions", post(handle))
             .route("/chat/completions", post(handle))
             .route("/v1/messages", post(handle))
+            // Real providers take large contexts; the fan-out benchmark's parent request with
+            // 10 000 tool results is tens of MiB.
+            .layer(axum::extract::DefaultBodyLimit::max(512 * 1024 * 1024))
             .with_state(shared.clone());
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
