@@ -1,0 +1,155 @@
+//! Command-line interface of `cadre-bench`: the `fanout` benchmark (one run or the whole
+//! matrix with `--sweep`) and the `coldstart` benchmark of the `cadre` binary.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Benchmarks of cadre: many sub-agents, little overhead.
+#[derive(Debug, Parser)]
+#[command(name = "cadre-bench", version)]
+pub struct Cli {
+    /// What to measure.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The benchmarks.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// An orchestrator delegates N sub-agents against a local mock server; compares the
+    /// wall time with a raw HTTP client doing the same requests.
+    Fanout(FanoutArgs),
+    /// Whole-process start-up time of `cadre --version` and `cadre agents list`.
+    Coldstart(ColdstartArgs),
+}
+
+/// How the parent delegates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    /// N foreground `task` calls in one reply; the parent waits for all of them.
+    TaskFg,
+    /// N background `task` calls; results are delivered to the parent as they finish.
+    TaskBg,
+    /// N `agent_spawn` calls with `timeout_seconds: 0`, then one `task_output` per task.
+    SpawnBg,
+}
+
+impl Variant {
+    /// All variants, in table order.
+    pub const ALL: [Variant; 3] = [Variant::TaskFg, Variant::TaskBg, Variant::SpawnBg];
+
+    /// The name used on the command line and in file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::TaskFg => "task-fg",
+            Variant::TaskBg => "task-bg",
+            Variant::SpawnBg => "spawn-bg",
+        }
+    }
+
+    /// Background variants deliver results after the parent's second turn.
+    pub fn is_background(self) -> bool {
+        self != Variant::TaskFg
+    }
+}
+
+/// Options of `fanout`.
+#[derive(Debug, Clone, Args)]
+pub struct FanoutArgs {
+    /// Delegation style.
+    #[arg(long, value_enum, default_value_t = Variant::TaskFg)]
+    pub variant: Variant,
+    /// Number of sub-agents.
+    #[arg(long, default_value_t = 100)]
+    pub n: usize,
+    /// Delay of every mock reply, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
+    /// Ask for streamed (SSE) replies (`true`) or whole JSON bodies (`false`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub stream: bool,
+    /// Persist sessions as JSONL files in a temporary directory (default: in memory).
+    #[arg(long)]
+    pub persist: bool,
+    /// Scenario and floor runs to take the median of (default 5 for n <= 100, else 1).
+    #[arg(long)]
+    pub repeat: Option<usize>,
+    /// Where to write the JSON result (default target/bench/fanout-<variant>-<n>.json).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Sub-agents running at once (the runtime's max_concurrent; the floor caps its
+    /// request chains the same way). Default: N.
+    #[arg(long)]
+    pub max_concurrent: Option<usize>,
+    /// Fresh HTTP clients (cold connection pools) for every run, as a new process would
+    /// have; by default each side keeps one client warmed by an untimed run at full N.
+    #[arg(long)]
+    pub cold: bool,
+    /// Skip the floor (for profiling the scenario alone).
+    #[arg(long)]
+    pub skip_floor: bool,
+    /// Run the whole matrix (every variant and N) in child processes and write a table.
+    #[arg(long)]
+    pub sweep: bool,
+    /// Values of N for `--sweep`.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 10, 100, 1000, 10000])]
+    pub sweep_n: Vec<usize>,
+    /// Variants for `--sweep`.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Variant::ALL)]
+    pub sweep_variants: Vec<Variant>,
+    /// `--sweep` cells with N above 1000 run at most this many sub-agents at once (the mock
+    /// server's accept queue holds 1024 connections; more overflow it). `--max-concurrent`
+    /// overrides it for every cell.
+    #[arg(long, default_value_t = 256)]
+    pub sweep_cap: usize,
+    /// Where `--sweep` writes its markdown table (default target/bench/fanout-sweep.md).
+    #[arg(long)]
+    pub md: Option<PathBuf>,
+}
+
+impl FanoutArgs {
+    /// The number of repetitions in force.
+    pub fn repetitions(&self) -> usize {
+        self.repeat
+            .unwrap_or(if self.n <= 100 { 5 } else { 1 })
+            .max(1)
+    }
+
+    /// The concurrency cap in force (at least 1).
+    pub fn concurrency(&self) -> usize {
+        self.max_concurrent.unwrap_or(self.n).max(1)
+    }
+
+    /// The JSON output path in force.
+    pub fn json_path(&self) -> PathBuf {
+        self.json.clone().unwrap_or_else(|| {
+            PathBuf::from(format!(
+                "target/bench/fanout-{}-{}.json",
+                self.variant.name(),
+                self.n
+            ))
+        })
+    }
+}
+
+/// Options of `coldstart`.
+#[derive(Debug, Clone, Args)]
+pub struct ColdstartArgs {
+    /// The `cadre` binary to time (build it with `cargo build --release -p cadre`).
+    #[arg(long)]
+    pub cadre: PathBuf,
+    /// Timed runs per command (after 3 warm-up runs).
+    #[arg(long, default_value_t = 50)]
+    pub runs: usize,
+    /// Agent definition files in the temporary workspace.
+    #[arg(long, default_value_t = 50)]
+    pub agents: usize,
+    /// Also run `hyperfine` (when it is on PATH) and print its summary.
+    #[arg(long)]
+    pub hyperfine: bool,
+    /// Where to write the JSON result (default target/bench/coldstart.json).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}

@@ -1,0 +1,358 @@
+//! `cadre-bench fanout`: one measurement of one variant and N. Starts the mock server
+//! (recording off), warms up, runs the scenario and the floor K times each (interleaved),
+//! checks the server's request counter after every run, and reports medians, overhead per
+//! sub-agent and peak RSS. Writes the result as JSON.
+
+use crate::bodies::{self, FloorBodies};
+use crate::cli::{FanoutArgs, Variant};
+use crate::scenario::{self, ScenarioOptions};
+use crate::stats::{self, Summary, ms, status_kib, summarize};
+use crate::wiring;
+use crate::{floor, responder};
+use anyhow::{Context, Result, bail};
+use cadre_testkit::MockServer;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The result of one `fanout` run, as written to JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FanoutResult {
+    /// Delegation style.
+    pub variant: Variant,
+    /// Sub-agents.
+    pub n: usize,
+    /// Streamed replies.
+    pub stream: bool,
+    /// JSONL sessions.
+    pub persist: bool,
+    /// Mock reply delay.
+    pub latency_ms: u64,
+    /// Fresh HTTP clients (cold connection pools) for every run.
+    #[serde(default)]
+    pub cold: bool,
+    /// Sub-agents running at once (runtime max_concurrent; floor chains).
+    #[serde(default)]
+    pub max_concurrent: usize,
+    /// Repetitions.
+    pub repeat: usize,
+    /// Floor timings (raw HTTP client).
+    pub floor: Option<Summary>,
+    /// Scenario timings (engine + runtime).
+    pub scenario: Summary,
+    /// Every floor sample, ms.
+    pub floor_samples_ms: Vec<f64>,
+    /// Every scenario sample, ms.
+    pub scenario_samples_ms: Vec<f64>,
+    /// (median scenario − median floor) / N, ms.
+    pub overhead_per_subagent_ms: Option<f64>,
+    /// CPU time (user + system, all threads) per floor run, ms.
+    #[serde(default)]
+    pub floor_cpu_ms: Vec<f64>,
+    /// CPU time (user + system, all threads) per scenario run, ms.
+    #[serde(default)]
+    pub scenario_cpu_ms: Vec<f64>,
+    /// (median scenario CPU − median floor CPU) / N, ms.
+    #[serde(default)]
+    pub cpu_overhead_per_subagent_ms: Option<f64>,
+    /// Median wiring time outside the timed part, ms.
+    pub setup_median_ms: f64,
+    /// Requests one scenario run needs (parent turns + 2 N), checked against the server.
+    pub scenario_requests: Vec<usize>,
+    /// Requests one floor run sends, checked against the server.
+    pub floor_requests: usize,
+    /// Parent model turns per scenario run.
+    pub parent_turns: Vec<u32>,
+    /// Fewest completed results that reached the parent in a scenario run.
+    pub delivered_min: usize,
+    /// Scenario runs whose final parent request the mock server refused (HTTP 413, its
+    /// 2 MiB request body limit); their sub-agents all completed.
+    pub parent_rejected_runs: usize,
+    /// RSS after the server started, before any run, KiB.
+    pub baseline_rss_kib: u64,
+    /// Peak RSS after the warm-up and the first timed scenario run (before the floor
+    /// ran), KiB.
+    pub scenario_peak_rss_kib: u64,
+    /// Peak RSS of the whole process at the end (VmHWM), KiB.
+    pub peak_rss_kib: u64,
+    /// `/proc/loadavg` when the measurement started and ended (other work on the machine).
+    #[serde(default)]
+    pub loadavg: (String, String),
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+async fn scenario_checked(
+    server: &MockServer,
+    opts: &ScenarioOptions,
+) -> Result<(scenario::ScenarioRun, usize, Duration)> {
+    let before = server.request_count();
+    let cpu = stats::cpu_time();
+    let run = scenario::run_once(opts).await?;
+    let cpu = stats::cpu_time().saturating_sub(cpu);
+    let served = server.request_count() - before;
+    // A turn whose request the server refused (413) never reached its counter.
+    let expected = run.parent_turns as usize + 2 * opts.n - usize::from(run.parent_rejected);
+    if served != expected {
+        bail!(
+            "scenario: the server served {served} requests, expected {expected} ({} parent turns + 2×{})",
+            run.parent_turns,
+            opts.n
+        );
+    }
+    Ok((run, served, cpu))
+}
+
+async fn floor_checked(
+    server: &MockServer,
+    args: &FanoutArgs,
+    client: &reqwest::Client,
+    bodies: &Arc<FloorBodies>,
+) -> Result<(Duration, Duration)> {
+    let (variant, n) = (args.variant, args.n);
+    let url = format!("{}/chat/completions", server.openai_base_url());
+    let before = server.request_count();
+    let cpu = stats::cpu_time();
+    let (t, refused) =
+        floor::run_once(client, variant, n, args.concurrency(), &url, bodies.clone()).await?;
+    let cpu = stats::cpu_time().saturating_sub(cpu);
+    let served = server.request_count() - before;
+    let expected = floor::requests(variant, n) - refused;
+    if served != expected {
+        bail!("floor: the server served {served} requests, expected {expected}");
+    }
+    Ok((t, cpu))
+}
+
+/// Measure one variant and N. Pools are warm by default: one provider registry (one HTTP
+/// client) for every scenario run and one client for every floor run, each warmed by an
+/// untimed run at full N; `--cold` builds fresh ones for every run instead.
+pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
+    let latency = Duration::from_millis(args.latency_ms);
+    let server = MockServer::start_with(responder::responder(args.variant, latency))
+        .await
+        .context("starting the mock server")?;
+    server.set_recording(false);
+    let base_url = server.openai_base_url();
+    let baseline_rss_kib = status_kib("VmRSS").unwrap_or(0);
+    let load_start = loadavg();
+    let shared = wiring::providers(&base_url, args.stream)?;
+    let opts = || -> Result<ScenarioOptions> {
+        Ok(ScenarioOptions {
+            n: args.n,
+            max_concurrent: args.concurrency(),
+            providers: if args.cold {
+                wiring::providers(&base_url, args.stream)?
+            } else {
+                shared.clone()
+            },
+            persist: args.persist,
+        })
+    };
+
+    // Warm-up (untimed): code paths, allocator, and the connection pool. Then the first
+    // timed scenario run, so the scenario's peak RSS is read before the floor ever ran.
+    let k = args.repetitions();
+    let mut runs = Vec::with_capacity(k);
+    let mut scenario_requests = Vec::with_capacity(k);
+    scenario_checked(&server, &opts()?).await?;
+    let mut scenario_cpu = Vec::with_capacity(k);
+    let mut floor_cpu = Vec::with_capacity(k);
+    let (run, served, cpu) = scenario_checked(&server, &opts()?).await?;
+    scenario_requests.push(served);
+    scenario_cpu.push(ms(cpu));
+    runs.push(run);
+    let scenario_peak_rss_kib = status_kib("VmHWM").unwrap_or(0);
+
+    // The floor's bodies and its warm-up, then the remaining runs interleaved (scenario,
+    // floor, scenario, ...) so that load from elsewhere hits both sides alike.
+    let mut floor_samples = Vec::new();
+    let floor_setup = if args.skip_floor {
+        None
+    } else {
+        let dir = tempfile::tempdir()?;
+        let ws = dir.path().canonicalize()?;
+        let throwaway = wiring::providers(&base_url, args.stream)?;
+        let bodies = Arc::new(bodies::build(
+            args.variant,
+            args.n,
+            args.stream,
+            &ws,
+            throwaway,
+        )?);
+        let client = floor::client()?;
+        floor_checked(&server, args, &client, &bodies).await?;
+        Some((client, bodies))
+    };
+    for i in 0..k {
+        if i > 0 {
+            let (run, served, cpu) = scenario_checked(&server, &opts()?).await?;
+            scenario_requests.push(served);
+            scenario_cpu.push(ms(cpu));
+            runs.push(run);
+        }
+        if let Some((shared, bodies)) = &floor_setup {
+            let client = if args.cold {
+                floor::client()?
+            } else {
+                shared.clone()
+            };
+            let (t, cpu) = floor_checked(&server, args, &client, bodies).await?;
+            floor_samples.push(ms(t));
+            floor_cpu.push(ms(cpu));
+        }
+    }
+    drop(shared);
+    let scenario_samples: Vec<f64> = runs.iter().map(|r| ms(r.elapsed)).collect();
+    let setups: Vec<f64> = runs.iter().map(|r| ms(r.setup)).collect();
+    let scenario = summarize(&scenario_samples);
+    let floor = (!floor_samples.is_empty()).then(|| summarize(&floor_samples));
+    let n = args.n.max(1) as f64;
+    Ok(FanoutResult {
+        variant: args.variant,
+        n: args.n,
+        stream: args.stream,
+        persist: args.persist,
+        latency_ms: args.latency_ms,
+        cold: args.cold,
+        max_concurrent: args.concurrency(),
+        repeat: k,
+        overhead_per_subagent_ms: floor.map(|f| (scenario.median_ms - f.median_ms) / n),
+        floor,
+        scenario,
+        cpu_overhead_per_subagent_ms: (!floor_cpu.is_empty())
+            .then(|| (summarize(&scenario_cpu).median_ms - summarize(&floor_cpu).median_ms) / n),
+        floor_cpu_ms: floor_cpu,
+        scenario_cpu_ms: scenario_cpu,
+        floor_samples_ms: floor_samples,
+        scenario_samples_ms: scenario_samples,
+        setup_median_ms: summarize(&setups).median_ms,
+        scenario_requests,
+        floor_requests: floor::requests(args.variant, args.n),
+        parent_turns: runs.iter().map(|r| r.parent_turns).collect(),
+        delivered_min: runs.iter().map(|r| r.delivered).min().unwrap_or(0),
+        parent_rejected_runs: runs.iter().filter(|r| r.parent_rejected).count(),
+        baseline_rss_kib,
+        scenario_peak_rss_kib,
+        peak_rss_kib: status_kib("VmHWM").unwrap_or(0),
+        loadavg: (load_start, loadavg()),
+    })
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+/// Print a result for people.
+pub fn print(r: &FanoutResult) {
+    println!(
+        "fanout {} n={} max_concurrent={} stream={} persist={} cold={} latency={}ms repeat={}",
+        r.variant.name(),
+        r.n,
+        r.max_concurrent,
+        r.stream,
+        r.persist,
+        r.cold,
+        r.latency_ms,
+        r.repeat
+    );
+    if let Some(f) = &r.floor {
+        println!(
+            "  floor     median {:9.2} ms  (min {:.2}, max {:.2})",
+            f.median_ms, f.min_ms, f.max_ms
+        );
+    }
+    let s = &r.scenario;
+    println!(
+        "  scenario  median {:9.2} ms  (min {:.2}, max {:.2}; setup {:.2} ms untimed)",
+        s.median_ms, s.min_ms, s.max_ms, r.setup_median_ms
+    );
+    if let Some(o) = r.overhead_per_subagent_ms {
+        println!("  overhead  {:.4} ms per sub-agent (wall)", o);
+    }
+    if let Some(o) = r.cpu_overhead_per_subagent_ms {
+        let med = |v: &[f64]| summarize(v).median_ms;
+        println!(
+            "  cpu       floor {:.2} ms, scenario {:.2} ms: {:.4} ms per sub-agent",
+            med(&r.floor_cpu_ms),
+            med(&r.scenario_cpu_ms),
+            o
+        );
+    }
+    println!(
+        "  requests  scenario {:?} per run (checked), floor {} per run (checked)",
+        r.scenario_requests, r.floor_requests
+    );
+    println!(
+        "  parent turns {:?}; completed results delivered to the parent: {} of {}",
+        r.parent_turns, r.delivered_min, r.n
+    );
+    if r.parent_rejected_runs > 0 {
+        println!(
+            "  NOTE      in {} run(s) the mock server refused the parent's request after the fan-out (HTTP 413, body over 2 MiB): all sub-agents completed, the parent's last turn did not",
+            r.parent_rejected_runs
+        );
+    }
+    println!("  load      {} → {}", r.loadavg.0, r.loadavg.1);
+    println!(
+        "  RSS       baseline {:.1} MiB, peak after scenario {:.1} MiB, process peak {:.1} MiB",
+        mib(r.baseline_rss_kib),
+        mib(r.scenario_peak_rss_kib),
+        mib(r.peak_rss_kib)
+    );
+}
+
+/// `fanout` without `--sweep`: measure, print, write JSON.
+pub fn main(args: &FanoutArgs) -> Result<()> {
+    stats::raise_nofile(65_536);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    let result = rt.block_on(measure(args))?;
+    print(&result);
+    let path = args.json_path();
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&result)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    println!("  json      {}", path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: FanoutArgs,
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_variant_runs_end_to_end_and_counts_match() {
+        for variant in Variant::ALL {
+            let mut args = Wrap::parse_from(["x", "--n", "3", "--repeat", "1"]).args;
+            args.variant = variant;
+            let r = measure(&args).await.unwrap();
+            assert_eq!(
+                r.delivered_min, 3,
+                "{variant:?}: every result reaches the parent"
+            );
+            assert_eq!(r.floor_requests, floor::requests(variant, 3));
+            assert_eq!(
+                r.scenario_requests[0],
+                r.parent_turns[0] as usize + 6,
+                "{variant:?}"
+            );
+            assert!(r.overhead_per_subagent_ms.is_some());
+        }
+    }
+}

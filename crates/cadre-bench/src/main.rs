@@ -1,0 +1,32 @@
+//! `cadre-bench`: measures what cadre exists for — many sub-agents, little overhead.
+//!
+//! * `fanout` — an orchestrator delegates N sub-agents (each makes one cheap tool call)
+//!   against the testkit's mock OpenAI-compatible server on 127.0.0.1, through the real
+//!   engine and sub-agent runtime; the same requests are also sent by a raw HTTP client
+//!   (the floor). Reports wall times, overhead per sub-agent, requests served and peak RSS.
+//! * `fanout --sweep` — the whole matrix of variants and N, one child process per cell.
+//! * `coldstart` — whole-process start-up of `cadre --version` and `cadre agents list`.
+//!
+//! See BENCHMARKS.md at the repository root for the commands and results.
+
+mod bodies;
+mod cli;
+mod coldstart;
+mod fanout;
+mod floor;
+mod responder;
+mod scenario;
+mod stats;
+mod sweep;
+mod wiring;
+
+use clap::Parser;
+
+fn main() -> anyhow::Result<()> {
+    let cli = cli::Cli::parse();
+    match &cli.command {
+        cli::Command::Fanout(args) if args.sweep => sweep::run(args),
+        cli::Command::Fanout(args) => fanout::main(args),
+        cli::Command::Coldstart(args) => coldstart::run(args),
+    }
+}

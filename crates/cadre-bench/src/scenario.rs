@@ -1,0 +1,200 @@
+//! One scenario run through the real engine and sub-agent runtime: the parent delegates N
+//! workers, each calls `noop` once and answers; background variants are held until every
+//! task has ended. Checks that the run completed and counts what reached the parent.
+
+use crate::responder::FANOUT_MARKER;
+use crate::wiring::{MODEL_SPEC, WireOptions, wire};
+use anyhow::{Context, Result, bail};
+use cadre_engine::{AutoApprove, Session, SessionMeta};
+use cadre_llm::ProviderRegistry;
+use cadre_subagents::{SubagentRuntime, TaskStatus};
+use cadre_tools::{RunContext, Workspace};
+use cadre_types::{EndState, Message, NullSink, new_session_id, unix_millis};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// What one scenario run did.
+#[derive(Debug, Clone)]
+pub struct ScenarioRun {
+    /// Wall time from the parent's prompt until every sub-agent task had ended.
+    pub elapsed: Duration,
+    /// Wiring time (providers, registry, runtime, parent), not included in `elapsed`.
+    pub setup: Duration,
+    /// Model turns of the parent (= its model requests).
+    pub parent_turns: u32,
+    /// Distinct completed results that reached the parent's conversation.
+    pub delivered: usize,
+    /// The parent's last request was refused with HTTP 413 by the mock server (its
+    /// request body limit); the sub-agents all completed, the parent's final turn did not.
+    pub parent_rejected: bool,
+}
+
+/// True when a run failed because the mock server refused a too-large request body: a 413,
+/// or the connection closed while the body was still being sent (the server answers 413
+/// and closes as soon as it has read 2 MiB). Only taken as such after every sub-agent
+/// completed, i.e. on the parent's request after the fan-out.
+pub fn is_body_limit(state: &EndState) -> bool {
+    matches!(state, EndState::Failed { error }
+        if error.contains("HTTP 413")
+            || error.contains("error writing a body to connection")
+            || error.contains("Broken pipe"))
+}
+
+/// Settings of a scenario run.
+#[derive(Debug, Clone)]
+pub struct ScenarioOptions {
+    /// Number of sub-agents.
+    pub n: usize,
+    /// Sub-agents running at once.
+    pub max_concurrent: usize,
+    /// The providers; shared between runs they keep their connection pool warm.
+    pub providers: Arc<ProviderRegistry>,
+    /// JSONL sessions in a temporary directory.
+    pub persist: bool,
+}
+
+/// The parent's prompt for N sub-agents.
+pub fn parent_prompt(n: usize) -> String {
+    format!(
+        "Start {FANOUT_MARKER}{n} worker sub-agents in parallel, one job each, and tell me when all are done."
+    )
+}
+
+/// Wait until every task of `session` is terminal.
+async fn drain(runtime: &SubagentRuntime, session: &str) {
+    loop {
+        let open: Vec<String> = runtime
+            .tracker()
+            .of_session(session)
+            .into_iter()
+            .filter(|t| !t.status.is_terminal())
+            .map(|t| t.id)
+            .collect();
+        if open.is_empty() {
+            return;
+        }
+        for id in open {
+            if let Some(mut rx) = runtime.tracker().watch(&id) {
+                let _ = rx.wait_for(|s| s.is_terminal()).await;
+            }
+        }
+    }
+}
+
+/// Completed results visible to the parent: foreground `task` results, delivered background
+/// results and `task_output` answers (distinct task ids where the text names them).
+fn delivered(messages: &[Message]) -> usize {
+    let mut ids = HashSet::new();
+    let mut anonymous = 0;
+    for m in messages {
+        match m {
+            Message::Tool { content, .. } if content.starts_with("<task state=\"completed\"") => {
+                anonymous += 1;
+            }
+            Message::Tool { content, .. } if content.contains("\nstatus: completed") => {
+                if let Some(id) = content.lines().find_map(|l| l.strip_prefix("task_id: ")) {
+                    ids.insert(id.to_string());
+                }
+            }
+            Message::User { content } if content.starts_with("<background-task-results>") => {
+                for part in content.split("<task id=\"").skip(1) {
+                    if let Some((id, rest)) = part.split_once('"')
+                        && rest.contains("state=\"completed\"")
+                    {
+                        ids.insert(id.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    anonymous + ids.len()
+}
+
+/// Run the scenario once in a fresh temporary workspace with a fresh runtime, parent agent
+/// and session (the providers, and so the HTTP connection pool, are the caller's).
+pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
+    let dir = tempfile::tempdir().context("creating the scenario workspace")?;
+    let ws = dir.path().canonicalize()?;
+    let sessions_dir = opts.persist.then(|| ws.join(".cadre").join("sessions"));
+    let t0 = Instant::now();
+    let wiring = wire(
+        &ws,
+        &WireOptions {
+            providers: opts.providers.clone(),
+            sessions_dir: sessions_dir.clone(),
+            n: opts.n,
+            max_concurrent: opts.max_concurrent,
+        },
+    )?;
+    let meta = SessionMeta {
+        id: new_session_id(),
+        agent: "main".into(),
+        model: MODEL_SPEC.into(),
+        created_at: unix_millis(),
+        parent_session_id: None,
+    };
+    let session_id = meta.id.clone();
+    let mut session = match &sessions_dir {
+        Some(d) => Session::create(d, meta).context("creating the parent session")?,
+        None => Session::in_memory(meta),
+    };
+    let run = Arc::new(RunContext {
+        session_id: session_id.clone(),
+        agent: "main".into(),
+        model: MODEL_SPEC.into(),
+        task_id: None,
+        user_id: None,
+        parent_session_id: None,
+        depth: 0,
+        trace_id: "bench".into(),
+        events: Arc::new(NullSink),
+        approvals: Arc::new(AutoApprove),
+    });
+    let workspace = Arc::new(Workspace::new(&ws)?);
+    let setup = t0.elapsed();
+
+    let started = Instant::now();
+    let outcome = wiring
+        .parent
+        .run(
+            &mut session,
+            Some(parent_prompt(opts.n)),
+            run,
+            workspace,
+            CancellationToken::new(),
+        )
+        .await;
+    drain(&wiring.runtime, &session_id).await;
+    let elapsed = started.elapsed();
+
+    let parent_rejected = outcome.turns >= 2 && is_body_limit(&outcome.state);
+    if outcome.state != EndState::Completed && !parent_rejected {
+        bail!("the parent run ended {:?}", outcome.state);
+    }
+    let tasks = wiring.runtime.tracker().of_session(&session_id);
+    let completed = tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Completed)
+        .count();
+    if tasks.len() != opts.n || completed != opts.n {
+        let failed = tasks.iter().find(|t| t.status != TaskStatus::Completed);
+        bail!(
+            "{} tasks, {completed} completed, expected {}; first failure: {:?}",
+            tasks.len(),
+            opts.n,
+            failed.map(|t| (&t.status, &t.error))
+        );
+    }
+    let delivered = delivered(session.messages());
+    wiring.runtime.shutdown();
+    Ok(ScenarioRun {
+        elapsed,
+        setup,
+        parent_turns: outcome.turns,
+        delivered,
+        parent_rejected,
+    })
+}

@@ -1,0 +1,147 @@
+//! Wires the real thing for one scenario run: an OpenAI-compatible provider pointed at the
+//! mock server, a `worker` sub-agent definition, the sub-agent runtime (max_concurrent = N unless capped)
+//! and the parent agent with the delegation tools and the sub-agent turn extension.
+
+use crate::responder::{CHILD_TOOL, WORKER};
+use anyhow::{Context, Result, bail};
+use async_trait::async_trait;
+use cadre_engine::{Agent, PermissionPolicy};
+use cadre_llm::openai::OpenAiProvider;
+use cadre_llm::{ProviderConfig, ProviderKind, ProviderRegistry, RetryPolicy};
+use cadre_subagents::{
+    AgentDefinition, AgentRegistry, RuntimeConfig, SkillSet, SubagentContext, SubagentRuntime,
+    WorkspaceMode,
+};
+use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
+use cadre_types::ToolDefinition;
+use serde_json::json;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The model every agent of the scenario uses.
+pub const MODEL_SPEC: &str = "mock:bench-model";
+
+/// A trivial read-only tool: echoes its `text` argument.
+pub struct Noop;
+
+#[async_trait]
+impl Tool for Noop {
+    fn name(&self) -> &str {
+        CHILD_TOOL
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: CHILD_TOOL.into(),
+            description: "Does nothing and echoes its text argument.".into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {"text": {"type": "string", "description": "Echoed back."}},
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        _ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let text = args.get("text").and_then(|v| v.as_str()).unwrap_or("");
+        Ok(ToolOutput::ok(format!("{CHILD_TOOL}:{text}")))
+    }
+}
+
+/// Settings of one wiring.
+#[derive(Debug, Clone)]
+pub struct WireOptions {
+    /// The providers (one HTTP client and its connection pool), see [`providers`].
+    pub providers: Arc<ProviderRegistry>,
+    /// Where JSONL sessions go (`None`: in memory).
+    pub sessions_dir: Option<PathBuf>,
+    /// Number of sub-agents (the parent's max_parallel_tools is set to it).
+    pub n: usize,
+    /// The runtime's max_concurrent.
+    pub max_concurrent: usize,
+}
+
+/// Everything a scenario run needs.
+pub struct Wiring {
+    /// The sub-agent runtime.
+    pub runtime: Arc<SubagentRuntime>,
+    /// The parent agent.
+    pub parent: Agent,
+}
+
+/// The `worker` definition: a leaf in the main workspace with only the `noop` tool.
+pub fn worker() -> AgentDefinition {
+    let mut d = AgentDefinition::new(WORKER, "Does one small job with the noop tool and reports.");
+    d.prompt = "You are a worker. Do the job you are given with your tools, then report the \
+                outcome in one line."
+        .into();
+    d.workspace.mode = WorkspaceMode::Shared;
+    d.tools = Some(vec![CHILD_TOOL.into()]);
+    d
+}
+
+/// A provider registry with one OpenAI-compatible provider `mock` at `base_url` (the mock
+/// server's `http://127.0.0.1:PORT/v1`): one HTTP client. One quick retry (1 ms) covers a
+/// pooled connection that the mock server closed (the floor does the same); a retried
+/// request that had reached the server would show in the request count check.
+pub fn providers(base_url: &str, stream: bool) -> Result<Arc<ProviderRegistry>> {
+    let cfg = ProviderConfig {
+        kind: Some(ProviderKind::Openai),
+        base_url: Some(base_url.to_string()),
+        stream: Some(stream),
+        max_attempts: Some(2),
+        ..ProviderConfig::default()
+    };
+    let policy = RetryPolicy::from_config(&cfg).with_base_delay(Duration::from_millis(1));
+    let provider = OpenAiProvider::from_config("mock", &cfg)?.with_retry_policy(policy);
+    let mut cfgs = HashMap::new();
+    cfgs.insert("mock".to_string(), cfg);
+    let registry = Arc::new(ProviderRegistry::new(cfgs, "mock"));
+    registry.insert("mock", Arc::new(provider));
+    Ok(registry)
+}
+
+/// Build providers, registry, runtime and parent for the workspace `ws` (canonical).
+pub fn wire(ws: &Path, opts: &WireOptions) -> Result<Wiring> {
+    let providers = opts.providers.clone();
+    let registry = AgentRegistry::builder()
+        .workspace(ws)
+        .user_dir(None)
+        .declare(worker())
+        .load();
+    if !registry.errors().is_empty() {
+        bail!("agent registry errors: {:?}", registry.errors());
+    }
+    let policy = PermissionPolicy::default();
+    let n = opts.n.max(1);
+    let mut cfg = RuntimeConfig::new(ws.to_path_buf());
+    cfg.sessions_dir = opts.sessions_dir.clone();
+    cfg.base_tools = ToolRegistry::new().with(Arc::new(Noop));
+    cfg.permissions = policy.clone();
+    cfg.max_concurrent = opts.max_concurrent.max(1);
+    let runtime = SubagentRuntime::new(cfg, registry, SkillSet::new(), providers.clone());
+    let mut tools = ToolRegistry::new().with(Arc::new(Noop));
+    for t in runtime.delegation_tools().iter() {
+        tools.register(t.clone());
+    }
+    let model = providers
+        .resolve(MODEL_SPEC)
+        .context("resolving the mock model")?;
+    let parent = Agent::builder("main", model)
+        .system_prompt(cadre_engine::prompt::main_system_prompt(ws))
+        .tools(tools)
+        .permissions(policy)
+        .max_parallel_tools(n)
+        .extension(Arc::new(SubagentContext::new(runtime.clone())))
+        .build();
+    Ok(Wiring { runtime, parent })
+}
