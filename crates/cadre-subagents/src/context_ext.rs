@@ -140,14 +140,17 @@ impl TurnExtension for SubagentContext {
         }
         let tracker = self.runtime.tracker();
         let signal = tracker.session_signal(&run.session_id);
+        // One full scan to start; after that a wake-up means a task ended, and the count of
+        // open tasks is O(1), so a long tail of completions costs no rescans.
+        let (_, mut ready) = tracker.pending_counts(&run.session_id);
         loop {
             // Register for the wake-up before looking, so no completion slips between.
             let notified = signal.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let (running, ready) = tracker.pending_counts(&run.session_id);
+            let running = tracker.open_background(&run.session_id);
             if running == 0 {
-                return ready > 0;
+                return ready > 0 || tracker.pending_counts(&run.session_id).1 > 0;
             }
             if ready > 0 && round < WAIT_ALL_AFTER_ROUNDS {
                 // Let a burst of completions land in the same turn, but stop gathering as
@@ -157,7 +160,7 @@ impl TurnExtension for SubagentContext {
                     let notified = signal.notified();
                     tokio::pin!(notified);
                     notified.as_mut().enable();
-                    if tracker.pending_counts(&run.session_id).0 == 0 {
+                    if tracker.open_background(&run.session_id) == 0 {
                         return true;
                     }
                     tokio::select! {
@@ -168,7 +171,7 @@ impl TurnExtension for SubagentContext {
                 }
             }
             tokio::select! {
-                _ = &mut notified => {}
+                _ = &mut notified => ready = 1,
                 _ = cancel.cancelled() => return false,
             }
         }

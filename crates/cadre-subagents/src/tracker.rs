@@ -88,6 +88,8 @@ struct Tracked {
     by_session: HashMap<String, Vec<String>>,
     /// Woken whenever a background task of the session ends.
     signals: HashMap<String, Arc<Notify>>,
+    /// Background tasks not yet terminal, per session (kept so waiting is O(1) per wake-up).
+    open_background: HashMap<String, usize>,
 }
 
 /// What a new task starts with.
@@ -124,6 +126,11 @@ impl TaskTracker {
             .entry(t.parent_session_id.clone())
             .or_default()
             .push(t.id.clone());
+        if t.background {
+            *g.open_background
+                .entry(t.parent_session_id.clone())
+                .or_default() += 1;
+        }
         g.tasks.insert(
             t.id.clone(),
             TaskEntry {
@@ -188,6 +195,9 @@ impl TaskTracker {
         e.status_tx.send_replace(to);
         if to.is_terminal() && e.snap.background {
             let session = e.snap.parent_session_id.clone();
+            if let Some(n) = g.open_background.get_mut(&session) {
+                *n = n.saturating_sub(1);
+            }
             if let Some(n) = g.signals.get(&session) {
                 n.notify_waiters();
             }
@@ -221,10 +231,26 @@ impl TaskTracker {
     /// Mark a foreground task as background (timeout promotion): its completion will be delivered.
     pub fn promote(&self, id: &str) {
         let mut g = self.lock();
+        let mut opened = None;
         if let Some(e) = g.tasks.get_mut(id) {
+            if !e.snap.background && !e.snap.status.is_terminal() {
+                opened = Some(e.snap.parent_session_id.clone());
+            }
             e.snap.background = true;
             e.delivered = false;
         }
+        if let Some(session) = opened {
+            *g.open_background.entry(session).or_default() += 1;
+        }
+    }
+
+    /// Background tasks of `session` still pending or running (O(1)).
+    pub fn open_background(&self, session: &str) -> usize {
+        self.lock()
+            .open_background
+            .get(session)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The signal woken when a background task of `session` ends.
@@ -454,6 +480,23 @@ mod tests {
         assert!(t.transition("t1", Running, None, None, None).is_err());
         t.transition("t1", Cancelled, None, None, None).unwrap();
         assert_eq!(t.get("t1").unwrap().status, Cancelled);
+    }
+
+    #[test]
+    fn open_background_counts_follow_inserts_promotions_and_ends() {
+        let t = TaskTracker::default();
+        t.insert(new("b1", true), CancellationToken::new());
+        t.insert(new("f1", false), CancellationToken::new());
+        assert_eq!(t.open_background("s"), 1);
+        t.promote("f1");
+        assert_eq!(t.open_background("s"), 2);
+        t.transition("b1", Running, None, None, None).unwrap();
+        t.transition("b1", Completed, None, None, None).unwrap();
+        assert_eq!(t.open_background("s"), 1);
+        t.request_cancel("f1").unwrap();
+        t.transition("f1", Cancelled, None, None, None).unwrap();
+        assert_eq!(t.open_background("s"), 0);
+        assert_eq!(t.pending_counts("s"), (0, 2));
     }
 
     #[test]
