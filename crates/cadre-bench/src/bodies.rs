@@ -113,6 +113,7 @@ pub fn build(
         &WireOptions {
             providers,
             sessions_dir: None,
+            store: None,
             n,
             max_concurrent: n,
         },

@@ -55,6 +55,18 @@ impl Variant {
     }
 }
 
+/// Which task store the scenario writes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// No store: tasks live in the runtime only.
+    None,
+    /// SQLite (WAL) in the scenario's temporary workspace.
+    Sqlite,
+    /// PostgreSQL: a throwaway local cluster.
+    Postgres,
+}
+
 /// Options of `fanout`.
 #[derive(Debug, Clone, Args)]
 pub struct FanoutArgs {
@@ -73,6 +85,10 @@ pub struct FanoutArgs {
     /// Persist sessions as JSONL files in a temporary directory (default: in memory).
     #[arg(long)]
     pub persist: bool,
+    /// Write every task through a task store: `none` (default), `sqlite` (a fresh file per
+    /// run) or `postgres` (a throwaway cluster started by the bench, one database per run).
+    #[arg(long, value_enum, default_value_t = StoreKind::None)]
+    pub store: StoreKind,
     /// Scenario and floor runs to take the median of (default 5 for n <= 100, else 1).
     #[arg(long)]
     pub repeat: Option<usize>,

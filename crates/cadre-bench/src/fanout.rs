@@ -151,6 +151,7 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
                 shared.clone()
             },
             persist: args.persist,
+            store: args.store,
         })
     };
 

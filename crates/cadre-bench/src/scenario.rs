@@ -53,6 +53,8 @@ pub struct ScenarioOptions {
     pub providers: Arc<ProviderRegistry>,
     /// JSONL sessions in a temporary directory.
     pub persist: bool,
+    /// The task store to write through.
+    pub store: crate::cli::StoreKind,
 }
 
 /// The parent's prompt for N sub-agents.
@@ -119,6 +121,8 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
     let dir = tempfile::tempdir().context("creating the scenario workspace")?;
     let ws = dir.path().canonicalize()?;
     let sessions_dir = opts.persist.then(|| ws.join(".cadre").join("sessions"));
+    // Opening the store (and creating its schema) is set-up, not measured.
+    let store = crate::wiring::open_store(opts.store, &ws).await?;
     let t0 = Instant::now();
     let wiring = wire(
         &ws,
@@ -127,6 +131,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
             sessions_dir: sessions_dir.clone(),
             n: opts.n,
             max_concurrent: opts.max_concurrent,
+            store,
         },
     )?;
     let meta = SessionMeta {

@@ -58,7 +58,7 @@ impl Tool for Noop {
 }
 
 /// Settings of one wiring.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct WireOptions {
     /// The providers (one HTTP client and its connection pool), see [`providers`].
     pub providers: Arc<ProviderRegistry>,
@@ -68,6 +68,49 @@ pub struct WireOptions {
     pub n: usize,
     /// The runtime's max_concurrent.
     pub max_concurrent: usize,
+    /// The task store every task is written through, if any.
+    pub store: Option<Arc<dyn cadre_store::TaskStore>>,
+}
+
+impl std::fmt::Debug for WireOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireOptions")
+            .field("sessions_dir", &self.sessions_dir)
+            .field("n", &self.n)
+            .field("max_concurrent", &self.max_concurrent)
+            .field("store", &self.store.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Open the store `kind` for a scenario run in `ws`.
+pub async fn open_store(
+    kind: crate::cli::StoreKind,
+    ws: &std::path::Path,
+) -> Result<Option<Arc<dyn cadre_store::TaskStore>>> {
+    use crate::cli::StoreKind;
+    let node = cadre_store::NodeId::new("bench");
+    let store: Arc<dyn cadre_store::TaskStore> = match kind {
+        StoreKind::None => return Ok(None),
+        StoreKind::Sqlite => Arc::new(
+            cadre_store::open_sqlite(&ws.join(".cadre").join("cadre.db"), node)
+                .await
+                .context("opening the SQLite store")?,
+        ),
+        StoreKind::Postgres => {
+            let cluster = cadre_store::testing::shared_cluster().map_err(anyhow::Error::msg)?;
+            let url = cluster
+                .create_database()
+                .await
+                .map_err(anyhow::Error::msg)?;
+            Arc::new(
+                cadre_store::open(&url, node)
+                    .await
+                    .context("opening the PostgreSQL store")?,
+            )
+        }
+    };
+    Ok(Some(store))
 }
 
 /// Everything a scenario run needs.
@@ -128,6 +171,7 @@ pub fn wire(ws: &Path, opts: &WireOptions) -> Result<Wiring> {
     cfg.base_tools = ToolRegistry::new().with(Arc::new(Noop));
     cfg.permissions = policy.clone();
     cfg.max_concurrent = opts.max_concurrent.max(1);
+    cfg.store = opts.store.clone();
     let runtime = SubagentRuntime::new(cfg, registry, SkillSet::new(), providers.clone());
     let mut tools = ToolRegistry::new().with(Arc::new(Noop));
     for t in runtime.delegation_tools().iter() {
