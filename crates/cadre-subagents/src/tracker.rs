@@ -364,21 +364,6 @@ impl TaskTracker {
         out
     }
 
-    /// Status receivers of a session's running or pending background tasks.
-    pub fn outstanding(&self, session: &str) -> Vec<watch::Receiver<TaskStatus>> {
-        let g = self.lock();
-        g.by_session
-            .get(session)
-            .map(|ids| {
-                ids.iter()
-                    .filter_map(|id| g.tasks.get(id))
-                    .filter(|e| e.snap.background && !e.snap.status.is_terminal())
-                    .map(|e| e.status_tx.subscribe())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
     /// Status receivers of every task not yet terminal, in any session.
     pub fn unfinished(&self) -> Vec<watch::Receiver<TaskStatus>> {
         self.lock()
