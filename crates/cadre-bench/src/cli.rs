@@ -22,6 +22,20 @@ pub enum Command {
     Fanout(FanoutArgs),
     /// Whole-process start-up time of `cadre --version` and `cadre agents list`.
     Coldstart(ColdstartArgs),
+    /// The mock model server of `fanout`, run as its own process (used by `fanout`).
+    #[command(hide = true)]
+    MockServer(MockServerArgs),
+}
+
+/// Options of the `mock-server` helper process.
+#[derive(Debug, Clone, Args)]
+pub struct MockServerArgs {
+    /// Delegation style the replies script.
+    #[arg(long, value_enum)]
+    pub variant: Variant,
+    /// Delay of every reply, in milliseconds.
+    #[arg(long, default_value_t = 0)]
+    pub latency_ms: u64,
 }
 
 /// How the parent delegates.
@@ -106,6 +120,11 @@ pub struct FanoutArgs {
     /// Skip the floor (for profiling the scenario alone).
     #[arg(long)]
     pub skip_floor: bool,
+    /// Run the mock server inside the measured process (its CPU and memory are then counted
+    /// in both sides and in peak RSS). By default it is a separate process, like a real
+    /// provider.
+    #[arg(long)]
+    pub server_in_process: bool,
     /// Run the whole matrix (every variant and N) in child processes and write a table.
     #[arg(long)]
     pub sweep: bool,

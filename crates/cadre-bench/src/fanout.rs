@@ -5,12 +5,12 @@
 
 use crate::bodies::{self, FloorBodies};
 use crate::cli::{FanoutArgs, Variant};
+use crate::floor;
 use crate::scenario::{self, ScenarioOptions};
+use crate::server::BenchServer;
 use crate::stats::{self, Summary, ms, status_kib, summarize};
 use crate::wiring;
-use crate::{floor, responder};
 use anyhow::{Context, Result, bail};
-use cadre_testkit::MockServer;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,6 +75,12 @@ pub struct FanoutResult {
     pub scenario_peak_rss_kib: u64,
     /// Peak RSS of the whole process at the end (VmHWM), KiB.
     pub peak_rss_kib: u64,
+    /// The mock server ran in the measured process (its CPU and memory counted in ours).
+    #[serde(default)]
+    pub server_in_process: bool,
+    /// Peak RSS of the mock server's own process, KiB (`None` when it ran in ours).
+    #[serde(default)]
+    pub server_peak_rss_kib: Option<u64>,
     /// `/proc/loadavg` when the measurement started and ended (other work on the machine).
     #[serde(default)]
     pub loadavg: (String, String),
@@ -87,14 +93,14 @@ fn loadavg() -> String {
 }
 
 async fn scenario_checked(
-    server: &MockServer,
+    server: &BenchServer,
     opts: &ScenarioOptions,
 ) -> Result<(scenario::ScenarioRun, usize, Duration)> {
-    let before = server.request_count();
+    let before = server.request_count().await?;
     let cpu = stats::cpu_time();
     let run = scenario::run_once(opts).await?;
     let cpu = stats::cpu_time().saturating_sub(cpu);
-    let served = server.request_count() - before;
+    let served = server.request_count().await? - before;
     // A turn whose request the server refused (413) never reached its counter.
     let expected = run.parent_turns as usize + 2 * opts.n - usize::from(run.parent_rejected);
     if served != expected {
@@ -108,19 +114,19 @@ async fn scenario_checked(
 }
 
 async fn floor_checked(
-    server: &MockServer,
+    server: &BenchServer,
     args: &FanoutArgs,
     client: &reqwest::Client,
     bodies: &Arc<FloorBodies>,
 ) -> Result<(Duration, Duration)> {
     let (variant, n) = (args.variant, args.n);
     let url = format!("{}/chat/completions", server.openai_base_url());
-    let before = server.request_count();
+    let before = server.request_count().await?;
     let cpu = stats::cpu_time();
     let (t, refused) =
         floor::run_once(client, variant, n, args.concurrency(), &url, bodies.clone()).await?;
     let cpu = stats::cpu_time().saturating_sub(cpu);
-    let served = server.request_count() - before;
+    let served = server.request_count().await? - before;
     let expected = floor::requests(variant, n) - refused;
     if served != expected {
         bail!("floor: the server served {served} requests, expected {expected}");
@@ -133,10 +139,7 @@ async fn floor_checked(
 /// untimed run at full N; `--cold` builds fresh ones for every run instead.
 pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
     let latency = Duration::from_millis(args.latency_ms);
-    let server = MockServer::start_with(responder::responder(args.variant, latency))
-        .await
-        .context("starting the mock server")?;
-    server.set_recording(false);
+    let server = BenchServer::start(args.variant, latency, args.server_in_process).await?;
     let base_url = server.openai_base_url();
     let baseline_rss_kib = status_kib("VmRSS").unwrap_or(0);
     let load_start = loadavg();
@@ -240,6 +243,8 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
         baseline_rss_kib,
         scenario_peak_rss_kib,
         peak_rss_kib: status_kib("VmHWM").unwrap_or(0),
+        server_in_process: args.server_in_process,
+        server_peak_rss_kib: server.peak_rss_kib().await?,
         loadavg: (load_start, loadavg()),
     })
 }
@@ -300,10 +305,14 @@ pub fn print(r: &FanoutResult) {
     }
     println!("  load      {} → {}", r.loadavg.0, r.loadavg.1);
     println!(
-        "  RSS       baseline {:.1} MiB, peak after scenario {:.1} MiB, process peak {:.1} MiB",
+        "  RSS       baseline {:.1} MiB, peak after scenario {:.1} MiB, process peak {:.1} MiB ({})",
         mib(r.baseline_rss_kib),
         mib(r.scenario_peak_rss_kib),
-        mib(r.peak_rss_kib)
+        mib(r.peak_rss_kib),
+        match r.server_peak_rss_kib {
+            Some(k) => format!("mock server: own process, peak {:.1} MiB", mib(k)),
+            None => "mock server included".to_string(),
+        }
     );
 }
 
@@ -340,7 +349,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_variant_runs_end_to_end_and_counts_match() {
         for variant in Variant::ALL {
-            let mut args = Wrap::parse_from(["x", "--n", "3", "--repeat", "1"]).args;
+            // In process: a unit test's executable has no `mock-server` subcommand (the
+            // separate server process is covered by tests/fanout_cli.rs).
+            let mut args =
+                Wrap::parse_from(["x", "--n", "3", "--repeat", "1", "--server-in-process"]).args;
             args.variant = variant;
             let r = measure(&args).await.unwrap();
             assert_eq!(

@@ -16,6 +16,7 @@ mod fanout;
 mod floor;
 mod responder;
 mod scenario;
+mod server;
 mod stats;
 mod sweep;
 mod wiring;
@@ -28,5 +29,6 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Fanout(args) if args.sweep => sweep::run(args),
         cli::Command::Fanout(args) => fanout::main(args),
         cli::Command::Coldstart(args) => coldstart::run(args),
+        cli::Command::MockServer(args) => server::serve(args.variant, args.latency_ms),
     }
 }

@@ -47,6 +47,9 @@ fn run_child(args: &FanoutArgs, variant: Variant, n: usize) -> Result<FanoutResu
     if args.cold {
         cmd.arg("--cold");
     }
+    if args.server_in_process {
+        cmd.arg("--server-in-process");
+    }
     let cap = match args.max_concurrent {
         Some(m) => m,
         None if n > 1000 => args.sweep_cap,
