@@ -102,7 +102,7 @@ impl Provider for AnthropicProvider {
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let body = request::build_body(&request, self.core.stream);
-        http::run_json(self.core.clone(), self.wire.clone(), request.model, &body)
+        http::run_body(self.core.clone(), self.wire.clone(), request.model, body)
     }
 }
 

@@ -4,7 +4,7 @@
 
 mod attempt;
 
-pub(crate) use attempt::run_json;
+pub(crate) use attempt::run_body;
 
 use crate::retry::RetryPolicy;
 use crate::{ProviderConfig, ProviderError, StreamEvent};
@@ -150,16 +150,6 @@ pub(crate) trait Wire: Send + Sync + 'static {
         retry_after: Option<Duration>,
         model: &str,
     ) -> ProviderError;
-}
-
-/// An `f32` setting as JSON without float noise (`0.2`, not `0.20000000298023224`).
-pub(crate) fn f32_json(value: f32) -> serde_json::Value {
-    value
-        .to_string()
-        .parse::<f64>()
-        .ok()
-        .and_then(serde_json::Number::from_f64)
-        .map_or(serde_json::Value::Null, serde_json::Value::Number)
 }
 
 /// An error with its sources, e.g. `error sending request: connection refused`.

@@ -5,6 +5,7 @@
 
 mod error;
 mod http;
+mod json;
 mod provider;
 mod registry;
 pub mod retry;

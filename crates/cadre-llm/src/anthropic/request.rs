@@ -1,139 +1,220 @@
 //! Request bodies for the Messages API: top-level system prompt, content blocks, strict
-//! user/assistant alternation with tool results gathered into user messages.
+//! user/assistant alternation with tool results gathered into user messages. Serialized
+//! straight from the request's strings (no intermediate `serde_json::Value` tree).
 
 use super::DEFAULT_MAX_TOKENS;
-use crate::ModelRequest;
-use crate::http::f32_json;
+use crate::json::{self, JsonF32};
 use crate::schema::normalize_tool_schema;
-use cadre_types::Message;
-use serde_json::{Map, Value, json};
+use crate::{ModelRequest, ProviderError};
+use bytes::Bytes;
+use cadre_types::{Message, ToolDefinition};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::Value;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
 
-/// The JSON body of one Messages call.
-pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Value {
-    let mut system = request.system.clone();
-    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+/// The encoded JSON body of one Messages call.
+pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Result<Bytes, ProviderError> {
+    let mut system = Cow::Borrowed(request.system.as_str());
+    let mut turns: Vec<Turn<'_>> = Vec::new();
     for message in &request.messages {
-        let (role, blocks) = match message {
+        match message {
             Message::System { content } => {
                 // The Messages API has no system role: extra instructions join the prompt.
                 if !content.is_empty() {
+                    let system = system.to_mut();
                     if !system.is_empty() {
                         system.push_str("\n\n");
                     }
                     system.push_str(content);
                 }
-                continue;
             }
-            Message::User { content } => ("user", text_block(content).into_iter().collect()),
+            Message::User { content } => push(&mut turns, USER, text_block(content)),
             Message::Assistant {
                 content,
                 thinking,
                 thinking_signature,
                 tool_calls,
             } => {
-                let mut blocks = Vec::new();
                 if let Some(signature) = thinking_signature.as_deref().filter(|s| !s.is_empty()) {
-                    blocks.push(json!({
-                        "type": "thinking",
-                        "thinking": thinking.as_deref().unwrap_or(""),
-                        "signature": signature,
-                    }));
+                    let thinking = thinking.as_deref().unwrap_or("");
+                    push(
+                        &mut turns,
+                        ASSISTANT,
+                        Some(Block::Thinking {
+                            thinking,
+                            signature,
+                        }),
+                    );
                 }
-                blocks.extend(text_block(content));
+                push(&mut turns, ASSISTANT, text_block(content));
                 for call in tool_calls {
-                    blocks.push(json!({
-                        "type": "tool_use",
-                        "id": call.id,
-                        "name": call.name,
-                        "input": tool_input(&call.arguments),
-                    }));
+                    push(
+                        &mut turns,
+                        ASSISTANT,
+                        Some(Block::ToolUse {
+                            id: &call.id,
+                            name: &call.name,
+                            input: ToolInput::new(&call.arguments),
+                        }),
+                    );
                 }
-                ("assistant", blocks)
             }
             Message::Tool {
                 tool_call_id,
                 content,
                 is_error,
                 ..
-            } => (
-                "user",
-                vec![json!({
-                    "type": "tool_result",
-                    "tool_use_id": tool_call_id,
-                    "content": content,
-                    "is_error": is_error,
-                })],
+            } => push(
+                &mut turns,
+                USER,
+                Some(Block::ToolResult {
+                    tool_use_id: tool_call_id,
+                    content,
+                    is_error: *is_error,
+                }),
             ),
-        };
-        if blocks.is_empty() {
-            continue;
         }
-        match turns.last_mut() {
-            Some((last_role, last_blocks)) if *last_role == role => last_blocks.extend(blocks),
-            _ => turns.push((role, blocks)),
+    }
+    for turn in &mut turns {
+        if turn.role == USER {
+            // Anthropic wants tool results before any text of the same message.
+            turn.content
+                .sort_by_key(|b| !matches!(b, Block::ToolResult { .. }));
         }
     }
 
-    let mut body = Map::new();
-    body.insert("model".into(), Value::String(request.model.clone()));
-    body.insert(
-        "max_tokens".into(),
-        json!(request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS)),
-    );
-    if !system.is_empty() {
-        body.insert("system".into(), Value::String(system));
+    let body = Body {
+        model: &request.model,
+        max_tokens: request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
+        system: (!system.is_empty()).then_some(system),
+        messages: turns,
+        tools: request.tools.iter().map(Tool::new).collect(),
+        temperature: request.temperature.map(JsonF32),
+        stream,
+    };
+    json::encode(&body, json::size_hint(request))
+}
+
+const USER: &str = "user";
+const ASSISTANT: &str = "assistant";
+
+/// Add `block` to the conversation: to the last message when it has the same role (the
+/// API wants strict alternation), else as a new message. `None` adds nothing.
+fn push<'a>(turns: &mut Vec<Turn<'a>>, role: &'static str, block: Option<Block<'a>>) {
+    let Some(block) = block else {
+        return;
+    };
+    match turns.last_mut() {
+        Some(last) if last.role == role => last.content.push(block),
+        _ => turns.push(Turn {
+            role,
+            content: vec![block],
+        }),
     }
-    let messages = turns
-        .into_iter()
-        .map(|(role, mut blocks)| {
-            if role == "user" {
-                // Anthropic wants tool results before any text of the same message.
-                blocks
-                    .sort_by_key(|b| b.get("type").and_then(Value::as_str) != Some("tool_result"));
-            }
-            json!({"role": role, "content": blocks})
-        })
-        .collect();
-    body.insert("messages".into(), Value::Array(messages));
-    if !request.tools.is_empty() {
-        let tools = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "name": t.name,
-                    "description": t.description,
-                    "input_schema": normalize_tool_schema(&t.parameters),
-                })
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    if let Some(t) = request.temperature {
-        body.insert("temperature".into(), f32_json(t));
-    }
-    body.insert("stream".into(), Value::Bool(stream));
-    Value::Object(body)
+}
+
+/// The top level of the body.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<Cow<'a, str>>,
+    messages: Vec<Turn<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<JsonF32>,
+    stream: bool,
+}
+
+/// One message: a role and its content blocks.
+#[derive(Serialize)]
+struct Turn<'a> {
+    role: &'static str,
+    content: Vec<Block<'a>>,
+}
+
+/// One content block.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: ToolInput<'a>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        is_error: bool,
+    },
 }
 
 /// A text block, or nothing for empty text (Anthropic rejects empty text blocks).
-fn text_block(text: &str) -> Option<Value> {
-    (!text.is_empty()).then(|| json!({"type": "text", "text": text}))
+fn text_block(text: &str) -> Option<Block<'_>> {
+    (!text.is_empty()).then_some(Block::Text { text })
 }
 
-/// Tool-call arguments as the JSON object `tool_use.input` requires; `{}` when they are
-/// not a JSON object.
-fn tool_input(arguments: &str) -> Value {
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => Value::Object(Map::new()),
+/// Tool-call arguments as the JSON object `tool_use.input` requires: the argument text
+/// itself, embedded as it is, when it is a JSON object; else `{}`.
+enum ToolInput<'a> {
+    Object(&'a RawValue),
+    Empty,
+}
+
+impl<'a> ToolInput<'a> {
+    fn new(arguments: &'a str) -> Self {
+        json::raw_object(arguments).map_or(ToolInput::Empty, ToolInput::Object)
+    }
+}
+
+impl Serialize for ToolInput<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ToolInput::Object(raw) => raw.serialize(serializer),
+            ToolInput::Empty => serializer.serialize_map(Some(0))?.end(),
+        }
+    }
+}
+
+/// One offered tool.
+#[derive(Serialize)]
+struct Tool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: Value,
+}
+
+impl<'a> Tool<'a> {
+    fn new(def: &'a ToolDefinition) -> Self {
+        Tool {
+            name: &def.name,
+            description: &def.description,
+            input_schema: normalize_tool_schema(&def.parameters),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cadre_types::{ToolCall, ToolDefinition};
+    use cadre_types::ToolCall;
+    use serde_json::json;
+
+    /// The body as sent, parsed back.
+    fn body_json(request: &ModelRequest, stream: bool) -> Value {
+        serde_json::from_slice(&build_body(request, stream).unwrap()).unwrap()
+    }
 
     fn tool_msg(id: &str, content: &str, is_error: bool) -> Message {
         Message::Tool {
@@ -187,7 +268,7 @@ mod tests {
             }],
             ..Default::default()
         };
-        let body = build_body(&request, false);
+        let body = body_json(&request, false);
         assert_eq!(
             body,
             json!({
@@ -211,6 +292,118 @@ mod tests {
                            "input_schema": {"type": "object", "properties": {}}}],
                 "stream": false
             })
+        );
+    }
+
+    fn call(id: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "read_file".into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    #[test]
+    fn body_of_a_whole_conversation_is_pinned() {
+        let request = ModelRequest {
+            model: "claude-x".into(),
+            system: String::new(),
+            messages: vec![
+                Message::system(""),
+                Message::system("first rule"),
+                Message::user("look \"here\"\n"),
+                Message::Assistant {
+                    content: "reading".into(),
+                    thinking: Some("plan".into()),
+                    thinking_signature: Some("sig-1".into()),
+                    tool_calls: vec![
+                        call(
+                            "a",
+                            r#" {"path": "a.rs", "lines": [1, 2], "big": 123456789012345678901234567890} "#,
+                        ),
+                        call("b", r#"{"path": "b.rs""#),
+                        call("c", "[1]"),
+                    ],
+                },
+                Message::user("wait"),
+                tool_msg("a", "fn main() {}", false),
+                tool_msg("b", "bad arguments", true),
+                tool_msg("c", "", true),
+                Message::Assistant {
+                    content: String::new(),
+                    thinking: None,
+                    thinking_signature: Some("sig-2".into()),
+                    tool_calls: vec![],
+                },
+                Message::Assistant {
+                    content: String::new(),
+                    thinking: Some("unsigned".into()),
+                    thinking_signature: Some(String::new()),
+                    tool_calls: vec![],
+                },
+                Message::system("second rule"),
+                Message::assistant("done"),
+                Message::user(""),
+            ],
+            tools: vec![ToolDefinition {
+                name: "read_file".into(),
+                description: "Read a file".into(),
+                parameters: json!({"$schema": "x", "type": "object",
+                                   "properties": {"path": {"type": "string"}}}),
+            }],
+            max_output_tokens: Some(1000),
+            temperature: Some(0.2),
+            ..Default::default()
+        };
+        let bytes = build_body(&request, true).unwrap();
+        let text = std::str::from_utf8(&bytes).unwrap();
+        assert!(text.contains(r#""temperature":0.2"#), "{text}");
+        // Valid arguments are embedded as they are, not re-encoded.
+        assert!(
+            text.contains(r#""input":{"path": "a.rs", "lines": [1, 2], "big": 123456789012345678901234567890}"#),
+            "{text}"
+        );
+        assert!(!text.contains("unsigned"), "{text}");
+        let body: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "claude-x",
+                "max_tokens": 1000,
+                "system": "first rule\n\nsecond rule",
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "look \"here\"\n"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "thinking", "thinking": "plan", "signature": "sig-1"},
+                        {"type": "text", "text": "reading"},
+                        {"type": "tool_use", "id": "a", "name": "read_file",
+                         "input": serde_json::from_str::<Value>(
+                             r#"{"path": "a.rs", "lines": [1, 2], "big": 123456789012345678901234567890}"#
+                         ).unwrap()},
+                        {"type": "tool_use", "id": "b", "name": "read_file", "input": {}},
+                        {"type": "tool_use", "id": "c", "name": "read_file", "input": {}}]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "a", "content": "fn main() {}",
+                         "is_error": false},
+                        {"type": "tool_result", "tool_use_id": "b", "content": "bad arguments",
+                         "is_error": true},
+                        {"type": "tool_result", "tool_use_id": "c", "content": "", "is_error": true},
+                        {"type": "text", "text": "wait"}]},
+                    {"role": "assistant", "content": [
+                        {"type": "thinking", "thinking": "", "signature": "sig-2"},
+                        {"type": "text", "text": "done"}]}
+                ],
+                "tools": [{"name": "read_file", "description": "Read a file",
+                           "input_schema": {"type": "object",
+                                            "properties": {"path": {"type": "string"}}}}],
+                "temperature": 0.2,
+                "stream": true
+            })
+        );
+        let plain = body_json(&ModelRequest::default(), false);
+        assert_eq!(
+            plain,
+            json!({"model": "", "max_tokens": 8192, "messages": [], "stream": false})
         );
     }
 }

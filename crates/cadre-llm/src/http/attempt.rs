@@ -35,19 +35,16 @@ pub(crate) fn run(
     with_retries(policy, name, make)
 }
 
-/// Encode `body` as JSON and [`run`] it; an encoding failure is the stream's only item.
-pub(crate) fn run_json(
+/// [`run`] an encoded body; an encoding failure is the stream's only item.
+pub(crate) fn run_body(
     core: Arc<HttpCore>,
     wire: Arc<dyn Wire>,
     model: String,
-    body: &serde_json::Value,
+    body: Result<Bytes, ProviderError>,
 ) -> ModelStream {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => run(core, wire, model, bytes.into()),
-        Err(e) => {
-            let err = crate::ProviderError::Config(format!("cannot encode request: {e}"));
-            Box::pin(futures::stream::once(async move { Err(err) }))
-        }
+    match body {
+        Ok(body) => run(core, wire, model, body),
+        Err(err) => Box::pin(futures::stream::once(async move { Err(err) })),
     }
 }
 

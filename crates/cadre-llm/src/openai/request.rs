@@ -1,114 +1,216 @@
-//! Request bodies for Chat Completions: messages, tools and sampling options.
+//! Request bodies for Chat Completions: messages, tools and sampling options, serialized
+//! straight from the request's strings (no intermediate `serde_json::Value` tree).
 
-use crate::ModelRequest;
-use crate::http::f32_json;
+use crate::json::{self, JsonF32};
 use crate::schema::normalize_tool_schema;
-use cadre_types::{Message, ToolDefinition};
-use serde_json::{Map, Value, json};
+use crate::{ModelRequest, ProviderError};
+use bytes::Bytes;
+use cadre_types::{Message, ToolCall, ToolDefinition};
+use serde::Serialize;
+use serde::ser::{SerializeSeq, Serializer};
+use serde_json::Value;
 
-/// The JSON body of one Chat Completions call.
-pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Value {
-    let mut body = Map::new();
-    body.insert("model".into(), Value::String(request.model.clone()));
-    body.insert("messages".into(), Value::Array(messages(request)));
-    if !request.tools.is_empty() {
-        body.insert(
-            "tools".into(),
-            Value::Array(request.tools.iter().map(tool).collect()),
-        );
-    }
-    body.insert("stream".into(), Value::Bool(stream));
-    if stream {
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    if let Some(max) = request.max_output_tokens {
-        body.insert("max_tokens".into(), json!(max));
-    }
-    if let Some(t) = request.temperature {
-        body.insert("temperature".into(), f32_json(t));
-    }
-    Value::Object(body)
+/// The encoded JSON body of one Chat Completions call.
+pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Result<Bytes, ProviderError> {
+    let body = Body {
+        model: &request.model,
+        messages: Messages(request),
+        tools: request.tools.iter().map(Tool::new).collect(),
+        stream,
+        stream_options: stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
+        max_tokens: request.max_output_tokens,
+        temperature: request.temperature.map(JsonF32),
+    };
+    json::encode(&body, json::size_hint(request))
 }
 
-/// The system prompt first, then the conversation in wire form.
-fn messages(request: &ModelRequest) -> Vec<Value> {
-    let mut out = Vec::with_capacity(request.messages.len() + 1);
-    if !request.system.is_empty() {
-        out.push(json!({"role": "system", "content": request.system}));
+/// The top level of the body.
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Messages<'a>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<JsonF32>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// The system prompt first, then the conversation in wire form, written one message at
+/// a time.
+struct Messages<'a>(&'a ModelRequest);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let request = self.0;
+        let system = !request.system.is_empty();
+        let mut seq =
+            serializer.serialize_seq(Some(request.messages.len() + usize::from(system)))?;
+        if system {
+            seq.serialize_element(&WireMessage::System {
+                content: &request.system,
+            })?;
+        }
+        for message in &request.messages {
+            seq.serialize_element(&WireMessage::new(message))?;
+        }
+        seq.end()
     }
-    for message in &request.messages {
-        out.push(match message {
-            Message::System { content } => json!({"role": "system", "content": content}),
-            Message::User { content } => json!({"role": "user", "content": content}),
+}
+
+/// One message as Chat Completions wants it.
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        /// `null` when a reply with tool calls has no text.
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "ToolCalls::is_empty")]
+        tool_calls: ToolCalls<'a>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+impl<'a> WireMessage<'a> {
+    fn new(message: &'a Message) -> Self {
+        match message {
+            Message::System { content } => WireMessage::System { content },
+            Message::User { content } => WireMessage::User { content },
+            // Thinking is not sent back: several servers reject `reasoning_content`.
             Message::Assistant {
                 content,
                 tool_calls,
                 ..
-            } => {
-                // Thinking is not sent back: several servers reject `reasoning_content`.
-                if tool_calls.is_empty() {
-                    json!({"role": "assistant", "content": content})
-                } else {
-                    let calls: Vec<Value> = tool_calls
-                        .iter()
-                        .map(|c| {
-                            json!({
-                                "id": c.id,
-                                "type": "function",
-                                "function": {"name": c.name, "arguments": replay_arguments(&c.arguments)},
-                            })
-                        })
-                        .collect();
-                    let content = if content.is_empty() {
-                        Value::Null
-                    } else {
-                        Value::String(content.clone())
-                    };
-                    json!({"role": "assistant", "content": content, "tool_calls": calls})
-                }
-            }
+            } => WireMessage::Assistant {
+                content: (tool_calls.is_empty() || !content.is_empty()).then_some(content),
+                tool_calls: ToolCalls(tool_calls),
+            },
             Message::Tool {
                 tool_call_id,
                 content,
                 ..
-            } => json!({"role": "tool", "tool_call_id": tool_call_id, "content": content}),
-        });
+            } => WireMessage::Tool {
+                tool_call_id,
+                content,
+            },
+        }
     }
-    out
 }
 
-fn tool(def: &ToolDefinition) -> Value {
-    json!({
-        "type": "function",
-        "function": {
-            "name": def.name,
-            "description": def.description,
-            "parameters": normalize_tool_schema(&def.parameters),
+/// The tool calls of an assistant message, written one at a time.
+struct ToolCalls<'a>(&'a [ToolCall]);
+
+impl ToolCalls<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for ToolCalls<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|call| WireToolCall {
+            id: &call.id,
+            kind: "function",
+            function: WireFunction {
+                name: &call.name,
+                arguments: replay_arguments(&call.arguments),
+            },
+        }))
+    }
+}
+
+#[derive(Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    /// The arguments as a JSON string (not an object), as the API wants.
+    arguments: &'a str,
+}
+
+/// One offered tool.
+#[derive(Serialize)]
+struct Tool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: ToolFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct ToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: Value,
+}
+
+impl<'a> Tool<'a> {
+    fn new(def: &'a ToolDefinition) -> Self {
+        Tool {
+            kind: "function",
+            function: ToolFunction {
+                name: &def.name,
+                description: &def.description,
+                parameters: normalize_tool_schema(&def.parameters),
+            },
         }
-    })
+    }
 }
 
 /// Arguments as replayed in history: servers such as llama.cpp's reject a request whose
 /// earlier tool call has invalid JSON arguments, so those are sent as `{}` (the model already
-/// saw the parse error in the tool result).
-fn replay_arguments(arguments: &str) -> String {
-    match serde_json::from_str::<serde_json::Value>(arguments) {
-        Ok(serde_json::Value::Object(_)) => arguments.to_string(),
-        _ => "{}".to_string(),
+/// saw the parse error in the tool result). Valid arguments are sent as they are, borrowed.
+fn replay_arguments(arguments: &str) -> &str {
+    if json::is_json_object(arguments) {
+        arguments
+    } else {
+        "{}"
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// The body as sent, parsed back.
+    fn body_json(request: &ModelRequest, stream: bool) -> Value {
+        serde_json::from_slice(&build_body(request, stream).unwrap()).unwrap()
+    }
 
     #[test]
     fn invalid_arguments_are_replayed_as_an_empty_object() {
         assert_eq!(replay_arguments(r#"{"a":1}"#), r#"{"a":1}"#);
         assert_eq!(replay_arguments(r#"{"a": "unterminated"#), "{}");
         assert_eq!(replay_arguments("[1]"), "{}");
+        assert_eq!(replay_arguments(r#"{"a":"\ud800"}"#), "{}");
+        assert_eq!(replay_arguments(" {} "), " {} ");
     }
-    use cadre_types::ToolCall;
 
     #[test]
     fn body_has_system_first_tool_calls_and_tool_results() {
@@ -143,7 +245,7 @@ mod tests {
             temperature: Some(0.2),
             ..Default::default()
         };
-        let body = build_body(&request, true);
+        let body = body_json(&request, true);
         assert_eq!(
             body,
             json!({
@@ -166,7 +268,124 @@ mod tests {
                 "temperature": 0.2
             })
         );
-        let plain = build_body(&ModelRequest::default(), false);
+        let plain = body_json(&ModelRequest::default(), false);
         assert_eq!(plain, json!({"model": "", "messages": [], "stream": false}));
+    }
+
+    fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    fn tool_result(id: &str, content: &str, is_error: bool) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            name: "t".into(),
+            content: content.into(),
+            is_error,
+        }
+    }
+
+    #[test]
+    fn body_of_a_whole_conversation_is_pinned() {
+        let request = ModelRequest {
+            model: "gpt-x".into(),
+            system: "be brief".into(),
+            messages: vec![
+                Message::user("look \"here\"\n"),
+                Message::Assistant {
+                    content: "reading two files".into(),
+                    thinking: Some("secret plan".into()),
+                    thinking_signature: Some("sig".into()),
+                    tool_calls: vec![
+                        call("c1", "read_file", r#"{"path": "a.rs", "lines": [1, 2]}"#),
+                        call("c2", "read_file", r#"{"path": "b.rs""#),
+                    ],
+                },
+                tool_result("c1", "fn main() {}", false),
+                tool_result("c2", "invalid arguments", true),
+                Message::Assistant {
+                    content: String::new(),
+                    thinking: None,
+                    thinking_signature: None,
+                    tool_calls: vec![call("c3", "grep", r#"{"pattern":"x"}"#)],
+                },
+                tool_result("c3", "", false),
+                Message::system("a late rule"),
+                Message::assistant("done"),
+                Message::assistant(""),
+            ],
+            tools: vec![
+                ToolDefinition {
+                    name: "read_file".into(),
+                    description: "Read a file".into(),
+                    parameters: json!({"type": "object", "properties": {"path": {"type": "string"}},
+                                       "required": ["path"], "examples": [{}]}),
+                },
+                ToolDefinition {
+                    name: "grep".into(),
+                    description: "Search".into(),
+                    parameters: Value::Null,
+                },
+            ],
+            max_output_tokens: Some(4096),
+            temperature: Some(0.2),
+            ..Default::default()
+        };
+        let bytes = build_body(&request, true).unwrap();
+        let text = std::str::from_utf8(&bytes).unwrap();
+        assert!(text.contains(r#""temperature":0.2"#), "{text}");
+        assert!(
+            !text.contains("secret plan") && !text.contains("sig"),
+            "{text}"
+        );
+        let body: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "gpt-x",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "look \"here\"\n"},
+                    {"role": "assistant", "content": "reading two files", "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {
+                            "name": "read_file",
+                            "arguments": "{\"path\": \"a.rs\", \"lines\": [1, 2]}"}},
+                        {"id": "c2", "type": "function", "function": {
+                            "name": "read_file", "arguments": "{}"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "c1", "content": "fn main() {}"},
+                    {"role": "tool", "tool_call_id": "c2", "content": "invalid arguments"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "c3", "type": "function", "function": {
+                            "name": "grep", "arguments": "{\"pattern\":\"x\"}"}}
+                    ]},
+                    {"role": "tool", "tool_call_id": "c3", "content": ""},
+                    {"role": "system", "content": "a late rule"},
+                    {"role": "assistant", "content": "done"},
+                    {"role": "assistant", "content": ""}
+                ],
+                "tools": [
+                    {"type": "function", "function": {
+                        "name": "read_file", "description": "Read a file",
+                        "parameters": {"type": "object",
+                                       "properties": {"path": {"type": "string"}},
+                                       "required": ["path"]}}},
+                    {"type": "function", "function": {
+                        "name": "grep", "description": "Search",
+                        "parameters": {"type": "object", "properties": {}}}}
+                ],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "max_tokens": 4096,
+                "temperature": 0.2
+            })
+        );
+        let body = body_json(&request, false);
+        assert_eq!(body["stream"], json!(false));
+        assert!(body.get("stream_options").is_none());
     }
 }
