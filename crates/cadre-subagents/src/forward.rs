@@ -1,5 +1,5 @@
-//! Turns a child's events into sub-agent updates in the parent's event stream and in the
-//! task's bounded log. Approval requests pass through unchanged, so the parent's UI sees
+//! Turns a child's events into sub-agent updates in the parent's event stream and previews
+//! of them in the task's small progress log. Approval requests pass through unchanged, so the parent's UI sees
 //! which sub-agent asks.
 
 use crate::tracker::TaskTracker;
@@ -28,6 +28,10 @@ impl ForwardSink {
         tool: Option<String>,
         usage: Option<cadre_types::Usage>,
     ) {
+        if self.log {
+            self.tracker
+                .log(&self.task_id, kind, tool.as_deref(), &text);
+        }
         let update = SubagentUpdate {
             agent: self.agent.clone(),
             task_id: Some(self.task_id.clone()),
@@ -37,9 +41,6 @@ impl ForwardSink {
             tool,
             usage,
         };
-        if self.log {
-            self.tracker.log(&self.task_id, update.clone());
-        }
         self.to_parent(Event::SubagentUpdate { update });
     }
 

@@ -18,6 +18,7 @@ pub mod loader;
 mod narrowing;
 mod paths;
 mod persist;
+pub mod progress;
 mod registry;
 mod remote;
 mod runtime;

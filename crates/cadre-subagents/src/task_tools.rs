@@ -41,6 +41,22 @@ fn describe(t: &TaskSnapshot) -> String {
     s
 }
 
+/// `describe` plus the task's recent progress, for a task that has not finished.
+fn describe_running(runtime: &SubagentRuntime, t: &TaskSnapshot, note: &str) -> String {
+    let mut s = describe(t);
+    let lines = runtime.tracker().log_of(&t.id);
+    if !lines.is_empty() {
+        s.push_str("\nrecent progress:");
+        for l in &lines {
+            s.push_str("\n  ");
+            s.push_str(&l.render());
+        }
+    }
+    s.push_str("\nnote: ");
+    s.push_str(note);
+    s
+}
+
 async fn lookup(runtime: &SubagentRuntime, ctx: &ToolContext, id: &str) -> Option<TaskSnapshot> {
     runtime.task(&ctx.run.session_id, id).await
 }
@@ -125,9 +141,10 @@ impl Tool for TaskOutputTool {
             return Ok(finished(&self.runtime, &t).await);
         }
         if !a.block.unwrap_or(true) {
-            return Ok(ToolOutput::ok(format!(
-                "{}\nnote: still running",
-                describe(&t)
+            return Ok(ToolOutput::ok(describe_running(
+                &self.runtime,
+                &t,
+                "still running",
             )));
         }
         let ms = a.timeout.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS);
@@ -140,9 +157,10 @@ impl Tool for TaskOutputTool {
             Waited::Unknown => Ok(unknown(&a.task_id)),
             Waited::Aborted | Waited::TimedOut => {
                 let now = lookup(&self.runtime, ctx, &a.task_id).await.unwrap_or(t);
-                Ok(ToolOutput::ok(format!(
-                    "{}\nnote: timed out waiting after {ms} ms; the task is still running",
-                    describe(&now)
+                Ok(ToolOutput::ok(describe_running(
+                    &self.runtime,
+                    &now,
+                    &format!("timed out waiting after {ms} ms; the task is still running"),
                 )))
             }
         }

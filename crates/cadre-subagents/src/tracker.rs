@@ -1,18 +1,16 @@
 //! The task tracker: every child run is a task record with an explicit state machine, a
-//! bounded progress log and exactly-once delivery of its completion to the parent.
+//! small progress log and exactly-once delivery of its completion to the parent.
 //!
 //! Transitions live in one function, [`TaskStatus::can_become`] (shared with the persistent
 //! store, which enforces the same rule in SQL): terminal states never change, and once
 //! cancellation is requested only a terminal state can be written.
 
-use cadre_types::{SubagentUpdate, Usage, unix_millis};
-use std::collections::{HashMap, VecDeque};
+use crate::progress::{ProgressLine, ProgressLog};
+use cadre_types::{UpdateKind, Usage, unix_millis};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
-
-/// Entries kept in a task's progress log; older ones are dropped.
-pub const TASK_LOG_CAPACITY: usize = 200;
 
 pub use cadre_store::TaskStatus;
 
@@ -52,7 +50,7 @@ pub struct TaskSnapshot {
 struct TaskEntry {
     snap: TaskSnapshot,
     delivered: bool,
-    log: VecDeque<SubagentUpdate>,
+    log: ProgressLog,
     cancel: CancellationToken,
     status_tx: watch::Sender<TaskStatus>,
 }
@@ -151,7 +149,7 @@ impl TaskTracker {
                     end_state: None,
                 },
                 delivered: !t.background,
-                log: VecDeque::new(),
+                log: ProgressLog::default(),
                 cancel,
                 status_tx: tx,
             },
@@ -193,6 +191,9 @@ impl TaskTracker {
             e.snap.usage = u;
         }
         e.status_tx.send_replace(to);
+        if to.is_terminal() {
+            e.log.shrink();
+        }
         if to.is_terminal() && e.snap.background {
             let session = e.snap.parent_session_id.clone();
             if let Some(n) = g.open_background.get_mut(&session) {
@@ -288,22 +289,19 @@ impl TaskTracker {
         }
     }
 
-    /// Append a progress update to the task's bounded log.
-    pub fn log(&self, id: &str, update: SubagentUpdate) {
+    /// Record a progress update in the task's small log (a preview of it).
+    pub fn log(&self, id: &str, kind: UpdateKind, tool: Option<&str>, text: &str) {
         if let Some(e) = self.lock().tasks.get_mut(id) {
-            if e.log.len() >= TASK_LOG_CAPACITY {
-                e.log.pop_front();
-            }
-            e.log.push_back(update);
+            e.log.push(kind, tool, text);
         }
     }
 
-    /// The task's progress log.
-    pub fn log_of(&self, id: &str) -> Vec<SubagentUpdate> {
+    /// The task's recent progress, oldest first.
+    pub fn log_of(&self, id: &str) -> Vec<ProgressLine> {
         self.lock()
             .tasks
             .get(id)
-            .map(|e| e.log.iter().cloned().collect())
+            .map(|e| e.log.lines())
             .unwrap_or_default()
     }
 
@@ -485,25 +483,18 @@ mod tests {
     }
 
     #[test]
-    fn log_is_bounded() {
+    fn log_keeps_previews_and_shrinks_at_the_end() {
         let t = TaskTracker::default();
         t.insert(new("t1", true), CancellationToken::new());
-        for i in 0..(TASK_LOG_CAPACITY + 50) {
-            t.log(
-                "t1",
-                SubagentUpdate {
-                    agent: "a".into(),
-                    task_id: Some("t1".into()),
-                    session_id: "x".into(),
-                    kind: cadre_types::UpdateKind::Delta,
-                    text: i.to_string(),
-                    tool: None,
-                    usage: None,
-                },
-            );
+        for i in 0..(crate::progress::TASK_LOG_CAPACITY + 5) {
+            t.log("t1", UpdateKind::ToolStart, Some("bash"), &i.to_string());
         }
         let log = t.log_of("t1");
-        assert_eq!(log.len(), TASK_LOG_CAPACITY);
-        assert_eq!(log[0].text, "50");
+        assert_eq!(log.len(), crate::progress::TASK_LOG_CAPACITY);
+        assert_eq!(log[0].text, "5");
+        t.transition("t1", Running, None, None, None).unwrap();
+        t.transition("t1", Completed, None, None, None).unwrap();
+        assert_eq!(t.log_of("t1").len(), crate::progress::TASK_LOG_CAPACITY);
+        assert!(t.log_of("missing").is_empty());
     }
 }

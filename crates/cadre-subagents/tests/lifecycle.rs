@@ -224,6 +224,12 @@ async fn task_output_blocks_polls_and_times_out_without_failing_the_task() {
         field(&short, "note"),
         "timed out waiting after 100 ms; the task is still running"
     );
+    // A running task shows what it has done so far.
+    assert!(
+        short.content.contains("\nrecent progress:\n  started: go\n"),
+        "{}",
+        short.content
+    );
 
     let done = c.call("task_output", json!({"task_id": id})).await;
     assert_eq!(field(&done, "status"), "completed");
