@@ -1,21 +1,23 @@
-//! One task of a child: wait for a concurrency slot, run the child's agent on its session,
-//! and record the honest end state in the tracker.
+//! One task of a child: wait for a concurrency slot, build the child if it was only
+//! planned, run its agent on its session, and record the honest end state in the tracker.
 
 use crate::forward::ForwardSink;
 use crate::persist::Persist;
 use crate::remote::{OnRemoteId, RemoteRequest};
-use crate::runtime::{Child, ChildRunner};
+use crate::runtime::{Child, ChildRunner, JobChild, SubagentRuntime};
 use crate::tracker::{TaskStatus, TaskTracker};
 use cadre_engine::RunOutcome;
 use cadre_tools::RunContext;
 use cadre_types::{EndState, Event, EventEnvelope, Message, UpdateKind};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) struct ChildJob {
     pub task_id: String,
-    pub child: Child,
+    pub child: JobChild,
+    /// Builds a planned child.
+    pub runtime: Weak<SubagentRuntime>,
     pub prompt: String,
     pub run: Arc<RunContext>,
     pub cancel: CancellationToken,
@@ -26,20 +28,85 @@ pub(crate) struct ChildJob {
 }
 
 impl ChildJob {
-    pub(crate) async fn run(self) {
+    /// Build a planned child now that it has a slot.
+    fn materialize(&self) -> Result<Child, String> {
+        match &self.child {
+            JobChild::Ready(c) => Ok(c.clone()),
+            JobChild::Planned(plan) => match self.runtime.upgrade() {
+                Some(rt) => rt.build_planned(plan).map_err(|e| e.to_string()),
+                None => Err("the sub-agent runtime has shut down".to_string()),
+            },
+        }
+    }
+
+    /// End a task that never started: cancelled, or failed because its child could not be
+    /// built.
+    async fn end_unstarted(&self, failure: Option<String>) {
         let id = &self.task_id;
-        let sid = &self.child.session_id;
+        let sid = self.child.session_id();
+        let (status, end, text, kind) = match failure {
+            None => {
+                let _ = self.tracker.request_cancel(id);
+                (
+                    TaskStatus::Cancelled,
+                    EndState::Cancelled,
+                    "cancelled before it started".to_string(),
+                    UpdateKind::Cancelled,
+                )
+            }
+            Some(error) => (
+                TaskStatus::Failed,
+                EndState::Failed {
+                    error: error.clone(),
+                },
+                error,
+                UpdateKind::Error,
+            ),
+        };
+        let error = (status == TaskStatus::Failed).then(|| text.clone());
+        let _ = self
+            .tracker
+            .transition(id, status, None, error.clone(), None);
+        self.tracker.set_end_state(id, end.clone());
+        if let Some(p) = &self.persist {
+            p.finished(id, status, None, error, &end, Default::default())
+                .await;
+        }
+        self.forward.update(sid, kind, text, None, None);
+    }
+
+    pub(crate) async fn run(mut self) {
         // The RAII permit frees the slot however the run ends.
         let permit = tokio::select! {
             p = self.slot.clone().acquire_owned() => p.ok(),
             _ = self.cancel.cancelled() => None,
         };
-        let session = match permit {
-            Some(_) => tokio::select! {
-                s = self.child.session.lock() => Some(s),
-                _ = self.cancel.cancelled() => None,
-            },
-            None => None,
+        let Some(_permit) = permit else {
+            self.end_unstarted(None).await;
+            return;
+        };
+        let child = match self.materialize() {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(task = %self.task_id, error = %e, "the sub-agent could not be built");
+                self.end_unstarted(Some(e)).await;
+                return;
+            }
+        };
+        // The built child replaces the plan: the job holds one copy of it.
+        self.child = JobChild::Ready(child.clone());
+        let mut run = self.run.clone();
+        if run.model != child.model {
+            // A factory may pick another model than the definition said.
+            let mut r = (*run).clone();
+            r.model = child.model.clone();
+            run = Arc::new(r);
+        }
+        let id = &self.task_id;
+        let sid = &child.session_id;
+        let session = tokio::select! {
+            s = child.session.lock() => Some(s),
+            _ = self.cancel.cancelled() => None,
         };
         let started = match session {
             Some(session) => {
@@ -57,41 +124,18 @@ impl ChildJob {
         };
         let Some(mut session) = started else {
             // Cancelled before it could start (here or, through the store, elsewhere).
-            let _ = self.tracker.request_cancel(id);
-            let _ = self
-                .tracker
-                .transition(id, TaskStatus::Cancelled, None, None, None);
-            self.tracker.set_end_state(id, EndState::Cancelled);
-            if let Some(p) = &self.persist {
-                let end = EndState::Cancelled;
-                p.finished(
-                    id,
-                    TaskStatus::Cancelled,
-                    None,
-                    None,
-                    &end,
-                    Default::default(),
-                )
-                .await;
-            }
-            self.forward.update(
-                sid,
-                UpdateKind::Cancelled,
-                "cancelled before it started".into(),
-                None,
-                None,
-            );
+            self.end_unstarted(None).await;
             return;
         };
         self.forward
             .update(sid, UpdateKind::Start, self.prompt.clone(), None, None);
-        let outcome = match &self.child.runner {
+        let outcome = match &child.runner {
             ChildRunner::Local { agent, workspace } => {
                 agent
                     .run(
                         &mut session,
                         Some(self.prompt),
-                        self.run,
+                        run,
                         workspace.clone(),
                         self.cancel,
                     )
@@ -105,7 +149,7 @@ impl ChildJob {
                 let context = context_id.lock().ok().and_then(|c| c.clone());
                 let _ = session.push(Message::user(self.prompt.clone()));
                 let request = RemoteRequest {
-                    agent: self.child.name.clone(),
+                    agent: child.name.clone(),
                     spec: spec.clone(),
                     prompt: self.prompt,
                     task_id: id.clone(),
@@ -113,7 +157,7 @@ impl ChildJob {
                     context_id: context,
                     on_remote_id: self.persist.as_ref().map(|p| record_remote_id(p, id)),
                 };
-                let events = self.run.events.clone();
+                let events = run.events.clone();
                 let remote = executor.run(request, events.clone(), self.cancel).await;
                 if let (Some(c), Ok(mut slot)) = (remote.context_id.clone(), context_id.lock()) {
                     *slot = Some(c);
@@ -124,7 +168,7 @@ impl ChildJob {
                 // The local view of a remote run ends like a local one.
                 events.emit(EventEnvelope {
                     session_id: sid.clone(),
-                    agent: self.child.name.clone(),
+                    agent: child.name.clone(),
                     task_id: Some(id.clone()),
                     event: Event::Done {
                         state: remote.state.clone(),

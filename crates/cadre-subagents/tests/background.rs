@@ -76,8 +76,14 @@ async fn background_ids_return_at_once_and_results_are_delivered_exactly_once() 
     assert!(parent[2].system.contains(&id), "{}", parent[2].system);
     // Progress was logged, as short previews, for the background task.
     let log = f.runtime.tracker().log_of(&id);
-    assert_eq!(log.first().map(|l| l.kind), Some(cadre_types::UpdateKind::Start));
-    assert_eq!(log.last().map(|l| l.kind), Some(cadre_types::UpdateKind::Done));
+    assert_eq!(
+        log.first().map(|l| l.kind),
+        Some(cadre_types::UpdateKind::Start)
+    );
+    assert_eq!(
+        log.last().map(|l| l.kind),
+        Some(cadre_types::UpdateKind::Done)
+    );
 }
 
 const BG_WRITE: &str = r#"

@@ -226,7 +226,9 @@ async fn task_output_blocks_polls_and_times_out_without_failing_the_task() {
     );
     // A running task shows what it has done so far.
     assert!(
-        short.content.contains("\nrecent progress:\n  started: go\n"),
+        short
+            .content
+            .contains("\nrecent progress:\n  started: go\n"),
         "{}",
         short.content
     );

@@ -1,7 +1,8 @@
 //! Building a child: definition to agent (workspace, prompt, narrowed tools, model, limits)
-//! or to a remote runner, with its fresh session.
+//! or to a remote runner, with its fresh session. A one-off child is first only *planned*
+//! (checked, given its session id) and built when its task gets a slot.
 
-use super::{Child, ChildRunner, SpawnError, SubagentRuntime};
+use super::{Child, ChildPlan, ChildRunner, SpawnError, SubagentRuntime};
 use crate::DELEGATION_TOOLS;
 use crate::child_setup::{SetupError, child_prompt, plan_workspace};
 use crate::definition::{AgentDefinition, DefinitionSource, FactoryInput};
@@ -98,6 +99,60 @@ impl SubagentRuntime {
         self.build_child(agent, parent, None)
     }
 
+    /// Check that a child of `agent` can be made for `parent` (the agent exists, the depth
+    /// cap allows it, its model resolves, a remote agent has an executor) and give it its
+    /// session id, without building it: the errors a caller must see at once, at the cost of
+    /// a few strings.
+    pub(crate) fn plan_child(
+        &self,
+        agent: &str,
+        parent: &Arc<RunContext>,
+    ) -> Result<ChildPlan, SpawnError> {
+        let def = self
+            .registry
+            .get(agent)
+            .ok_or_else(|| SpawnError::UnknownAgent(agent.to_string()))?;
+        if parent.depth + 1 > self.cfg.max_depth {
+            return Err(SpawnError::DepthExceeded(self.cfg.max_depth));
+        }
+        let model = match &def.remote {
+            Some(spec) => {
+                if self.cfg.remote.is_none() {
+                    return Err(SpawnError::Remote(def.name.clone()));
+                }
+                format!("remote:{}", spec.url)
+            }
+            None => {
+                let spec = def.model.clone().unwrap_or_else(|| parent.model.clone());
+                self.providers
+                    .resolve(&spec)
+                    .map_err(|e| SpawnError::Model {
+                        agent: def.name.clone(),
+                        message: e.to_string(),
+                    })?;
+                spec
+            }
+        };
+        Ok(ChildPlan {
+            agent: def.name.clone(),
+            model,
+            session_id: new_sub_session_id(),
+            depth: parent.depth + 1,
+            remote: def.remote.clone(),
+            parent: parent.clone(),
+        })
+    }
+
+    /// Build a planned child (when its task gets a slot).
+    pub(crate) fn build_planned(&self, plan: &ChildPlan) -> Result<Child, SpawnError> {
+        self.build(
+            &plan.agent,
+            &plan.parent,
+            None,
+            Some(plan.session_id.clone()),
+        )
+    }
+
     /// Build a child of `agent`; with `resume`, reopen that saved session (its history comes
     /// back from the transcript) instead of starting a fresh one.
     pub(crate) fn build_child(
@@ -105,6 +160,16 @@ impl SubagentRuntime {
         agent: &str,
         parent: &RunContext,
         resume: Option<&str>,
+    ) -> Result<Child, SpawnError> {
+        self.build(agent, parent, resume, None)
+    }
+
+    fn build(
+        &self,
+        agent: &str,
+        parent: &RunContext,
+        resume: Option<&str>,
+        fresh_id: Option<String>,
     ) -> Result<Child, SpawnError> {
         let def = self
             .registry
@@ -159,7 +224,7 @@ impl SubagentRuntime {
             }
             (None, dir) => {
                 let meta = SessionMeta {
-                    id: new_sub_session_id(),
+                    id: fresh_id.unwrap_or_else(new_sub_session_id),
                     agent: def.name.clone(),
                     model: model.clone(),
                     created_at: unix_millis(),

@@ -9,6 +9,7 @@ mod types;
 
 pub use config::{BackgroundApprovals, RuntimeConfig, ToolSurface};
 pub use types::{Child, ChildRunner, Parent, SpawnError, SpawnRequest, Started, Waited};
+pub(crate) use types::{ChildPlan, JobChild};
 
 use crate::child_job::ChildJob;
 use crate::forward::ForwardSink;
@@ -320,12 +321,18 @@ impl SubagentRuntime {
             .clone()
     }
 
-    /// Start a one-off child (the `task` tool). It runs in its own task; foreground callers
-    /// wait with [`wait`](Self::wait).
+    /// Start a one-off child (the `task` tool). It is checked now and built when it gets a
+    /// slot; it runs in its own task, and foreground callers wait with [`wait`](Self::wait).
     pub async fn spawn(&self, req: SpawnRequest, parent: &Parent) -> Result<Started, SpawnError> {
-        let child = self.create_child(&req.agent, &parent.run)?;
-        self.start(&child, req.prompt, req.description, req.background, parent)
-            .await
+        let plan = self.plan_child(&req.agent, &parent.run)?;
+        self.start_job(
+            JobChild::Planned(Box::new(plan)),
+            req.prompt,
+            req.description,
+            req.background,
+            parent,
+        )
+        .await
     }
 
     /// Give `child` a message to work on, as a new task. The child keeps its history; a child
@@ -338,23 +345,39 @@ impl SubagentRuntime {
         background: bool,
         parent: &Parent,
     ) -> Result<Started, SpawnError> {
+        self.start_job(
+            JobChild::Ready(child.clone()),
+            prompt,
+            description,
+            background,
+            parent,
+        )
+        .await
+    }
+
+    async fn start_job(
+        &self,
+        child: JobChild,
+        prompt: String,
+        description: String,
+        background: bool,
+        parent: &Parent,
+    ) -> Result<Started, SpawnError> {
         let task_id = new_task_id();
+        let name = child.name().to_string();
+        let session_id = child.session_id().to_string();
         if let Some(p) = &self.persist {
-            let remote = match &child.runner {
-                ChildRunner::Remote { spec, .. } => Some((spec.url.as_str(), &spec.headers)),
-                ChildRunner::Local { .. } => None,
-            };
             p.created(TaskStart {
                 id: &task_id,
-                agent: &child.name,
+                agent: &name,
                 parent_agent: &parent.run.agent,
                 parent_session_id: &parent.run.session_id,
-                child_session_id: &child.session_id,
+                child_session_id: &session_id,
                 user_id: parent.run.user_id.as_deref(),
                 prompt: &prompt,
                 description: &description,
                 background,
-                remote,
+                remote: child.remote().map(|r| (r.url.as_str(), &r.headers)),
             })
             .await
             .map_err(|e| SpawnError::Store(e.to_string()))?;
@@ -367,9 +390,9 @@ impl SubagentRuntime {
         self.tracker.insert(
             NewTask {
                 id: task_id.clone(),
-                agent: child.name.clone(),
+                agent: name.clone(),
                 parent_session_id: parent.run.session_id.clone(),
-                child_session_id: child.session_id.clone(),
+                child_session_id: session_id.clone(),
                 description,
                 background,
             },
@@ -380,7 +403,7 @@ impl SubagentRuntime {
             parent_session_id: parent.run.session_id.clone(),
             parent_agent: parent.run.agent.clone(),
             parent_task_id: parent.run.task_id.clone(),
-            agent: child.name.clone(),
+            agent: name.clone(),
             task_id: task_id.clone(),
             tracker: self.tracker.clone(),
             log: background,
@@ -392,20 +415,22 @@ impl SubagentRuntime {
                 parent.run.approvals.clone()
             };
         let child_run = Arc::new(RunContext {
-            session_id: child.session_id.clone(),
-            agent: child.name.clone(),
-            model: child.model.clone(),
+            session_id: session_id.clone(),
+            agent: name.clone(),
+            model: child.model().to_string(),
             task_id: Some(task_id.clone()),
             user_id: parent.run.user_id.clone(),
             parent_session_id: Some(parent.run.session_id.clone()),
-            depth: child.depth,
+            depth: child.depth(),
             trace_id: parent.run.trace_id.clone(),
             events: forward.clone() as Arc<dyn EventSink>,
             approvals,
         });
+        let span = tracing::info_span!("subagent", agent = %name, task = %task_id, session = %session_id, depth = child.depth());
         let job = ChildJob {
             task_id: task_id.clone(),
-            child: child.clone(),
+            child,
+            runtime: self.me.clone(),
             prompt,
             run: child_run,
             cancel,
@@ -414,11 +439,10 @@ impl SubagentRuntime {
             forward,
             persist: self.persist.clone(),
         };
-        let span = tracing::info_span!("subagent", agent = %child.name, task = %task_id, session = %child.session_id, depth = child.depth);
         tokio::spawn(job.run().instrument(span));
         Ok(Started {
             task_id,
-            session_id: child.session_id.clone(),
+            session_id,
         })
     }
 

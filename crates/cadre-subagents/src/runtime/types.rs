@@ -138,3 +138,75 @@ pub struct Child {
     /// Its spawn depth.
     pub depth: u32,
 }
+
+/// A one-off child that has been checked but not built: its task holds only this while it
+/// waits for a slot, and the child is built when the slot is granted.
+#[derive(Clone)]
+pub(crate) struct ChildPlan {
+    /// The sub-agent's name.
+    pub agent: String,
+    /// The model spec it will run on (`remote:<url>` for remote agents).
+    pub model: String,
+    /// Its session id, fixed now so the task can be recorded before the child exists.
+    pub session_id: String,
+    /// Its spawn depth.
+    pub depth: u32,
+    /// Where it runs, for remote agents.
+    pub remote: Option<RemoteSpec>,
+    /// The parent's run (depth, default model, session).
+    pub parent: Arc<RunContext>,
+}
+
+/// The child a task runs: built already (a live child taking a new message) or planned.
+pub(crate) enum JobChild {
+    /// Built.
+    Ready(Child),
+    /// Built when the task gets its slot.
+    Planned(Box<ChildPlan>),
+}
+
+impl JobChild {
+    /// The sub-agent's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Ready(c) => &c.name,
+            Self::Planned(p) => &p.agent,
+        }
+    }
+
+    /// Its model spec.
+    pub fn model(&self) -> &str {
+        match self {
+            Self::Ready(c) => &c.model,
+            Self::Planned(p) => &p.model,
+        }
+    }
+
+    /// Its session id.
+    pub fn session_id(&self) -> &str {
+        match self {
+            Self::Ready(c) => &c.session_id,
+            Self::Planned(p) => &p.session_id,
+        }
+    }
+
+    /// Its spawn depth.
+    pub fn depth(&self) -> u32 {
+        match self {
+            Self::Ready(c) => c.depth,
+            Self::Planned(p) => p.depth,
+        }
+    }
+
+    /// Where it runs, for remote agents.
+    pub fn remote(&self) -> Option<&RemoteSpec> {
+        match self {
+            Self::Ready(Child {
+                runner: ChildRunner::Remote { spec, .. },
+                ..
+            }) => Some(spec),
+            Self::Ready(_) => None,
+            Self::Planned(p) => p.remote.as_ref(),
+        }
+    }
+}
