@@ -11,12 +11,26 @@ use cadre_engine::TurnExtension;
 use cadre_tools::RunContext;
 use cadre_types::Message;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// After this many rounds a held-open parent waits for all its background tasks at once.
 pub const WAIT_ALL_AFTER_ROUNDS: u32 = 8;
-/// How long to wait after one completion for others to arrive, so they share a turn.
-const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long the first round waits after a completion for others to arrive, so they share a
+/// turn. Each later round waits twice as long (up to [`MAX_GATHER_WINDOW`]): every turn
+/// re-sends the whole conversation, so a long stream of completions is delivered in a few
+/// growing batches rather than many small ones. A round ends early when nothing is left
+/// running, so the last results are never held back.
+pub const GATHER_WINDOW: Duration = Duration::from_millis(100);
+/// The longest gather window.
+pub const MAX_GATHER_WINDOW: Duration = Duration::from_secs(10);
+
+/// The gather window of held-open round `round` (0-based).
+pub fn gather_window(round: u32) -> Duration {
+    GATHER_WINDOW
+        .saturating_mul(1u32 << round.min(16))
+        .min(MAX_GATHER_WINDOW)
+}
 
 /// Lines of background tasks listed in the prompt before "N more".
 pub const MAX_TASK_LINES: usize = 10;
@@ -51,15 +65,15 @@ pub fn section(runtime: &SubagentRuntime, session: &str) -> String {
     for d in runtime.registry().list() {
         s.push_str(&format!("- {}: {}\n", d.name, d.description.trim()));
     }
-    let tasks = runtime.tracker().background_of(session);
-    if !tasks.is_empty() {
+    let (recent, total) = runtime.tracker().recent_background(session, MAX_TASK_LINES);
+    if !recent.is_empty() {
         s.push_str("\nBackground tasks of this session (newest first):\n");
-        for t in tasks.iter().rev().take(MAX_TASK_LINES) {
+        for t in &recent {
             s.push_str(&task_line(t));
             s.push('\n');
         }
-        if tasks.len() > MAX_TASK_LINES {
-            s.push_str(&format!("… {} more\n", tasks.len() - MAX_TASK_LINES));
+        if total > recent.len() {
+            s.push_str(&format!("… {} more\n", total - recent.len()));
         }
     }
     s.trim_end().to_string()
@@ -155,7 +169,7 @@ impl TurnExtension for SubagentContext {
             if ready > 0 && round < WAIT_ALL_AFTER_ROUNDS {
                 // Let a burst of completions land in the same turn, but stop gathering as
                 // soon as nothing is left running.
-                let deadline = tokio::time::Instant::now() + GATHER_WINDOW;
+                let deadline = tokio::time::Instant::now() + gather_window(round);
                 loop {
                     let notified = signal.notified();
                     tokio::pin!(notified);
@@ -175,5 +189,19 @@ impl TurnExtension for SubagentContext {
                 _ = cancel.cancelled() => return false,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gather_window_doubles_per_round_up_to_its_cap() {
+        assert_eq!(gather_window(0), Duration::from_millis(100));
+        assert_eq!(gather_window(1), Duration::from_millis(200));
+        assert_eq!(gather_window(3), Duration::from_millis(800));
+        assert_eq!(gather_window(7), Duration::from_secs(10));
+        assert_eq!(gather_window(u32::MAX), MAX_GATHER_WINDOW);
     }
 }

@@ -88,6 +88,9 @@ struct Tracked {
     signals: HashMap<String, Arc<Notify>>,
     /// Background tasks not yet terminal, per session (kept so waiting is O(1) per wake-up).
     open_background: HashMap<String, usize>,
+    /// Background tasks that ended and may not be delivered yet, per session, in the order
+    /// they ended (so delivery costs what it delivers, not a scan of every task).
+    finished: HashMap<String, Vec<String>>,
 }
 
 /// What a new task starts with.
@@ -199,6 +202,10 @@ impl TaskTracker {
             if let Some(n) = g.open_background.get_mut(&session) {
                 *n = n.saturating_sub(1);
             }
+            g.finished
+                .entry(session.clone())
+                .or_default()
+                .push(id.to_string());
             if let Some(n) = g.signals.get(&session) {
                 n.notify_waiters();
             }
@@ -233,15 +240,25 @@ impl TaskTracker {
     pub fn promote(&self, id: &str) {
         let mut g = self.lock();
         let mut opened = None;
+        let mut ended = None;
         if let Some(e) = g.tasks.get_mut(id) {
-            if !e.snap.background && !e.snap.status.is_terminal() {
-                opened = Some(e.snap.parent_session_id.clone());
+            if !e.snap.background {
+                let session = e.snap.parent_session_id.clone();
+                if e.snap.status.is_terminal() {
+                    // It ended between the caller's timeout and this promotion.
+                    ended = Some(session);
+                } else {
+                    opened = Some(session);
+                }
             }
             e.snap.background = true;
             e.delivered = false;
         }
         if let Some(session) = opened {
             *g.open_background.entry(session).or_default() += 1;
+        }
+        if let Some(session) = ended {
+            g.finished.entry(session).or_default().push(id.to_string());
         }
     }
 
@@ -329,6 +346,25 @@ impl TaskTracker {
             .unwrap_or_default()
     }
 
+    /// The newest `limit` background tasks of a parent session (newest first) and how many
+    /// background tasks it has in all; clones only what it returns.
+    pub fn recent_background(&self, session: &str, limit: usize) -> (Vec<TaskSnapshot>, usize) {
+        let g = self.lock();
+        let mut recent = Vec::new();
+        let mut total = 0;
+        for id in g.by_session.get(session).into_iter().flatten().rev() {
+            if let Some(e) = g.tasks.get(id)
+                && e.snap.background
+            {
+                total += 1;
+                if recent.len() < limit {
+                    recent.push(e.snap.clone());
+                }
+            }
+        }
+        (recent, total)
+    }
+
     /// Background tasks of a parent session, in creation order.
     pub fn background_of(&self, session: &str) -> Vec<TaskSnapshot> {
         let g = self.lock();
@@ -344,10 +380,13 @@ impl TaskTracker {
             .unwrap_or_default()
     }
 
-    /// Finished, undelivered background tasks of a session; marks them delivered.
+    /// Finished, undelivered background tasks of a session, in the order they ended; marks
+    /// them delivered. Tasks already read (e.g. by `task_output`) are skipped.
     pub fn take_finished(&self, session: &str) -> Vec<TaskSnapshot> {
         let mut g = self.lock();
-        let ids = g.by_session.get(session).cloned().unwrap_or_default();
+        let Some(ids) = g.finished.remove(session) else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         for id in ids {
             if let Some(e) = g.tasks.get_mut(&id)
@@ -432,6 +471,42 @@ mod tests {
             description: "d".into(),
             background,
         }
+    }
+
+    #[test]
+    fn delivery_follows_completion_order_and_skips_what_was_read() {
+        let t = TaskTracker::default();
+        for id in ["a", "b", "c"] {
+            t.insert(new(id, true), CancellationToken::new());
+        }
+        for id in ["c", "a", "b"] {
+            t.transition(id, Completed, Some(id.into()), None, None)
+                .unwrap();
+        }
+        t.mark_delivered("a");
+        let ids: Vec<_> = t.take_finished("s").into_iter().map(|s| s.id).collect();
+        assert_eq!(ids, ["c", "b"]);
+        assert!(t.take_finished("s").is_empty());
+        let (recent, total) = t.recent_background("s", 2);
+        assert_eq!(total, 3);
+        assert_eq!(
+            recent.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            ["c", "b"]
+        );
+    }
+
+    #[test]
+    fn a_foreground_task_promoted_after_it_ended_is_still_delivered() {
+        let t = TaskTracker::default();
+        t.insert(new("f", false), CancellationToken::new());
+        t.transition("f", Completed, Some("late".into()), None, None)
+            .unwrap();
+        assert!(t.take_finished("s").is_empty(), "foreground: not delivered");
+        t.promote("f");
+        assert_eq!(t.open_background("s"), 0);
+        let got = t.take_finished("s");
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].result.as_deref(), Some("late"));
     }
 
     #[test]

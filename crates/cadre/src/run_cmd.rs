@@ -135,13 +135,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         }
     };
     ctrl_c.abort();
-    let running = h
-        .runtime()
-        .tracker()
-        .background_of(&session_id)
-        .iter()
-        .filter(|t| !t.status.is_terminal())
-        .count();
+    let running = h.runtime().tracker().open_background(&session_id);
     if running > 0 {
         eprintln!(
             "cadre: {running} background task(s) still running were cancelled at exit; see cadre tasks list --session {session_id}"
