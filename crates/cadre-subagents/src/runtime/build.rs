@@ -93,6 +93,43 @@ impl SubagentRuntime {
         Ok((b.build(), plan.root))
     }
 
+    /// The agent and workspace of a local child of `def` under `parent`. Everything in them
+    /// (prompt, narrowed tools, limits, hooks) follows from the definition, the depth and the
+    /// model, so children with the same three share one built agent; only factory-made
+    /// agents are built every time. A cached isolated workspace that was deleted meanwhile
+    /// is set up again.
+    fn local_agent(
+        &self,
+        def: &AgentDefinition,
+        parent: &RunContext,
+    ) -> Result<(Agent, Arc<Workspace>), SpawnError> {
+        let cacheable = def.factory.is_none();
+        let key = (
+            def.name.clone(),
+            parent.depth,
+            def.model.clone().unwrap_or_else(|| parent.model.clone()),
+        );
+        if cacheable
+            && let Some((agent, ws)) = self.built_agents().get(&key)
+            && ws.root().is_dir()
+        {
+            return Ok((agent.clone(), ws.clone()));
+        }
+        let (built, root) = self.prepare(def, parent)?;
+        let workspace = Arc::new(Workspace::new(&root).map_err(|e| {
+            SpawnError::Setup(SetupError::Io {
+                agent: def.name.clone(),
+                path: root.clone(),
+                source: e,
+            })
+        })?);
+        if cacheable {
+            self.built_agents()
+                .insert(key, (built.clone(), workspace.clone()));
+        }
+        Ok((built, workspace))
+    }
+
     /// Create a child of `agent` for `parent`: its agent, workspace and a fresh `sub-<uuid>`
     /// session, ready to take messages with [`start`](Self::start).
     pub fn create_child(&self, agent: &str, parent: &RunContext) -> Result<Child, SpawnError> {
@@ -174,7 +211,6 @@ impl SubagentRuntime {
         let def = self
             .registry
             .get(agent)
-            .cloned()
             .ok_or_else(|| SpawnError::UnknownAgent(agent.to_string()))?;
         let (runner, model) = match &def.remote {
             Some(spec) => {
@@ -194,20 +230,9 @@ impl SubagentRuntime {
                 (runner, format!("remote:{}", spec.url))
             }
             None => {
-                let (built, root) = self.prepare(&def, parent)?;
-                let workspace = Workspace::new(&root).map_err(|e| {
-                    SpawnError::Setup(SetupError::Io {
-                        agent: def.name.clone(),
-                        path: root.clone(),
-                        source: e,
-                    })
-                })?;
-                let model = built.config().model.spec.clone();
-                let runner = ChildRunner::Local {
-                    agent: built,
-                    workspace: Arc::new(workspace),
-                };
-                (runner, model)
+                let (agent, workspace) = self.local_agent(def, parent)?;
+                let model = agent.config().model.spec.clone();
+                (ChildRunner::Local { agent, workspace }, model)
             }
         };
         let session_err = |e: cadre_engine::SessionError| SpawnError::Session {
@@ -238,7 +263,7 @@ impl SubagentRuntime {
         };
         let session_id = session.id().to_string();
         Ok(Child {
-            name: def.name,
+            name: def.name.clone(),
             model,
             runner,
             session_id,

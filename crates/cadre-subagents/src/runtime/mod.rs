@@ -42,8 +42,15 @@ pub struct SubagentRuntime {
     root_cancel: CancellationToken,
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
     live: LiveChildren,
+    /// Built agents shared by children of the same definition, depth and model.
+    built: Mutex<BuiltAgents>,
     me: Weak<SubagentRuntime>,
 }
+
+/// (definition name, parent depth, model spec).
+type BuiltKey = (String, u32, String);
+/// Built agents and their workspaces by [`BuiltKey`].
+type BuiltAgents = HashMap<BuiltKey, (cadre_engine::Agent, Arc<cadre_tools::Workspace>)>;
 
 impl std::fmt::Debug for SubagentRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -88,6 +95,7 @@ impl SubagentRuntime {
             root_cancel: CancellationToken::new(),
             slots: Mutex::new(HashMap::new()),
             live: LiveChildren::default(),
+            built: Mutex::new(HashMap::new()),
             me: me.clone(),
         });
         runtime.watch_cancellations();
@@ -307,6 +315,13 @@ impl SubagentRuntime {
         match self.me.upgrade() {
             Some(rt) => surface::tools(&rt, self.cfg.surface),
             None => ToolRegistry::new(),
+        }
+    }
+
+    fn built_agents(&self) -> std::sync::MutexGuard<'_, BuiltAgents> {
+        match self.built.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
         }
     }
 
