@@ -23,6 +23,13 @@ mod wiring;
 
 use clap::Parser;
 
+// mimalloc: many small, short-lived allocations on few threads (messages, events, JSON) are
+// its strength; with glibc malloc the fan-out benchmark spends ~20% of its CPU in the
+// allocator (BENCHMARKS.md).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();
     match &cli.command {

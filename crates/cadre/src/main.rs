@@ -11,6 +11,13 @@ mod setup;
 mod tasks_cmd;
 
 use clap::Parser;
+
+// mimalloc: many small, short-lived allocations on few threads (messages, events, JSON) are
+// its strength; with glibc malloc the fan-out benchmark spends ~20% of its CPU in the
+// allocator (BENCHMARKS.md).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 
 fn init_logging(log_file: Option<&std::path::Path>) -> anyhow::Result<()> {
