@@ -53,6 +53,20 @@ pub trait TaskStore: Send + Sync {
     /// Mark a task's completion delivered; true only for the call that did it.
     async fn mark_delivered(&self, id: &str) -> StoreResult<bool>;
 
+    /// Mark many completions delivered at once (a delivery batch); returns how many this
+    /// call marked. Unknown ids are skipped.
+    async fn mark_delivered_many(&self, ids: &[String]) -> StoreResult<u64> {
+        let mut n = 0;
+        for id in ids {
+            match self.mark_delivered(id).await {
+                Ok(true) => n += 1,
+                Ok(false) | Err(crate::StoreError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+
     /// Finished, undelivered background tasks of a session, marked delivered in the same
     /// statement: each completion is handed out exactly once, across processes and restarts.
     async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>>;

@@ -120,9 +120,10 @@ impl TurnExtension for SubagentContext {
         if let Some(store) = self.runtime.store() {
             // Record this process's deliveries, then collect what finished elsewhere or
             // before a restart: the store hands each completion out once.
-            for t in &done {
-                if let Err(e) = store.mark_delivered(&t.id).await {
-                    tracing::warn!(task = %t.id, error = %e, "store: mark delivered failed");
+            if !done.is_empty() {
+                let ids: Vec<String> = done.iter().map(|t| t.id.clone()).collect();
+                if let Err(e) = store.mark_delivered_many(&ids).await {
+                    tracing::warn!(tasks = ids.len(), error = %e, "store: mark delivered failed");
                 }
             }
             match store.take_undelivered_finished(&run.session_id).await {

@@ -10,8 +10,8 @@ use crate::node::{NodeId, instance_alive};
 use sqlx::Row;
 use std::time::{Duration, UNIX_EPOCH};
 
-/// Ids per heartbeat statement.
-const HEARTBEAT_CHUNK: usize = 500;
+/// Ids per heartbeat (or batch delivery) statement.
+pub(super) const HEARTBEAT_CHUNK: usize = 500;
 
 /// The error written by the sweeper.
 pub fn executor_lost_message(last_seen_ms: u64) -> String {

@@ -262,6 +262,26 @@ impl SqlStore {
         .await
     }
 
+    /// One statement per 500 ids.
+    pub(super) async fn mark_delivered_tasks(&self, ids: &[String]) -> StoreResult<u64> {
+        let mut total = 0;
+        for chunk in ids.chunks(super::liveness::HEARTBEAT_CHUNK) {
+            let list: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 1)).collect();
+            let sql = format!(
+                "UPDATE tasks SET delivered = TRUE WHERE NOT delivered AND id IN ({})",
+                list.join(", ")
+            );
+            total += on_writer!(&self.db, p => {
+                let mut q = sqlx::query(&sql);
+                for id in chunk {
+                    q = q.bind(id);
+                }
+                q.execute(p).await?.rows_affected()
+            });
+        }
+        Ok(total)
+    }
+
     pub(super) async fn take_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
         let sql = format!(
             "UPDATE tasks SET delivered = TRUE \

@@ -58,6 +58,10 @@ impl TaskStore for SqlStore {
         self.mark_delivered_task(id).await
     }
 
+    async fn mark_delivered_many(&self, ids: &[String]) -> StoreResult<u64> {
+        self.mark_delivered_tasks(ids).await
+    }
+
     async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
         self.take_finished(session).await
     }

@@ -237,7 +237,34 @@ async fn secrets_never_stored(kind: Kind) {
     );
 }
 
+async fn batch_delivery_marks_each_once(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let a = fx.open("node-a").await;
+    let mut ids = Vec::new();
+    // More than one statement's worth (500 ids per statement).
+    for _ in 0..620 {
+        let mut t = NewTask::new("w", "s", "p");
+        t.background = true;
+        let id = a.create(t).await.unwrap().id;
+        a.transition(&id, Transition::running()).await.unwrap();
+        a.transition(&id, Transition::completed("ok"))
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    assert!(a.mark_delivered(&ids[0]).await.unwrap());
+    let mut batch = ids.clone();
+    batch.push("task_unknown".to_string());
+    assert_eq!(a.mark_delivered_many(&batch).await.unwrap(), 619);
+    assert_eq!(a.mark_delivered_many(&batch).await.unwrap(), 0);
+    assert!(a.take_undelivered_finished("s").await.unwrap().is_empty());
+    assert!(a.get(&ids[619]).await.unwrap().unwrap().delivered);
+}
+
 both_backends!(
+    batch_delivery_marks_each_once,
     finished_delivered_exactly_once,
     live_child_labels,
     secrets_never_stored
