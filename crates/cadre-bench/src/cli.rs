@@ -70,10 +70,21 @@ impl Variant {
 }
 
 /// Which task store the scenario writes through.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum StoreKind {
     /// No store: tasks live in the runtime only.
+    #[default]
     None,
     /// SQLite (WAL) in the scenario's temporary workspace.
     Sqlite,
@@ -134,6 +145,9 @@ pub struct FanoutArgs {
     /// Variants for `--sweep`.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Variant::ALL)]
     pub sweep_variants: Vec<Variant>,
+    /// Task stores for `--sweep` (`none`, `sqlite`, `postgres`); `--store` is ignored there.
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [StoreKind::None])]
+    pub sweep_stores: Vec<StoreKind>,
     /// `--sweep` cells with N above 1000 run at most this many sub-agents at once (the mock
     /// server's accept queue holds 1024 connections; more overflow it). `--max-concurrent`
     /// overrides it for every cell.
@@ -159,14 +173,33 @@ impl FanoutArgs {
 
     /// The JSON output path in force.
     pub fn json_path(&self) -> PathBuf {
-        self.json.clone().unwrap_or_else(|| {
-            PathBuf::from(format!(
-                "target/bench/fanout-{}-{}.json",
-                self.variant.name(),
-                self.n
-            ))
-        })
+        self.json
+            .clone()
+            .unwrap_or_else(|| cell_json_path(self.variant, self.n, self.store))
     }
+}
+
+impl StoreKind {
+    /// The name used on the command line and in file names.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::None => "none",
+            StoreKind::Sqlite => "sqlite",
+            StoreKind::Postgres => "postgres",
+        }
+    }
+}
+
+/// Where one fan-out cell writes its JSON by default.
+pub fn cell_json_path(variant: Variant, n: usize, store: StoreKind) -> PathBuf {
+    let store = match store {
+        StoreKind::None => String::new(),
+        other => format!("-{}", other.name()),
+    };
+    PathBuf::from(format!(
+        "target/bench/fanout-{}-{n}{store}.json",
+        variant.name()
+    ))
 }
 
 /// Options of `coldstart`.

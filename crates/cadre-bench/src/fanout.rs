@@ -4,7 +4,7 @@
 //! sub-agent and peak RSS. Writes the result as JSON.
 
 use crate::bodies::{self, FloorBodies};
-use crate::cli::{FanoutArgs, Variant};
+use crate::cli::{FanoutArgs, StoreKind, Variant};
 use crate::floor;
 use crate::scenario::{self, ScenarioOptions};
 use crate::server::BenchServer;
@@ -26,6 +26,9 @@ pub struct FanoutResult {
     pub stream: bool,
     /// JSONL sessions.
     pub persist: bool,
+    /// The task store written through.
+    #[serde(default)]
+    pub store: StoreKind,
     /// Mock reply delay.
     pub latency_ms: u64,
     /// Fresh HTTP clients (cold connection pools) for every run.
@@ -221,6 +224,7 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
         n: args.n,
         stream: args.stream,
         persist: args.persist,
+        store: args.store,
         latency_ms: args.latency_ms,
         cold: args.cold,
         max_concurrent: args.concurrency(),
@@ -256,12 +260,13 @@ fn mib(kib: u64) -> f64 {
 /// Print a result for people.
 pub fn print(r: &FanoutResult) {
     println!(
-        "fanout {} n={} max_concurrent={} stream={} persist={} cold={} latency={}ms repeat={}",
+        "fanout {} n={} max_concurrent={} stream={} persist={} store={} cold={} latency={}ms repeat={}",
         r.variant.name(),
         r.n,
         r.max_concurrent,
         r.stream,
         r.persist,
+        r.store.name(),
         r.cold,
         r.latency_ms,
         r.repeat

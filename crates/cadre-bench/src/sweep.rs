@@ -1,7 +1,7 @@
 //! `cadre-bench fanout --sweep`: every variant × N, each in its own child process (so each
 //! row's peak RSS is its own), collected into a markdown table.
 
-use crate::cli::{FanoutArgs, Variant};
+use crate::cli::{FanoutArgs, StoreKind, Variant, cell_json_path};
 use crate::fanout::FanoutResult;
 use anyhow::{Context, Result, bail};
 use std::fmt::Write as _;
@@ -13,10 +13,15 @@ use std::time::Instant;
 /// (accept-queue overflow), which fails the run; such a cell is run again.
 const ATTEMPTS: usize = 3;
 
-fn run_cell(args: &FanoutArgs, variant: Variant, n: usize) -> Result<(FanoutResult, usize)> {
+fn run_cell(
+    args: &FanoutArgs,
+    variant: Variant,
+    n: usize,
+    store: StoreKind,
+) -> Result<(FanoutResult, usize)> {
     let mut last = None;
     for attempt in 1..=ATTEMPTS {
-        match run_child(args, variant, n) {
+        match run_child(args, variant, n, store) {
             Ok(r) => return Ok((r, attempt)),
             Err(e) => {
                 println!(
@@ -30,13 +35,19 @@ fn run_cell(args: &FanoutArgs, variant: Variant, n: usize) -> Result<(FanoutResu
     Err(last.unwrap_or_else(|| anyhow::anyhow!("no attempt ran")))
 }
 
-fn run_child(args: &FanoutArgs, variant: Variant, n: usize) -> Result<FanoutResult> {
+fn run_child(
+    args: &FanoutArgs,
+    variant: Variant,
+    n: usize,
+    store: StoreKind,
+) -> Result<FanoutResult> {
     let exe = std::env::current_exe().context("locating cadre-bench")?;
-    let json = PathBuf::from(format!("target/bench/fanout-{}-{n}.json", variant.name()));
+    let json = cell_json_path(variant, n, store);
     let mut cmd = Command::new(exe);
     cmd.env("RUST_LIB_BACKTRACE", "0");
     cmd.args(["fanout", "--variant", variant.name()])
         .args(["--n", &n.to_string()])
+        .args(["--store", store.name()])
         .args(["--latency-ms", &args.latency_ms.to_string()])
         .args(["--stream", &args.stream.to_string()])
         .arg("--json")
@@ -78,8 +89,8 @@ fn mib(kib: u64) -> f64 {
 /// The markdown table of a sweep.
 pub fn table(results: &[FanoutResult]) -> String {
     let mut s = String::from(
-        "| variant | N | max conc. | runs | floor ms | scenario ms | overhead / sub-agent ms (wall) | CPU overhead / sub-agent ms | peak RSS MiB (scenario / process) | requests / run | parent turns | delivered |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| variant | store | N | max conc. | runs | floor ms | scenario ms | overhead / sub-agent ms (wall) | CPU overhead / sub-agent ms | peak RSS MiB (scenario / process) | requests / run | parent turns | delivered |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in results {
         let floor = r
@@ -100,8 +111,9 @@ pub fn table(results: &[FanoutResult]) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {floor} | {:.2} | {over} | {cpu} | {:.1} / {:.1} | {reqs} | {turns} | {}/{}{refused} |",
+            "| {} | {} | {} | {} | {} | {floor} | {:.2} | {over} | {cpu} | {:.1} / {:.1} | {reqs} | {turns} | {}/{}{refused} |",
             r.variant.name(),
+            r.store.name(),
             r.n,
             r.max_concurrent,
             r.repeat,
@@ -120,17 +132,20 @@ pub fn run(args: &FanoutArgs) -> Result<()> {
     let started = Instant::now();
     let mut results = Vec::new();
     let mut retried = 0;
-    for &variant in &args.sweep_variants {
-        for &n in &args.sweep_n {
-            let t = Instant::now();
-            let (r, attempts) = run_cell(args, variant, n)?;
-            println!(
-                "  ({} n={n} took {:.1} s, attempt {attempts})\n",
-                variant.name(),
-                t.elapsed().as_secs_f64()
-            );
-            retried += usize::from(attempts > 1);
-            results.push(r);
+    for &store in &args.sweep_stores {
+        for &variant in &args.sweep_variants {
+            for &n in &args.sweep_n {
+                let t = Instant::now();
+                let (r, attempts) = run_cell(args, variant, n, store)?;
+                println!(
+                    "  ({} store={} n={n} took {:.1} s, attempt {attempts})\n",
+                    variant.name(),
+                    store.name(),
+                    t.elapsed().as_secs_f64()
+                );
+                retried += usize::from(attempts > 1);
+                results.push(r);
+            }
         }
     }
     let mut md = format!(
