@@ -18,6 +18,9 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
+/// Pending connections the listener queues (the kernel caps it at `net.core.somaxconn`).
+const LISTEN_BACKLOG: u32 = 8192;
+
 /// Which protocol a request used (by its path).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Api {
@@ -101,7 +104,11 @@ impl MockServer {
     }
 
     async fn launch(responder: Option<Responder>) -> std::io::Result<MockServer> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        // A deep accept queue: a fan-out opens thousands of connections at once, and the
+        // default backlog (1024) overflows, so the kernel drops SYNs and resets connections.
+        let socket = tokio::net::TcpSocket::new_v4()?;
+        socket.bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        let listener = socket.listen(LISTEN_BACKLOG)?;
         let addr = listener.local_addr()?;
         let (tx, rx) = watch::channel(false);
         let shared = Arc::new(Shared {
