@@ -3,6 +3,7 @@
 //! an idle timeout, or a whole JSON body), and the retry loop around attempts.
 
 mod attempt;
+mod limit;
 
 pub(crate) use attempt::run_body;
 
@@ -30,6 +31,8 @@ pub(crate) struct HttpCore {
     pub retry: RetryPolicy,
     /// What to check when the server refuses the key (the key's environment variable).
     pub auth_hint: String,
+    /// Requests in flight at once, when capped (`max_concurrent_requests`).
+    pub limit: Option<std::sync::Arc<tokio::sync::Semaphore>>,
 }
 
 impl HttpCore {
@@ -67,6 +70,10 @@ impl HttpCore {
             idle_timeout: Duration::from_secs(cfg.idle_timeout_secs.unwrap_or(60).max(1)),
             retry: RetryPolicy::from_config(cfg),
             auth_hint,
+            limit: cfg
+                .max_concurrent_requests
+                .filter(|n| *n > 0)
+                .map(|n| std::sync::Arc::new(tokio::sync::Semaphore::new(n))),
         })
     }
 }

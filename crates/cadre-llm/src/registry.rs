@@ -40,6 +40,9 @@ pub struct ProviderConfig {
     pub idle_timeout_secs: Option<u64>,
     /// Longest `Retry-After` honoured, in seconds (default 60).
     pub max_retry_after_secs: Option<u64>,
+    /// Requests to this provider in flight at once, from all agents of the process
+    /// (default: no cap). Useful for a local server that serves a few requests at a time.
+    pub max_concurrent_requests: Option<usize>,
     /// Script file, for `kind = "scripted"`.
     pub path: Option<PathBuf>,
 }

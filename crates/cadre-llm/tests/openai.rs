@@ -288,3 +288,24 @@ async fn registry_routes_to_configured_provider() {
     assert_eq!(r.text, "via registry");
     assert_eq!(mock.requests()[0].body["model"], json!("qwen3:8b"));
 }
+
+#[tokio::test]
+async fn max_concurrent_requests_queues_calls_beyond_the_cap() {
+    let mock = MockServer::start().await.unwrap();
+    let delay = std::time::Duration::from_millis(80);
+    mock.set_default_reply(OpenAiJson::new().text("ok").into_reply().delayed(delay));
+    let mut cfg = config(mock.base_url(), false);
+    cfg.max_concurrent_requests = Some(1);
+    let p = openai_with(cfg);
+    let calls = (0..3).map(|_| collect(p.stream(request(vec![Message::user("q")]))));
+    for r in futures::future::join_all(calls).await {
+        assert_eq!(r.unwrap().text, "ok");
+    }
+    // One at a time: each request reached the server only after the previous reply.
+    let mut seen: Vec<_> = mock.requests().iter().map(|r| r.received_at).collect();
+    seen.sort();
+    assert_eq!(seen.len(), 3);
+    for pair in seen.windows(2) {
+        assert!(pair[1].duration_since(pair[0]) >= delay, "{seen:?}");
+    }
+}

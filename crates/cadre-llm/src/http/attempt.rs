@@ -29,10 +29,11 @@ pub(crate) fn run(
 ) -> ModelStream {
     let policy = core.retry.clone();
     let name = core.name.clone();
+    let limit = core.limit.clone();
     let model: Arc<str> = model.into();
     let make: AttemptFn =
         Arc::new(move |_attempt| attempt(core.clone(), wire.clone(), model.clone(), body.clone()));
-    with_retries(policy, name, make)
+    super::limit::gated(limit.as_ref(), move || with_retries(policy, name, make))
 }
 
 /// [`run`] an encoded body; an encoding failure is the stream's only item.
