@@ -2,15 +2,23 @@
 //!
 //! Every query is written once with `$N` placeholders (both sqlx drivers accept them) and
 //! run against whichever pool the handle holds, through the `on_writer!`/`on_reader!`
-//! macros. SQLite gets one writer connection (writes of one process queue in the pool instead
-//! of spinning on the file lock) and a few readers; other processes are waited for with the
-//! busy timeout. PostgreSQL uses one pool for everything.
+//! macros. SQLite gets one writer connection behind an async mutex (writes of one process
+//! queue there instead of spinning on the file lock, and, unlike a pool, nothing pings the
+//! connection after each statement) and a pool of readers; other processes are waited for
+//! with the busy timeout. PostgreSQL uses one pool for everything.
 
-/// Run `$body` with `$p` bound to the pool that writes.
+/// Run `$body` with `$p` bound to what writes: SQLite's one writer connection (held for the
+/// statement) or the PostgreSQL pool.
 macro_rules! on_writer {
     ($db:expr, $p:ident => $body:expr) => {
         match $db {
-            $crate::sql::Db::Sqlite { writer: $p, .. } => $body,
+            $crate::sql::Db::Sqlite { writer, .. } => {
+                let mut guard = writer.lock().await;
+                let Some($p) = guard.as_mut() else {
+                    return Err($crate::error::StoreError::Db(sqlx::Error::PoolClosed));
+                };
+                $body
+            }
             $crate::sql::Db::Postgres { pool: $p } => $body,
         }
     };
@@ -41,10 +49,12 @@ use crate::node::{NodeId, current_instance};
 use crate::redact::redact_url;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
 };
 use sqlx::{ConnectOptions, Connection};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a SQLite connection waits for another process's write lock.
@@ -68,7 +78,8 @@ pub enum Backend {
 #[derive(Clone)]
 pub(crate) enum Db {
     Sqlite {
-        writer: SqlitePool,
+        /// `None` once closed.
+        writer: Arc<tokio::sync::Mutex<Option<SqliteConnection>>>,
         reader: SqlitePool,
     },
     Postgres {
@@ -158,13 +169,10 @@ pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     };
     schema::migrate_sqlite(&mut conn).await?;
     conn.close().await?;
-    // WAL is a property of the file now; pooled connections only set per-connection pragmas.
+    // WAL is a property of the file now; connections only set per-connection pragmas.
     // An embedded file cannot drop a connection: skip the ping before each acquire.
-    let writer = SqlitePoolOptions::new()
-        .max_connections(1)
-        .test_before_acquire(false)
-        .connect_with(sqlite_options(path))
-        .await?;
+    let writer = sqlite_options(path).connect().await?;
+    let writer = Arc::new(tokio::sync::Mutex::new(Some(writer)));
     let reader = SqlitePoolOptions::new()
         .max_connections(SQLITE_READERS)
         .test_before_acquire(false)
@@ -219,7 +227,9 @@ impl SqlStore {
     pub async fn close(&self) {
         match &self.db {
             Db::Sqlite { writer, reader } => {
-                writer.close().await;
+                if let Some(conn) = writer.lock().await.take() {
+                    let _ = conn.close().await;
+                }
                 reader.close().await;
             }
             Db::Postgres { pool } => pool.close().await,
