@@ -115,3 +115,37 @@ async fn a_child_that_cannot_be_built_ends_as_a_failed_task_that_says_why() {
         |u| u.kind == cadre_types::UpdateKind::Error && u.text.contains("no GPU on this node")
     ));
 }
+
+#[tokio::test]
+async fn the_store_records_a_child_that_could_not_be_built_as_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("tasks.db").display());
+    let store: Arc<dyn cadre_store::TaskStore> = Arc::new(
+        cadre_store::open(&url, cadre_store::NodeId::new("n1"))
+            .await
+            .unwrap(),
+    );
+    let failing: AgentFactory = Arc::new(|_| Err("no GPU on this node".to_string()));
+    let for_cfg = store.clone();
+    let f = fixture(
+        BROKEN,
+        Options {
+            defs: vec![factory_def("broken", failing)],
+            tweak: Box::new(move |cfg| cfg.store = Some(for_cfg)),
+            ..Default::default()
+        },
+    );
+    let (out, s) = f.run("go").await;
+    assert_eq!(out.state, EndState::Completed);
+    let records = store.list_by_session(s.id()).await.unwrap();
+    assert_eq!(records.len(), 1);
+    let r = &records[0];
+    assert_eq!(r.status, cadre_store::TaskStatus::Failed);
+    assert_eq!(r.end_state.as_deref(), Some("failed"));
+    assert!(
+        r.error
+            .as_deref()
+            .is_some_and(|e| e.contains("factory failed: no GPU on this node")),
+        "{r:?}"
+    );
+}
