@@ -70,10 +70,10 @@ impl HttpCore {
             idle_timeout: Duration::from_secs(cfg.idle_timeout_secs.unwrap_or(60).max(1)),
             retry: RetryPolicy::from_config(cfg),
             auth_hint,
-            limit: cfg
-                .max_concurrent_requests
-                .filter(|n| *n > 0)
-                .map(|n| std::sync::Arc::new(tokio::sync::Semaphore::new(n))),
+            limit: cfg.max_concurrent_requests.filter(|n| *n > 0).map(|n| {
+                let n = n.min(tokio::sync::Semaphore::MAX_PERMITS);
+                std::sync::Arc::new(tokio::sync::Semaphore::new(n))
+            }),
         })
     }
 }

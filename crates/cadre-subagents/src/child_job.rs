@@ -28,12 +28,24 @@ pub(crate) struct ChildJob {
 }
 
 impl ChildJob {
-    /// Build a planned child now that it has a slot.
+    /// Build a planned child now that it has a slot. A panic while building (in a factory,
+    /// say) fails the task instead of leaving it pending forever.
     fn materialize(&self) -> Result<Child, String> {
         match &self.child {
             JobChild::Ready(c) => Ok(c.clone()),
             JobChild::Planned(plan) => match self.runtime.upgrade() {
-                Some(rt) => rt.build_planned(plan).map_err(|e| e.to_string()),
+                Some(rt) => {
+                    let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        rt.build_planned(plan)
+                    }));
+                    match built {
+                        Ok(r) => r.map_err(|e| e.to_string()),
+                        Err(_) => Err(format!(
+                            "agent {}: building the sub-agent panicked",
+                            plan.agent
+                        )),
+                    }
+                }
                 None => Err("the sub-agent runtime has shut down".to_string()),
             },
         }
@@ -64,14 +76,14 @@ impl ChildJob {
             ),
         };
         let error = (status == TaskStatus::Failed).then(|| text.clone());
-        let _ = self
-            .tracker
-            .transition(id, status, None, error.clone(), None);
+        // As on the normal path: the end state and the store first, so whoever sees the
+        // terminal status locally reads a complete, durable record.
         self.tracker.set_end_state(id, end.clone());
         if let Some(p) = &self.persist {
-            p.finished(id, status, None, error, &end, Default::default())
+            p.finished(id, status, None, error.clone(), &end, Default::default())
                 .await;
         }
+        let _ = self.tracker.transition(id, status, None, error, None);
         self.forward.update(sid, kind, text, None, None);
     }
 
@@ -85,6 +97,11 @@ impl ChildJob {
             self.end_unstarted(None).await;
             return;
         };
+        if self.cancel.is_cancelled() {
+            // The slot and the cancel came together: do not build a child for nothing.
+            self.end_unstarted(None).await;
+            return;
+        }
         let child = match self.materialize() {
             Ok(c) => c,
             Err(e) => {

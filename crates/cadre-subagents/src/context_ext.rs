@@ -130,6 +130,10 @@ impl TurnExtension for SubagentContext {
                 Ok(records) => {
                     for r in records {
                         if !done.iter().any(|t| t.id == r.id) {
+                            // The store can hand out a task of this process between its
+                            // durable end and its local one: mark it here too, or the
+                            // tracker would deliver it again.
+                            self.runtime.tracker().mark_delivered(&r.id);
                             done.push(snapshot_of(&r));
                         }
                     }

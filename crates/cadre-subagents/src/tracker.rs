@@ -251,8 +251,10 @@ impl TaskTracker {
                     opened = Some(session);
                 }
             }
-            e.snap.background = true;
-            e.delivered = false;
+            if !e.snap.background {
+                e.snap.background = true;
+                e.delivered = false;
+            }
         }
         if let Some(session) = opened {
             *g.open_background.entry(session).or_default() += 1;

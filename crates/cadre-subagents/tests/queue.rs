@@ -149,3 +149,65 @@ async fn the_store_records_a_child_that_could_not_be_built_as_failed() {
         "{r:?}"
     );
 }
+
+const DELEGATES: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "lead", prompt = "lead it" } }]
+[[scripts.turns]]
+text = "{{tool_results}}"
+
+[[scripts]]
+agent = "lead"
+[[scripts.turns]]
+text = "led"
+"#;
+
+#[tokio::test]
+async fn the_runtime_is_freed_after_a_delegating_child_ran() {
+    let mut lead = worker("lead");
+    lead.can_delegate = true;
+    let f = fixture(
+        DELEGATES,
+        Options {
+            defs: vec![lead],
+            ..Default::default()
+        },
+    );
+    let (out, _) = f.run("go").await;
+    assert!(out.output.contains("led"), "{}", out.output);
+    let weak = Arc::downgrade(&f.runtime);
+    drop(f);
+    // The child's task has ended; give its tokio task a moment to be dropped.
+    for _ in 0..50 {
+        if weak.upgrade().is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the runtime is still alive: a reference cycle through a built agent");
+}
+
+#[tokio::test]
+async fn a_factory_that_panics_fails_its_task_instead_of_hanging() {
+    let panicking: AgentFactory = Arc::new(|_| panic!("factory bug"));
+    let f = fixture(
+        BROKEN,
+        Options {
+            defs: vec![factory_def("broken", panicking)],
+            ..Default::default()
+        },
+    );
+    let (out, s) = tokio::time::timeout(Duration::from_secs(10), f.run("go"))
+        .await
+        .expect("the run ended");
+    assert_eq!(out.state, EndState::Completed);
+    let results = tool_results(s.messages());
+    assert!(
+        results[0]
+            .0
+            .contains("agent broken: building the sub-agent panicked"),
+        "{results:?}"
+    );
+}

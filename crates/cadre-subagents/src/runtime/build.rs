@@ -95,15 +95,18 @@ impl SubagentRuntime {
 
     /// The agent and workspace of a local child of `def` under `parent`. Everything in them
     /// (prompt, narrowed tools, limits, hooks) follows from the definition, the depth and the
-    /// model, so children with the same three share one built agent; only factory-made
-    /// agents are built every time. A cached isolated workspace that was deleted meanwhile
+    /// model, so children with the same three share one built agent; factory-made and
+    /// delegating agents are built every time. A cached isolated workspace that was deleted meanwhile
     /// is set up again.
     fn local_agent(
         &self,
         def: &AgentDefinition,
         parent: &RunContext,
     ) -> Result<(Agent, Arc<Workspace>), SpawnError> {
-        let cacheable = def.factory.is_none();
+        // A delegating agent holds the delegation tools, which hold the runtime: caching it
+        // here would make a cycle that keeps the runtime alive after its owner drops it.
+        let can_delegate = def.can_delegate && parent.depth + 1 < self.cfg.max_depth;
+        let cacheable = def.factory.is_none() && !can_delegate;
         let key = (
             def.name.clone(),
             parent.depth,
