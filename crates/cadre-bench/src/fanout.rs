@@ -323,11 +323,7 @@ pub fn print(r: &FanoutResult) {
 
 /// `fanout` without `--sweep`: measure, print, write JSON.
 pub fn main(args: &FanoutArgs) -> Result<()> {
-    stats::raise_nofile(65_536);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")?;
+    let rt = stats::bench_runtime()?;
     let result = rt.block_on(measure(args))?;
     print(&result);
     let path = args.json_path();

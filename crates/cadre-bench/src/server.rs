@@ -39,11 +39,7 @@ impl BenchServer {
     /// Start the server for `variant`, in this process or in a child process.
     pub async fn start(variant: Variant, latency: Duration, in_process: bool) -> Result<Self> {
         if in_process {
-            let server = MockServer::start_with(responder::responder(variant, latency))
-                .await
-                .context("starting the mock server")?;
-            server.set_recording(false);
-            return Ok(Self::InProcess(server));
+            return Ok(Self::InProcess(start_mock(variant, latency).await?));
         }
         let exe = std::env::current_exe().context("locating cadre-bench")?;
         let mut child = Command::new(exe)
@@ -113,19 +109,20 @@ impl BenchServer {
     }
 }
 
+/// The mock server scripted for `variant`, recording off.
+async fn start_mock(variant: Variant, latency: Duration) -> Result<MockServer> {
+    let server = MockServer::start_with(responder::responder(variant, latency))
+        .await
+        .context("starting the mock server")?;
+    server.set_recording(false);
+    Ok(server)
+}
+
 /// `cadre-bench mock-server`: serve until stdin closes (see the module docs).
 pub fn serve(variant: Variant, latency_ms: u64) -> Result<()> {
-    stats::raise_nofile(65_536);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")?;
+    let rt = stats::bench_runtime()?;
     rt.block_on(async move {
-        let latency = Duration::from_millis(latency_ms);
-        let server = MockServer::start_with(responder::responder(variant, latency))
-            .await
-            .context("starting the mock server")?;
-        server.set_recording(false);
+        let server = start_mock(variant, Duration::from_millis(latency_ms)).await?;
         let mut out = tokio::io::stdout();
         out.write_all(format!("listening {}\n", server.openai_base_url()).as_bytes())
             .await?;

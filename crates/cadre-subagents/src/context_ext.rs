@@ -159,8 +159,8 @@ impl TurnExtension for SubagentContext {
         }
         let tracker = self.runtime.tracker();
         let signal = tracker.session_signal(&run.session_id);
-        // One full scan to start; after that a wake-up means a task ended, and the count of
-        // open tasks is O(1), so a long tail of completions costs no rescans.
+        // The counts come from the tracker's counter and queue of ended tasks; after this a
+        // wake-up means a task ended, so a long tail of completions costs no rescans.
         let (_, mut ready) = tracker.pending_counts(&run.session_id);
         loop {
             // Register for the wake-up before looking, so no completion slips between.

@@ -282,22 +282,19 @@ impl TaskTracker {
             .clone()
     }
 
-    /// (background tasks still running or pending, finished ones not yet delivered) of a session.
+    /// (background tasks still running or pending, finished ones not yet delivered) of a
+    /// session, from the open-task counter and the queue of ended tasks (no scan of the
+    /// session's tasks).
     pub fn pending_counts(&self, session: &str) -> (usize, usize) {
         let g = self.lock();
-        let mut running = 0;
-        let mut ready = 0;
-        for id in g.by_session.get(session).into_iter().flatten() {
-            if let Some(e) = g.tasks.get(id)
-                && e.snap.background
-            {
-                if !e.snap.status.is_terminal() {
-                    running += 1;
-                } else if !e.delivered {
-                    ready += 1;
-                }
-            }
-        }
+        let running = g.open_background.get(session).copied().unwrap_or(0);
+        let ready = g
+            .finished
+            .get(session)
+            .into_iter()
+            .flatten()
+            .filter(|id| g.tasks.get(*id).is_some_and(|e| !e.delivered))
+            .count();
         (running, ready)
     }
 
@@ -365,21 +362,6 @@ impl TaskTracker {
             }
         }
         (recent, total)
-    }
-
-    /// Background tasks of a parent session, in creation order.
-    pub fn background_of(&self, session: &str) -> Vec<TaskSnapshot> {
-        let g = self.lock();
-        g.by_session
-            .get(session)
-            .map(|ids| {
-                ids.iter()
-                    .filter_map(|id| g.tasks.get(id))
-                    .filter(|e| e.snap.background)
-                    .map(|e| e.snap.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
     }
 
     /// Finished, undelivered background tasks of a session, in the order they ended; marks

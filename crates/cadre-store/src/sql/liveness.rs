@@ -10,9 +10,6 @@ use crate::node::{NodeId, instance_alive};
 use sqlx::Row;
 use std::time::{Duration, UNIX_EPOCH};
 
-/// Ids per heartbeat (or batch delivery) statement.
-pub(super) const HEARTBEAT_CHUNK: usize = 500;
-
 /// The error written by the sweeper.
 pub fn executor_lost_message(last_seen_ms: u64) -> String {
     let t = UNIX_EPOCH + Duration::from_millis(last_seen_ms);
@@ -30,12 +27,11 @@ pub fn executor_died_message(node: &NodeId) -> String {
 impl SqlStore {
     pub(super) async fn heartbeat_tasks(&self, node: &NodeId, ids: &[String]) -> StoreResult<u64> {
         let mut total = 0;
-        for chunk in ids.chunks(HEARTBEAT_CHUNK) {
-            let list: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 3)).collect();
+        for chunk in ids.chunks(super::ID_CHUNK) {
             let sql = format!(
                 "UPDATE tasks SET heartbeat_at = $1 WHERE owner_node = $2 \
                  AND status IN ('pending', 'running') AND id IN ({})",
-                list.join(", ")
+                super::placeholders(3, chunk.len())
             );
             total += on_writer!(&self.db, p => {
                 let mut q = sqlx::query(&sql).bind(now_ms()).bind(node.as_str());

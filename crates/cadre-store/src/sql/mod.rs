@@ -65,6 +65,16 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 const SQLITE_READERS: u32 = 4;
 /// Connections of the PostgreSQL pool.
 const PG_CONNECTIONS: u32 = 8;
+/// Ids per statement of the statements that take a list of ids (heartbeats, batch delivery).
+const ID_CHUNK: usize = 500;
+
+/// `$first, $first+1, …` — `n` placeholders for an `IN (…)` list.
+fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Which database a [`SqlStore`] talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -265,11 +265,10 @@ impl SqlStore {
     /// One statement per 500 ids.
     pub(super) async fn mark_delivered_tasks(&self, ids: &[String]) -> StoreResult<u64> {
         let mut total = 0;
-        for chunk in ids.chunks(super::liveness::HEARTBEAT_CHUNK) {
-            let list: Vec<String> = (0..chunk.len()).map(|i| format!("${}", i + 1)).collect();
+        for chunk in ids.chunks(super::ID_CHUNK) {
             let sql = format!(
                 "UPDATE tasks SET delivered = TRUE WHERE NOT delivered AND id IN ({})",
-                list.join(", ")
+                super::placeholders(1, chunk.len())
             );
             total += on_writer!(&self.db, p => {
                 let mut q = sqlx::query(&sql);
