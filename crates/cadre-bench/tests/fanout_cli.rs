@@ -38,3 +38,62 @@ fn fanout_with_a_separate_server_process_writes_checked_results() {
     // 1 parent request, 4 chains of 2 child requests, the parent's second and last turns.
     assert_eq!(r["floor_requests"], 11);
 }
+
+#[test]
+fn fanout_through_the_sqlite_store_and_a_sweep_write_their_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let bench = env!("CARGO_BIN_EXE_cadre-bench");
+    let json = dir.path().join("store.json");
+    let out = Command::new(bench)
+        .args([
+            "fanout",
+            "--variant",
+            "spawn-bg",
+            "--n",
+            "3",
+            "--repeat",
+            "1",
+        ])
+        .args(["--store", "sqlite", "--json"])
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(r["store"], "sqlite");
+    assert_eq!(r["delivered_min"], 3);
+
+    // A two-cell sweep (one variant, N = 2, without and with a store), run in a scratch dir.
+    let md = dir.path().join("sweep.md");
+    let out = Command::new(bench)
+        .current_dir(dir.path())
+        .args([
+            "fanout",
+            "--sweep",
+            "--sweep-n",
+            "2",
+            "--sweep-variants",
+            "task-fg",
+        ])
+        .args(["--sweep-stores", "none,sqlite", "--repeat", "1", "--md"])
+        .arg(&md)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = std::fs::read_to_string(&md).unwrap();
+    assert!(table.contains("| task-fg | none | 2 |"), "{table}");
+    assert!(table.contains("| task-fg | sqlite | 2 |"), "{table}");
+    assert!(
+        dir.path()
+            .join("target/bench/fanout-task-fg-2-sqlite.json")
+            .exists()
+    );
+}
