@@ -4,6 +4,7 @@
 
 pub mod builtin;
 mod context;
+mod read_capped;
 mod registry;
 #[cfg(test)]
 mod testutil;
@@ -11,6 +12,7 @@ mod tool;
 mod workspace;
 
 pub use context::{ApprovalHandler, RunContext, ToolContext};
+pub use read_capped::{CappedReadError, read_capped, read_to_string_capped};
 pub use registry::ToolRegistry;
 pub use tool::{Tool, ToolError, ToolOutput, parse_args};
 pub use workspace::{PathError, Workspace};
