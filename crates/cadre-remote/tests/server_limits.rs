@@ -109,6 +109,7 @@ async fn oversized_bodies_get_413() {
         futures::stream::iter((0..8).map(|_| Ok::<_, std::io::Error>(bytes_of(&"y".repeat(512)))));
     let r = http()
         .post(format!("{}/", srv.url()))
+        .header("content-type", "application/json")
         .body(reqwest::Body::wrap_stream(chunks))
         .send()
         .await

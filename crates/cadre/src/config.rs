@@ -68,6 +68,12 @@ pub struct ServeConfig {
     pub expose: Option<Vec<String>>,
     /// `deny` (default) or `approve`: how served agents' approval requests are answered.
     pub approvals: Option<ServeApprovals>,
+    /// Origins whose web pages may call the server (default: none; others get 403).
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Extra names the `Host` header may carry (`name` or `name:port`; default: none).
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
 }
 
 /// `serve.approvals`.

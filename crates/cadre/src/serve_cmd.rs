@@ -48,6 +48,8 @@ fn options(cfg: &ServeConfig, token: Option<String>) -> ServeOptions {
             Some(ServeApprovals::Approve) => ApprovalPolicy::Approve,
             _ => ApprovalPolicy::Deny,
         },
+        allowed_origins: cfg.allowed_origins.clone(),
+        allowed_hosts: cfg.allowed_hosts.clone(),
         ..d
     }
 }

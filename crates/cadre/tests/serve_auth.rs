@@ -69,7 +69,7 @@ async fn auth_limits_and_no_token_in_logs_or_files() {
         (
             reqwest::Method::POST,
             format!("{base}/tasks/t-1/cancel"),
-            None,
+            Some(json!({})),
         ),
     ];
     for (method, url, body) in &routes {
@@ -123,6 +123,7 @@ async fn auth_limits_and_no_token_in_logs_or_files() {
     let big = c
         .post(format!("{base}/"))
         .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
         .body("x".repeat(5000))
         .send()
         .await
@@ -131,6 +132,7 @@ async fn auth_limits_and_no_token_in_logs_or_files() {
     let bad = c
         .post(format!("{base}/"))
         .bearer_auth(TOKEN)
+        .header("content-type", "application/json")
         .body("{oops")
         .send()
         .await

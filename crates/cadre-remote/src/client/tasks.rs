@@ -110,6 +110,8 @@ async fn cancel_remote(call: &Call<'_>) {
             call.base, call.request.task_id
         ))
         .headers(call.headers.clone())
+        // Servers may require a JSON body on every POST (cadre's does).
+        .json(&json!({}))
         .timeout(call.settings.cancel_timeout)
         .send();
     if let Err(e) = send.await {

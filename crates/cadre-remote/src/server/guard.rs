@@ -1,6 +1,7 @@
 //! The middleware in front of every protected route: bearer-token check (constant time; the
-//! token is never logged), the body size limit and the time budget of requests that do not
-//! wait for a task.
+//! token is never logged), a JSON `Content-Type` on every POST (a page can send `text/plain`
+//! cross-site without asking the browser first; JSON needs a CORS preflight), the body size
+//! limit and the time budget of requests that do not wait for a task.
 
 use super::state::State;
 use axum::body::Body;
@@ -47,6 +48,28 @@ fn unauthorized() -> Response {
     r
 }
 
+/// Whether a `Content-Type` value is JSON: `application/json` or `application/<x>+json`,
+/// parameters (`; charset=utf-8`) allowed.
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || essence
+            .strip_prefix("application/")
+            .is_some_and(|sub| sub.ends_with("+json"))
+}
+
+fn not_json() -> Response {
+    error(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "POST bodies must be JSON: send Content-Type: application/json",
+    )
+}
+
 fn too_large(limit: usize) -> Response {
     error(
         StatusCode::PAYLOAD_TOO_LARGE,
@@ -71,7 +94,7 @@ fn waits(method: &Method, path: &str) -> bool {
         || (method == Method::POST && (path == "/" || path == "/a2a"))
 }
 
-/// Auth, body limit and time budget.
+/// Auth, content type, body limit and time budget.
 pub(crate) async fn guard(
     AxumState(state): AxumState<Arc<State>>,
     req: Request,
@@ -84,6 +107,16 @@ pub(crate) async fn guard(
     {
         tracing::debug!(%method, %path, "refused: no valid bearer token");
         return unauthorized();
+    }
+    if method == Method::POST {
+        let content_type = req
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok());
+        if !content_type.is_some_and(is_json) {
+            tracing::debug!(%method, %path, ?content_type, "refused: not a JSON body");
+            return not_json();
+        }
     }
     let limit = state.opts.max_body_bytes;
     let budget = state.opts.request_timeout;
@@ -151,5 +184,27 @@ mod tests {
         assert!(!authorized(&h, "s3cret"));
         h.insert(header::AUTHORIZATION, HeaderValue::from_static("s3cret"));
         assert!(!authorized(&h, "s3cret"));
+    }
+
+    #[test]
+    fn only_json_content_types_pass() {
+        for ok in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/a2a+json",
+        ] {
+            assert!(is_json(ok), "{ok}");
+        }
+        for bad in [
+            "text/plain",
+            "text/plain; charset=application/json",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data",
+            "application/jsonx",
+            "text/json+json",
+            "",
+        ] {
+            assert!(!is_json(bad), "{bad}");
+        }
     }
 }

@@ -3,10 +3,12 @@
 //! over the task protocol (`/tasks`).
 //!
 //! Every served task is a foreground child of one server-side parent run, started through
-//! the [`SubagentRuntime`], so it is an ordinary task of the runtime's tracker. Requests
-//! other than the card need the bearer token when one is configured; bodies, waits and
-//! concurrently running tasks are bounded; on shutdown the server stops accepting, lets
-//! running tasks finish for a grace period and then cancels the rest.
+//! the [`SubagentRuntime`], so it is an ordinary task of the runtime's tracker. Every request
+//! must name this server as its `Host` and may carry only an allowed `Origin` (web pages are
+//! kept out); requests other than the card need the bearer token when one is configured and
+//! POSTs need a JSON body; bodies, waits and concurrently running tasks are bounded; on
+//! shutdown the server stops accepting, lets running tasks finish for a grace period and
+//! then cancels the rest.
 //!
 //! ```no_run
 //! # async fn demo(runtime: std::sync::Arc<cadre_subagents::SubagentRuntime>) -> Result<(), cadre_remote::ServeError> {
@@ -20,6 +22,7 @@
 mod book;
 mod guard;
 mod launch;
+mod origin;
 mod rpc;
 mod sink;
 mod state;
@@ -72,6 +75,12 @@ pub struct ServeOptions {
     pub name: String,
     /// The version in the agent card.
     pub version: String,
+    /// Origins (`scheme://host[:port]`) whose web pages may call the server; a request with
+    /// any other `Origin` header gets 403 (default: none).
+    pub allowed_origins: Vec<String>,
+    /// Names the `Host` header may carry besides this server's own address and the loopback
+    /// names (`name`: any port, or `name:port`), e.g. behind a reverse proxy (default: none).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for ServeOptions {
@@ -88,6 +97,8 @@ impl Default for ServeOptions {
             approvals: ApprovalPolicy::Deny,
             name: "cadre".into(),
             version: env!("CARGO_PKG_VERSION").into(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -105,6 +116,16 @@ pub enum ServeError {
         name: String,
         /// The registry's agents.
         available: String,
+    },
+    /// A setting is malformed.
+    #[error("invalid serve.{key} entry `{value}`: {reason}")]
+    InvalidSetting {
+        /// The setting.
+        key: &'static str,
+        /// The entry.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
     },
     /// Binding or serving failed.
     #[error("server I/O: {0}")]
@@ -144,7 +165,9 @@ impl Server {
         &self.state.default_agent
     }
 
-    /// The HTTP routes (for embedding, or for tests that serve it themselves).
+    /// The HTTP routes (for embedding, or for tests that serve it themselves). Served by
+    /// someone else, the server does not know its port, so the `Host` check accepts the
+    /// loopback names on any port (and `allowed_hosts`).
     pub fn router(&self) -> Router {
         let protected = Router::new()
             .route("/", post(rpc::handle))
@@ -157,10 +180,17 @@ impl Server {
                 self.state.clone(),
                 guard::guard,
             ));
-        Router::new()
+        let mut app = Router::new()
             .route(CARD_PATH, get(rpc::card))
-            .merge(protected)
-            .with_state(self.state.clone())
+            .merge(protected);
+        if let Some(cors) = self.state.site.cors() {
+            app = app.layer(cors);
+        }
+        app.layer(axum::middleware::from_fn_with_state(
+            self.state.clone(),
+            origin::check,
+        ))
+        .with_state(self.state.clone())
     }
 
     /// Serve on `listener` until `shutdown` resolves; then stop accepting, let running tasks

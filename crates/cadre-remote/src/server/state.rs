@@ -2,6 +2,7 @@
 //! a child of, the event sink, the task book and the settings.
 
 use super::book::{ServedTask, TaskBook};
+use super::origin::SiteRules;
 use super::sink::ServeSink;
 use super::{ApprovalPolicy, ServeError, ServeOptions};
 use crate::a2a::A2aState;
@@ -11,7 +12,7 @@ use cadre_engine::NonInteractiveApprovals;
 use cadre_subagents::{GENERAL_PURPOSE, Parent, SubagentRuntime, TaskSnapshot, TaskStatus};
 use cadre_tools::RunContext;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
 use tokio_util::sync::CancellationToken;
 
 /// Shared by every handler.
@@ -29,7 +30,10 @@ pub(crate) struct State {
     /// The exposed agents.
     pub skills: Vec<SkillInfo>,
     pub default_agent: String,
-    local_addr: Mutex<Option<SocketAddr>>,
+    /// Which origins and hosts requests may come from.
+    pub site: SiteRules,
+    /// The address the server listens on, once it does.
+    local_addr: OnceLock<SocketAddr>,
 }
 
 impl State {
@@ -80,6 +84,7 @@ impl State {
                 .map(|s| s.name.clone())
                 .ok_or(ServeError::NoAgents)?,
         };
+        let site = SiteRules::new(&opts.allowed_origins, &opts.allowed_hosts)?;
         let sink = Arc::new(ServeSink::default());
         let approve = opts.approvals == ApprovalPolicy::Approve;
         let approvals = NonInteractiveApprovals::new(approve).with_notice(|req, approved| {
@@ -112,18 +117,17 @@ impl State {
             opts,
             skills,
             default_agent,
-            local_addr: Mutex::new(None),
+            site,
+            local_addr: OnceLock::new(),
         }))
     }
 
     pub(crate) fn set_local_addr(&self, addr: SocketAddr) {
-        if let Ok(mut g) = self.local_addr.lock() {
-            *g = Some(addr);
-        }
+        let _ = self.local_addr.set(addr);
     }
 
     pub(crate) fn local_addr(&self) -> Option<SocketAddr> {
-        self.local_addr.lock().ok().and_then(|g| *g)
+        self.local_addr.get().copied()
     }
 
     /// The runtime's view of a served task.
