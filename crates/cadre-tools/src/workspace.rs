@@ -1,5 +1,11 @@
 //! Workspace path confinement: every path a file tool touches is resolved here, kept inside
-//! the workspace root (also through symlinks) and kept away from credential locations.
+//! the workspace root (also through symlinks) and kept away from credential locations, then
+//! opened beneath the root by [`files`] so that what is acted on is what was checked.
+
+mod beneath;
+mod files;
+
+pub use files::{EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, Written};
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
@@ -36,6 +42,47 @@ pub enum PathError {
     /// `~` was used but `$HOME` is not set.
     #[error("cannot expand {0}: HOME is not set")]
     NoHome(String),
+    /// The path names a FIFO, socket or device: file tools act only on regular files and
+    /// directories (opening the others could block or have side effects).
+    #[error(
+        "{path} is a {kind}, not a regular file; file tools only act on regular files and directories"
+    )]
+    NotRegular {
+        /// The path as shown.
+        path: String,
+        /// What it is instead.
+        kind: &'static str,
+    },
+    /// The path names a directory where a file is needed.
+    #[error("{path} is a directory; give a file path")]
+    IsDirectory {
+        /// The path as shown.
+        path: String,
+    },
+    /// The file is larger than the operation allows.
+    #[error("{path} is larger than {max} bytes; too large for this tool")]
+    TooLarge {
+        /// The path as shown.
+        path: String,
+        /// The limit.
+        max: u64,
+    },
+    /// A symlink appeared on the way to (or at) the path after it was checked.
+    #[error("{path} changed while it was being opened (a symlink appeared on the way); refused")]
+    Changed {
+        /// The path as shown.
+        path: String,
+    },
+    /// The path could not be opened, read or written.
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        /// What was being done (`read`, `write`, `list`, ...).
+        action: &'static str,
+        /// The path as shown.
+        path: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// The path exists but could not be resolved (a dangling symlink, a permission error).
     #[error("cannot resolve path {path}: {source}")]
     Unresolvable {

@@ -1,7 +1,7 @@
 //! `edit_file`: replace an exact string in a file and show the change as a unified diff.
 
 use super::common::{definition, string_arg};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 use serde::Deserialize;
@@ -13,6 +13,9 @@ the file's text exactly, including whitespace and indentation (copy it from read
 without the line-number prefix), and must occur exactly once unless `replace_all` is set; \
 include surrounding lines to make it unique. Returns a unified diff of the change. Read the \
 file first. To create a file use write_file.";
+
+/// Files larger than this are not edited (the whole file is held in memory, twice).
+const MAX_EDIT_BYTES: u64 = 16 << 20;
 
 /// Replaces an exact string in a file.
 #[derive(Debug, Clone, Copy, Default)]
@@ -84,47 +87,50 @@ impl Tool for EditFileTool {
                 "old_string and new_string are identical; nothing to change".into(),
             ));
         }
-        let abs = ctx.workspace.resolve(&args.path)?;
-        let shown = ctx.workspace.display(&abs);
-        let bytes = tokio::fs::read(&abs)
+        let workspace = ctx.workspace.clone();
+        tokio::task::spawn_blocking(move || edit(&workspace, &args))
             .await
-            .map_err(|e| ToolError::io(format!("cannot read {shown}"), e))?;
-        let before = String::from_utf8(bytes).map_err(|_| {
-            ToolError::Failed(format!("{shown} is not valid UTF-8 text; cannot edit it"))
-        })?;
-        let count = before.matches(args.old_string.as_str()).count();
-        let after = match count {
-            0 => {
-                return Err(ToolError::Failed(format!(
-                    "old_string not found in {shown}; it must match exactly, including \
-                     whitespace (read the file again to check)"
-                )));
-            }
-            1 => before.replacen(&args.old_string, &args.new_string, 1),
-            n if !args.replace_all => {
-                return Err(ToolError::Failed(format!(
-                    "old_string matches {n} times in {shown}; give more context or set replace_all"
-                )));
-            }
-            _ => before.replace(&args.old_string, &args.new_string),
-        };
-        tokio::fs::write(&abs, after.as_bytes())
-            .await
-            .map_err(|e| ToolError::io(format!("cannot write {shown}"), e))?;
-        let diff = TextDiff::from_lines(&before, &after)
-            .unified_diff()
-            .context_radius(3)
-            .header(&format!("a/{shown}"), &format!("b/{shown}"))
-            .to_string();
-        let noun = if count == 1 {
-            "replacement"
-        } else {
-            "replacements"
-        };
-        Ok(ToolOutput::ok(format!(
-            "edited {shown} ({count} {noun})\n{diff}"
-        )))
+            .map_err(|e| ToolError::Failed(format!("edit_file failed: {e}")))?
     }
+}
+
+/// Read the file, replace the text and save it back in place.
+fn edit(workspace: &Workspace, args: &Args) -> Result<ToolOutput, ToolError> {
+    let file = workspace.open_for_edit(&args.path, MAX_EDIT_BYTES)?;
+    let shown = file.shown.as_str();
+    let before = std::str::from_utf8(&file.content).map_err(|_| {
+        ToolError::Failed(format!("{shown} is not valid UTF-8 text; cannot edit it"))
+    })?;
+    let count = before.matches(args.old_string.as_str()).count();
+    let after = match count {
+        0 => {
+            return Err(ToolError::Failed(format!(
+                "old_string not found in {shown}; it must match exactly, including \
+                 whitespace (read the file again to check)"
+            )));
+        }
+        1 => before.replacen(&args.old_string, &args.new_string, 1),
+        n if !args.replace_all => {
+            return Err(ToolError::Failed(format!(
+                "old_string matches {n} times in {shown}; give more context or set replace_all"
+            )));
+        }
+        _ => before.replace(&args.old_string, &args.new_string),
+    };
+    file.save(after.as_bytes())?;
+    let diff = TextDiff::from_lines(before, &after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{shown}"), &format!("b/{shown}"))
+        .to_string();
+    let noun = if count == 1 {
+        "replacement"
+    } else {
+        "replacements"
+    };
+    Ok(ToolOutput::ok(format!(
+        "edited {shown} ({count} {noun})\n{diff}"
+    )))
 }
 
 #[cfg(test)]

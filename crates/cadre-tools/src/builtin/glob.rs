@@ -1,11 +1,13 @@
 //! `glob`: find files by name pattern, honouring ignore files like ripgrep.
 
 use super::common::{PathGlob, definition, string_arg, walker};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{FileKind, Opened, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 use serde::Deserialize;
 use serde_json::json;
+use std::path::Path;
+use tokio_util::sync::CancellationToken;
 
 /// Matches listed at most.
 const MAX_MATCHES: usize = 500;
@@ -71,37 +73,60 @@ impl Tool for GlobTool {
     ) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
         let glob = PathGlob::new(&args.pattern)?;
-        let root = ctx.workspace.resolve(args.path.as_deref().unwrap_or("."))?;
-        let shown_root = ctx.workspace.display(&root);
-        if !root.is_dir() {
-            return Err(ToolError::Failed(format!(
-                "{shown_root} is not a directory"
-            )));
-        }
         let workspace = ctx.workspace.clone();
         let cancel = ctx.cancel.clone();
-        let found = tokio::task::spawn_blocking(move || {
-            let mut found = Vec::new();
-            for entry in walker(&root).build().flatten() {
-                if cancel.is_cancelled() {
-                    return Err(ToolError::Cancelled);
+        let path = args.path.unwrap_or_else(|| ".".to_string());
+        let (found, shown_root) = tokio::task::spawn_blocking(move || {
+            let root = match workspace.open(&path)? {
+                Opened::Dir(dir) => dir,
+                Opened::File(file) => {
+                    return Err(ToolError::Failed(format!(
+                        "{} is not a directory",
+                        file.shown
+                    )));
                 }
-                let is_file = entry
-                    .file_type()
-                    .is_some_and(|t| t.is_file() || t.is_symlink());
-                let Ok(rel) = entry.path().strip_prefix(&root) else {
-                    continue;
-                };
-                if is_file && glob.is_match(rel) {
-                    found.push(workspace.display(entry.path()));
-                }
-            }
-            Ok(found)
+            };
+            let found = search(&workspace, &root.path, &glob, &cancel)?;
+            Ok((found, root.shown))
         })
         .await
         .map_err(|e| ToolError::Failed(format!("glob search failed: {e}")))??;
         Ok(ToolOutput::ok(render(found, &args.pattern, &shown_root)))
     }
+}
+
+/// The files below `root` whose path matches `glob`. The walk goes by name, so each match is
+/// checked to be where the walk saw it, beneath the workspace root without a symlink on the
+/// way, before it is listed: a directory swapped for a symlink mid-walk lists nothing outside.
+fn search(
+    workspace: &Workspace,
+    root: &Path,
+    glob: &PathGlob,
+    cancel: &CancellationToken,
+) -> Result<Vec<String>, ToolError> {
+    let mut opener = workspace.opener(&workspace.display(root))?;
+    let mut found = Vec::new();
+    for entry in walker(root).build().flatten() {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
+        let is_file = entry
+            .file_type()
+            .is_some_and(|t| t.is_file() || t.is_symlink());
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        if is_file
+            && glob.is_match(rel)
+            && matches!(
+                opener.kind_of(entry.path()),
+                Some(FileKind::File | FileKind::Symlink)
+            )
+        {
+            found.push(workspace.display(entry.path()));
+        }
+    }
+    Ok(found)
 }
 
 fn render(mut found: Vec<String>, pattern: &str, root: &str) -> String {

@@ -1,7 +1,7 @@
 //! `grep`: search file contents with a regular expression, ripgrep style.
 
 use super::common::{PathGlob, definition, string_arg, truncate_line, walker};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
+use crate::{Opened, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -18,6 +18,9 @@ const MAX_LINES: usize = 500;
 const MAX_LINE_CHARS: usize = 1000;
 /// Context lines allowed at most on each side.
 const MAX_CONTEXT: usize = 20;
+/// The searcher's buffer at most (it holds the longest line); files with longer lines are
+/// skipped.
+const MAX_LINE_BUFFER: usize = 8 << 20;
 
 const DESCRIPTION: &str = "Search file contents with a regular expression (Rust regex syntax, \
 like ripgrep: `fn\\s+main`, `TODO|FIXME`, `\\bfoo\\b`; escape literal braces and dots). Matches \
@@ -106,7 +109,7 @@ impl Tool for GrepTool {
             .build(&args.pattern)
             .map_err(|e| ToolError::InvalidArgs(format!("invalid regex: {e}")))?;
         let filter = args.glob.as_deref().map(PathGlob::new).transpose()?;
-        let root = ctx.workspace.resolve(args.path.as_deref().unwrap_or("."))?;
+        let path = args.path.unwrap_or_else(|| ".".to_string());
         let search = Search {
             pattern: args.pattern,
             matcher,
@@ -116,9 +119,15 @@ impl Tool for GrepTool {
             workspace: ctx.workspace.clone(),
             cancel: ctx.cancel.clone(),
         };
-        let out = tokio::task::spawn_blocking(move || search.run(&root))
-            .await
-            .map_err(|e| ToolError::Failed(format!("grep search failed: {e}")))??;
+        let out = tokio::task::spawn_blocking(move || {
+            let root = match search.workspace.open(&path)? {
+                Opened::Dir(dir) => dir.path,
+                Opened::File(file) => file.path,
+            };
+            search.run(&root)
+        })
+        .await
+        .map_err(|e| ToolError::Failed(format!("grep search failed: {e}")))??;
         Ok(ToolOutput::ok(out))
     }
 }
@@ -143,12 +152,14 @@ impl Search {
         };
         let mut searcher = SearcherBuilder::new()
             .binary_detection(BinaryDetection::quit(0))
+            .heap_limit(Some(MAX_LINE_BUFFER))
             .line_number(true)
             .before_context(context)
             .after_context(context)
             .build();
         let mut lines: Vec<String> = Vec::new();
         let mut truncated = false;
+        let mut opener = self.workspace.opener(&self.workspace.display(root))?;
         for entry in walker(root).build().flatten() {
             if self.cancel.is_cancelled() {
                 return Err(ToolError::Cancelled);
@@ -166,14 +177,26 @@ impl Search {
             if self.filter.as_ref().is_some_and(|f| !f.is_match(rel)) {
                 continue;
             }
-            let shown = self.workspace.display(entry.path());
+            // The walk goes by name: read only what is still beneath the root, without a
+            // symlink on the way, and is still a regular file.
+            let Ok(Opened::File(file)) = opener.open(entry.path()) else {
+                continue;
+            };
+            let shown = file.shown.clone();
             let mut sink = FileSink::new(&shown, self.mode);
+            let reader = Cancellable {
+                inner: file.file,
+                cancel: &self.cancel,
+            };
             if searcher
-                .search_path(&self.matcher, entry.path(), &mut sink)
+                .search_reader(&self.matcher, reader, &mut sink)
                 .is_err()
                 || sink.binary
                 || sink.matches == 0
             {
+                if self.cancel.is_cancelled() {
+                    return Err(ToolError::Cancelled);
+                }
                 continue;
             }
             match self.mode {
@@ -207,6 +230,22 @@ impl Search {
             ));
         }
         Ok(out)
+    }
+}
+
+/// A file read that fails once the call is cancelled, so a search of a large file stops.
+struct Cancellable<'a> {
+    inner: std::fs::File,
+    cancel: &'a CancellationToken,
+}
+
+impl std::io::Read for Cancellable<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.cancel.is_cancelled() {
+            // Not `Interrupted`: readers retry that.
+            return Err(std::io::Error::other("cancelled"));
+        }
+        self.inner.read(buf)
     }
 }
 

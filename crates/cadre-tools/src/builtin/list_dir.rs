@@ -1,12 +1,18 @@
 //! `list_dir`: list one directory's entries with kinds and sizes.
 
 use super::common::{definition, string_arg};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{
+    FileKind, Opened, OpenedDir, Opener, Tool, ToolContext, ToolError, ToolOutput, Workspace,
+    parse_args,
+};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
+use rustix::fs::AtFlags;
 use serde::Deserialize;
 use serde_json::json;
-use std::path::Path;
+use std::collections::BinaryHeap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
 
 /// Entries listed at most.
 const MAX_ENTRIES: usize = 1000;
@@ -63,50 +69,57 @@ impl Tool for ListDirTool {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
-        let abs = ctx.workspace.resolve(args.path.as_deref().unwrap_or("."))?;
-        let shown = ctx.workspace.display(&abs);
-        let listing = tokio::task::spawn_blocking(move || list(&abs, &shown))
-            .await
-            .map_err(|e| ToolError::Failed(format!("listing failed: {e}")))??;
+        let path = args.path.unwrap_or_else(|| ".".to_string());
+        let workspace = ctx.workspace.clone();
+        let listing = tokio::task::spawn_blocking(move || match workspace.open(&path)? {
+            Opened::Dir(dir) => list(&workspace, &dir),
+            Opened::File(file) => Err(ToolError::Failed(format!(
+                "{} is a file, not a directory; use read_file",
+                file.shown
+            ))),
+        })
+        .await
+        .map_err(|e| ToolError::Failed(format!("listing failed: {e}")))??;
         Ok(ToolOutput::ok(listing))
     }
 }
 
-/// Render the listing of `dir` (shown to the model as `shown`).
-fn list(dir: &Path, shown: &str) -> Result<String, ToolError> {
-    let read = std::fs::read_dir(dir).map_err(|e| {
-        if dir.is_file() {
-            ToolError::Failed(format!("{shown} is a file, not a directory; use read_file"))
-        } else {
-            ToolError::io(format!("cannot list {shown}"), e)
+/// Render the listing of the opened directory `dir`: the first [`MAX_ENTRIES`] names in
+/// order (kept in a bounded heap however large the directory is), each described by looking
+/// at it through the directory's descriptor.
+fn list(workspace: &Workspace, dir: &OpenedDir) -> Result<String, ToolError> {
+    let shown = &dir.shown;
+    let io = |e: std::io::Error| ToolError::io(format!("cannot list {shown}"), e);
+    let entries = rustix::fs::Dir::read_from(&dir.fd).map_err(|e| io(e.into()))?;
+    let mut first: BinaryHeap<Vec<u8>> = BinaryHeap::new();
+    let mut total = 0usize;
+    for entry in entries {
+        let entry = entry.map_err(|e| io(e.into()))?;
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
         }
-    })?;
-    let mut entries: Vec<(String, String)> = Vec::new();
-    for entry in read.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let line = match entry.metadata() {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let target = std::fs::read_link(entry.path())
-                    .map(|t| t.display().to_string())
-                    .unwrap_or_else(|_| "?".into());
-                let kind = if entry.path().is_dir() { "/" } else { "" };
-                format!("{name}{kind} -> {target} (symlink)")
-            }
-            Ok(meta) if meta.is_dir() => format!("{name}/"),
-            Ok(meta) => format!("{name}  ({})", human_size(meta.len())),
-            Err(_) => format!("{name}  (unreadable)"),
-        };
-        entries.push((name, line));
+        total += 1;
+        if first.len() < MAX_ENTRIES {
+            first.push(name.to_vec());
+        } else if first.peek().is_some_and(|max| name < max.as_slice()) {
+            first.pop();
+            first.push(name.to_vec());
+        }
     }
-    if entries.is_empty() {
+    if total == 0 {
         return Ok(format!("{shown}/ is empty"));
     }
-    entries.sort();
-    let total = entries.len();
     let noun = if total == 1 { "entry" } else { "entries" };
     let mut out = format!("{shown}/ ({total} {noun})\n");
-    for (_, line) in entries.iter().take(MAX_ENTRIES) {
-        out.push_str(line);
+    let mut opener = workspace.opener(shown)?;
+    for name in first.into_sorted_vec() {
+        out.push_str(&describe(
+            workspace,
+            &mut opener,
+            dir,
+            OsStr::from_bytes(&name),
+        ));
         out.push('\n');
     }
     if total > MAX_ENTRIES {
@@ -116,6 +129,43 @@ fn list(dir: &Path, shown: &str) -> Result<String, ToolError> {
         ));
     }
     Ok(out)
+}
+
+/// One entry's line: `name/` for a directory, `name  (size)` for a file, `name -> target
+/// (symlink)` (with `/` when the target is a directory inside the workspace), or the kind of a
+/// special file.
+fn describe(
+    workspace: &Workspace,
+    opener: &mut Opener<'_>,
+    dir: &OpenedDir,
+    name: &OsStr,
+) -> String {
+    let shown = name.to_string_lossy();
+    let Ok(stat) = rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW) else {
+        return format!("{shown}  (unreadable)");
+    };
+    match FileKind::of_stat(&stat) {
+        FileKind::Dir => format!("{shown}/"),
+        FileKind::File => format!(
+            "{shown}  ({})",
+            human_size(u64::try_from(stat.st_size).unwrap_or(0))
+        ),
+        FileKind::Symlink => {
+            let target = rustix::fs::readlinkat(&dir.fd, name, Vec::new())
+                .map(|t| String::from_utf8_lossy(t.to_bytes()).into_owned())
+                .unwrap_or_else(|_| "?".into());
+            // Where it leads, as resolution inside the workspace sees it; outside: no kind.
+            let into_dir = dir
+                .path
+                .join(name)
+                .to_str()
+                .and_then(|p| workspace.resolve(p).ok())
+                .is_some_and(|real| opener.kind_of(&real) == Some(FileKind::Dir));
+            let kind = if into_dir { "/" } else { "" };
+            format!("{shown}{kind} -> {target} (symlink)")
+        }
+        special => format!("{shown}  ({})", special.describe()),
+    }
 }
 
 /// `123 B`, `4.0 KiB`, `1.5 MiB`, ...

@@ -6,6 +6,7 @@ mod common;
 mod edit_file;
 mod glob;
 mod grep;
+mod line_window;
 mod list_dir;
 mod read_file;
 mod write_file;

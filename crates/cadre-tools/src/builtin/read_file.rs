@@ -1,11 +1,14 @@
 //! `read_file`: read a text file with line numbers, a window at a time.
 
-use super::common::{definition, string_arg, truncate_line};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use super::common::{definition, string_arg};
+use super::line_window::{Total, Window, WindowSpec, read_window};
+use crate::{Opened, OpenedFile, Tool, ToolContext, ToolError, ToolOutput, parse_args};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 use serde::Deserialize;
 use serde_json::json;
+use std::io::{BufReader, Read};
+use tokio_util::sync::CancellationToken;
 
 /// Lines shown when the call gives no `limit`.
 const DEFAULT_LIMIT: usize = 2000;
@@ -13,6 +16,12 @@ const DEFAULT_LIMIT: usize = 2000;
 const MAX_LINE_CHARS: usize = 2000;
 /// How much of the file is checked for NUL bytes to decide it is binary.
 const BINARY_PROBE: usize = 8192;
+/// Shown text per call at most (the window ends early past it).
+const MAX_OUTPUT_BYTES: usize = 4 << 20;
+/// Read after the window at most, only to count the lines that follow.
+const LOOKAHEAD_BYTES: u64 = 256 << 10;
+/// The read buffer.
+const READ_BUFFER: usize = 64 << 10;
 
 const DESCRIPTION: &str = "Read a text file from the workspace. Lines come back numbered like \
 `cat -n` (number, tab, text); use those numbers to refer to lines, but never copy the number \
@@ -86,53 +95,87 @@ impl Tool for ReadFileTool {
             return Err(ToolError::InvalidArgs("limit must be at least 1".into()));
         }
         let offset = args.offset.unwrap_or(1).max(1);
-        let abs = ctx.workspace.resolve(&args.path)?;
-        let shown = ctx.workspace.display(&abs);
-        let meta = tokio::fs::metadata(&abs)
-            .await
-            .map_err(|e| ToolError::io(format!("cannot read {shown}"), e))?;
-        if meta.is_dir() {
-            return Err(ToolError::Failed(format!(
-                "{shown} is a directory; use list_dir to see its entries"
-            )));
-        }
-        let bytes = tokio::fs::read(&abs)
-            .await
-            .map_err(|e| ToolError::io(format!("cannot read {shown}"), e))?;
-        if bytes[..bytes.len().min(BINARY_PROBE)].contains(&0) {
-            return Err(ToolError::Failed(format!(
-                "{shown} looks like a binary file ({} bytes); read_file only shows text",
-                bytes.len()
-            )));
-        }
-        render(&String::from_utf8_lossy(&bytes), &shown, offset, limit)
+        let workspace = ctx.workspace.clone();
+        let cancel = ctx.cancel.clone();
+        // Opening is non-blocking and only regular files are read, so this thread ends with
+        // the file or with the call's cancellation, never later.
+        tokio::task::spawn_blocking(move || {
+            let file = match workspace.open(&args.path)? {
+                Opened::File(file) => file,
+                Opened::Dir(dir) => {
+                    return Err(ToolError::Failed(format!(
+                        "{} is a directory; use list_dir to see its entries",
+                        dir.shown
+                    )));
+                }
+            };
+            read(file, offset, limit, &cancel)
+        })
+        .await
+        .map_err(|e| ToolError::Failed(format!("read_file failed: {e}")))?
     }
 }
 
-/// Number the lines `offset..offset+limit` of `text` and add a footer when lines are hidden.
-fn render(text: &str, shown: &str, offset: usize, limit: usize) -> Result<ToolOutput, ToolError> {
-    let total = text.lines().count();
-    if total == 0 {
-        return Ok(ToolOutput::ok(format!("({shown} is empty)")));
-    }
-    if offset > total {
+/// Read lines `offset..offset+limit` of `file` and number them, with a footer when lines are
+/// hidden.
+fn read(
+    file: OpenedFile,
+    offset: usize,
+    limit: usize,
+    cancel: &CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+    let shown = file.shown;
+    let io = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::Interrupted if cancel.is_cancelled() => ToolError::Cancelled,
+        _ => ToolError::io(format!("cannot read {shown}"), e),
+    };
+    let mut probe = Vec::with_capacity(BINARY_PROBE);
+    (&file.file)
+        .take(BINARY_PROBE as u64)
+        .read_to_end(&mut probe)
+        .map_err(io)?;
+    if probe.contains(&0) {
         return Err(ToolError::Failed(format!(
-            "offset {offset} is past the end of {shown}, which has {total} lines"
+            "{shown} looks like a binary file ({} bytes); read_file only shows text",
+            file.len
         )));
     }
-    let mut out = String::new();
-    let mut last = offset;
-    for (i, line) in text.lines().enumerate().skip(offset - 1).take(limit) {
-        last = i + 1;
-        out.push_str(&format!(
-            "{last:>6}\t{}\n",
-            truncate_line(line, MAX_LINE_CHARS)
-        ));
+    let reader =
+        BufReader::with_capacity(READ_BUFFER, std::io::Cursor::new(probe).chain(file.file));
+    let spec = WindowSpec {
+        offset,
+        limit,
+        max_line_chars: MAX_LINE_CHARS,
+        max_bytes: MAX_OUTPUT_BYTES,
+        lookahead: LOOKAHEAD_BYTES,
+    };
+    let window = read_window(reader, spec, cancel).map_err(io)?;
+    render(&window, &shown, offset, file.len)
+}
+
+/// Number the window's lines and add a footer when lines are hidden.
+fn render(window: &Window, shown: &str, offset: usize, len: u64) -> Result<ToolOutput, ToolError> {
+    if window.lines.is_empty() {
+        return match window.total {
+            Total::Exact(0) => Ok(ToolOutput::ok(format!("({shown} is empty)"))),
+            Total::Exact(total) | Total::AtLeast(total) => Err(ToolError::Failed(format!(
+                "offset {offset} is past the end of {shown}, which has {total} lines"
+            ))),
+        };
     }
-    if offset > 1 || last < total {
-        out.push_str(&format!(
+    let mut out = String::new();
+    for (i, line) in window.lines.iter().enumerate() {
+        out.push_str(&format!("{:>6}\t{line}\n", offset + i));
+    }
+    let last = offset + window.lines.len() - 1;
+    match window.total {
+        Total::Exact(total) if offset > 1 || last < total => out.push_str(&format!(
             "[showing lines {offset}-{last} of {total}; use offset to read more]\n"
-        ));
+        )),
+        Total::Exact(_) => {}
+        Total::AtLeast(total) => out.push_str(&format!(
+            "[showing lines {offset}-{last} of at least {total} ({len} bytes); use offset to read more]\n"
+        )),
     }
     Ok(ToolOutput::ok(out))
 }

@@ -60,33 +60,21 @@ impl Tool for WriteFileTool {
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
         let args: Args = parse_args(args)?;
-        let abs = ctx.workspace.resolve(&args.path)?;
-        let shown = ctx.workspace.display(&abs);
-        let existed = match tokio::fs::symlink_metadata(&abs).await {
-            Ok(meta) if meta.is_dir() => {
-                return Err(ToolError::Failed(format!(
-                    "{shown} is a directory; give a file path"
-                )));
-            }
-            Ok(_) => true,
-            Err(_) => false,
-        };
-        if let Some(parent) = abs.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| ToolError::io(format!("cannot create directories for {shown}"), e))?;
-        }
-        tokio::fs::write(&abs, args.content.as_bytes())
-            .await
-            .map_err(|e| ToolError::io(format!("cannot write {shown}"), e))?;
-        let what = if existed {
+        let workspace = ctx.workspace.clone();
+        let bytes = args.content.len();
+        let written = tokio::task::spawn_blocking(move || {
+            workspace.write_file(&args.path, args.content.as_bytes())
+        })
+        .await
+        .map_err(|e| ToolError::Failed(format!("write_file failed: {e}")))??;
+        let what = if written.existed {
             "overwrote existing file"
         } else {
             "created new file"
         };
         Ok(ToolOutput::ok(format!(
-            "wrote {} bytes to {shown} ({what})",
-            args.content.len()
+            "wrote {bytes} bytes to {} ({what})",
+            written.shown
         )))
     }
 }

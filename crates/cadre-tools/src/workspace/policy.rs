@@ -1,0 +1,236 @@
+//! What file tools may do to paths inside the workspace: which paths are protected from
+//! writing (cadre's own and other agents' configuration, git metadata), which are never read
+//! (the task store, other sessions' transcripts), and whether hard-linked files may be read.
+
+use std::ffi::OsStr;
+use std::path::{Component, Path, PathBuf};
+
+/// Names protected from writing wherever they appear in a path: agent-harness configuration
+/// and state, MCP server lists and git metadata (hooks and config run code).
+const PROTECTED_NAMES: &[&str] = &[
+    ".cadre",
+    ".mcp.json",
+    ".git",
+    ".claude",
+    ".harness9",
+    ".opencode",
+    ".codex",
+];
+
+/// File names of the task store under `.cadre/` that are never read (SQLite and its journals).
+const STORE_FILES: &[&str] = &[
+    "cadre.db",
+    "cadre.db-wal",
+    "cadre.db-shm",
+    "cadre.db-journal",
+];
+
+/// Where a policy refuses a path, and why (the message's reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A protected path: file tools may not write it.
+    Protected,
+    /// The task store: file tools may not read or write it.
+    Store,
+    /// Another session's transcript: file tools may not read it.
+    OtherSession,
+}
+
+/// The access rules file tools follow beneath a [`Workspace`](crate::Workspace) root, besides
+/// staying inside it and away from credentials (which always hold).
+///
+/// The default protects the built-in list and refuses hard-linked reads; `bypass` mode turns
+/// the protection off with [`unprotected`](Self::unprotected).
+#[derive(Debug, Clone)]
+pub struct AccessPolicy {
+    protect: bool,
+    extra: Vec<PathBuf>,
+    user_config: Option<PathBuf>,
+    allow_hardlink_reads: bool,
+}
+
+impl Default for AccessPolicy {
+    fn default() -> Self {
+        Self {
+            protect: true,
+            extra: Vec::new(),
+            user_config: user_config_dir(),
+            allow_hardlink_reads: false,
+        }
+    }
+}
+
+impl AccessPolicy {
+    /// No protected paths and no refused reads (only confinement and credentials remain):
+    /// what `bypass` mode means for file tools.
+    pub fn unprotected(mut self) -> Self {
+        self.protect = false;
+        self
+    }
+
+    /// Whether protected paths are enforced.
+    pub fn is_protecting(&self) -> bool {
+        self.protect
+    }
+
+    /// Also protect `paths` (a file, or a directory with everything below it). Relative
+    /// paths are taken from `base`, `~/` from `$HOME`; existing paths are canonicalised so
+    /// that another spelling of them is protected too.
+    pub fn protect_paths<S: AsRef<str>>(mut self, base: &Path, paths: &[S]) -> Self {
+        for p in paths {
+            let p = p.as_ref().trim();
+            if p.is_empty() {
+                continue;
+            }
+            let expanded = match p.strip_prefix("~/") {
+                Some(rest) => match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+                    Some(home) => PathBuf::from(home).join(rest),
+                    None => continue,
+                },
+                None => base.join(p),
+            };
+            let expanded = super::normalize(&expanded);
+            let canonical = expanded.canonicalize().unwrap_or(expanded);
+            if !self.extra.contains(&canonical) {
+                self.extra.push(canonical);
+            }
+        }
+        self
+    }
+
+    /// Let file tools read files with more than one hard link (default: refused, since such
+    /// a file may be the same file as one outside the workspace).
+    pub fn allow_hardlink_reads(mut self, allow: bool) -> Self {
+        self.allow_hardlink_reads = allow;
+        self
+    }
+
+    /// Whether hard-linked files may be read.
+    pub fn hardlink_reads_allowed(&self) -> bool {
+        self.allow_hardlink_reads
+    }
+
+    /// Why writing `abs` (a canonical path, `rel` below `root`) is refused, if it is.
+    pub(crate) fn refuse_write(&self, abs: &Path, rel: &Path) -> Option<Refusal> {
+        if !self.protect {
+            return None;
+        }
+        if rel.components().any(|c| is_one_of(c, PROTECTED_NAMES)) {
+            return Some(Refusal::Protected);
+        }
+        let listed = self.extra.iter().chain(&self.user_config);
+        listed
+            .into_iter()
+            .any(|p| abs.starts_with(p))
+            .then_some(Refusal::Protected)
+    }
+
+    /// Why reading `rel` (canonical, below the root) by session `session` is refused, if it is.
+    pub(crate) fn refuse_read(&self, rel: &Path, session: &str) -> Option<Refusal> {
+        if !self.protect {
+            return None;
+        }
+        let names: Vec<&OsStr> = rel.components().map(Component::as_os_str).collect();
+        let own = format!("{session}.jsonl");
+        for (i, name) in names.iter().enumerate() {
+            if !name.eq_ignore_ascii_case(".cadre") {
+                continue;
+            }
+            match &names[i + 1..] {
+                [file] if STORE_FILES.iter().any(|s| file.eq_ignore_ascii_case(s)) => {
+                    return Some(Refusal::Store);
+                }
+                [dir, file] if dir.eq_ignore_ascii_case("sessions") && *file != own.as_str() => {
+                    return Some(Refusal::OtherSession);
+                }
+                [dir, _, _, ..] if dir.eq_ignore_ascii_case("sessions") => {
+                    return Some(Refusal::OtherSession);
+                }
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
+fn is_one_of(c: Component<'_>, names: &[&str]) -> bool {
+    match c {
+        Component::Normal(n) => names.iter().any(|p| n.eq_ignore_ascii_case(p)),
+        _ => false,
+    }
+}
+
+/// cadre's user configuration directory: `$XDG_CONFIG_HOME/cadre`, else `~/.config/cadre`.
+fn user_config_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| PathBuf::from(h).join(".config"))
+        })?;
+    let dir = base.join("cadre");
+    Some(dir.canonicalize().unwrap_or(dir))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_names_are_refused_for_writing_at_any_depth_unless_unprotected() {
+        let p = AccessPolicy::default();
+        let root = Path::new("/w");
+        let refused = |rel: &str| p.refuse_write(&root.join(rel), Path::new(rel));
+        for rel in [
+            ".cadre/config.toml",
+            ".cadre/agents/x.md",
+            ".mcp.json",
+            ".git/hooks/pre-commit",
+            ".git/config",
+            ".claude/settings.json",
+            ".harness9/x",
+            ".opencode/x",
+            ".codex/config.toml",
+            "sub/.git/hooks/post-checkout",
+            ".GIT/config",
+        ] {
+            assert_eq!(refused(rel), Some(Refusal::Protected), "{rel}");
+        }
+        for rel in ["src/main.rs", ".gitignore", ".github/workflows/ci.yml", "cadre/x"] {
+            assert_eq!(refused(rel), None, "{rel}");
+        }
+        let open = AccessPolicy::default().unprotected();
+        assert_eq!(
+            open.refuse_write(Path::new("/w/.git/config"), Path::new(".git/config")),
+            None
+        );
+    }
+
+    #[test]
+    fn extra_paths_protect_a_file_or_a_subtree() {
+        let p = AccessPolicy::default().protect_paths(Path::new("/w"), &["deploy/", "Makefile"]);
+        let refused = |rel: &str| p.refuse_write(&Path::new("/w").join(rel), Path::new(rel));
+        assert_eq!(refused("deploy/prod.yml"), Some(Refusal::Protected));
+        assert_eq!(refused("Makefile"), Some(Refusal::Protected));
+        assert_eq!(refused("deployment.txt"), None);
+        assert_eq!(refused("src/Makefile"), None);
+    }
+
+    #[test]
+    fn reads_of_the_store_and_of_other_sessions_are_refused() {
+        let p = AccessPolicy::default();
+        let read = |rel: &str| p.refuse_read(Path::new(rel), "s-me");
+        assert_eq!(read(".cadre/cadre.db"), Some(Refusal::Store));
+        assert_eq!(read(".cadre/cadre.db-wal"), Some(Refusal::Store));
+        assert_eq!(read(".cadre/sessions/s-other.jsonl"), Some(Refusal::OtherSession));
+        assert_eq!(read(".cadre/sessions/x/y"), Some(Refusal::OtherSession));
+        assert_eq!(read(".cadre/sessions/s-me.jsonl"), None);
+        assert_eq!(read(".cadre/tool-outputs/s-other/call_1.txt"), None);
+        assert_eq!(read(".cadre/config.toml"), None);
+        assert_eq!(read("src/cadre.db"), None);
+        let open = AccessPolicy::default().unprotected();
+        assert_eq!(open.refuse_read(Path::new(".cadre/cadre.db"), "s"), None);
+    }
+}

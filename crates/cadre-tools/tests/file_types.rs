@@ -1,0 +1,75 @@
+//! What file tools refuse by the kind of file: FIFOs, sockets and devices (at once, without
+//! blocking), hard-linked files, and how much of a large file `read_file` reads.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::Tools;
+use serde_json::json;
+use std::time::Duration;
+
+/// Far longer than any of these calls takes; only reached when a call blocks.
+const DEADLINE: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn a_fifo_is_refused_by_every_file_tool_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let tools = Tools::new(dir.path());
+    let calls = [
+        ("read_file", json!({"path": "pipe"})),
+        (
+            "edit_file",
+            json!({"path": "pipe", "old_string": "a", "new_string": "b"}),
+        ),
+        ("write_file", json!({"path": "pipe", "content": "x"})),
+        ("list_dir", json!({"path": "pipe"})),
+        ("grep", json!({"pattern": "x", "path": "pipe"})),
+        ("glob", json!({"pattern": "*", "path": "pipe"})),
+    ];
+    for (tool, args) in calls {
+        let outcome = tokio::time::timeout(DEADLINE, tools.call(tool, args)).await;
+        let Ok(result) = outcome else {
+            // Let the blocked open finish so the test fails instead of hanging.
+            let _ = std::fs::OpenOptions::new().write(true).open(&fifo);
+            panic!("{tool} blocked on the FIFO");
+        };
+        let err = result.expect_err(tool).to_string();
+        assert!(
+            err.contains("pipe is a FIFO, not a regular file"),
+            "{tool}: {err}"
+        );
+    }
+    // A directory walk passes over it without opening it.
+    let out = tools.call("grep", json!({"pattern": "x"})).await.unwrap();
+    assert_eq!(out.content, "no matches for x in .");
+}
+
+#[tokio::test]
+async fn read_file_reads_only_the_window_of_a_huge_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.log");
+    let head: String = (1..=20_000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&path, &head).unwrap();
+    // 8 GiB, sparse: reading it all would take gigabytes of memory.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(8 << 30)
+        .unwrap();
+    let tools = Tools::new(dir.path());
+    let out = tools
+        .call(
+            "read_file",
+            json!({"path": "big.log", "offset": 3, "limit": 2}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        out.content,
+        "     3\tline 3\n     4\tline 4\n\
+         [showing lines 3-4 of at least 20001 (8589934592 bytes); use offset to read more]\n"
+    );
+}
