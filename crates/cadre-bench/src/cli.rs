@@ -1,5 +1,6 @@
 //! Command-line interface of `cadre-bench`: the `fanout` benchmark (one run or the whole
-//! matrix with `--sweep`) and the `coldstart` benchmark of the `cadre` binary.
+//! matrix with `--sweep`), the `cache` benchmark of prompt-cache friendliness, and the
+//! `coldstart` benchmark of the `cadre` binary.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,9 @@ pub enum Command {
     Fanout(FanoutArgs),
     /// Whole-process start-up time of `cadre --version` and `cadre agents list`.
     Coldstart(ColdstartArgs),
+    /// Prompt caching: a parent with five background sub-agents working for twelve turns;
+    /// prefix efficiency, bytes sent, breakpoints and the tokens a prompt cache would bill.
+    Cache(CacheArgs),
     /// The mock model server of `fanout`, run as its own process (used by `fanout`).
     #[command(hide = true)]
     MockServer(MockServerArgs),
@@ -200,6 +204,23 @@ pub fn cell_json_path(variant: Variant, n: usize, store: StoreKind) -> PathBuf {
         "target/bench/fanout-{}-{n}{store}.json",
         variant.name()
     ))
+}
+
+/// Options of `cache`.
+#[derive(Debug, Clone, Args)]
+pub struct CacheArgs {
+    /// Wire formats to run (`openai`, `anthropic`).
+    #[arg(long, value_delimiter = ',', default_values_t = ["openai".to_string(), "anthropic".to_string()])]
+    pub wire: Vec<String>,
+    /// Streamed (`true`), whole-body (`false`) replies, or both.
+    #[arg(long, value_delimiter = ',', default_values_t = [true, false])]
+    pub stream: Vec<bool>,
+    /// Where to write the JSON result (default target/bench/cache.json).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Also write every request body, as sent, to `DIR/<wire>-<stream>/NNN.json`.
+    #[arg(long)]
+    pub dump: Option<PathBuf>,
 }
 
 /// Options of `coldstart`.

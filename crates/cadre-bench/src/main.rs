@@ -5,11 +5,14 @@
 //!   engine and sub-agent runtime; the same requests are also sent by a raw HTTP client
 //!   (the floor). Reports wall times, overhead per sub-agent, requests served and peak RSS.
 //! * `fanout --sweep` — the whole matrix of variants and N, one child process per cell.
+//! * `cache` — prompt-cache friendliness of a parent with background sub-agents: prefix
+//!   efficiency, bytes sent, `cache_control` breakpoints, estimated cached tokens.
 //! * `coldstart` — whole-process start-up of `cadre --version` and `cadre agents list`.
 //!
 //! See BENCHMARKS.md at the repository root for the commands and results.
 
 mod bodies;
+mod cache;
 mod cli;
 mod coldstart;
 mod fanout;
@@ -36,6 +39,7 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Fanout(args) if args.sweep => sweep::run(args),
         cli::Command::Fanout(args) => fanout::main(args),
         cli::Command::Coldstart(args) => coldstart::run(args),
+        cli::Command::Cache(args) => cache::run(args),
         cli::Command::MockServer(args) => server::serve(args.variant, args.latency_ms),
     }
 }

@@ -41,6 +41,8 @@ pub struct RecordedRequest {
     pub headers: HeaderMap,
     /// The body parsed as JSON (`Value::Null` when it is not JSON).
     pub body: Value,
+    /// The body exactly as sent (for byte-level checks such as a stable prompt prefix).
+    pub raw: Bytes,
     /// When the request arrived.
     pub received_at: Instant,
 }
@@ -236,6 +238,7 @@ async fn handle(
     let request = RecordedRequest {
         api,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+        raw: body,
         path,
         headers,
         received_at: Instant::now(),
