@@ -1,5 +1,6 @@
-//! What a provider's prompt cache would make of the requests a job sent: how much of each
-//! request repeats the previous request of its conversation byte for byte, where the
+//! What a provider's prompt cache would make of the requests a job sent: how much of the
+//! previous request of a conversation the next one repeats byte for byte (prefix efficiency:
+//! an append-only conversation scores 1.0, a system prompt rewritten at its end near 0), where the
 //! Anthropic `cache_control` breakpoints sit, and the tokens a prefix-caching provider would
 //! bill as cached, written to the cache, or uncached.
 //!
@@ -113,8 +114,7 @@ pub struct CacheMetrics {
     pub parent_requests: usize,
     /// Bytes of all request bodies.
     pub bytes_sent: u64,
-    /// Lowest share of a parent request's bytes that repeat the previous parent request's
-    /// prefix (its second request onwards).
+    /// Lowest share of a parent request's bytes that its next request repeats as a prefix.
     pub parent_prefix_min: f64,
     /// Mean of that share over the parent's requests.
     pub parent_prefix_mean: f64,
@@ -122,10 +122,10 @@ pub struct CacheMetrics {
     pub parent_rendered_min: f64,
     /// `parent_prefix_mean` measured on the rendered prompt.
     pub parent_rendered_mean: f64,
-    /// The same over every request that continues a conversation, weighted by bytes.
+    /// The same over every request that is followed in its conversation, weighted by bytes.
     pub prefix_weighted: f64,
-    /// Mean share of a sub-agent's first request that repeats the previous sub-agent's first
-    /// request (a fan-out of one definition shares its system prompt and tools).
+    /// Mean share of a sub-agent's first request that the next sub-agent's first request
+    /// repeats (a fan-out of one definition shares its system prompt and tools).
     pub fanout_prefix_mean: f64,
     /// Requests that carry at least one `cache_control` breakpoint.
     pub requests_with_breakpoints: usize,
@@ -222,19 +222,20 @@ pub fn measure(requests: &[SentRequest], rule: CacheRule) -> CacheMetrics {
             .rposition(|p| p.conversation == r.conversation);
         match previous {
             Some(p) => {
-                let shared = common_prefix(&requests[p].body, &r.body);
+                let before = &requests[p];
+                let shared = common_prefix(&before.body, &r.body);
                 shared_sum += shared;
-                len_sum += r.body.len();
+                len_sum += before.body.len();
                 if r.parent {
-                    parent_shares.push(shared as f64 / r.body.len().max(1) as f64);
-                    let shared = common_prefix(&requests[p].rendered, &r.rendered);
-                    rendered_shares.push(shared as f64 / r.rendered.len().max(1) as f64);
+                    parent_shares.push(shared as f64 / before.body.len().max(1) as f64);
+                    let shared = common_prefix(&before.rendered, &r.rendered);
+                    rendered_shares.push(shared as f64 / before.rendered.len().max(1) as f64);
                 }
             }
             None if !r.parent => {
                 if let Some(p) = last_child_first {
                     let shared = common_prefix(&requests[p].body, &r.body);
-                    fanout_shares.push(shared as f64 / r.body.len().max(1) as f64);
+                    fanout_shares.push(shared as f64 / requests[p].body.len().max(1) as f64);
                 }
                 last_child_first = Some(i);
             }
@@ -304,7 +305,7 @@ mod tests {
         ];
         let m = measure(&reqs, CacheRule::Automatic);
         assert_eq!(m.parent_requests, 3);
-        assert!((m.parent_prefix_min - 100.0 / 102.0).abs() < 1e-9, "{m:?}");
+        assert_eq!(m.parent_prefix_min, 1.0, "{m:?}");
         assert!((m.fanout_prefix_mean - 101.0 / 102.0).abs() < 1e-9, "{m:?}");
         assert_eq!(m.bytes_sent, 100 + 102 + 102 + 104 + 102);
     }
@@ -316,7 +317,7 @@ mod tests {
             req("p", true, "SYSTEM-B|tools|m1|m2"),
         ];
         let m = measure(&reqs, CacheRule::Automatic);
-        assert!((m.parent_prefix_min - 7.0 / 20.0).abs() < 1e-9, "{m:?}");
+        assert!((m.parent_prefix_min - 7.0 / 17.0).abs() < 1e-9, "{m:?}");
     }
 
     #[test]
