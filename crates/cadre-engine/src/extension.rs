@@ -1,25 +1,37 @@
-//! Turn extensions: the engine's one extension point for per-turn context. Before each
-//! model call the engine asks every extension for a system-prompt section (rebuilt every
-//! turn; the base prompt is never changed) and for messages to inject (e.g. results of
-//! finished background work). When the model answers without tool calls, extensions that
-//! still have outstanding work can hold the run open and give the model another turn.
+//! Turn extensions: the engine's one extension point for context it does not own. An
+//! extension contributes a fixed section of the system prompt and appends messages to the
+//! conversation before a model call (live state when it changed, results of finished
+//! background work). When the model answers without tool calls, extensions that still have
+//! outstanding work can hold the run open and give the model another turn.
+//!
+//! The contract keeps a session's requests append-only, so that providers' prompt caches
+//! (automatic prefix caching, Anthropic cache breakpoints) hit on everything but the newest
+//! messages: the system prompt and the tool list are built once per run and must not change
+//! between the runs of a session; everything that changes is appended, never spliced into
+//! earlier history.
 
 use async_trait::async_trait;
 use cadre_tools::RunContext;
 use cadre_types::Message;
 use tokio_util::sync::CancellationToken;
 
-/// Per-turn context contributed from outside the engine.
+/// Context contributed from outside the engine.
 #[async_trait]
 pub trait TurnExtension: Send + Sync {
-    /// A section appended to the system prompt for this turn only.
+    /// This extension's section of the system prompt, appended to the base prompt. Called
+    /// once when a run starts; it must return the same text for every run of a session
+    /// unless what it describes changed (live state belongs in
+    /// [`take_injections`](Self::take_injections)), because the system prompt opens the
+    /// prefix that providers cache.
     fn system_section(&self, _run: &RunContext) -> Option<String> {
         None
     }
 
-    /// Messages to add to the conversation before the next model call. Each message must
-    /// be returned once only.
-    async fn take_injections(&self, _run: &RunContext) -> Vec<Message> {
+    /// Messages to append to the conversation before the next model call. `history` is the
+    /// conversation so far — the record of what the model has been told — so an extension
+    /// can append live state only when it differs from the last state it reported there.
+    /// Each message must be returned once only.
+    async fn take_injections(&self, _run: &RunContext, _history: &[Message]) -> Vec<Message> {
         Vec::new()
     }
 

@@ -79,6 +79,8 @@ async fn stream_reply(
     Ok(reply)
 }
 
+/// The run's system prompt: the base, then each extension's section. Built once per run so
+/// that every request of the run opens with the same bytes (the cached prefix).
 fn system_prompt(cfg: &AgentConfig, run: &RunContext) -> String {
     let mut prompt = cfg.system_prompt.clone();
     for ext in &cfg.extensions {
@@ -90,6 +92,17 @@ fn system_prompt(cfg: &AgentConfig, run: &RunContext) -> String {
         }
     }
     prompt
+}
+
+/// The prompt-cache routing key of a run's requests: the session for a top-level run (its
+/// requests extend each other), the agent's name for a sub-agent (children of one
+/// definition share their system prompt and tools, so a fan-out lands on the same cache).
+fn cache_key(run: &RunContext) -> String {
+    if run.depth == 0 {
+        run.session_id.clone()
+    } else {
+        run.agent.clone()
+    }
 }
 
 /// Why the run is stopping early, decided once.
@@ -172,6 +185,14 @@ async fn run_inner(
     let mut last_text = String::new();
     let mut outstanding_rounds = 0u32;
     let dispatcher = Dispatcher::new(cfg, run.clone(), workspace, session.approved_tools());
+    // The prefix of every request of this run: fixed for the run (see `TurnExtension`).
+    let system = system_prompt(cfg, &run);
+    let tools = cfg.tools.definitions();
+    let metadata = RequestMetadata {
+        agent: run.agent.clone(),
+        session_id: run.session_id.clone(),
+        cache_key: cache_key(&run),
+    };
 
     let finish = |state: EndState, output: String, turns: u32, mut usage: Usage| {
         for ext in &cfg.extensions {
@@ -229,7 +250,7 @@ async fn run_inner(
             return finish(state, last_text, turns, usage);
         }
         for ext in &cfg.extensions {
-            for m in ext.take_injections(&run).await {
+            for m in ext.take_injections(&run, session.messages()).await {
                 if let Err(e) = session.push(m) {
                     return finish(persist_failed(e), last_text, turns, usage);
                 }
@@ -239,15 +260,12 @@ async fn run_inner(
         emitter.emit(Event::TurnStarted { turn: turns });
         let request = ModelRequest {
             model: cfg.model.model.clone(),
-            system: system_prompt(cfg, &run),
+            system: system.clone(),
             messages: session.messages().to_vec(),
-            tools: cfg.tools.definitions(),
+            tools: tools.clone(),
             max_output_tokens: cfg.max_output_tokens,
             temperature: cfg.temperature,
-            metadata: RequestMetadata {
-                agent: run.agent.clone(),
-                session_id: run.session_id.clone(),
-            },
+            metadata: metadata.clone(),
         };
         // run > turn > model_call / tool_call: the turn span is the explicit parent of both.
         let turn_span = tracing::info_span!("turn", turn = turns);

@@ -12,6 +12,9 @@ pub struct RequestMetadata {
     pub agent: String,
     /// The session the request belongs to.
     pub session_id: String,
+    /// Routes requests that share a prompt prefix to the same provider cache (OpenAI's
+    /// `prompt_cache_key`); empty: none.
+    pub cache_key: String,
 }
 
 /// Everything a provider needs for one model call.
@@ -19,7 +22,7 @@ pub struct RequestMetadata {
 pub struct ModelRequest {
     /// The model name as the provider knows it (without the `provider:` prefix).
     pub model: String,
-    /// The system prompt, built fresh for this call.
+    /// The system prompt; the same for every call of a run.
     pub system: String,
     /// The conversation so far.
     pub messages: Vec<Message>,

@@ -329,6 +329,7 @@ mod tests {
             metadata: RequestMetadata {
                 agent: agent.into(),
                 session_id: "s".into(),
+                ..Default::default()
             },
             ..Default::default()
         }

@@ -1,11 +1,16 @@
-//! The runtime's per-turn contribution to a parent run: a rebuilt sub-agents section of the
-//! system prompt, exactly-once delivery of finished background tasks before the next model
-//! call, and holding a finished run open while its background tasks still run.
+//! The runtime's contribution to a parent run: the sub-agents section of the system prompt
+//! (usage rules and the available agents, built once: the registry of a runtime does not
+//! change), a short status of the session's background tasks appended before a model call
+//! when it changed since the last one the conversation holds, exactly-once delivery of
+//! finished background tasks, and holding a finished run open while its background tasks
+//! still run. Nothing earlier in the conversation is ever rewritten, so the requests of a
+//! session only grow at the end and providers' prompt caches keep hitting.
 
 use crate::persist::snapshot_of;
+use crate::registry::AgentRegistry;
 use crate::runtime::SubagentRuntime;
 use crate::task_tool::xml_escape;
-use crate::tracker::{TaskSnapshot, TaskStatus};
+use crate::tracker::{BackgroundStatus, TaskSnapshot, TaskStatus};
 use async_trait::async_trait;
 use cadre_engine::TurnExtension;
 use cadre_tools::RunContext;
@@ -32,49 +37,96 @@ pub fn gather_window(round: u32) -> Duration {
         .min(MAX_GATHER_WINDOW)
 }
 
-/// Lines of background tasks listed in the prompt before "N more".
+/// Lines of open background tasks listed in the status before "N more".
 pub const MAX_TASK_LINES: usize = 10;
+/// Characters of a task's description shown in the status.
+const MAX_DESCRIPTION_CHARS: usize = 120;
+/// The opening tag of the status message (how the conversation's last status is found).
+pub const STATUS_TAG: &str = "<background-tasks>";
 
 /// The sub-agent turn extension of a parent agent.
 pub struct SubagentContext {
     runtime: Arc<SubagentRuntime>,
+    /// The system-prompt section, built once from the runtime's (fixed) registry.
+    section: String,
 }
 
 impl SubagentContext {
     /// The extension over `runtime`.
     pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        Self { runtime }
+        let section = section(runtime.registry());
+        Self { runtime, section }
     }
 }
 
 fn task_line(t: &TaskSnapshot) -> String {
-    format!("- {} [{}] {}: {}", t.id, t.status, t.agent, t.description)
+    let description: String = t
+        .description
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(MAX_DESCRIPTION_CHARS)
+        .collect();
+    format!(
+        "- {} [{}] {}: {}",
+        t.id,
+        t.status,
+        xml_escape(&t.agent),
+        xml_escape(&description)
+    )
 }
 
-/// The sub-agents section for a parent session (pure; rebuilt every turn).
-pub fn section(runtime: &SubagentRuntime, session: &str) -> String {
+/// The status message of a session's background tasks (pure), or `None` when it has none:
+/// the counts, then the newest open tasks (at most [`MAX_TASK_LINES`]), then "N more".
+pub fn status_message(status: &BackgroundStatus) -> Option<String> {
+    if status.open_total == 0 && status.finished_total == 0 {
+        return None;
+    }
+    let mut s = format!(
+        "{STATUS_TAG}\nBackground tasks of this session: {} open, {} finished.",
+        status.open_total, status.finished_total
+    );
+    if !status.open.is_empty() {
+        s.push_str(" Open, newest first:");
+        for t in &status.open {
+            s.push('\n');
+            s.push_str(&task_line(t));
+        }
+        if status.open_total > status.open.len() {
+            s.push_str(&format!(
+                "\n… {} more",
+                status.open_total - status.open.len()
+            ));
+        }
+    }
+    s.push_str("\n</background-tasks>");
+    Some(s)
+}
+
+/// The last status message in `history`, if any.
+fn last_status(history: &[Message]) -> Option<&str> {
+    history.iter().rev().find_map(|m| match m {
+        Message::User { content } if content.starts_with(STATUS_TAG) => Some(content.as_str()),
+        _ => None,
+    })
+}
+
+/// The sub-agents section of the system prompt (pure): how to use sub-agents and the
+/// available agents. It depends on the registry only, so it is the same on every turn.
+pub fn section(registry: &AgentRegistry) -> String {
     let mut s = String::from(
         "# Sub-agents\n\
          You can delegate self-contained jobs to sub-agents. Each starts with a fresh context and \
          sees only the brief you write, so make it complete.\n\
          - Prefer background runs for independent work that can go on in parallel; start several at once.\n\
          - Results of background tasks are delivered to you automatically when they finish; do not poll in a loop.\n\
-         - The status shown below and in earlier messages may be stale; a task may have finished since.\n\n\
+         - The status of your background tasks is appended to the conversation as a \
+         <background-tasks> message whenever it changes; an earlier status may be stale.\n\n\
          Available agents:\n",
     );
-    for d in runtime.registry().list() {
+    for d in registry.list() {
         s.push_str(&format!("- {}: {}\n", d.name, d.description.trim()));
-    }
-    let (recent, total) = runtime.tracker().recent_background(session, MAX_TASK_LINES);
-    if !recent.is_empty() {
-        s.push_str("\nBackground tasks of this session (newest first):\n");
-        for t in &recent {
-            s.push_str(&task_line(t));
-            s.push('\n');
-        }
-        if total > recent.len() {
-            s.push_str(&format!("… {} more\n", total - recent.len()));
-        }
     }
     s.trim_end().to_string()
 }
@@ -107,15 +159,15 @@ pub fn delivery_message(tasks: &[TaskSnapshot]) -> Message {
 
 #[async_trait]
 impl TurnExtension for SubagentContext {
-    fn system_section(&self, run: &RunContext) -> Option<String> {
-        Some(section(&self.runtime, &run.session_id))
+    fn system_section(&self, _run: &RunContext) -> Option<String> {
+        Some(self.section.clone())
     }
 
     fn usage_rollup(&self, run: &RunContext) -> cadre_types::Usage {
         self.runtime.usage_of(&run.session_id)
     }
 
-    async fn take_injections(&self, run: &RunContext) -> Vec<Message> {
+    async fn take_injections(&self, run: &RunContext, history: &[Message]) -> Vec<Message> {
         let mut done = self.runtime.tracker().take_finished(&run.session_id);
         if let Some(store) = self.runtime.store() {
             // Record this process's deliveries, then collect what finished elsewhere or
@@ -141,11 +193,21 @@ impl TurnExtension for SubagentContext {
                 Err(e) => tracing::warn!(error = %e, "store: collecting finished tasks failed"),
             }
         }
-        if done.is_empty() {
-            Vec::new()
-        } else {
-            vec![delivery_message(&done)]
+        // The status first, then the results it counts as finished.
+        let mut out = Vec::new();
+        let status = self
+            .runtime
+            .tracker()
+            .background_status(&run.session_id, MAX_TASK_LINES);
+        if let Some(text) = status_message(&status)
+            && last_status(history) != Some(text.as_str())
+        {
+            out.push(Message::user(text));
         }
+        if !done.is_empty() {
+            out.push(delivery_message(&done));
+        }
+        out
     }
 
     async fn wait_outstanding(

@@ -30,7 +30,7 @@ pub mod tool_names;
 mod tracker;
 
 pub use child_setup::{SetupError, WorkspacePlan, child_prompt, plan_workspace};
-pub use context_ext::{SubagentContext, delivery_message, section};
+pub use context_ext::{SubagentContext, delivery_message, section, status_message};
 pub use definition::{
     AgentDefinition, AgentFactory, DefinitionSource, FactoryInput, RemoteProtocol, RemoteSpec,
     WorkspaceMode, WorkspaceSpec,
@@ -56,7 +56,7 @@ pub use runtime::{
 };
 pub use skills::{SKILL_DIRS, Skill, SkillSet};
 pub use task_tool::{TaskTool, render_result, xml_escape};
-pub use tracker::{NewTask, TaskSnapshot, TaskStatus, TaskTracker, TrackerError};
+pub use tracker::{BackgroundStatus, NewTask, TaskSnapshot, TaskStatus, TaskTracker, TrackerError};
 
 /// Names of the delegation tools; children that may not delegate never get them.
 pub const DELEGATION_TOOLS: &[&str] = &[

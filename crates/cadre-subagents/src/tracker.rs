@@ -73,6 +73,17 @@ pub enum TrackerError {
     },
 }
 
+/// A session's background tasks as its status summary shows them.
+#[derive(Debug, Clone, Default)]
+pub struct BackgroundStatus {
+    /// The newest open (pending or running) tasks, newest first, up to the limit asked for.
+    pub open: Vec<TaskSnapshot>,
+    /// All open background tasks of the session.
+    pub open_total: usize,
+    /// Background tasks of the session that have ended.
+    pub finished_total: usize,
+}
+
 /// All tasks of a runtime, in memory.
 #[derive(Default, Clone)]
 pub struct TaskTracker {
@@ -345,23 +356,29 @@ impl TaskTracker {
             .unwrap_or_default()
     }
 
-    /// The newest `limit` background tasks of a parent session (newest first) and how many
-    /// background tasks it has in all; clones only what it returns.
-    pub fn recent_background(&self, session: &str, limit: usize) -> (Vec<TaskSnapshot>, usize) {
+    /// The background tasks of a session for its status summary: the newest `limit` that
+    /// are still open (pending or running), newest first, with the open and finished totals.
+    pub fn background_status(&self, session: &str, limit: usize) -> BackgroundStatus {
         let g = self.lock();
-        let mut recent = Vec::new();
-        let mut total = 0;
+        let open_total = g.open_background.get(session).copied().unwrap_or(0);
+        let mut status = BackgroundStatus {
+            open: Vec::new(),
+            open_total,
+            finished_total: 0,
+        };
+        let mut total = 0usize;
         for id in g.by_session.get(session).into_iter().flatten().rev() {
             if let Some(e) = g.tasks.get(id)
                 && e.snap.background
             {
                 total += 1;
-                if recent.len() < limit {
-                    recent.push(e.snap.clone());
+                if status.open.len() < limit && !e.snap.status.is_terminal() {
+                    status.open.push(e.snap.clone());
                 }
             }
         }
-        (recent, total)
+        status.finished_total = total.saturating_sub(open_total);
+        status
     }
 
     /// Finished, undelivered background tasks of a session, in the order they ended; marks
@@ -471,11 +488,18 @@ mod tests {
         let ids: Vec<_> = t.take_finished("s").into_iter().map(|s| s.id).collect();
         assert_eq!(ids, ["c", "b"]);
         assert!(t.take_finished("s").is_empty());
-        let (recent, total) = t.recent_background("s", 2);
-        assert_eq!(total, 3);
+        t.insert(new("d", true), CancellationToken::new());
+        t.insert(new("e", true), CancellationToken::new());
+        t.insert(new("f", true), CancellationToken::new());
+        let status = t.background_status("s", 2);
+        assert_eq!((status.open_total, status.finished_total), (3, 3));
         assert_eq!(
-            recent.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
-            ["c", "b"]
+            status
+                .open
+                .iter()
+                .map(|s| s.id.as_str())
+                .collect::<Vec<_>>(),
+            ["f", "e"]
         );
     }
 

@@ -72,8 +72,19 @@ async fn background_ids_return_at_once_and_results_are_delivered_exactly_once() 
     let snap = f.runtime.tracker().get(&id).unwrap();
     assert_eq!(snap.status, TaskStatus::Completed);
     assert!(snap.background);
-    // The section of the system prompt lists the task.
-    assert!(parent[2].system.contains(&id), "{}", parent[2].system);
+    // The status appended before turn 2 lists the task; the system prompt does not change.
+    let status = parent[1]
+        .messages
+        .iter()
+        .find_map(|m| match m {
+            Message::User { content } if content.starts_with("<background-tasks>") => {
+                Some(content.clone())
+            }
+            _ => None,
+        })
+        .unwrap();
+    assert!(status.contains(&id), "{status}");
+    assert_eq!(parent[2].system, parent[0].system);
     // Progress was logged, as short previews, for the background task.
     let log = f.runtime.tracker().log_of(&id);
     assert_eq!(

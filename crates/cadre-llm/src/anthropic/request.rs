@@ -88,11 +88,11 @@ pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Result<Bytes, 
     let body = Body {
         model: &request.model,
         max_tokens: request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
-        system: (!system.is_empty()).then_some(system),
-        messages: turns,
-        tools: request.tools.iter().map(Tool::new).collect(),
         temperature: request.temperature.map(JsonF32),
         stream,
+        tools: request.tools.iter().map(Tool::new).collect(),
+        system: (!system.is_empty()).then_some(system),
+        messages: turns,
     };
     json::encode(&body, json::size_hint(request))
 }
@@ -115,19 +115,21 @@ fn push<'a>(turns: &mut Vec<Turn<'a>>, role: &'static str, block: Option<Block<'
     }
 }
 
-/// The top level of the body.
+/// The top level of the body, written in the order the API lays out the prompt it caches
+/// (tools, system, messages) after the settings, so that consecutive requests of a
+/// conversation differ only at the end.
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
     max_tokens: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<Cow<'a, str>>,
-    messages: Vec<Turn<'a>>,
+    temperature: Option<JsonF32>,
+    stream: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<JsonF32>,
-    stream: bool,
+    system: Option<Cow<'a, str>>,
+    messages: Vec<Turn<'a>>,
 }
 
 /// One message: a role and its content blocks.

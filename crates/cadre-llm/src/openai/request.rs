@@ -14,25 +14,24 @@ use serde_json::Value;
 pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Result<Bytes, ProviderError> {
     let body = Body {
         model: &request.model,
-        messages: Messages(request),
-        tools: request.tools.iter().map(Tool::new).collect(),
         stream,
         stream_options: stream.then_some(StreamOptions {
             include_usage: true,
         }),
         max_tokens: request.max_output_tokens,
         temperature: request.temperature.map(JsonF32),
+        tools: request.tools.iter().map(Tool::new).collect(),
+        messages: Messages(request),
     };
     json::encode(&body, json::size_hint(request))
 }
 
-/// The top level of the body.
+/// The top level of the body. Fields are written in this order: the settings, then the
+/// tools, then the messages, so that consecutive requests of a conversation differ only at
+/// the end (the bytes before are the prefix a provider's prompt cache can reuse).
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
-    messages: Messages<'a>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<Tool<'a>>,
     stream: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_options: Option<StreamOptions>,
@@ -40,6 +39,9 @@ struct Body<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<JsonF32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<Tool<'a>>,
+    messages: Messages<'a>,
 }
 
 #[derive(Serialize)]
