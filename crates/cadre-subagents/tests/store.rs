@@ -169,6 +169,12 @@ async fn records_cancel_and_wait_across_nodes(kind: Kind) {
         "{:?}",
         asked.elapsed()
     );
+    // The owner hears of it through the store (within 1 s, SPEC §5), not at once.
+    let mut owner = a2.runtime.tracker().watch(&stuck).unwrap();
+    tokio::time::timeout(Duration::from_secs(2), owner.wait_for(|s| s.is_terminal()))
+        .await
+        .expect("the owner stops the child within 2 s")
+        .unwrap();
     assert_eq!(
         a2.runtime.tracker().get(&stuck).unwrap().status,
         TaskStatus::Cancelled
