@@ -74,6 +74,11 @@ pub struct ServeConfig {
     /// Extra names the `Host` header may carry (`name` or `name:port`; default: none).
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
+    /// Seconds a connection may take to send a complete request head after opening or after
+    /// its previous exchange (default 15, at least 1): closes idle and slow-header connections.
+    pub idle_timeout_secs: Option<u64>,
+    /// Connections open at once (default 512; never more than half the open-file limit).
+    pub max_connections: Option<usize>,
 }
 
 /// `serve.approvals`.

@@ -50,6 +50,10 @@ fn options(cfg: &ServeConfig, token: Option<String>) -> ServeOptions {
         },
         allowed_origins: cfg.allowed_origins.clone(),
         allowed_hosts: cfg.allowed_hosts.clone(),
+        idle_timeout: cfg
+            .idle_timeout_secs
+            .map_or(d.idle_timeout, |s| Duration::from_secs(s.max(1))),
+        max_connections: cfg.max_connections.unwrap_or(d.max_connections),
         ..d
     }
 }

@@ -6,7 +6,7 @@
 //! the [`SubagentRuntime`], so it is an ordinary task of the runtime's tracker. Every request
 //! must name this server as its `Host` and may carry only an allowed `Origin` (web pages are
 //! kept out); requests other than the card need the bearer token when one is configured and
-//! POSTs need a JSON body; bodies, waits and concurrently running tasks are bounded; on
+//! POSTs need a JSON body; connections, bodies, waits and running tasks are bounded; on
 //! shutdown the server stops accepting, lets running tasks finish for a grace period and
 //! then cancels the rest.
 //!
@@ -22,6 +22,7 @@
 mod book;
 mod guard;
 mod launch;
+mod listen;
 mod origin;
 mod rpc;
 mod sink;
@@ -81,6 +82,13 @@ pub struct ServeOptions {
     /// Names the `Host` header may carry besides this server's own address and the loopback
     /// names (`name`: any port, or `name:port`), e.g. behind a reverse proxy (default: none).
     pub allowed_hosts: Vec<String>,
+    /// A connection must send a complete request head within this long of opening or of
+    /// finishing its previous exchange, else it is closed (default 15 s): this closes idle
+    /// keep-alive connections and slow-header clients alike.
+    pub idle_timeout: Duration,
+    /// Connections open at once (default 512, never more than half the open-file limit);
+    /// later ones wait in the listen backlog until one closes.
+    pub max_connections: usize,
 }
 
 impl Default for ServeOptions {
@@ -99,6 +107,8 @@ impl Default for ServeOptions {
             version: env!("CARGO_PKG_VERSION").into(),
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
+            idle_timeout: Duration::from_secs(15),
+            max_connections: 512,
         }
     }
 }
@@ -207,11 +217,13 @@ impl Server {
         let stop_accepting = tokio_util::sync::CancellationToken::new();
         let stop = stop_accepting.clone();
         let app = self.router();
-        let mut server = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move { stop.cancelled().await })
-                .await
-        });
+        let mut server = tokio::spawn(listen::serve(
+            listener,
+            app,
+            state.opts.idle_timeout,
+            state.opts.max_connections,
+            stop,
+        ));
         tokio::select! {
             ended = &mut server => {
                 return match ended {

@@ -67,12 +67,28 @@ pub fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
 pub fn cadre(ws: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cadre"));
     cmd.arg("--workspace").arg(ws);
+    clean(&mut cmd, ws);
+    cmd
+}
+
+/// The same, run with at most `files` open files (`ulimit -n`).
+pub fn cadre_with_file_limit(ws: &Path, files: u32) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "ulimit -n \"$0\" && exec \"$@\""])
+        .arg(files.to_string())
+        .arg(env!("CARGO_BIN_EXE_cadre"))
+        .arg("--workspace")
+        .arg(ws);
+    clean(&mut cmd, ws);
+    cmd
+}
+
+fn clean(cmd: &mut Command, ws: &Path) {
     for v in CLEAN {
         cmd.env_remove(v);
     }
     cmd.env("XDG_CONFIG_HOME", ws.join(".no-user-config"));
     cmd.stdin(Stdio::null());
-    cmd
 }
 
 /// A running `cadre serve`; killed when dropped.
@@ -86,7 +102,11 @@ impl Served {
     /// Start `cadre --model MODEL serve --addr 127.0.0.1:0` in `ws` with `env` and wait until
     /// it listens.
     pub fn start(ws: &Path, model: &str, env: &[(&str, &str)]) -> Served {
-        let mut cmd = cadre(ws);
+        Self::start_command(cadre(ws), model, env)
+    }
+
+    /// [`Served::start`] with `cmd` (from [`cadre`] or [`cadre_with_file_limit`]).
+    pub fn start_command(mut cmd: Command, model: &str, env: &[(&str, &str)]) -> Served {
         cmd.args(["--model", model, "serve", "--addr", "127.0.0.1:0"]);
         for (k, v) in env {
             cmd.env(k, v);
