@@ -154,6 +154,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
         user_id: None,
         parent_session_id: None,
         depth: 0,
+        tool_grant: cadre_tools::ToolGrant::unrestricted(),
         trace_id: "bench".into(),
         events: Arc::new(NullSink),
         approvals: Arc::new(AutoApprove),

@@ -6,7 +6,7 @@ use crate::agent::AgentConfig;
 use crate::hooks::{HookDecision, ToolCallInfo};
 use crate::permissions::{ApprovalMode, PolicyDecision};
 use crate::run_loop::Emitter;
-use cadre_tools::{RunContext, Tool, ToolContext, ToolOutput, Workspace};
+use cadre_tools::{RunContext, Tool, ToolContext, ToolOutput, ToolRegistry, Workspace};
 use cadre_types::{ApprovalDecision, ApprovalRequest, Event, Message, RiskLevel, ToolCall};
 use futures::StreamExt;
 use std::collections::HashSet;
@@ -33,6 +33,9 @@ pub(crate) fn not_run(call: &ToolCall, why: &str) -> Message {
 pub(crate) struct Dispatcher<'a> {
     cfg: &'a AgentConfig,
     run: Arc<RunContext>,
+    /// The agent's tools within the run's grant: what the model may call, and what the
+    /// tools it calls see as their caller's tools.
+    tools: Arc<ToolRegistry>,
     workspace: Arc<Workspace>,
     approved: Arc<Mutex<HashSet<String>>>,
     exclusive: RwLock<()>,
@@ -49,9 +52,12 @@ impl<'a> Dispatcher<'a> {
         workspace: Arc<Workspace>,
         approved: Arc<Mutex<HashSet<String>>>,
     ) -> Self {
+        let grant = &run.tool_grant;
+        let tools = Arc::new(cfg.tools.filtered(|t| grant.allows(t.name())));
         Self {
             cfg,
             emitter: Emitter::new(run.clone()),
+            tools,
             run,
             workspace,
             approved,
@@ -112,10 +118,9 @@ impl<'a> Dispatcher<'a> {
             tool: call.name.clone(),
             args: call.arguments.clone(),
         });
-        let Some(tool) = self.cfg.tools.get(&call.name) else {
-            let names = self.cfg.tools.names().join(", ");
-            let msg = format!("unknown tool `{}`. Available tools: {names}", call.name);
-            return self.finish(call, &call.name, ToolOutput::error(msg), None);
+        let tool = match self.available(&call.name) {
+            Ok(t) => t.clone(),
+            Err(msg) => return self.finish(call, &call.name, ToolOutput::error(msg), None),
         };
         let raw = if call.arguments.trim().is_empty() {
             "{}"
@@ -238,6 +243,26 @@ impl<'a> Dispatcher<'a> {
         self.finish(call, &call.name, out, newly_approved)
     }
 
+    /// The tool `name`, or why it cannot be called: withheld (with its reason), offered by
+    /// the registry but outside the run's grant, or unknown.
+    fn available(&self, name: &str) -> Result<&Arc<dyn Tool>, String> {
+        if let Some(reason) = self.cfg.tools.refusal(name) {
+            return Err(reason.to_string());
+        }
+        if let Some(tool) = self.tools.get(name) {
+            return Ok(tool);
+        }
+        if self.cfg.tools.get(name).is_some() {
+            tracing::warn!(tool = name, agent = %self.run.agent, "refused a call to a tool outside the run's grant");
+            return Err(format!(
+                "`{name}` is not available to {}: it was not granted to this run",
+                self.run.agent
+            ));
+        }
+        let names = self.tools.names().join(", ");
+        Err(format!("unknown tool `{name}`. Available tools: {names}"))
+    }
+
     async fn execute(
         &self,
         tool: &dyn Tool,
@@ -260,6 +285,7 @@ impl<'a> Dispatcher<'a> {
             workspace: self.workspace.clone(),
             cancel: call_cancel.clone(),
             run: self.run.clone(),
+            tools: self.tools.clone(),
         };
         let fut = tool.call(info.args.clone(), &ctx);
         tokio::pin!(fut);

@@ -213,6 +213,7 @@ async fn a_running_remote_task_has_its_remote_id_in_the_store() {
         let tools = harness.runtime().delegation_tools();
         let ctx = ToolContext {
             call_id: "c1".into(),
+            tools: Arc::new(harness.agent().config().tools.clone()),
             workspace: Arc::new(Workspace::new(b.dir.path()).unwrap()),
             cancel: CancellationToken::new(),
             run: Arc::new(RunContext {
@@ -223,6 +224,7 @@ async fn a_running_remote_task_has_its_remote_id_in_the_store() {
                 user_id: None,
                 parent_session_id: None,
                 depth: 0,
+                tool_grant: cadre_tools::ToolGrant::unrestricted(),
                 trace_id: "trace".into(),
                 events: Arc::new(NullSink),
                 approvals: Arc::new(cadre_engine::NonInteractiveApprovals::new(false)),

@@ -57,6 +57,7 @@ fn node_a(b: &Node, url: &str, protocol: RemoteProtocol) -> NodeA {
     let tools = harness.runtime().delegation_tools();
     let ctx = ToolContext {
         call_id: "c1".into(),
+        tools: Arc::new(harness.agent().config().tools.clone()),
         workspace: Arc::new(Workspace::new(b.dir.path()).unwrap()),
         cancel: CancellationToken::new(),
         run: Arc::new(RunContext {
@@ -67,6 +68,7 @@ fn node_a(b: &Node, url: &str, protocol: RemoteProtocol) -> NodeA {
             user_id: None,
             parent_session_id: None,
             depth: 0,
+            tool_grant: cadre_tools::ToolGrant::unrestricted(),
             trace_id: "trace".into(),
             events: Arc::new(cadre_types::NullSink),
             approvals: Arc::new(cadre_engine::NonInteractiveApprovals::new(false)),

@@ -2,7 +2,7 @@
 //! `agent_list`. Thin adapters over the runtime; replies are `key: value` lines.
 
 use crate::live::LiveChild;
-use crate::runtime::{Parent, SubagentRuntime};
+use crate::runtime::{Inherited, Parent, SubagentRuntime};
 use crate::tracker::TaskStatus;
 use async_trait::async_trait;
 use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
@@ -34,23 +34,19 @@ async fn deliver(
     child: &LiveChild,
     message: String,
     timeout_seconds: Option<u64>,
-    ctx: &ToolContext,
+    parent: &Parent,
 ) -> ToolOutput {
     let secs = timeout_seconds
         .unwrap_or(DEFAULT_TIMEOUT_SECS)
         .min(MAX_TIMEOUT_SECS);
     let background = secs == 0;
-    let parent = Parent {
-        run: ctx.run.clone(),
-        cancel: ctx.cancel.clone(),
-    };
     let started = match runtime
         .start(
             &child.child,
             message.clone(),
             crate::short_title(&message),
             background,
-            &parent,
+            parent,
         )
         .await
     {
@@ -68,7 +64,7 @@ async fn deliver(
     match runtime
         .wait(
             &started.task_id,
-            &ctx.cancel,
+            &parent.cancel,
             Some(Duration::from_secs(secs)),
         )
         .await
@@ -104,12 +100,20 @@ async fn deliver(
 /// `agent_spawn(agent_id, task?, label?, timeout_seconds?)`.
 pub struct AgentSpawnTool {
     runtime: Arc<SubagentRuntime>,
+    /// What the agent holding this tool passes down to its children.
+    inherited: Arc<Inherited>,
 }
 
 impl AgentSpawnTool {
-    /// The tool over `runtime`.
+    /// The tool of a top-level agent over `runtime`.
     pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        Self { runtime }
+        let inherited = runtime.top_inherited().clone();
+        Self::for_parent(runtime, inherited)
+    }
+
+    /// The tool of an agent that passes `inherited` down.
+    pub fn for_parent(runtime: Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
+        Self { runtime, inherited }
     }
 }
 
@@ -168,7 +172,8 @@ impl Tool for AgentSpawnTool {
     ) -> Result<ToolOutput, ToolError> {
         let a: SpawnArgs = parse_args(args)?;
         let label = a.label.filter(|l| !l.trim().is_empty());
-        let child = match self.runtime.spawn_live(&a.agent_id, label, &ctx.run).await {
+        let parent = Parent::of_call(ctx, &self.inherited);
+        let child = match self.runtime.spawn_live(&a.agent_id, label, &parent).await {
             Ok(c) => c,
             Err(e) => return Ok(error(e)),
         };
@@ -177,7 +182,9 @@ impl Tool for AgentSpawnTool {
                 "{}status: accepted",
                 header(&child)
             ))),
-            Some(task) => Ok(deliver(&self.runtime, &child, task, a.timeout_seconds, ctx).await),
+            Some(task) => {
+                Ok(deliver(&self.runtime, &child, task, a.timeout_seconds, &parent).await)
+            }
         }
     }
 }
@@ -185,12 +192,20 @@ impl Tool for AgentSpawnTool {
 /// `agent_send(agent_key | label, message, timeout_seconds?)`.
 pub struct AgentSendTool {
     runtime: Arc<SubagentRuntime>,
+    /// What the agent holding this tool passes down to its children.
+    inherited: Arc<Inherited>,
 }
 
 impl AgentSendTool {
-    /// The tool over `runtime`.
+    /// The tool of a top-level agent over `runtime`.
     pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        Self { runtime }
+        let inherited = runtime.top_inherited().clone();
+        Self::for_parent(runtime, inherited)
+    }
+
+    /// The tool of an agent that passes `inherited` down.
+    pub fn for_parent(runtime: Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
+        Self { runtime, inherited }
     }
 }
 
@@ -253,9 +268,10 @@ impl Tool for AgentSendTool {
             (None, None) => return Ok(error("give agent_key or label")),
             pair => pair,
         };
+        let parent = Parent::of_call(ctx, &self.inherited);
         let found = self
             .runtime
-            .find_live(&ctx.run, key.as_deref(), label.as_deref())
+            .find_live(&parent, key.as_deref(), label.as_deref())
             .await;
         let child = match (found, key, label) {
             (Err(e), _, _) => return Ok(error(e)),
@@ -272,7 +288,7 @@ impl Tool for AgentSendTool {
                 )));
             }
         };
-        Ok(deliver(&self.runtime, &child, a.message, a.timeout_seconds, ctx).await)
+        Ok(deliver(&self.runtime, &child, a.message, a.timeout_seconds, &parent).await)
     }
 }
 

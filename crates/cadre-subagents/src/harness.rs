@@ -20,7 +20,7 @@
 use crate::SubagentContext;
 use crate::definition::{AgentDefinition, AgentFactory};
 use crate::registry::AgentRegistry;
-use crate::runtime::{RuntimeConfig, SubagentRuntime};
+use crate::runtime::{Parent, RuntimeConfig, SubagentRuntime};
 use crate::skills::SkillSet;
 use cadre_engine::{
     Agent, Limits, NonInteractiveApprovals, Offloader, PermissionPolicy, RunOutcome, Session,
@@ -337,14 +337,15 @@ impl HarnessBuilder {
             f(&mut rc);
         }
         let runtime = SubagentRuntime::new(rc, registry, skills.clone(), providers);
-        let delegates = !self.disable_subagents && !runtime.registry().is_empty();
-
-        let mut tools = base_tools;
-        if delegates {
-            for t in runtime.delegation_tools().iter() {
-                tools.register(t.clone());
-            }
-        }
+        let delegates = !self.disable_subagents
+            && !runtime.registry().is_empty()
+            && runtime.config().max_depth > 0;
+        let tools = if self.disable_subagents || runtime.registry().is_empty() {
+            base_tools
+        } else {
+            // With `max_depth = 0` this withholds the delegation tools with the depth refusal.
+            runtime.top_level_tools()
+        };
         let prompt = self.system_prompt.unwrap_or_else(|| {
             let mut p = cadre_engine::prompt::main_system_prompt(&ws);
             if let Some(index) = skills.index_section() {
@@ -428,6 +429,17 @@ impl Harness {
         &self.runtime
     }
 
+    /// The main agent as the parent of a sub-agent run started for `run` without a tool
+    /// call (the `@agent` direct run): children narrow from the main agent's tools.
+    pub fn main_parent(&self, run: Arc<RunContext>, cancel: CancellationToken) -> Parent {
+        Parent {
+            run,
+            cancel,
+            tools: Arc::new(self.agent.config().tools.clone()),
+            inherited: self.runtime.top_inherited().clone(),
+        }
+    }
+
     /// The workspace root.
     pub fn workspace(&self) -> &Path {
         &self.workspace
@@ -488,6 +500,7 @@ impl Harness {
             user_id: opts.user_id,
             parent_session_id: None,
             depth: 0,
+            tool_grant: cadre_tools::ToolGrant::unrestricted(),
             trace_id: new_session_id().replacen("s-", "", 1),
             events: opts.events,
             approvals: opts.approvals,

@@ -39,7 +39,7 @@ pub use definition_file::{ParseContext, is_valid_name, parse_definition, resolve
 pub use guard::DelegationGuard;
 pub use harness::{Harness, HarnessBuilder, HarnessError, RunOptions};
 pub use loader::{DirKind, LoadError, default_user_agents_dir};
-pub use narrowing::{entry_matches, narrow, narrow_names};
+pub use narrowing::{child_grant, entry_matches, narrow, narrow_names};
 pub use paths::{
     check_relative_path, display_path, display_source, prompt_file, resolve_workspace_path,
     runtime_root,
@@ -51,8 +51,8 @@ pub use registry::{
 };
 pub use remote::{OnRemoteId, RemoteExecutor, RemoteOutcome, RemoteRequest};
 pub use runtime::{
-    BackgroundApprovals, Child, ChildRunner, Parent, RuntimeConfig, SpawnError, SpawnRequest,
-    Started, SubagentRuntime, ToolSurface, Waited,
+    BackgroundApprovals, Child, ChildRunner, Inherited, Parent, RuntimeConfig, SpawnError,
+    SpawnRequest, Started, SubagentRuntime, ToolSurface, Waited,
 };
 pub use skills::{SKILL_DIRS, Skill, SkillSet};
 pub use task_tool::{TaskTool, render_result, xml_escape};

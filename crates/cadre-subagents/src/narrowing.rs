@@ -1,5 +1,6 @@
 //! Tool narrowing (SPEC §4.3): a child gets (allowlist ∩ parent's tools, or all of them
-//! when there is no allowlist) − denied − delegation tools. Nothing can be added.
+//! when there is no allowlist) − denied − delegation tools. Nothing can be added: the
+//! input is always what the parent itself may call, at every depth.
 
 use cadre_tools::ToolRegistry;
 
@@ -25,6 +26,24 @@ fn any_matches(entries: &[String], tool: &str) -> bool {
     entries.iter().any(|e| entry_matches(e, tool))
 }
 
+/// The one narrowing rule: does a child keep the parent's tool `name`? A delegation tool only
+/// when the child `may_delegate` and does not deny it (delegation is opted into with
+/// `can_delegate`, not listed in `tools`); any other tool when `allow` covers it (everything
+/// when `allow` is `None`, nothing when it is empty) and `deny` does not.
+fn keeps(
+    name: &str,
+    allow: Option<&[String]>,
+    deny: &[String],
+    delegation: &[&str],
+    may_delegate: bool,
+) -> bool {
+    if delegation.contains(&name) {
+        may_delegate && !any_matches(deny, name)
+    } else {
+        allow.is_none_or(|a| any_matches(a, name)) && !any_matches(deny, name)
+    }
+}
+
 /// The child's tools: the parent's tools that `allow` covers (all of them when `allow` is
 /// `None`; none when it is empty), minus those `deny` covers, minus the `delegation` tools.
 /// The parent's order is kept.
@@ -34,12 +53,7 @@ pub fn narrow(
     deny: &[String],
     delegation: &[&str],
 ) -> ToolRegistry {
-    parent.filtered(|t| {
-        let name = t.name();
-        allow.is_none_or(|a| any_matches(a, name))
-            && !any_matches(deny, name)
-            && !delegation.contains(&name)
-    })
+    parent.filtered(|t| keeps(t.name(), allow, deny, delegation, false))
 }
 
 /// [`narrow`] on names only: what a child of a parent with `parent` tools would get.
@@ -52,11 +66,24 @@ pub fn narrow_names<'a>(
     parent
         .iter()
         .copied()
-        .filter(|name| {
-            allow.is_none_or(|a| any_matches(a, name))
-                && !any_matches(deny, name)
-                && !delegation.contains(name)
-        })
+        .filter(|name| keeps(name, allow, deny, delegation, false))
+        .collect()
+}
+
+/// The names of the tools a child may call (its grant), from the names its parent may call:
+/// [`narrow_names`], except that a child that `may_delegate` keeps the parent's delegation
+/// tools it does not deny. A subset of `parent` by construction.
+pub fn child_grant(
+    parent: &[&str],
+    allow: Option<&[String]>,
+    deny: &[String],
+    delegation: &[&str],
+    may_delegate: bool,
+) -> Vec<String> {
+    parent
+        .iter()
+        .filter(|name| keeps(name, allow, deny, delegation, may_delegate))
+        .map(|name| name.to_string())
         .collect()
 }
 
@@ -74,5 +101,26 @@ mod tests {
         assert!(!entry_matches("mcp__gh__issue", "mcp__gh__pr"));
         assert!(!entry_matches("mcp__", "mcp____x"));
         assert!(!entry_matches("read", "read_file"));
+    }
+
+    #[test]
+    fn a_child_grant_keeps_the_parents_delegation_tools_only_when_it_may_delegate() {
+        let parent = ["read_file", "bash", "task", "agent_spawn"];
+        let allow = vec!["read_file".to_string(), "write_file".to_string()];
+        let deny = vec!["agent_spawn".to_string()];
+        let d = &["task", "agent_spawn", "agent_send"];
+        assert_eq!(
+            child_grant(&parent, Some(&allow), &deny, d, true),
+            vec!["read_file", "task"]
+        );
+        assert_eq!(
+            child_grant(&parent, Some(&allow), &deny, d, false),
+            vec!["read_file"]
+        );
+        assert_eq!(
+            child_grant(&["read_file"], None, &[], d, true),
+            vec!["read_file"],
+            "a parent without delegation tools passes none on"
+        );
     }
 }

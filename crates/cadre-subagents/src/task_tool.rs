@@ -1,7 +1,7 @@
 //! The `task` tool: delegate one job to a sub-agent, in the foreground (wait for the
 //! answer) or the background (get a task id at once; the result arrives by itself).
 
-use crate::runtime::{Parent, SpawnRequest, SubagentRuntime};
+use crate::runtime::{Inherited, Parent, SpawnRequest, SubagentRuntime};
 use crate::tracker::{TaskSnapshot, TaskStatus};
 use async_trait::async_trait;
 use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
@@ -13,12 +13,20 @@ use std::sync::Arc;
 /// The `task` tool.
 pub struct TaskTool {
     runtime: Arc<SubagentRuntime>,
+    /// What the agent holding this tool passes down to its children.
+    inherited: Arc<Inherited>,
 }
 
 impl TaskTool {
-    /// A `task` tool over `runtime`.
+    /// A `task` tool of a top-level agent over `runtime`.
     pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        Self { runtime }
+        let inherited = runtime.top_inherited().clone();
+        Self::for_parent(runtime, inherited)
+    }
+
+    /// A `task` tool of an agent that passes `inherited` down.
+    pub fn for_parent(runtime: Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
+        Self { runtime, inherited }
     }
 }
 
@@ -124,10 +132,7 @@ impl Tool for TaskTool {
         } else {
             args.description
         };
-        let parent = Parent {
-            run: ctx.run.clone(),
-            cancel: ctx.cancel.clone(),
-        };
+        let parent = Parent::of_call(ctx, &self.inherited);
         let started = self
             .runtime
             .spawn(

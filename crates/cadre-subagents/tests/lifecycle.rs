@@ -26,6 +26,7 @@ impl<'a> Caller<'a> {
             f,
             ctx: ToolContext {
                 call_id: "call".into(),
+                tools: Arc::new(f.parent.config().tools.clone()),
                 workspace: Arc::new(Workspace::new(&f.ws).unwrap()),
                 cancel: f.cancel.clone(),
                 run: f.run_context(&s),
@@ -141,7 +142,7 @@ async fn the_depth_error_is_a_flagged_tool_error() {
         .call("agent_spawn", json!({"agent_id": "worker", "task": "x"}))
         .await;
     assert!(out.is_error);
-    assert_eq!(out.content, "Error: Maximum spawn depth exceeded (max=3)");
+    assert_eq!(out.content, "Error: maximum spawn depth exceeded (max=3)");
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@ mod common;
 
 use cadre_engine::{Agent, Session, SessionMeta};
 use cadre_llm::{ProviderConfig, ProviderRegistry};
-use cadre_subagents::{DelegationGuard, Parent, SpawnRequest, TaskTool};
+use cadre_subagents::{DelegationGuard, SpawnRequest, TaskTool};
 use cadre_testkit::{AnthropicStream, MockServer, OpenAiStream};
 use cadre_tools::{ToolRegistry, Workspace};
 use cadre_types::{EndState, Message};
@@ -113,16 +113,20 @@ async fn depth_cap_stops_a_chain_of_delegating_agents() {
         2,
         "only the depth-1 agent's two turns offer task"
     );
-    // The depth-2 agent tried anyway (its script calls task): it has no such tool.
-    assert!(out.output.contains("unknown tool `task`"), "{}", out.output);
+    // The depth-2 agent tried anyway (its script calls task): it is told why it cannot.
+    assert!(
+        out.output.contains("maximum spawn depth exceeded (max=2)"),
+        "{}",
+        out.output
+    );
+    assert!(!out.output.contains("unknown tool"), "{}", out.output);
     // And a spawn from a run already at the cap is refused with the depth error.
     let s = f.session();
     let mut at_cap = (*f.run_context(&s)).clone();
     at_cap.depth = 2;
-    let parent = Parent {
-        run: Arc::new(at_cap),
-        cancel: f.cancel.clone(),
-    };
+    let parent = f
+        .runtime
+        .top_level_parent(Arc::new(at_cap), f.cancel.clone());
     let req = SpawnRequest {
         agent: "chain".into(),
         prompt: "too deep".into(),
@@ -130,7 +134,7 @@ async fn depth_cap_stops_a_chain_of_delegating_agents() {
         background: false,
     };
     let err = f.runtime.spawn(req, &parent).await.unwrap_err();
-    assert_eq!(err.to_string(), "Maximum spawn depth exceeded (max=2)");
+    assert_eq!(err.to_string(), "maximum spawn depth exceeded (max=2)");
 }
 
 #[tokio::test]

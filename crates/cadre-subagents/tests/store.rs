@@ -62,6 +62,7 @@ async fn call(f: &Fixture, session: &str, tool: &str, args: Value) -> ToolOutput
     run.session_id = session.to_string();
     let ctx = ToolContext {
         call_id: "c".into(),
+        tools: Arc::new(f.parent.config().tools.clone()),
         workspace: Arc::new(Workspace::new(&f.ws).unwrap()),
         cancel: f.cancel.clone(),
         run: Arc::new(run),

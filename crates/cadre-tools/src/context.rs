@@ -1,7 +1,7 @@
 //! The context every tool call receives: where it runs, how to cancel it, and the
 //! cross-cutting channels of its run (events, approvals, ids). Carried explicitly, never global.
 
-use crate::Workspace;
+use crate::{ToolGrant, ToolRegistry, Workspace};
 use async_trait::async_trait;
 use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink};
 use std::sync::Arc;
@@ -31,6 +31,8 @@ pub struct RunContext {
     pub parent_session_id: Option<String>,
     /// Spawn depth: 0 for the top-level agent.
     pub depth: u32,
+    /// The tools the run may call (checked on every call, whatever its registry offers).
+    pub tool_grant: ToolGrant,
     /// Trace id shared by a parent and all its descendants.
     pub trace_id: String,
     /// Where the run's events go.
@@ -61,4 +63,7 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The run this call belongs to.
     pub run: Arc<RunContext>,
+    /// The tools the calling agent can call (its registry, within its grant): a tool that
+    /// starts another agent narrows that agent's tools from these.
+    pub tools: Arc<ToolRegistry>,
 }

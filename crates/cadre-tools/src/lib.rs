@@ -4,6 +4,7 @@
 
 pub mod builtin;
 mod context;
+mod grant;
 mod read_capped;
 mod registry;
 #[cfg(test)]
@@ -12,6 +13,7 @@ mod tool;
 mod workspace;
 
 pub use context::{ApprovalHandler, RunContext, ToolContext};
+pub use grant::ToolGrant;
 pub use read_capped::{CappedReadError, read_capped, read_to_string_capped};
 pub use registry::ToolRegistry;
 pub use tool::{Tool, ToolError, ToolOutput, parse_args};

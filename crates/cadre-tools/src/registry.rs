@@ -5,11 +5,13 @@ use cadre_types::ToolDefinition;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// An ordered set of tools with unique names. Cheap to clone.
+/// An ordered set of tools with unique names, and names that are deliberately not offered
+/// with the reason a call to them is refused. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
     index: HashMap<String, usize>,
+    withheld: HashMap<String, String>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -27,6 +29,7 @@ impl ToolRegistry {
     /// Add a tool; a tool with the same name is replaced in place.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         let name = tool.name().to_string();
+        self.withheld.remove(&name);
         match self.index.get(&name) {
             Some(&i) => self.tools[i] = tool,
             None => {
@@ -72,7 +75,26 @@ impl ToolRegistry {
         self.tools.iter().map(|t| t.definition()).collect()
     }
 
-    /// A new registry with only the tools `keep` accepts, order preserved.
+    /// Do not offer `name` (a tool of that name is removed), and answer a call to it with
+    /// `reason` rather than "unknown tool": for tools an agent knows of but may not use here.
+    pub fn withhold(&mut self, name: impl Into<String>, reason: impl Into<String>) {
+        let name = name.into();
+        if self.index.remove(&name).is_some() {
+            self.tools.retain(|t| t.name() != name);
+            self.index = (self.tools.iter().enumerate())
+                .map(|(i, t)| (t.name().to_string(), i))
+                .collect();
+        }
+        self.withheld.insert(name, reason.into());
+    }
+
+    /// Why a call to `name` is refused, when it was withheld.
+    pub fn refusal(&self, name: &str) -> Option<&str> {
+        self.withheld.get(name).map(String::as_str)
+    }
+
+    /// A new registry with only the tools `keep` accepts, order preserved (and nothing
+    /// withheld: whoever builds the new registry decides its refusals).
     pub fn filtered(&self, mut keep: impl FnMut(&dyn Tool) -> bool) -> Self {
         let mut out = Self::new();
         for t in &self.tools {
@@ -81,5 +103,55 @@ impl ToolRegistry {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ToolContext, ToolError, ToolOutput};
+    use async_trait::async_trait;
+
+    struct Named(&'static str);
+
+    #[async_trait]
+    impl Tool for Named {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn definition(&self) -> ToolDefinition {
+            ToolDefinition {
+                name: self.0.into(),
+                description: String::new(),
+                parameters: serde_json::json!({"type": "object"}),
+            }
+        }
+        async fn call(
+            &self,
+            _: serde_json::Value,
+            _: &ToolContext,
+        ) -> Result<ToolOutput, ToolError> {
+            Ok(ToolOutput::ok(""))
+        }
+    }
+
+    #[test]
+    fn a_withheld_tool_is_not_offered_and_has_a_reason_until_registered_again() {
+        let mut reg = ToolRegistry::new()
+            .with(Arc::new(Named("a")))
+            .with(Arc::new(Named("b")))
+            .with(Arc::new(Named("c")));
+        reg.withhold("b", "not here");
+        reg.withhold("z", "never");
+        assert_eq!(reg.names(), vec!["a", "c"]);
+        assert!(reg.get("b").is_none());
+        assert_eq!(reg.get("c").map(|t| t.name()), Some("c"));
+        assert_eq!(reg.refusal("b"), Some("not here"));
+        assert_eq!(reg.refusal("z"), Some("never"));
+        assert_eq!(reg.refusal("a"), None);
+        assert_eq!(reg.filtered(|_| true).refusal("b"), None);
+        reg.register(Arc::new(Named("b")));
+        assert_eq!(reg.refusal("b"), None);
+        assert_eq!(reg.names(), vec!["a", "c", "b"]);
     }
 }

@@ -1,6 +1,6 @@
 //! Helpers for unit tests: a [`ToolContext`] over a temporary workspace.
 
-use crate::{ApprovalHandler, RunContext, ToolContext, Workspace};
+use crate::{ApprovalHandler, RunContext, ToolContext, ToolGrant, ToolRegistry, Workspace};
 use async_trait::async_trait;
 use cadre_types::{ApprovalDecision, ApprovalRequest, NullSink};
 use std::path::Path;
@@ -31,10 +31,12 @@ pub(crate) fn ctx(root: &Path) -> ToolContext {
             user_id: None,
             parent_session_id: None,
             depth: 0,
+            tool_grant: ToolGrant::unrestricted(),
             trace_id: "trace-test".into(),
             events: Arc::new(NullSink),
             approvals: Arc::new(AllowAll),
         }),
+        tools: Arc::new(ToolRegistry::new()),
     }
 }
 

@@ -7,7 +7,7 @@ use crate::output::TextSink;
 use crate::setup::{Overrides, Setup};
 use anyhow::Result;
 use async_trait::async_trait;
-use cadre_subagents::{Parent, RunOptions};
+use cadre_subagents::RunOptions;
 use cadre_tools::{ApprovalHandler, RunContext};
 use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink, new_session_id};
 use std::io::{IsTerminal, Write};
@@ -131,8 +131,8 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
                 };
                 if let Some(rest) = line.strip_prefix('@') {
                     let (name, job) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-                    let parent = Parent {
-                        run: Arc::new(RunContext {
+                    let parent = h.main_parent(
+                        Arc::new(RunContext {
                             session_id: session.id().to_string(),
                             agent: "main".into(),
                             model: h.agent().config().model.spec.clone(),
@@ -140,12 +140,13 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
                             user_id: std::env::var("USER").ok(),
                             parent_session_id: None,
                             depth: 0,
+                            tool_grant: cadre_tools::ToolGrant::unrestricted(),
                             trace_id: new_session_id().replacen("s-", "", 1),
                             events: events.clone(),
                             approvals: approvals.clone(),
                         }),
-                        cancel: cancel.clone(),
-                    };
+                        cancel.clone(),
+                    );
                     match h
                         .runtime()
                         .run_direct(name, job.trim().to_string(), &parent)

@@ -4,7 +4,7 @@ use crate::cli::{ApprovalAnswer, Cli, OutputFormat, RunArgs};
 use crate::setup::{Overrides, Setup};
 use anyhow::Result;
 use cadre_engine::NonInteractiveApprovals;
-use cadre_subagents::{Parent, TaskStatus};
+use cadre_subagents::TaskStatus;
 use cadre_tools::{RunContext, Workspace};
 use cadre_types::{EndState, EventSink, new_session_id};
 use std::process::ExitCode;
@@ -101,6 +101,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         user_id: std::env::var("USER").ok(),
         parent_session_id: None,
         depth: 0,
+        tool_grant: cadre_tools::ToolGrant::unrestricted(),
         trace_id: new_session_id().replacen("s-", "", 1),
         events,
         approvals: Arc::new(approvals(args.approval)),
@@ -165,7 +166,7 @@ async fn direct(
     cancel: CancellationToken,
     output: OutputFormat,
 ) -> Result<EndState> {
-    let parent = Parent { run, cancel };
+    let parent = setup.harness.main_parent(run, cancel);
     let snap = setup
         .harness
         .runtime()

@@ -229,6 +229,7 @@ async fn task_cancel_on_node_a_stops_the_task_on_node_b() {
     let cancel_tool = tools.get("task_cancel").unwrap();
     let ctx = ToolContext {
         call_id: "call_cancel".into(),
+        tools: Arc::new(rt.top_level_tools()),
         workspace: Arc::new(Workspace::new(a.path()).unwrap()),
         cancel: CancellationToken::new(),
         run: Arc::new(RunContext {
@@ -239,6 +240,7 @@ async fn task_cancel_on_node_a_stops_the_task_on_node_b() {
             user_id: None,
             parent_session_id: None,
             depth: 0,
+            tool_grant: cadre_tools::ToolGrant::unrestricted(),
             trace_id: "t".into(),
             events: Arc::new(cadre_types::NullSink),
             approvals: Arc::new(cadre_engine::NonInteractiveApprovals::new(false)),

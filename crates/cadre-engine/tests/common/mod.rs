@@ -136,6 +136,7 @@ impl Harness {
             user_id: None,
             parent_session_id: None,
             depth: 0,
+            tool_grant: cadre_tools::ToolGrant::unrestricted(),
             trace_id: "t".into(),
             events: self.events.clone(),
             approvals: self.approvals.clone(),

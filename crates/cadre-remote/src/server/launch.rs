@@ -133,7 +133,7 @@ fn plan(state: &Arc<State>, l: &Launch) -> Result<Plan, LaunchError> {
         None => {
             let child = state
                 .runtime
-                .create_child(&agent, &state.parent.run)
+                .create_child(&agent, &state.parent)
                 .map_err(|e| LaunchError::Spawn(e.to_string()))?;
             if l.conversation {
                 book.add_conversation(

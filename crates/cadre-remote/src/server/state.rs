@@ -99,17 +99,16 @@ impl State {
             user_id: None,
             parent_session_id: None,
             depth: 0,
+            tool_grant: cadre_tools::ToolGrant::unrestricted(),
             trace_id: uuid::Uuid::new_v4().simple().to_string(),
             events: sink.clone(),
             approvals: Arc::new(approvals),
         });
         let book = TaskBook::new(opts.max_concurrent_tasks);
+        let parent = runtime.top_level_parent(run, hard_stop.clone());
         Ok(Arc::new(Self {
             runtime,
-            parent: Parent {
-                run,
-                cancel: hard_stop.clone(),
-            },
+            parent,
             hard_stop,
             draining: CancellationToken::new(),
             sink,

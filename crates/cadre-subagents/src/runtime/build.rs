@@ -1,32 +1,119 @@
-//! Building a child: definition to agent (workspace, prompt, narrowed tools, model, limits)
-//! or to a remote runner, with its fresh session. A one-off child is first only *planned*
-//! (checked, given its session id) and built when its task gets a slot.
+//! Building a child: definition to agent (workspace, prompt, tools narrowed from what its
+//! parent may call, model, limits, what it inherits) or to a remote runner, with its fresh
+//! session. A one-off child is first only *planned* (checked, given its session id and its
+//! tool grant) and built when its task gets a slot.
 
-use super::{Child, ChildPlan, ChildRunner, SpawnError, SubagentRuntime};
+use super::SubagentRuntime;
+use super::{BuiltKey, Child, ChildPlan, ChildRunner, Decided, Inherited, Parent, SpawnError};
 use crate::DELEGATION_TOOLS;
 use crate::child_setup::{SetupError, child_prompt, plan_workspace};
 use crate::definition::{AgentDefinition, DefinitionSource, FactoryInput};
 use crate::guard::DelegationGuard;
-use crate::narrowing::narrow;
-use cadre_engine::{Agent, Limits, Offloader, Session, SessionMeta};
-use cadre_tools::{RunContext, Workspace};
+use crate::narrowing::child_grant;
+use cadre_engine::{Agent, Limits, Offloader, PermissionPolicy, Session, SessionMeta};
+use cadre_tools::{RunContext, ToolGrant, ToolRegistry, Workspace};
 use cadre_types::{new_sub_session_id, unix_millis};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 impl SubagentRuntime {
-    fn prepare(
-        &self,
-        def: &AgentDefinition,
-        parent: &RunContext,
-    ) -> Result<(Agent, PathBuf), SpawnError> {
-        let depth = parent.depth + 1;
+    /// Check the depth cap for a child of `parent`, and decide whether it may delegate and
+    /// which tools it may call: always a subset of what the parent may call.
+    fn decide(&self, def: &AgentDefinition, parent: &Parent) -> Result<Decided, SpawnError> {
+        let depth = parent.run.depth + 1;
         if depth > self.cfg.max_depth {
             return Err(SpawnError::DepthExceeded(self.cfg.max_depth));
         }
+        if def.remote.is_some() {
+            // A remote agent runs elsewhere, with the tools its server gives it.
+            return Ok(Decided {
+                may_delegate: false,
+                grant: ToolGrant::only(Vec::<String>::new()),
+            });
+        }
+        let may_delegate = def.can_delegate && depth < self.cfg.max_depth;
+        let grant = child_grant(
+            &parent.callable(),
+            def.tools.as_deref(),
+            &def.disallowed_tools,
+            DELEGATION_TOOLS,
+            may_delegate,
+        );
+        Ok(Decided {
+            may_delegate,
+            grant: ToolGrant::only(grant),
+        })
+    }
+
+    /// The child's own limits: `general-purpose` mirrors its parent's, a declared agent has
+    /// its own (max turns defaulting to `default_max_turns`).
+    fn limits_of(&self, def: &AgentDefinition, parent: &Parent) -> Limits {
+        if def.source == DefinitionSource::Builtin {
+            parent.inherited.limits
+        } else {
+            Limits {
+                max_turns: def.max_turns.unwrap_or(self.cfg.default_max_turns),
+                wall_clock: def.wall_clock_secs.map(Duration::from_secs),
+                max_tokens: def.max_tokens,
+            }
+        }
+    }
+
+    /// The approval policy a child of `def` runs under: its parent's (a child never gets a
+    /// looser one than its parent).
+    fn permissions_of(&self, _def: &AgentDefinition, parent: &Parent) -> PermissionPolicy {
+        parent.inherited.permissions.clone()
+    }
+
+    /// The child's tools: the parent's tools within the child's grant; its own delegation
+    /// tools (which pass down what the child has) when it may delegate, else the delegation
+    /// tools withheld with the reason a call to one is refused.
+    fn tools_of(
+        &self,
+        def: &AgentDefinition,
+        parent: &Parent,
+        decided: &Decided,
+        inherited: &Arc<Inherited>,
+    ) -> ToolRegistry {
+        let grant = &decided.grant;
+        let mut tools = parent
+            .tools
+            .filtered(|t| grant.allows(t.name()) && !DELEGATION_TOOLS.contains(&t.name()));
+        if decided.may_delegate {
+            for t in self.delegation_tools_for(inherited).iter() {
+                if grant.allows(t.name()) {
+                    tools.register(t.clone());
+                }
+            }
+        } else {
+            for name in DELEGATION_TOOLS {
+                let reason = if def.can_delegate {
+                    SpawnError::DepthExceeded(self.cfg.max_depth).to_string()
+                } else {
+                    format!(
+                        "{name} is not available: {} is a leaf sub-agent and cannot delegate",
+                        def.name
+                    )
+                };
+                tools.withhold(*name, reason);
+            }
+        }
+        tools
+    }
+
+    fn prepare(
+        &self,
+        def: &AgentDefinition,
+        parent: &Parent,
+        decided: &Decided,
+    ) -> Result<(Agent, PathBuf), SpawnError> {
         let plan = plan_workspace(def, &self.cfg.main_workspace)?;
-        let spec = def.model.clone().unwrap_or_else(|| parent.model.clone());
+        let spec = def
+            .model
+            .clone()
+            .unwrap_or_else(|| parent.run.model.clone());
         let model = self
             .providers
             .resolve(&spec)
@@ -34,31 +121,14 @@ impl SubagentRuntime {
                 agent: def.name.clone(),
                 message: e.to_string(),
             })?;
-        let can_delegate = def.can_delegate && depth < self.cfg.max_depth;
-        let mut tools = narrow(
-            &self.cfg.base_tools,
-            def.tools.as_deref(),
-            &def.disallowed_tools,
-            DELEGATION_TOOLS,
-        );
-        if can_delegate {
-            // Delegation tools are offered to delegating agents, still minus what they deny.
-            let allowed = narrow(&self.delegation_tools(), None, &def.disallowed_tools, &[]);
-            for t in allowed.iter() {
-                tools.register(t.clone());
-            }
-        }
+        let inherited = Arc::new(Inherited {
+            hooks: parent.inherited.hooks.clone(),
+            permissions: self.permissions_of(def, parent),
+            limits: self.limits_of(def, parent),
+        });
+        let tools = self.tools_of(def, parent, decided, &inherited);
         let (skills_section, _missing) = self.skills.preload(&def.skills);
-        let prompt = child_prompt(def, &plan, !can_delegate, &skills_section);
-        let limits = if def.source == DefinitionSource::Builtin {
-            self.cfg.parent_limits
-        } else {
-            Limits {
-                max_turns: def.max_turns.unwrap_or(self.cfg.default_max_turns),
-                wall_clock: def.wall_clock_secs.map(Duration::from_secs),
-                max_tokens: def.max_tokens,
-            }
-        };
+        let prompt = child_prompt(def, &plan, !decided.may_delegate, &skills_section);
         if let Some(factory) = &def.factory {
             let input = FactoryInput {
                 model,
@@ -75,50 +145,62 @@ impl SubagentRuntime {
         let mut b = Agent::builder(def.name.clone(), model)
             .system_prompt(prompt)
             .tools(tools)
-            .limits(limits)
+            .limits(inherited.limits)
             .tool_timeout(self.cfg.tool_timeout)
             .max_parallel_tools(self.cfg.max_parallel_tools)
-            .permissions(self.cfg.permissions.clone())
+            .permissions(inherited.permissions.clone())
             .offloader(Offloader::new(&plan.root, self.cfg.offload_threshold));
-        for h in &self.cfg.hooks {
+        for h in &inherited.hooks {
             b = b.hook(h.clone());
         }
         if let Some(n) = self.cfg.max_output_tokens {
             b = b.max_output_tokens(n);
         }
         b = b.hook(Arc::new(DelegationGuard::new(
-            can_delegate,
+            decided.may_delegate,
             self.cfg.max_depth,
         )));
         Ok((b.build(), plan.root))
     }
 
     /// The agent and workspace of a local child of `def` under `parent`. Everything in them
-    /// (prompt, narrowed tools, limits, hooks) follows from the definition, the depth and the
-    /// model, so children with the same three share one built agent; factory-made and
-    /// delegating agents are built every time. A cached isolated workspace that was deleted meanwhile
-    /// is set up again.
+    /// follows from the definition, the depth, the model, the parent's tools within the
+    /// child's grant and what the parent passes down, so children for which all of these
+    /// are the same share one built agent; factory-made and delegating agents are built every
+    /// time. A cached isolated workspace that was deleted meanwhile is set up again.
     fn local_agent(
         &self,
         def: &AgentDefinition,
-        parent: &RunContext,
+        parent: &Parent,
+        decided: &Decided,
     ) -> Result<(Agent, Arc<Workspace>), SpawnError> {
         // A delegating agent holds the delegation tools, which hold the runtime: caching it
         // here would make a cycle that keeps the runtime alive after its owner drops it.
-        let can_delegate = def.can_delegate && parent.depth + 1 < self.cfg.max_depth;
-        let cacheable = def.factory.is_none() && !can_delegate;
-        let key = (
-            def.name.clone(),
-            parent.depth,
-            def.model.clone().unwrap_or_else(|| parent.model.clone()),
-        );
-        if cacheable
-            && let Some((agent, ws)) = self.built_agents().get(&key)
+        let cacheable = def.factory.is_none() && !decided.may_delegate;
+        let key = cacheable.then(|| BuiltKey {
+            agent: def.name.clone(),
+            parent_depth: parent.run.depth,
+            model: def
+                .model
+                .clone()
+                .unwrap_or_else(|| parent.run.model.clone()),
+            // The very tool objects the child would get (kept alive by the cached agent,
+            // so an address is never reused while its entry exists).
+            tools: parent
+                .tools
+                .iter()
+                .filter(|t| decided.grant.allows(t.name()))
+                .map(|t| (t.name().to_string(), Arc::as_ptr(t) as *const () as usize))
+                .collect(),
+            inherited: Arc::as_ptr(&parent.inherited) as usize,
+        });
+        if let Some(key) = &key
+            && let Some((agent, ws, _)) = self.built_agents().get(key)
             && ws.root().is_dir()
         {
             return Ok((agent.clone(), ws.clone()));
         }
-        let (built, root) = self.prepare(def, parent)?;
+        let (built, root) = self.prepare(def, parent, decided)?;
         let workspace = Arc::new(Workspace::new(&root).map_err(|e| {
             SpawnError::Setup(SetupError::Io {
                 agent: def.name.clone(),
@@ -126,35 +208,73 @@ impl SubagentRuntime {
                 source: e,
             })
         })?);
-        if cacheable {
-            self.built_agents()
-                .insert(key, (built.clone(), workspace.clone()));
+        if let Some(key) = key {
+            // The entry pins what its key's `inherited` address points to.
+            self.built_agents().insert(
+                key,
+                (built.clone(), workspace.clone(), parent.inherited.clone()),
+            );
         }
         Ok((built, workspace))
     }
 
+    /// The delegation tools of an agent that passes `inherited` down, per the configured
+    /// surface.
+    pub(crate) fn delegation_tools_for(&self, inherited: &Arc<Inherited>) -> ToolRegistry {
+        match self.me.upgrade() {
+            Some(rt) => crate::surface::tools(&rt, self.cfg.surface, inherited),
+            None => ToolRegistry::new(),
+        }
+    }
+
+    /// The tools of a top-level agent over this runtime: the configured base tools and the
+    /// delegation tools, or, with `max_depth = 0`, the delegation tools withheld with the
+    /// depth refusal (nothing to offer, a clear answer to a call anyway).
+    pub fn top_level_tools(&self) -> ToolRegistry {
+        let mut tools = self.cfg.base_tools.clone();
+        if self.cfg.max_depth == 0 {
+            for name in DELEGATION_TOOLS {
+                tools.withhold(
+                    *name,
+                    SpawnError::DepthExceeded(self.cfg.max_depth).to_string(),
+                );
+            }
+        } else {
+            for t in self.delegation_tools().iter() {
+                tools.register(t.clone());
+            }
+        }
+        tools
+    }
+
+    /// A parent for runs that are not started by an agent's tool call (`cadre serve`, the
+    /// `@agent` direct run): it has the [top-level tools](Self::top_level_tools) and passes
+    /// down the runtime's configured hooks, permissions and limits.
+    pub fn top_level_parent(&self, run: Arc<RunContext>, cancel: CancellationToken) -> Parent {
+        Parent {
+            run,
+            cancel,
+            tools: Arc::new(self.top_level_tools()),
+            inherited: self.top_inherited.clone(),
+        }
+    }
+
     /// Create a child of `agent` for `parent`: its agent, workspace and a fresh `sub-<uuid>`
     /// session, ready to take messages with [`start`](Self::start).
-    pub fn create_child(&self, agent: &str, parent: &RunContext) -> Result<Child, SpawnError> {
+    pub fn create_child(&self, agent: &str, parent: &Parent) -> Result<Child, SpawnError> {
         self.build_child(agent, parent, None)
     }
 
     /// Check that a child of `agent` can be made for `parent` (the agent exists, the depth
     /// cap allows it, its model resolves, a remote agent has an executor) and give it its
-    /// session id, without building it: the errors a caller must see at once, at the cost of
-    /// a few strings.
-    pub(crate) fn plan_child(
-        &self,
-        agent: &str,
-        parent: &Arc<RunContext>,
-    ) -> Result<ChildPlan, SpawnError> {
+    /// session id and its tool grant, without building it: the errors a caller must see at
+    /// once, at the cost of a few strings.
+    pub(crate) fn plan_child(&self, agent: &str, parent: &Parent) -> Result<ChildPlan, SpawnError> {
         let def = self
             .registry
             .get(agent)
             .ok_or_else(|| SpawnError::UnknownAgent(agent.to_string()))?;
-        if parent.depth + 1 > self.cfg.max_depth {
-            return Err(SpawnError::DepthExceeded(self.cfg.max_depth));
-        }
+        let decided = self.decide(def, parent)?;
         let model = match &def.remote {
             Some(spec) => {
                 if self.cfg.remote.is_none() {
@@ -163,7 +283,10 @@ impl SubagentRuntime {
                 format!("remote:{}", spec.url)
             }
             None => {
-                let spec = def.model.clone().unwrap_or_else(|| parent.model.clone());
+                let spec = def
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| parent.run.model.clone());
                 self.providers
                     .resolve(&spec)
                     .map_err(|e| SpawnError::Model {
@@ -177,8 +300,9 @@ impl SubagentRuntime {
             agent: def.name.clone(),
             model,
             session_id: new_sub_session_id(),
-            depth: parent.depth + 1,
+            depth: parent.run.depth + 1,
             remote: def.remote.clone(),
+            decided,
             parent: parent.clone(),
         })
     }
@@ -188,6 +312,7 @@ impl SubagentRuntime {
         self.build(
             &plan.agent,
             &plan.parent,
+            Some(plan.decided.clone()),
             None,
             Some(plan.session_id.clone()),
         )
@@ -198,16 +323,18 @@ impl SubagentRuntime {
     pub(crate) fn build_child(
         &self,
         agent: &str,
-        parent: &RunContext,
+        parent: &Parent,
         resume: Option<&str>,
     ) -> Result<Child, SpawnError> {
-        self.build(agent, parent, resume, None)
+        self.build(agent, parent, None, resume, None)
     }
 
+    /// Build a child; `decided` is what its plan decided, if it was planned.
     fn build(
         &self,
         agent: &str,
-        parent: &RunContext,
+        parent: &Parent,
+        decided: Option<Decided>,
         resume: Option<&str>,
         fresh_id: Option<String>,
     ) -> Result<Child, SpawnError> {
@@ -215,11 +342,12 @@ impl SubagentRuntime {
             .registry
             .get(agent)
             .ok_or_else(|| SpawnError::UnknownAgent(agent.to_string()))?;
+        let decided = match decided {
+            Some(d) => d,
+            None => self.decide(def, parent)?,
+        };
         let (runner, model) = match &def.remote {
             Some(spec) => {
-                if parent.depth + 1 > self.cfg.max_depth {
-                    return Err(SpawnError::DepthExceeded(self.cfg.max_depth));
-                }
                 let executor = self
                     .cfg
                     .remote
@@ -233,7 +361,7 @@ impl SubagentRuntime {
                 (runner, format!("remote:{}", spec.url))
             }
             None => {
-                let (agent, workspace) = self.local_agent(def, parent)?;
+                let (agent, workspace) = self.local_agent(def, parent, &decided)?;
                 let model = agent.config().model.spec.clone();
                 (ChildRunner::Local { agent, workspace }, model)
             }
@@ -256,7 +384,7 @@ impl SubagentRuntime {
                     agent: def.name.clone(),
                     model: model.clone(),
                     created_at: unix_millis(),
-                    parent_session_id: Some(parent.session_id.clone()),
+                    parent_session_id: Some(parent.run.session_id.clone()),
                 };
                 match dir {
                     Some(dir) => Session::create(dir, meta).map_err(session_err)?,
@@ -271,7 +399,8 @@ impl SubagentRuntime {
             runner,
             session_id,
             session: Arc::new(tokio::sync::Mutex::new(session)),
-            depth: parent.depth + 1,
+            depth: parent.run.depth + 1,
+            grant: decided.grant,
         })
     }
 }

@@ -8,8 +8,8 @@ mod config;
 mod types;
 
 pub use config::{BackgroundApprovals, RuntimeConfig, ToolSurface};
-pub use types::{Child, ChildRunner, Parent, SpawnError, SpawnRequest, Started, Waited};
-pub(crate) use types::{ChildPlan, JobChild};
+pub use types::{Child, ChildRunner, Inherited, Parent, SpawnError, SpawnRequest, Started, Waited};
+pub(crate) use types::{ChildPlan, Decided, JobChild};
 
 use crate::child_job::ChildJob;
 use crate::forward::ForwardSink;
@@ -17,7 +17,6 @@ use crate::live::{LiveChild, LiveChildren};
 use crate::persist::{Persist, TaskStart, snapshot_of};
 use crate::registry::AgentRegistry;
 use crate::skills::SkillSet;
-use crate::surface;
 use crate::tracker::{NewTask, TaskSnapshot, TaskStatus, TaskTracker};
 use async_trait::async_trait;
 use cadre_llm::ProviderRegistry;
@@ -42,15 +41,35 @@ pub struct SubagentRuntime {
     root_cancel: CancellationToken,
     slots: Mutex<HashMap<String, Arc<Semaphore>>>,
     live: LiveChildren,
-    /// Built agents shared by children of the same definition, depth and model.
+    /// Built agents shared by children that would be built the same.
     built: Mutex<BuiltAgents>,
+    /// What top-level parents pass down: the configured hooks, permissions and limits.
+    top_inherited: Arc<Inherited>,
     me: Weak<SubagentRuntime>,
 }
 
-/// (definition name, parent depth, model spec).
-type BuiltKey = (String, u32, String);
-/// Built agents and their workspaces by [`BuiltKey`].
-type BuiltAgents = HashMap<BuiltKey, (cadre_engine::Agent, Arc<cadre_tools::Workspace>)>;
+/// Everything a shareable child agent is built from.
+#[derive(PartialEq, Eq, Hash)]
+struct BuiltKey {
+    agent: String,
+    parent_depth: u32,
+    model: String,
+    /// The parent's tools the child gets: (name, address of the tool object).
+    tools: Vec<(String, usize)>,
+    /// The address of what the parent passes down.
+    inherited: usize,
+}
+
+/// Built agents and their workspaces by [`BuiltKey`], with what the parent passed down
+/// (kept so the address in the key stays taken).
+type BuiltAgents = HashMap<
+    BuiltKey,
+    (
+        cadre_engine::Agent,
+        Arc<cadre_tools::Workspace>,
+        Arc<Inherited>,
+    ),
+>;
 
 impl std::fmt::Debug for SubagentRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -84,6 +103,11 @@ impl SubagentRuntime {
         providers: Arc<ProviderRegistry>,
     ) -> Arc<Self> {
         let persist = cfg.store.clone().map(|store| Persist { store });
+        let top_inherited = Arc::new(Inherited {
+            hooks: cfg.hooks.clone(),
+            permissions: cfg.permissions.clone(),
+            limits: cfg.parent_limits,
+        });
         let runtime = Arc::new_cyclic(|me| Self {
             persist,
             detached: std::sync::atomic::AtomicBool::new(false),
@@ -96,6 +120,7 @@ impl SubagentRuntime {
             slots: Mutex::new(HashMap::new()),
             live: LiveChildren::default(),
             built: Mutex::new(HashMap::new()),
+            top_inherited,
             me: me.clone(),
         });
         runtime.watch_cancellations();
@@ -310,12 +335,14 @@ impl SubagentRuntime {
         self.tracker.usage_of(session)
     }
 
-    /// The delegation tools for a parent at `depth`, per the configured surface.
+    /// What top-level parents pass down to their children.
+    pub fn top_inherited(&self) -> &Arc<Inherited> {
+        &self.top_inherited
+    }
+
+    /// The delegation tools of a top-level agent, per the configured surface.
     pub fn delegation_tools(&self) -> ToolRegistry {
-        match self.me.upgrade() {
-            Some(rt) => surface::tools(&rt, self.cfg.surface),
-            None => ToolRegistry::new(),
-        }
+        self.delegation_tools_for(&self.top_inherited)
     }
 
     fn built_agents(&self) -> std::sync::MutexGuard<'_, BuiltAgents> {
@@ -339,7 +366,7 @@ impl SubagentRuntime {
     /// Start a one-off child (the `task` tool). It is checked now and built when it gets a
     /// slot; it runs in its own task, and foreground callers wait with [`wait`](Self::wait).
     pub async fn spawn(&self, req: SpawnRequest, parent: &Parent) -> Result<Started, SpawnError> {
-        let plan = self.plan_child(&req.agent, &parent.run)?;
+        let plan = self.plan_child(&req.agent, parent)?;
         self.start_job(
             JobChild::Planned(Box::new(plan)),
             req.prompt,
@@ -437,6 +464,7 @@ impl SubagentRuntime {
             user_id: parent.run.user_id.clone(),
             parent_session_id: Some(parent.run.session_id.clone()),
             depth: child.depth(),
+            tool_grant: child.grant().clone(),
             trace_id: parent.run.trace_id.clone(),
             events: forward.clone() as Arc<dyn EventSink>,
             approvals,
@@ -524,10 +552,11 @@ impl SubagentRuntime {
         &self,
         agent: &str,
         label: Option<String>,
-        parent: &RunContext,
+        parent: &Parent,
     ) -> Result<Arc<LiveChild>, SpawnError> {
+        let session = &parent.run.session_id;
         if let Some(l) = &label
-            && self.live.label_taken(&parent.session_id, l)
+            && self.live.label_taken(session, l)
         {
             return Err(SpawnError::LabelInUse(l.clone()));
         }
@@ -541,17 +570,15 @@ impl SubagentRuntime {
             last_task: Mutex::new(None),
         };
         if let Some(p) = &self.persist {
-            p.live_child(&parent.session_id, &live)
-                .await
-                .map_err(|e| match e {
-                    cadre_store::StoreError::LabelInUse(_) => {
-                        SpawnError::LabelInUse(live.label.clone().unwrap_or_default())
-                    }
-                    other => SpawnError::Store(other.to_string()),
-                })?;
+            p.live_child(session, &live).await.map_err(|e| match e {
+                cadre_store::StoreError::LabelInUse(_) => {
+                    SpawnError::LabelInUse(live.label.clone().unwrap_or_default())
+                }
+                other => SpawnError::Store(other.to_string()),
+            })?;
         }
         self.live
-            .add(&parent.session_id, live)
+            .add(session, live)
             .map_err(|e| SpawnError::LabelInUse(e.0))
     }
 
@@ -559,11 +586,11 @@ impl SubagentRuntime {
     /// recorded in the store, rebuilt with its history from its transcript.
     pub async fn find_live(
         &self,
-        parent: &RunContext,
+        parent: &Parent,
         key: Option<&str>,
         label: Option<&str>,
     ) -> Result<Option<Arc<LiveChild>>, SpawnError> {
-        let session = &parent.session_id;
+        let session = &parent.run.session_id;
         let here = match (key, label) {
             (Some(k), _) => self.live.by_key(session, k),
             (None, Some(l)) => self.live.by_label(session, l),
@@ -584,8 +611,7 @@ impl SubagentRuntime {
         let Some(entry) = found else {
             return Ok(None);
         };
-        let mut at = parent.clone();
-        at.depth = entry.depth.saturating_sub(1);
+        let at = parent.at_depth(entry.depth.saturating_sub(1));
         let child = self.build_child(&entry.agent_id, &at, Some(&entry.child_session_id))?;
         let live = LiveChild {
             key: entry.agent_key,

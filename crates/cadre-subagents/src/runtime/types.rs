@@ -4,8 +4,8 @@ use crate::child_setup::SetupError;
 use crate::definition::RemoteSpec;
 use crate::remote::RemoteExecutor;
 use crate::tracker::TaskSnapshot;
-use cadre_engine::{Agent, Session};
-use cadre_tools::{RunContext, Workspace};
+use cadre_engine::{Agent, Limits, PermissionPolicy, Session, ToolHook};
+use cadre_tools::{RunContext, ToolGrant, ToolRegistry, Workspace};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -16,7 +16,7 @@ pub enum SpawnError {
     #[error("Unknown agent_id: {0}")]
     UnknownAgent(String),
     /// The depth cap.
-    #[error("Maximum spawn depth exceeded (max={0})")]
+    #[error("maximum spawn depth exceeded (max={0})")]
     DepthExceeded(u32),
     /// Workspace preparation failed.
     #[error(transparent)]
@@ -69,7 +69,20 @@ pub struct SpawnRequest {
     pub background: bool,
 }
 
-/// The parent side of a spawn: who asks, and how cancellation reaches a foreground child.
+/// What a parent passes down to its children: every child runs under its hooks and its
+/// approval policy, and `general-purpose` also mirrors its limits.
+#[derive(Clone)]
+pub struct Inherited {
+    /// Hooks around every tool call of a child (the parent's, without its own guard).
+    pub hooks: Vec<Arc<dyn ToolHook>>,
+    /// The approval mode and rules a child starts from.
+    pub permissions: PermissionPolicy,
+    /// The parent's own limits, which `general-purpose` mirrors.
+    pub limits: Limits,
+}
+
+/// The parent side of a spawn: who asks, what it has, and how cancellation reaches a
+/// foreground child.
 #[derive(Clone)]
 pub struct Parent {
     /// The parent's run.
@@ -77,6 +90,44 @@ pub struct Parent {
     /// Cancels a foreground child with the parent (the tool call's token). Ignored for
     /// background children, whose lifetime is the runtime's.
     pub cancel: CancellationToken,
+    /// The tools the parent can call: a child's tools are narrowed from these (and from
+    /// the parent's grant), never from anything wider.
+    pub tools: Arc<ToolRegistry>,
+    /// What the parent passes down to its children.
+    pub inherited: Arc<Inherited>,
+}
+
+impl Parent {
+    /// The parent making the tool call `ctx`, which passes `inherited` down.
+    pub fn of_call(ctx: &cadre_tools::ToolContext, inherited: &Arc<Inherited>) -> Self {
+        Self {
+            run: ctx.run.clone(),
+            cancel: ctx.cancel.clone(),
+            tools: ctx.tools.clone(),
+            inherited: inherited.clone(),
+        }
+    }
+
+    /// The names of the tools the parent may call: its tools within its run's grant.
+    pub fn callable(&self) -> Vec<&str> {
+        let grant = &self.run.tool_grant;
+        self.tools
+            .names()
+            .into_iter()
+            .filter(|n| grant.allows(n))
+            .collect()
+    }
+
+    /// The same parent, as seen from `depth` (a live child restored from the store is
+    /// rebuilt at the depth it was created at).
+    pub(crate) fn at_depth(&self, depth: u32) -> Self {
+        let mut run = (*self.run).clone();
+        run.depth = depth;
+        Self {
+            run: Arc::new(run),
+            ..self.clone()
+        }
+    }
 }
 
 /// A started child.
@@ -137,6 +188,17 @@ pub struct Child {
     pub session: Arc<tokio::sync::Mutex<Session>>,
     /// Its spawn depth.
     pub depth: u32,
+    /// The tools its runs may call.
+    pub grant: ToolGrant,
+}
+
+/// What is decided about a child before it is built.
+#[derive(Clone)]
+pub(crate) struct Decided {
+    /// Whether it gets delegation tools.
+    pub may_delegate: bool,
+    /// The tools its runs may call.
+    pub grant: ToolGrant,
 }
 
 /// A one-off child that has been checked but not built: its task holds only this while it
@@ -153,8 +215,10 @@ pub(crate) struct ChildPlan {
     pub depth: u32,
     /// Where it runs, for remote agents.
     pub remote: Option<RemoteSpec>,
-    /// The parent's run (depth, default model, session).
-    pub parent: Arc<RunContext>,
+    /// Whether it may delegate and what it may call, decided now from what the parent may call.
+    pub decided: Decided,
+    /// The parent (its run, tools and what it passes down).
+    pub parent: Parent,
 }
 
 /// The child a task runs: built already (a live child taking a new message) or planned.
@@ -195,6 +259,14 @@ impl JobChild {
         match self {
             Self::Ready(c) => c.depth,
             Self::Planned(p) => p.depth,
+        }
+    }
+
+    /// The tools its runs may call.
+    pub fn grant(&self) -> &ToolGrant {
+        match self {
+            Self::Ready(c) => &c.grant,
+            Self::Planned(p) => &p.decided.grant,
         }
     }
 

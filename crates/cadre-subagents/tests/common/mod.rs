@@ -187,16 +187,21 @@ pub fn worker(name: &str) -> AgentDefinition {
     d
 }
 
-pub fn fixture(script: &str, opts: Options) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().canonicalize().unwrap();
+/// A recording provider playing `script` (TOML).
+pub fn recording(script: &str) -> Arc<Recording> {
     let file: ScriptFile = toml::from_str(script).unwrap();
-    let rec = Arc::new(Recording {
+    Arc::new(Recording {
         inner: ScriptedProvider::new(file),
         requests: Mutex::new(Vec::new()),
         in_flight: Arc::new(AtomicUsize::new(0)),
         max_in_flight: Arc::new(AtomicUsize::new(0)),
-    });
+    })
+}
+
+pub fn fixture(script: &str, opts: Options) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    let rec = recording(script);
     let providers = opts
         .providers
         .unwrap_or_else(|| Arc::new(ProviderRegistry::new(HashMap::new(), "rec")));
@@ -216,13 +221,14 @@ pub fn fixture(script: &str, opts: Options) -> Fixture {
     cfg.base_tools = base_tools();
     cfg.permissions = policy.clone();
     (opts.tweak)(&mut cfg);
+    // The main agent has the configured base tools: its children narrow from them.
+    let mut tools = cfg.base_tools.clone();
     let runtime = SubagentRuntime::new(
         cfg,
         registry,
         cadre_subagents::SkillSet::new(),
         providers.clone(),
     );
-    let mut tools = base_tools();
     for t in runtime.delegation_tools().iter() {
         tools.register(t.clone());
     }
@@ -258,6 +264,7 @@ impl Fixture {
             user_id: Some("tester".into()),
             parent_session_id: None,
             depth: 0,
+            tool_grant: cadre_tools::ToolGrant::unrestricted(),
             trace_id: "trace-1".into(),
             events: self.events.clone(),
             approvals: self.approvals.clone(),

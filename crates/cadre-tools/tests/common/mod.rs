@@ -34,10 +34,12 @@ pub fn ctx(workspace: Workspace) -> ToolContext {
             user_id: None,
             parent_session_id: None,
             depth: 0,
+            tool_grant: cadre_tools::ToolGrant::unrestricted(),
             trace_id: "trace-test".into(),
             events: Arc::new(NullSink),
             approvals: Arc::new(AllowAll),
         }),
+        tools: Arc::new(cadre_tools::ToolRegistry::new()),
     }
 }
 
