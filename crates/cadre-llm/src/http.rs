@@ -49,9 +49,10 @@ impl HttpCore {
             ProviderError::Config(format!("provider {name}: bad base URL {url:?}: {e}"))
         })?;
         for (key, value) in &cfg.headers {
-            let value = expand_env(value).map_err(|var| {
+            let value = cadre_types::env_ref::expand_env(value).map_err(|e| {
                 ProviderError::Config(format!(
-                    "provider {name}: header {key} uses ${{{var}}}, which is not set"
+                    "provider {name}: header {key} uses ${{{}}}, which is not set",
+                    e.name
                 ))
             })?;
             insert_header(&mut headers, name, key, &value)?;
@@ -103,28 +104,6 @@ pub(crate) fn insert_header(
 /// The value of environment variable `var`, when set and not blank.
 pub(crate) fn env_value(var: &str) -> Option<String> {
     std::env::var(var).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// Expand `${VAR}` references from the environment. Err carries the first unset name.
-pub(crate) fn expand_env(value: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let Some(end) = after.find('}') else {
-            out.push_str(&rest[start..]);
-            return Ok(out);
-        };
-        let var = &after[..end];
-        match std::env::var(var) {
-            Ok(v) => out.push_str(&v),
-            Err(_) => return Err(var.to_string()),
-        }
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 /// Turns SSE events of one reply into [`StreamEvent`]s.
@@ -217,18 +196,6 @@ pub(crate) fn error_message(status: u16, body: &str) -> (String, Option<String>)
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn env_expansion() {
-        assert_eq!(expand_env("plain").unwrap(), "plain");
-        let path = std::env::var("PATH").unwrap();
-        assert_eq!(expand_env("a ${PATH} b").unwrap(), format!("a {path} b"));
-        assert_eq!(expand_env("x ${").unwrap(), "x ${");
-        assert_eq!(
-            expand_env("${CADRE_SURELY_UNSET_VAR_1234}").unwrap_err(),
-            "CADRE_SURELY_UNSET_VAR_1234"
-        );
-    }
 
     #[test]
     fn error_messages_are_extracted() {

@@ -23,28 +23,7 @@ pub fn redact_headers(headers: &BTreeMap<String, String>) -> BTreeMap<String, St
         .collect()
 }
 
-/// True when `value` contains at least one `${NAME}` reference (NAME: letters, digits and
-/// `_`, not starting with a digit).
-pub fn has_env_reference(value: &str) -> bool {
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        let after = &rest[start + 2..];
-        if let Some(end) = after.find('}') {
-            let name = &after[..end];
-            let mut chars = name.chars();
-            let first_ok = chars
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-            if first_ok && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return true;
-            }
-            rest = &after[end + 1..];
-        } else {
-            return false;
-        }
-    }
-    false
-}
+pub use cadre_types::env_ref::has_env_reference;
 
 /// The URL with any `user:password@` replaced by `<redacted>@`; other URLs unchanged.
 pub fn redact_url(url: &str) -> String {
@@ -81,15 +60,6 @@ mod tests {
         assert_eq!(r["Authorization"], "Bearer ${TOKEN}");
         assert_eq!(r["X-Key"], REDACTED);
         assert_eq!(r["X-Odd"], REDACTED);
-    }
-
-    #[test]
-    fn reference_detection() {
-        assert!(has_env_reference("${A_B1}"));
-        assert!(has_env_reference("x ${} y ${_OK}"));
-        assert!(!has_env_reference("$TOKEN"));
-        assert!(!has_env_reference("${}"));
-        assert!(!has_env_reference("${A-B}"));
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Plain data shared by every cadre crate: messages, tool definitions and calls,
-//! usage, the typed event stream, approval requests and ids. No I/O lives here.
+//! usage, the typed event stream, approval requests, ids and the `${VAR}` reference syntax.
+//! No I/O lives here.
 
 mod approval;
+pub mod env_ref;
 mod event;
 mod ids;
 mod message;

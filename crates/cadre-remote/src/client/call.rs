@@ -26,26 +26,6 @@ pub(crate) struct Call<'a> {
     reported: AtomicBool,
 }
 
-/// Expand `${VAR}` references from the environment. Errors name the variable, not a value.
-pub(crate) fn expand(value: &str) -> Result<String, String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let after = &rest[start + 2..];
-        let end = after
-            .find('}')
-            .ok_or_else(|| format!("unclosed `${{` in `{value}`"))?;
-        let name = &after[..end];
-        let v =
-            std::env::var(name).map_err(|_| format!("environment variable {name} is not set"))?;
-        out.push_str(&v);
-        rest = &after[end + 1..];
-    }
-    out.push_str(rest);
-    Ok(out)
-}
-
 impl<'a> Call<'a> {
     pub(crate) fn new(
         client: &'a RemoteClient,
@@ -59,8 +39,8 @@ impl<'a> Call<'a> {
         };
         let mut headers = HeaderMap::new();
         for (name, raw) in &request.spec.headers {
-            let value =
-                expand(raw).map_err(|e| format!("agent {}: header {name}: {e}", request.agent))?;
+            let value = cadre_types::env_ref::expand_env(raw)
+                .map_err(|e| format!("agent {}: header {name}: {e}", request.agent))?;
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
                 format!(
                     "agent {}: `{name}` is not a valid header name",
@@ -187,21 +167,5 @@ pub(crate) fn cancelled(
         usage: Usage::default(),
         remote_task_id,
         context_id,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn env_references_expand() {
-        // PATH is set in any test environment.
-        let path = std::env::var("PATH").unwrap();
-        assert_eq!(expand("x ${PATH} y").unwrap(), format!("x {path} y"));
-        assert_eq!(expand("plain").unwrap(), "plain");
-        let e = expand("Bearer ${CADRE_SURELY_UNSET_VAR_42}").unwrap_err();
-        assert!(e.contains("CADRE_SURELY_UNSET_VAR_42"), "{e}");
-        assert!(expand("${OPEN").is_err());
     }
 }

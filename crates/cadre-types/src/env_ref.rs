@@ -1,0 +1,150 @@
+//! `${NAME}` references to environment variables in configuration values (provider and
+//! remote-agent headers, MCP server commands, arguments, environments, URLs and headers):
+//! the one parser of the syntax, used to expand values and to tell a reference from a literal.
+//!
+//! A reference is `${NAME}` or `${NAME:-default}`, where NAME is letters, digits and `_`,
+//! not starting with a digit. Anything else (`$NAME`, `${}`, `${A-B}`, an unclosed `${`) is
+//! literal text. The lookup is passed in, so this module does no I/O itself.
+
+/// An expansion that could not be done: the variable is unset and has no default.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {name} is not set")]
+pub struct UnsetVar {
+    /// The variable's name (never its value).
+    pub name: String,
+}
+
+/// One reference found in a value.
+struct Reference<'a> {
+    /// Byte range of the whole `${...}` in the value.
+    start: usize,
+    end: usize,
+    name: &'a str,
+    default: Option<&'a str>,
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The first reference at or after byte `from`.
+fn next_reference(value: &str, mut from: usize) -> Option<Reference<'_>> {
+    while let Some(rel) = value[from..].find("${") {
+        let start = from + rel;
+        let body_start = start + 2;
+        let close = value[body_start..].find('}')?;
+        let body = &value[body_start..body_start + close];
+        let (name, default) = match body.split_once(":-") {
+            Some((n, d)) => (n, Some(d)),
+            None => (body, None),
+        };
+        if valid_name(name) {
+            return Some(Reference {
+                start,
+                end: body_start + close + 1,
+                name,
+                default,
+            });
+        }
+        from = body_start;
+    }
+    None
+}
+
+/// True when `value` contains at least one `${NAME}` reference.
+pub fn has_env_reference(value: &str) -> bool {
+    next_reference(value, 0).is_some()
+}
+
+/// The names `value` refers to, in order (duplicates kept).
+pub fn referenced_names(value: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(r) = next_reference(value, at) {
+        out.push(r.name);
+        at = r.end;
+    }
+    out
+}
+
+/// Replace every reference in `value` with `lookup(NAME)`, or its default when the variable
+/// is unset (or empty, as in the shell's `:-`). An unset variable without a default is an
+/// error naming it.
+pub fn expand_with(
+    value: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, UnsetVar> {
+    let mut out = String::with_capacity(value.len());
+    let mut at = 0;
+    while let Some(r) = next_reference(value, at) {
+        out.push_str(&value[at..r.start]);
+        match (lookup(r.name), r.default) {
+            (Some(v), Some(d)) if v.is_empty() => out.push_str(d),
+            (Some(v), _) => out.push_str(&v),
+            (None, Some(d)) => out.push_str(d),
+            (None, None) => {
+                return Err(UnsetVar {
+                    name: r.name.to_string(),
+                });
+            }
+        }
+        at = r.end;
+    }
+    out.push_str(&value[at..]);
+    Ok(out)
+}
+
+/// [`expand_with`] from the process environment.
+pub fn expand_env(value: &str) -> Result<String, UnsetVar> {
+    expand_with(value, |name| std::env::var(name).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "TOKEN" => Some("t0k".into()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn references_expand_and_literals_stay() {
+        assert_eq!(expand_with("Bearer ${TOKEN}", env).unwrap(), "Bearer t0k");
+        assert_eq!(expand_with("plain", env).unwrap(), "plain");
+        assert_eq!(expand_with("${TOKEN}${TOKEN}", env).unwrap(), "t0kt0k");
+        for literal in ["$TOKEN", "${}", "${A-B}", "x ${", "${1X}"] {
+            assert_eq!(expand_with(literal, env).unwrap(), literal);
+        }
+        assert_eq!(expand_with("${A-B} ${TOKEN}", env).unwrap(), "${A-B} t0k");
+    }
+
+    #[test]
+    fn defaults_and_unset_variables() {
+        assert_eq!(expand_with("${NOPE:-dflt}", env).unwrap(), "dflt");
+        assert_eq!(expand_with("${EMPTY:-dflt}", env).unwrap(), "dflt");
+        assert_eq!(expand_with("${EMPTY}", env).unwrap(), "");
+        assert_eq!(expand_with("${TOKEN:-dflt}", env).unwrap(), "t0k");
+        let e = expand_with("a ${NOPE} b", env).unwrap_err();
+        assert_eq!(e.name, "NOPE");
+        assert_eq!(e.to_string(), "environment variable NOPE is not set");
+    }
+
+    #[test]
+    fn detection_matches_expansion() {
+        assert!(has_env_reference("${A_B1}"));
+        assert!(has_env_reference("x ${} y ${_OK}"));
+        assert!(has_env_reference("${X:-d}"));
+        assert!(!has_env_reference("$TOKEN"));
+        assert!(!has_env_reference("${}"));
+        assert!(!has_env_reference("${A-B}"));
+        assert_eq!(referenced_names("${A} ${B:-x} $C ${A}"), ["A", "B", "A"]);
+    }
+}
