@@ -40,6 +40,20 @@ pub enum Command {
     /// Inspect and control the persisted sub-agent tasks (any node sharing the store).
     #[command(subcommand)]
     Tasks(TasksCommand),
+    /// MCP: the configured servers, and cadre's sub-agents served as MCP tools.
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+/// `cadre mcp ...`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start every configured MCP server and show its source, state, tools and prompts.
+    List {
+        /// Print a JSON array instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `cadre tasks ...`.

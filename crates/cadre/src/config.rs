@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use cadre_engine::{ApprovalMode, PermissionPolicy, PermissionRules};
 use cadre_llm::ProviderConfig;
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 /// The default model when nothing else names one.
@@ -42,6 +42,12 @@ pub struct Config {
     /// `cadre serve` settings.
     #[serde(default)]
     pub serve: ServeConfig,
+    /// MCP servers (`[mcp_servers.NAME]`, Codex's format; documented in `docs/mcp.md`).
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, cadre_mcp::ServerEntry>,
+    /// The file each of `mcp_servers` comes from (the last one that sets it).
+    #[serde(skip)]
+    pub mcp_origins: BTreeMap<String, PathBuf>,
 }
 
 /// `[serve]`: the HTTP server of `cadre serve` (documented in `docs/remote.md`).
@@ -242,18 +248,28 @@ pub fn load(workspace: &Path, explicit: Option<&Path>) -> Result<Config> {
         files.push(dir.join("config.toml"));
     }
     files.push(workspace.join(".cadre").join("config.toml"));
+    let mut origins = BTreeMap::new();
+    let mut take = |merged: &mut toml::Table, path: &Path, t: toml::Table| {
+        if let Some(toml::Value::Table(servers)) = t.get("mcp_servers") {
+            for name in servers.keys() {
+                origins.insert(name.clone(), path.to_path_buf());
+            }
+        }
+        merge(merged, t);
+    };
     for f in &files {
         if let Some(t) = read_table(f)? {
-            merge(&mut merged, t);
+            take(&mut merged, f, t);
         }
     }
     if let Some(p) = explicit {
         let t = read_table(p)?.with_context(|| format!("config file {} not found", p.display()))?;
-        merge(&mut merged, t);
+        take(&mut merged, p, t);
     }
-    let config: Config = toml::Value::Table(merged)
+    let mut config: Config = toml::Value::Table(merged)
         .try_into()
         .context("invalid configuration")?;
+    config.mcp_origins = origins;
     Ok(config)
 }
 

@@ -3,6 +3,7 @@
 mod agents_cmd;
 mod cli;
 mod config;
+mod mcp_cmd;
 mod output;
 mod repl_cmd;
 mod run_cmd;
@@ -67,6 +68,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Run(args)) => block_on(run_cmd::run(&cli, args)),
         Some(cli::Command::Serve(args)) => block_on(serve_cmd::run(&cli, args)),
         Some(cli::Command::Tasks(cmd)) => block_on(tasks_cmd::run(&cli, cmd)),
+        Some(cli::Command::Mcp(cmd)) => block_on(mcp_cmd::run(&cli, cmd)),
         None => block_on(repl_cmd::run(&cli)),
     };
     match result {

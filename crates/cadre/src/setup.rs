@@ -99,6 +99,14 @@ impl Setup {
         if let Some(n) = config.tools.offload_threshold {
             b = b.offload_threshold(n);
         }
+        // MCP tools join the built-in ones; children narrow from them like from any tool.
+        // The tools hold their servers, which stop when the harness is dropped.
+        let mcp = crate::mcp_cmd::start_servers(&ws, &config).await;
+        let mut tools = cadre_tools::builtin::builtin_tools();
+        for t in mcp.tools() {
+            tools.register(t);
+        }
+        b = b.tools(tools);
         let store = open_store(&ws, &config.store).await?;
         let maintenance = cadre_store::start_maintenance(
             store.clone(),

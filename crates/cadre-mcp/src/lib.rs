@@ -1,0 +1,23 @@
+//! cadre's MCP layer (see `docs/mcp.md`).
+//!
+//! As a client: MCP servers configured in `.mcp.json` (Claude Code's format) or
+//! `[mcp_servers.NAME]` (Codex's format) become [`McpServers`], whose tools are ordinary
+//! [`cadre_tools::Tool`]s named `mcp__<server>__<tool>`, so approvals, permission rules and
+//! narrowing treat them like any other tool.
+
+mod config;
+mod connection;
+pub mod naming;
+mod result;
+mod server;
+mod servers;
+mod tool;
+
+pub use config::{
+    ConfigError, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, ServerEntry,
+    Transport, load_mcp_json,
+};
+pub use result::{MAX_MEDIA_BYTES, MEDIA_DIR};
+pub use server::{CallError, McpServer, Offer, Progress, ServerState};
+pub use servers::{McpServers, StartFailure};
+pub use tool::{McpTool, tools_of};

@@ -1,0 +1,128 @@
+//! The configured MCP servers of a session: built from the configuration files, started
+//! together (each within its own start-up timeout; a failure is a warning naming the
+//! server), offering their tools to the main agent and, through narrowing, to every
+//! sub-agent, and stopped when the session ends.
+
+use crate::config::{ConfigError, ServerConfig, ServerEntry};
+use crate::naming::server_part;
+use crate::server::McpServer;
+use crate::tool::tools_of;
+use cadre_tools::Tool;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A server that could not be started, for the warning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StartFailure {
+    /// The server.
+    pub server: String,
+    /// Why, naming the server (`MCP server X failed to start: ...`).
+    pub error: String,
+}
+
+impl std::fmt::Display for StartFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.error)
+    }
+}
+
+/// The servers of a session.
+#[derive(Debug, Default, Clone)]
+pub struct McpServers {
+    servers: Vec<Arc<McpServer>>,
+    errors: Vec<ConfigError>,
+}
+
+impl McpServers {
+    /// Servers from configuration entries `(name, entry, origin)`, in order; an entry that
+    /// cannot be used, or whose tool names would collide with an earlier server's, is an
+    /// error in [`errors`](Self::errors) and left out.
+    pub fn from_entries(
+        entries: impl IntoIterator<Item = (String, ServerEntry, String)>,
+        workspace: &Path,
+    ) -> Self {
+        let mut out = Self::default();
+        let mut parts: HashMap<String, String> = HashMap::new();
+        for (name, entry, origin) in entries {
+            let cfg = match entry.resolve(&name, &origin, workspace) {
+                Ok(c) => c,
+                Err(e) => {
+                    out.errors.push(e);
+                    continue;
+                }
+            };
+            let part = server_part(&name);
+            if let Some(first) = parts.get(&part) {
+                out.errors.push(ConfigError {
+                    server: name.clone(),
+                    origin,
+                    message: format!(
+                        "its tools would be named like those of server {first} (mcp__{part}__...); rename one of them"
+                    ),
+                });
+                continue;
+            }
+            parts.insert(part, name);
+            out.servers.push(McpServer::new(cfg));
+        }
+        out
+    }
+
+    /// Servers from ready configurations.
+    pub fn from_configs(configs: impl IntoIterator<Item = ServerConfig>) -> Self {
+        Self {
+            servers: configs.into_iter().map(McpServer::new).collect(),
+            errors: Vec::new(),
+        }
+    }
+
+    /// Entries that could not be used.
+    pub fn errors(&self) -> &[ConfigError] {
+        &self.errors
+    }
+
+    /// The servers, in configuration order.
+    pub fn servers(&self) -> &[Arc<McpServer>] {
+        &self.servers
+    }
+
+    /// A server by name.
+    pub fn get(&self, name: &str) -> Option<&Arc<McpServer>> {
+        self.servers.iter().find(|s| s.name() == name)
+    }
+
+    /// True when no server is configured.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// Start every enabled server at once; the ones that failed.
+    pub async fn start_all(&self) -> Vec<StartFailure> {
+        let starts = self
+            .servers
+            .iter()
+            .filter(|s| s.config().enabled)
+            .map(|s| async move {
+                s.start().await.err().map(|error| StartFailure {
+                    server: s.name().to_string(),
+                    error,
+                })
+            });
+        futures::future::join_all(starts)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
+    /// The cadre tools of the servers that started.
+    pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
+        self.servers.iter().flat_map(tools_of).collect()
+    }
+
+    /// Stop every server.
+    pub async fn stop_all(&self) {
+        futures::future::join_all(self.servers.iter().map(|s| s.stop())).await;
+    }
+}

@@ -1,0 +1,132 @@
+//! `cadre mcp list`, and the MCP servers of a workspace as configured: `.mcp.json` (Claude
+//! Code's format) and `[mcp_servers.NAME]` of the configuration files (Codex's format),
+//! where the configuration wins for a name both define.
+
+use crate::cli::{Cli, McpCommand};
+use crate::config::{self, Config};
+use crate::setup::workspace_root;
+use anyhow::Result;
+use cadre_mcp::{McpServers, Transport};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// The servers configured for `ws`, not started.
+pub fn configured_servers(ws: &Path, config: &Config) -> McpServers {
+    let (from_json, json_errors) = cadre_mcp::load_mcp_json(ws);
+    let mut entries: Vec<(String, cadre_mcp::ServerEntry, String)> = from_json
+        .into_iter()
+        .filter(|(name, _, _)| !config.mcp_servers.contains_key(name))
+        .collect();
+    for (name, entry) in &config.mcp_servers {
+        let origin = config
+            .mcp_origins
+            .get(name)
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|| "configuration".into());
+        entries.push((name.clone(), entry.clone(), origin));
+    }
+    let servers = McpServers::from_entries(entries, ws);
+    for e in json_errors.iter().chain(servers.errors()) {
+        eprintln!("cadre: warning: skipped {e}");
+    }
+    servers
+}
+
+/// Start the configured servers of `ws`; each that fails is a warning naming it.
+pub async fn start_servers(ws: &Path, config: &Config) -> McpServers {
+    let servers = configured_servers(ws, config);
+    for failure in servers.start_all().await {
+        eprintln!("cadre: warning: {failure}");
+    }
+    servers
+}
+
+fn transport_text(t: &Transport) -> String {
+    match t {
+        Transport::Stdio { command, args, .. } => {
+            let mut s = format!("stdio: {command}");
+            for a in args {
+                s.push(' ');
+                s.push_str(a);
+            }
+            s
+        }
+        Transport::Http { url, .. } => format!("http: {}", cadre_store::redact_url(url)),
+    }
+}
+
+async fn list(cli: &Cli, json: bool) -> Result<ExitCode> {
+    let ws = workspace_root(cli)?;
+    let config = config::load(&ws, cli.config.as_deref())?;
+    let servers = start_servers(&ws, &config).await;
+    let mut rows = Vec::new();
+    for s in servers.servers() {
+        let state = s.state().await;
+        let offer = s.offer();
+        let tools: Vec<String> = cadre_mcp::tools_of(s)
+            .iter()
+            .map(|t| t.name().to_string())
+            .collect();
+        let prompts: Vec<String> = offer.prompts.iter().map(|p| p.name.clone()).collect();
+        rows.push(serde_json::json!({
+            "name": s.name(),
+            "source": s.config().origin,
+            "transport": transport_text(&s.config().transport),
+            "state": state.to_string(),
+            "tools": tools,
+            "resources": offer.resources.len(),
+            "prompts": prompts,
+        }));
+    }
+    servers.stop_all().await;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else if rows.is_empty() {
+        println!(
+            "no MCP servers configured (.mcp.json or [mcp_servers.NAME] in .cadre/config.toml)"
+        );
+    } else {
+        for r in &rows {
+            println!(
+                "{}  [{}]",
+                r["name"].as_str().unwrap_or(""),
+                r["state"].as_str().unwrap_or("")
+            );
+            println!("  source:    {}", r["source"].as_str().unwrap_or(""));
+            println!("  transport: {}", r["transport"].as_str().unwrap_or(""));
+            let join = |v: &serde_json::Value| {
+                v.as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|x| x.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default()
+            };
+            println!("  tools:     {}", join(&r["tools"]));
+            if r["resources"].as_u64().unwrap_or(0) > 0 {
+                println!("  resources: {}", r["resources"]);
+            }
+            if r["prompts"].as_array().is_some_and(|a| !a.is_empty()) {
+                println!("  prompts:   {}", join(&r["prompts"]));
+            }
+        }
+    }
+    // A server that did not start makes the listing exit 1, for scripts.
+    let failed = rows
+        .iter()
+        .any(|r| r["state"].as_str().is_some_and(|s| s.starts_with("failed")));
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Run a `cadre mcp` subcommand.
+pub async fn run(cli: &Cli, cmd: &McpCommand) -> Result<ExitCode> {
+    match cmd {
+        McpCommand::List { json } => list(cli, *json).await,
+    }
+}
