@@ -96,7 +96,11 @@ fn repeats(structured: &serde_json::Value, texts: &[&str]) -> bool {
     match structured.as_object() {
         Some(o) if o.len() == 1 => o.values().next().is_some_and(|v| match v {
             serde_json::Value::String(s) => texts.concat() == *s,
-            other => texts.concat() == other.to_string(),
+            // A number or boolean is repeated as its JSON text (`42`, `true`).
+            other => {
+                let json = other.to_string();
+                texts.concat() == json
+            }
         }),
         _ => false,
     }

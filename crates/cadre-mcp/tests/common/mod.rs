@@ -259,8 +259,10 @@ pub async fn harness(
     for t in servers.tools() {
         tools.register(t);
     }
-    let mut policy = cadre_engine::PermissionPolicy::default();
-    policy.mode = cadre_engine::ApprovalMode::Bypass;
+    let policy = cadre_engine::PermissionPolicy {
+        mode: cadre_engine::ApprovalMode::Bypass,
+        ..Default::default()
+    };
     let mut b = Harness::builder();
     for d in defs {
         b = b.subagent(d);
