@@ -199,10 +199,12 @@ pub fn ctx(root: &Path, events: Arc<dyn EventSink>) -> ToolContext {
             user_id: None,
             parent_session_id: None,
             depth: 0,
+            tool_grant: cadre_tools::ToolGrant::unrestricted(),
             trace_id: "trace".into(),
             events,
             approvals: Arc::new(AllowAll),
         }),
+        tools: Arc::new(ToolRegistry::new()),
     }
 }
 
