@@ -120,6 +120,9 @@ pub struct AgentDefinition {
     pub remote: Option<RemoteSpec>,
     /// May this agent delegate further (up to the depth cap)?
     pub can_delegate: bool,
+    /// Paths its file tools may not write, besides the built-in list (relative to its
+    /// workspace root, or absolute).
+    pub protected_paths: Vec<String>,
     /// Where it came from.
     pub source: DefinitionSource,
     /// The factory, for `DefinitionSource::Factory` entries.
@@ -163,6 +166,7 @@ impl AgentDefinition {
             workspace: WorkspaceSpec::default(),
             remote: None,
             can_delegate: false,
+            protected_paths: Vec::new(),
             source: DefinitionSource::Code,
             factory: None,
             warnings: Vec::new(),

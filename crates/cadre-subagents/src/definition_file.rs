@@ -39,6 +39,7 @@ enum Key {
     CanDelegate,
     MaxTokens,
     WallClock,
+    ProtectedPaths,
 }
 
 /// Every accepted key spelling.
@@ -63,6 +64,7 @@ const KEYS: &[(&str, Key)] = &[
     ("maxTokens", Key::MaxTokens),
     ("timeout_seconds", Key::WallClock),
     ("wall_clock_secs", Key::WallClock),
+    ("protected_paths", Key::ProtectedPaths),
 ];
 
 /// Keys other tools write that change nothing in cadre: accepted without a word.
@@ -313,6 +315,9 @@ pub fn parse_definition(
     }
     if let Some((k, v)) = get(Key::CanDelegate) {
         def.can_delegate = boolean(k, v)?;
+    }
+    if let Some((k, v)) = get(Key::ProtectedPaths) {
+        def.protected_paths = string_list(k, v)?.unwrap_or_default();
     }
 
     let (mode, ws_path) = match get(Key::Workspace) {

@@ -27,7 +27,9 @@ use cadre_engine::{
     SessionError, SessionMeta, ToolHook,
 };
 use cadre_llm::{Provider, ProviderConfig, ProviderError, ProviderRegistry};
-use cadre_tools::{ApprovalHandler, RunContext, ToolRegistry, Workspace, builtin::builtin_tools};
+use cadre_tools::{
+    AccessPolicy, ApprovalHandler, RunContext, ToolRegistry, Workspace, builtin::builtin_tools,
+};
 use cadre_types::{EventSink, NullSink, new_session_id, unix_millis};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -68,6 +70,7 @@ pub struct HarnessBuilder {
     tools: Option<ToolRegistry>,
     hooks: Vec<Arc<dyn ToolHook>>,
     permissions: PermissionPolicy,
+    file_access: AccessPolicy,
     limits: Limits,
     tool_timeout: Duration,
     max_parallel_tools: usize,
@@ -97,6 +100,7 @@ impl Default for HarnessBuilder {
             tools: None,
             hooks: Vec::new(),
             permissions: PermissionPolicy::default(),
+            file_access: AccessPolicy::default(),
             limits: Limits::default(),
             tool_timeout: cadre_engine::DEFAULT_TOOL_TIMEOUT,
             max_parallel_tools: cadre_engine::DEFAULT_MAX_PARALLEL_TOOLS,
@@ -168,6 +172,13 @@ impl HarnessBuilder {
     /// Approval mode and rules (children inherit them).
     pub fn permissions(mut self, policy: PermissionPolicy) -> Self {
         self.permissions = policy;
+        self
+    }
+
+    /// What file tools may do in the workspace: extra protected paths, hard-linked reads
+    /// (children inherit it). `bypass` mode turns the protection off whatever this says.
+    pub fn file_access(mut self, policy: AccessPolicy) -> Self {
+        self.file_access = policy;
         self
     }
 
@@ -327,6 +338,7 @@ impl HarnessBuilder {
         rc.base_tools = base_tools.clone();
         rc.hooks = self.hooks.clone();
         rc.permissions = self.permissions.clone();
+        rc.file_access = self.file_access;
         rc.parent_limits = self.limits;
         rc.tool_timeout = self.tool_timeout;
         rc.max_parallel_tools = self.max_parallel_tools;
@@ -336,6 +348,7 @@ impl HarnessBuilder {
         if let Some(f) = self.tweak {
             f(&mut rc);
         }
+        let file_access = rc.file_access(None, &ws);
         let runtime = SubagentRuntime::new(rc, registry, skills.clone(), providers);
         let delegates = !self.disable_subagents
             && !runtime.registry().is_empty()
@@ -374,6 +387,7 @@ impl HarnessBuilder {
         Ok(Harness {
             name: self.name,
             workspace: ws,
+            file_access,
             sessions_dir,
             runtime,
             agent: b.build(),
@@ -408,6 +422,7 @@ impl Default for RunOptions {
 pub struct Harness {
     name: String,
     workspace: PathBuf,
+    file_access: AccessPolicy,
     sessions_dir: Option<PathBuf>,
     runtime: Arc<SubagentRuntime>,
     agent: Agent,
@@ -443,6 +458,12 @@ impl Harness {
     /// The workspace root.
     pub fn workspace(&self) -> &Path {
         &self.workspace
+    }
+
+    /// The main agent's [`Workspace`]: its root, with the file-access policy for the
+    /// approval mode. Pass it to [`Agent::run`] when driving the agent directly.
+    pub fn open_workspace(&self) -> std::io::Result<Workspace> {
+        Ok(Workspace::new(&self.workspace)?.with_policy(self.file_access.clone()))
     }
 
     /// Where sessions are saved, if they are.
@@ -505,7 +526,7 @@ impl Harness {
             events: opts.events,
             approvals: opts.approvals,
         });
-        let ws = match Workspace::new(&self.workspace) {
+        let ws = match self.open_workspace() {
             Ok(w) => Arc::new(w),
             Err(e) => {
                 return RunOutcome {

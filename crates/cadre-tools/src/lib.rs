@@ -18,5 +18,6 @@ pub use read_capped::{CappedReadError, read_capped, read_to_string_capped};
 pub use registry::ToolRegistry;
 pub use tool::{Tool, ToolError, ToolOutput, parse_args};
 pub use workspace::{
-    EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, PathError, Workspace, Written,
+    AccessPolicy, EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, PathError,
+    Workspace, Written,
 };

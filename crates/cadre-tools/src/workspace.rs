@@ -4,8 +4,10 @@
 
 mod beneath;
 mod files;
+mod policy;
 
 pub use files::{EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, Written};
+pub use policy::AccessPolicy;
 
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
@@ -73,6 +75,35 @@ pub enum PathError {
         /// The path as shown.
         path: String,
     },
+    /// A file with several hard links may be the same file as one outside the workspace.
+    #[error(
+        "{path} has {links} hard links, so it may also be a file outside the workspace; {hint}"
+    )]
+    Hardlinked {
+        /// The path as shown.
+        path: String,
+        /// Its link count.
+        links: u64,
+        /// What the user can do about it.
+        hint: &'static str,
+    },
+    /// The path is protected from writing by file tools.
+    #[error(
+        "{path} is protected: file tools do not write cadre's or other agents' configuration, \
+         git metadata or the paths in `protected_paths` (only `bypass` mode does)"
+    )]
+    Protected {
+        /// The path as shown.
+        path: String,
+    },
+    /// The path is never read by file tools.
+    #[error("{path} is {what}; file tools do not read it")]
+    ReadRefused {
+        /// The path as shown.
+        path: String,
+        /// What it is.
+        what: &'static str,
+    },
     /// The path could not be opened, read or written.
     #[error("cannot {action} {path}: {source}")]
     Io {
@@ -93,23 +124,37 @@ pub enum PathError {
     },
 }
 
-/// The root a run's file tools are confined to.
+/// The root a run's file tools are confined to, and the [`AccessPolicy`] they follow in it.
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
+    policy: AccessPolicy,
 }
 
 impl Workspace {
-    /// A workspace rooted at `root` (which must exist).
+    /// A workspace rooted at `root` (which must exist), with the default policy: protected
+    /// paths enforced, hard-linked files not read.
     pub fn new(root: &Path) -> std::io::Result<Self> {
         Ok(Self {
             root: root.canonicalize()?,
+            policy: AccessPolicy::default(),
         })
+    }
+
+    /// The same workspace following `policy`.
+    pub fn with_policy(mut self, policy: AccessPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// The canonical root.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The policy file tools follow here.
+    pub fn policy(&self) -> &AccessPolicy {
+        &self.policy
     }
 
     /// Resolve a path given by the model to an absolute path inside the workspace.

@@ -4,6 +4,7 @@
 
 mod common;
 
+use cadre_tools::{AccessPolicy, Workspace};
 use common::Tools;
 use serde_json::json;
 use std::time::Duration;
@@ -72,4 +73,53 @@ async fn read_file_reads_only_the_window_of_a_huge_file() {
         "     3\tline 3\n     4\tline 4\n\
          [showing lines 3-4 of at least 20001 (8589934592 bytes); use offset to read more]\n"
     );
+}
+
+#[tokio::test]
+async fn a_hardlinked_outside_file_is_not_edited_written_or_read_by_default() {
+    let outside = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let target = outside.path().join("passwd");
+    std::fs::write(&target, "root:x:0:0\n").unwrap();
+    std::fs::hard_link(&target, dir.path().join("linked.txt")).unwrap();
+    let tools = Tools::new(dir.path());
+    let edit = json!({"path": "linked.txt", "old_string": "root", "new_string": "toor"});
+    let err = tools.call("edit_file", edit).await.unwrap_err().to_string();
+    assert!(err.contains("linked.txt has 2 hard links"), "{err}");
+    let write = json!({"path": "linked.txt", "content": "owned\n"});
+    let err = tools
+        .call("write_file", write)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("do not write or edit such files"), "{err}");
+    let err = tools
+        .call("read_file", json!({"path": "linked.txt"}))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("allow_hardlink_reads = true"), "{err}");
+    let out = tools
+        .call("grep", json!({"pattern": "root"}))
+        .await
+        .unwrap();
+    assert_eq!(out.content, "no matches for root in .");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "root:x:0:0\n");
+
+    // The switch lets them be read, never written.
+    let policy = AccessPolicy::default().allow_hardlink_reads(true);
+    let tools = Tools::with(Workspace::new(dir.path()).unwrap().with_policy(policy));
+    let out = tools
+        .call("read_file", json!({"path": "linked.txt"}))
+        .await
+        .unwrap();
+    assert_eq!(out.content, "     1\troot:x:0:0\n");
+    let out = tools
+        .call("grep", json!({"pattern": "root"}))
+        .await
+        .unwrap();
+    assert_eq!(out.content, "linked.txt:1:root:x:0:0\n");
+    let edit = json!({"path": "linked.txt", "old_string": "root", "new_string": "toor"});
+    assert!(tools.call("edit_file", edit).await.is_err());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "root:x:0:0\n");
 }

@@ -175,6 +175,9 @@ pub struct ToolsConfig {
     pub max_parallel: Option<usize>,
     /// Outputs above this many bytes are stored under `.cadre/tool-outputs/` (default 10000).
     pub offload_threshold: Option<usize>,
+    /// Let file tools read files with more than one hard link (default false).
+    #[serde(default)]
+    pub allow_hardlink_reads: bool,
 }
 
 /// `[permissions]`.
@@ -192,6 +195,10 @@ pub struct PermissionsConfig {
     /// Rules that always ask.
     #[serde(default)]
     pub ask: Vec<String>,
+    /// Paths file tools may not write, besides the built-in list (relative to the
+    /// workspace, `~/`, or absolute).
+    #[serde(default)]
+    pub protected_paths: Vec<String>,
 }
 
 impl PermissionsConfig {

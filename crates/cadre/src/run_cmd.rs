@@ -5,7 +5,7 @@ use crate::setup::{Overrides, Setup};
 use anyhow::Result;
 use cadre_engine::NonInteractiveApprovals;
 use cadre_subagents::TaskStatus;
-use cadre_tools::{RunContext, Workspace};
+use cadre_tools::RunContext;
 use cadre_types::{EndState, EventSink, new_session_id};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -121,7 +121,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             .await?
         }
         None => {
-            let workspace = Arc::new(Workspace::new(h.workspace())?);
+            let workspace = Arc::new(h.open_workspace()?);
             let outcome = h
                 .agent()
                 .run(

@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use cadre_engine::{Limits, PermissionPolicy};
 use cadre_remote::RemoteClient;
 use cadre_subagents::{BackgroundApprovals, Harness, RemoteExecutor, ToolSurface};
+use cadre_tools::AccessPolicy;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -81,6 +82,11 @@ impl Setup {
             .model(model_spec(cli, &config))
             .workspace(&ws)
             .permissions(policy)
+            .file_access(
+                AccessPolicy::default()
+                    .allow_hardlink_reads(config.tools.allow_hardlink_reads)
+                    .protect_paths(&ws, &config.permissions.protected_paths),
+            )
             .limits(limits)
             .user_agents_dir(config::user_dir().map(|d| d.join("agents")))
             .model_aliases(config.models.aliases.clone());

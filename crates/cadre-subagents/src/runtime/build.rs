@@ -201,13 +201,17 @@ impl SubagentRuntime {
             return Ok((agent.clone(), ws.clone()));
         }
         let (built, root) = self.prepare(def, parent, decided)?;
-        let workspace = Arc::new(Workspace::new(&root).map_err(|e| {
-            SpawnError::Setup(SetupError::Io {
-                agent: def.name.clone(),
-                path: root.clone(),
-                source: e,
-            })
-        })?);
+        let workspace = Arc::new(
+            Workspace::new(&root)
+                .map_err(|e| {
+                    SpawnError::Setup(SetupError::Io {
+                        agent: def.name.clone(),
+                        path: root.clone(),
+                        source: e,
+                    })
+                })?
+                .with_policy(self.cfg.file_access(Some(def), &root)),
+        );
         if let Some(key) = key {
             // The entry pins what its key's `inherited` address points to.
             self.built_agents().insert(

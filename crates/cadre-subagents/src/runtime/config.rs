@@ -1,9 +1,10 @@
 //! Settings of the sub-agent runtime.
 
+use crate::definition::AgentDefinition;
 use crate::remote::RemoteExecutor;
-use cadre_engine::{Limits, PermissionPolicy, ToolHook};
-use cadre_tools::ToolRegistry;
-use std::path::PathBuf;
+use cadre_engine::{ApprovalMode, Limits, PermissionPolicy, ToolHook};
+use cadre_tools::{AccessPolicy, ToolRegistry};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +43,9 @@ pub struct RuntimeConfig {
     pub hooks: Vec<Arc<dyn ToolHook>>,
     /// The parent's approval mode and rules; children inherit them.
     pub permissions: PermissionPolicy,
+    /// What file tools may do in a workspace (protected paths added by the configuration,
+    /// hard-linked reads); [`file_access`](Self::file_access) adapts it to the mode.
+    pub file_access: AccessPolicy,
     /// The parent's limits, mirrored by `general-purpose`.
     pub parent_limits: Limits,
     /// Per-tool timeout inside children.
@@ -81,6 +85,7 @@ impl RuntimeConfig {
             base_tools: ToolRegistry::new(),
             hooks: Vec::new(),
             permissions: PermissionPolicy::default(),
+            file_access: AccessPolicy::default(),
             parent_limits: Limits::default(),
             tool_timeout: cadre_engine::DEFAULT_TOOL_TIMEOUT,
             max_parallel_tools: cadre_engine::DEFAULT_MAX_PARALLEL_TOOLS,
@@ -95,5 +100,18 @@ impl RuntimeConfig {
             max_output_tokens: None,
             store: None,
         }
+    }
+
+    /// The policy for the file tools of an agent working in `root`: the configured one,
+    /// plus the paths `def` protects; `bypass` mode protects nothing.
+    pub fn file_access(&self, def: Option<&AgentDefinition>, root: &Path) -> AccessPolicy {
+        let mut policy = self.file_access.clone();
+        if let Some(def) = def {
+            policy = policy.protect_paths(root, &def.protected_paths);
+        }
+        if self.permissions.mode == ApprovalMode::Bypass {
+            policy = policy.unprotected();
+        }
+        policy
     }
 }

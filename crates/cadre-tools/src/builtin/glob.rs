@@ -75,9 +75,10 @@ impl Tool for GlobTool {
         let glob = PathGlob::new(&args.pattern)?;
         let workspace = ctx.workspace.clone();
         let cancel = ctx.cancel.clone();
+        let session = ctx.run.session_id.clone();
         let path = args.path.unwrap_or_else(|| ".".to_string());
         let (found, shown_root) = tokio::task::spawn_blocking(move || {
-            let root = match workspace.open(&path)? {
+            let root = match workspace.open(&path, &session)? {
                 Opened::Dir(dir) => dir,
                 Opened::File(file) => {
                     return Err(ToolError::Failed(format!(
@@ -86,7 +87,7 @@ impl Tool for GlobTool {
                     )));
                 }
             };
-            let found = search(&workspace, &root.path, &glob, &cancel)?;
+            let found = search(&workspace, &session, &root.path, &glob, &cancel)?;
             Ok((found, root.shown))
         })
         .await
@@ -100,11 +101,12 @@ impl Tool for GlobTool {
 /// way, before it is listed: a directory swapped for a symlink mid-walk lists nothing outside.
 fn search(
     workspace: &Workspace,
+    session: &str,
     root: &Path,
     glob: &PathGlob,
     cancel: &CancellationToken,
 ) -> Result<Vec<String>, ToolError> {
-    let mut opener = workspace.opener(&workspace.display(root))?;
+    let mut opener = workspace.opener(&workspace.display(root), session)?;
     let mut found = Vec::new();
     for entry in walker(root).build().flatten() {
         if cancel.is_cancelled() {

@@ -117,10 +117,11 @@ impl Tool for GrepTool {
             mode: args.output_mode,
             context: args.context.unwrap_or(0).min(MAX_CONTEXT),
             workspace: ctx.workspace.clone(),
+            session: ctx.run.session_id.clone(),
             cancel: ctx.cancel.clone(),
         };
         let out = tokio::task::spawn_blocking(move || {
-            let root = match search.workspace.open(&path)? {
+            let root = match search.workspace.open(&path, &search.session)? {
                 Opened::Dir(dir) => dir.path,
                 Opened::File(file) => file.path,
             };
@@ -140,6 +141,8 @@ struct Search {
     mode: Mode,
     context: usize,
     workspace: Arc<Workspace>,
+    /// The session searching (for what it may read).
+    session: String,
     cancel: CancellationToken,
 }
 
@@ -159,7 +162,9 @@ impl Search {
             .build();
         let mut lines: Vec<String> = Vec::new();
         let mut truncated = false;
-        let mut opener = self.workspace.opener(&self.workspace.display(root))?;
+        let mut opener = self
+            .workspace
+            .opener(&self.workspace.display(root), &self.session)?;
         for entry in walker(root).build().flatten() {
             if self.cancel.is_cancelled() {
                 return Err(ToolError::Cancelled);

@@ -71,15 +71,17 @@ impl Tool for ListDirTool {
         let args: Args = parse_args(args)?;
         let path = args.path.unwrap_or_else(|| ".".to_string());
         let workspace = ctx.workspace.clone();
-        let listing = tokio::task::spawn_blocking(move || match workspace.open(&path)? {
-            Opened::Dir(dir) => list(&workspace, &dir),
-            Opened::File(file) => Err(ToolError::Failed(format!(
-                "{} is a file, not a directory; use read_file",
-                file.shown
-            ))),
-        })
-        .await
-        .map_err(|e| ToolError::Failed(format!("listing failed: {e}")))??;
+        let session = ctx.run.session_id.clone();
+        let listing =
+            tokio::task::spawn_blocking(move || match workspace.open(&path, &session)? {
+                Opened::Dir(dir) => list(&workspace, &session, &dir),
+                Opened::File(file) => Err(ToolError::Failed(format!(
+                    "{} is a file, not a directory; use read_file",
+                    file.shown
+                ))),
+            })
+            .await
+            .map_err(|e| ToolError::Failed(format!("listing failed: {e}")))??;
         Ok(ToolOutput::ok(listing))
     }
 }
@@ -87,7 +89,7 @@ impl Tool for ListDirTool {
 /// Render the listing of the opened directory `dir`: the first [`MAX_ENTRIES`] names in
 /// order (kept in a bounded heap however large the directory is), each described by looking
 /// at it through the directory's descriptor.
-fn list(workspace: &Workspace, dir: &OpenedDir) -> Result<String, ToolError> {
+fn list(workspace: &Workspace, session: &str, dir: &OpenedDir) -> Result<String, ToolError> {
     let shown = &dir.shown;
     let io = |e: std::io::Error| ToolError::io(format!("cannot list {shown}"), e);
     let entries = rustix::fs::Dir::read_from(&dir.fd).map_err(|e| io(e.into()))?;
@@ -112,7 +114,7 @@ fn list(workspace: &Workspace, dir: &OpenedDir) -> Result<String, ToolError> {
     }
     let noun = if total == 1 { "entry" } else { "entries" };
     let mut out = format!("{shown}/ ({total} {noun})\n");
-    let mut opener = workspace.opener(shown)?;
+    let mut opener = workspace.opener(shown, session)?;
     for name in first.into_sorted_vec() {
         out.push_str(&describe(
             workspace,

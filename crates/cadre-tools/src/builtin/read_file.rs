@@ -96,11 +96,12 @@ impl Tool for ReadFileTool {
         }
         let offset = args.offset.unwrap_or(1).max(1);
         let workspace = ctx.workspace.clone();
+        let session = ctx.run.session_id.clone();
         let cancel = ctx.cancel.clone();
         // Opening is non-blocking and only regular files are read, so this thread ends with
         // the file or with the call's cancellation, never later.
         tokio::task::spawn_blocking(move || {
-            let file = match workspace.open(&args.path)? {
+            let file = match workspace.open(&args.path, &session)? {
                 Opened::File(file) => file,
                 Opened::Dir(dir) => {
                     return Err(ToolError::Failed(format!(

@@ -135,26 +135,30 @@ struct Slot {
 static TEMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 impl Workspace {
-    /// Open what `path` (as the model gave it) names for reading: a regular file or a
-    /// directory beneath the root. Everything [`resolve`](Self::resolve) refuses is refused,
-    /// and so are FIFOs, sockets and devices (without opening them).
-    pub fn open(&self, path: &str) -> Result<Opened, PathError> {
+    /// Open what `path` (as the model gave it) names for reading by session `reader`: a
+    /// regular file or a directory beneath the root. Everything [`resolve`](Self::resolve)
+    /// refuses is refused, and so are FIFOs, sockets and devices (without opening them),
+    /// what the [`AccessPolicy`](super::AccessPolicy) does not let `reader` read, and
+    /// hard-linked files unless the policy allows them.
+    pub fn open(&self, path: &str, reader: &str) -> Result<Opened, PathError> {
         let abs = self.resolve(path)?;
-        self.open_resolved(&abs)
+        self.open_resolved(&abs, reader)
     }
 
     /// [`open`](Self::open) for a canonical path inside the root that cadre found itself (a
     /// directory walk's entry). It must still be where it was: a symlink on the way now is
     /// refused.
-    pub fn open_resolved(&self, abs: &Path) -> Result<Opened, PathError> {
-        self.opener(&self.display(abs))?.open(abs)
+    pub fn open_resolved(&self, abs: &Path, reader: &str) -> Result<Opened, PathError> {
+        self.opener(&self.display(abs), reader)?.open(abs)
     }
 
-    /// An [`Opener`] for many opens in one call (a directory walk's entries). `shown` names
-    /// what the call is about, for the error when the root itself cannot be opened.
-    pub fn opener(&self, shown: &str) -> Result<Opener<'_>, PathError> {
+    /// An [`Opener`] for many opens by session `reader` in one call (a directory walk's
+    /// entries). `shown` names what the call is about, for the error when the root itself
+    /// cannot be opened.
+    pub fn opener<'a>(&'a self, shown: &str, reader: &'a str) -> Result<Opener<'a>, PathError> {
         Ok(Opener {
             ws: self,
+            reader,
             root: self.open_root(shown, "read")?,
             last: None,
         })
@@ -195,6 +199,9 @@ impl Workspace {
         match FileKind::of_mode(stat.st_mode) {
             FileKind::File => {}
             kind => return Err(not_regular(&shown, kind)),
+        }
+        if stat.st_nlink > 1 {
+            return Err(hardlinked(&shown, stat.st_nlink, NO_HARDLINK_WRITES));
         }
         if u64::try_from(stat.st_size).unwrap_or(0) > max_bytes {
             return Err(PathError::TooLarge {
@@ -267,6 +274,9 @@ impl Workspace {
         let (Some(parent_rel), Some(name)) = (rel.parent(), rel.file_name()) else {
             return Err(PathError::IsDirectory { path: shown });
         };
+        if self.policy.is_protected(abs, rel) {
+            return Err(PathError::Protected { path: shown });
+        }
         let action = if create { "write" } else { "read" };
         let root = self.open_root(&shown, action)?;
         let parent = if create {
@@ -290,6 +300,9 @@ impl Workspace {
         })?;
         let mode = match rustix::fs::statat(&parent, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => match FileKind::of_mode(st.st_mode) {
+                FileKind::File if st.st_nlink > 1 => {
+                    return Err(hardlinked(&shown, st.st_nlink, NO_HARDLINK_WRITES));
+                }
                 FileKind::File => Some(st.st_mode & 0o777),
                 FileKind::Dir => return Err(PathError::IsDirectory { path: shown }),
                 // `resolve` followed every symlink: one here now was planted since.
@@ -353,6 +366,7 @@ impl Workspace {
 #[derive(Debug)]
 pub struct Opener<'a> {
     ws: &'a Workspace,
+    reader: &'a str,
     root: OwnedFd,
     last: Option<(PathBuf, OwnedFd)>,
 }
@@ -395,6 +409,12 @@ impl Opener<'_> {
         let ws = self.ws;
         let rel = ws.below_root(abs)?;
         let shown = ws.display(abs);
+        if let Some(refusal) = ws.policy.refuse_read(rel, self.reader) {
+            return Err(PathError::ReadRefused {
+                path: shown,
+                what: refusal.what(),
+            });
+        }
         let io = |e: std::io::Error| ws.open_error(&shown, "read", e);
         let (dir_path, name) = match (rel.parent(), rel.file_name()) {
             (Some(parent), Some(name)) => (parent, Path::new(name)),
@@ -409,6 +429,9 @@ impl Opener<'_> {
         let probe = open_beneath(dir, &real_dir, name, OFlags::PATH, Mode::empty()).map_err(io)?;
         let stat = rustix::fs::fstat(&probe).map_err(|e| io(e.into()))?;
         let flags = match FileKind::of_mode(stat.st_mode) {
+            FileKind::File if stat.st_nlink > 1 && !ws.policy.hardlink_reads_allowed() => {
+                return Err(hardlinked(&shown, stat.st_nlink, NO_HARDLINK_READS));
+            }
             FileKind::File => OFlags::RDONLY | OFlags::NONBLOCK,
             FileKind::Dir => OFlags::RDONLY | OFlags::DIRECTORY,
             kind => return Err(not_regular(&shown, kind)),
@@ -510,6 +533,19 @@ impl Slot {
             }
             other => Ok(other?),
         }
+    }
+}
+
+/// What a refused hard-linked read can do about it.
+const NO_HARDLINK_READS: &str = "set `[tools] allow_hardlink_reads = true` to read such files";
+/// Why a hard-linked file is not written.
+const NO_HARDLINK_WRITES: &str = "file tools do not write or edit such files";
+
+fn hardlinked(shown: &str, links: impl Into<u64>, hint: &'static str) -> PathError {
+    PathError::Hardlinked {
+        path: shown.to_string(),
+        links: links.into(),
+        hint,
     }
 }
 

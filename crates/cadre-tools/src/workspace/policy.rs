@@ -25,15 +25,23 @@ const STORE_FILES: &[&str] = &[
     "cadre.db-journal",
 ];
 
-/// Where a policy refuses a path, and why (the message's reason).
+/// Why a policy refuses to read a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    /// A protected path: file tools may not write it.
-    Protected,
-    /// The task store: file tools may not read or write it.
+pub(crate) enum Refusal {
+    /// The task store.
     Store,
     /// Another session's transcript: file tools may not read it.
     OtherSession,
+}
+
+impl Refusal {
+    /// What the refused path is, for messages.
+    pub(crate) fn what(self) -> &'static str {
+        match self {
+            Self::Store => "cadre's task store",
+            Self::OtherSession => "another session's transcript",
+        }
+    }
 }
 
 /// The access rules file tools follow beneath a [`Workspace`](crate::Workspace) root, besides
@@ -110,19 +118,15 @@ impl AccessPolicy {
         self.allow_hardlink_reads
     }
 
-    /// Why writing `abs` (a canonical path, `rel` below `root`) is refused, if it is.
-    pub(crate) fn refuse_write(&self, abs: &Path, rel: &Path) -> Option<Refusal> {
-        if !self.protect {
-            return None;
-        }
-        if rel.components().any(|c| is_one_of(c, PROTECTED_NAMES)) {
-            return Some(Refusal::Protected);
-        }
-        let listed = self.extra.iter().chain(&self.user_config);
-        listed
-            .into_iter()
-            .any(|p| abs.starts_with(p))
-            .then_some(Refusal::Protected)
+    /// Whether file tools may not write `abs` (a canonical path, `rel` below the root).
+    pub(crate) fn is_protected(&self, abs: &Path, rel: &Path) -> bool {
+        self.protect
+            && (rel.components().any(|c| is_one_of(c, PROTECTED_NAMES))
+                || self
+                    .extra
+                    .iter()
+                    .chain(&self.user_config)
+                    .any(|p| abs.starts_with(p)))
     }
 
     /// Why reading `rel` (canonical, below the root) by session `session` is refused, if it is.
@@ -182,7 +186,7 @@ mod tests {
     fn protected_names_are_refused_for_writing_at_any_depth_unless_unprotected() {
         let p = AccessPolicy::default();
         let root = Path::new("/w");
-        let refused = |rel: &str| p.refuse_write(&root.join(rel), Path::new(rel));
+        let refused = |rel: &str| p.is_protected(&root.join(rel), Path::new(rel));
         for rel in [
             ".cadre/config.toml",
             ".cadre/agents/x.md",
@@ -196,26 +200,40 @@ mod tests {
             "sub/.git/hooks/post-checkout",
             ".GIT/config",
         ] {
-            assert_eq!(refused(rel), Some(Refusal::Protected), "{rel}");
+            assert!(refused(rel), "{rel}");
         }
-        for rel in ["src/main.rs", ".gitignore", ".github/workflows/ci.yml", "cadre/x"] {
-            assert_eq!(refused(rel), None, "{rel}");
+        for rel in [
+            "src/main.rs",
+            ".gitignore",
+            ".github/workflows/ci.yml",
+            "cadre/x",
+        ] {
+            assert!(!refused(rel), "{rel}");
         }
         let open = AccessPolicy::default().unprotected();
-        assert_eq!(
-            open.refuse_write(Path::new("/w/.git/config"), Path::new(".git/config")),
-            None
-        );
+        assert!(!open.is_protected(Path::new("/w/.git/config"), Path::new(".git/config")));
     }
 
     #[test]
     fn extra_paths_protect_a_file_or_a_subtree() {
         let p = AccessPolicy::default().protect_paths(Path::new("/w"), &["deploy/", "Makefile"]);
-        let refused = |rel: &str| p.refuse_write(&Path::new("/w").join(rel), Path::new(rel));
-        assert_eq!(refused("deploy/prod.yml"), Some(Refusal::Protected));
-        assert_eq!(refused("Makefile"), Some(Refusal::Protected));
-        assert_eq!(refused("deployment.txt"), None);
-        assert_eq!(refused("src/Makefile"), None);
+        let refused = |rel: &str| p.is_protected(&Path::new("/w").join(rel), Path::new(rel));
+        assert!(refused("deploy/prod.yml"));
+        assert!(refused("Makefile"));
+        assert!(!refused("deployment.txt"));
+        assert!(!refused("src/Makefile"));
+    }
+
+    #[test]
+    fn the_user_config_directory_is_protected_where_the_workspace_holds_it() {
+        let p = AccessPolicy {
+            user_config: Some(PathBuf::from("/home/u/.config/cadre")),
+            ..AccessPolicy::default()
+        };
+        let home_config = Path::new("/home/u/.config/cadre/agents/a.md");
+        assert!(p.is_protected(home_config, Path::new(".config/cadre/agents/a.md")));
+        let other = Path::new("/home/u/.config/other/x");
+        assert!(!p.is_protected(other, Path::new(".config/other/x")));
     }
 
     #[test]
@@ -224,7 +242,10 @@ mod tests {
         let read = |rel: &str| p.refuse_read(Path::new(rel), "s-me");
         assert_eq!(read(".cadre/cadre.db"), Some(Refusal::Store));
         assert_eq!(read(".cadre/cadre.db-wal"), Some(Refusal::Store));
-        assert_eq!(read(".cadre/sessions/s-other.jsonl"), Some(Refusal::OtherSession));
+        assert_eq!(
+            read(".cadre/sessions/s-other.jsonl"),
+            Some(Refusal::OtherSession)
+        );
         assert_eq!(read(".cadre/sessions/x/y"), Some(Refusal::OtherSession));
         assert_eq!(read(".cadre/sessions/s-me.jsonl"), None);
         assert_eq!(read(".cadre/tool-outputs/s-other/call_1.txt"), None);
