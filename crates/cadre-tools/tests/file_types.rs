@@ -123,3 +123,15 @@ async fn a_hardlinked_outside_file_is_not_edited_written_or_read_by_default() {
     assert!(tools.call("edit_file", edit).await.is_err());
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "root:x:0:0\n");
 }
+
+#[tokio::test]
+async fn a_cancelled_read_stops_instead_of_reading_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let text: String = (1..=10_000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(dir.path().join("a.txt"), text).unwrap();
+    let tools = Tools::new(dir.path());
+    tools.ctx.cancel.cancel();
+    let args = json!({"path": "a.txt", "offset": 9000});
+    let err = tools.call("read_file", args).await.unwrap_err();
+    assert!(matches!(err, cadre_tools::ToolError::Cancelled), "{err}");
+}

@@ -13,6 +13,7 @@ use serde_json::json;
 use std::collections::BinaryHeap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use tokio_util::sync::CancellationToken;
 
 /// Entries listed at most.
 const MAX_ENTRIES: usize = 1000;
@@ -72,9 +73,10 @@ impl Tool for ListDirTool {
         let path = args.path.unwrap_or_else(|| ".".to_string());
         let workspace = ctx.workspace.clone();
         let session = ctx.run.session_id.clone();
+        let cancel = ctx.cancel.clone();
         let listing =
             tokio::task::spawn_blocking(move || match workspace.open(&path, &session)? {
-                Opened::Dir(dir) => list(&workspace, &session, &dir),
+                Opened::Dir(dir) => list(&workspace, &session, &dir, &cancel),
                 Opened::File(file) => Err(ToolError::Failed(format!(
                     "{} is a file, not a directory; use read_file",
                     file.shown
@@ -89,13 +91,21 @@ impl Tool for ListDirTool {
 /// Render the listing of the opened directory `dir`: the first [`MAX_ENTRIES`] names in
 /// order (kept in a bounded heap however large the directory is), each described by looking
 /// at it through the directory's descriptor.
-fn list(workspace: &Workspace, session: &str, dir: &OpenedDir) -> Result<String, ToolError> {
+fn list(
+    workspace: &Workspace,
+    session: &str,
+    dir: &OpenedDir,
+    cancel: &CancellationToken,
+) -> Result<String, ToolError> {
     let shown = &dir.shown;
     let io = |e: std::io::Error| ToolError::io(format!("cannot list {shown}"), e);
     let entries = rustix::fs::Dir::read_from(&dir.fd).map_err(|e| io(e.into()))?;
     let mut first: BinaryHeap<Vec<u8>> = BinaryHeap::new();
     let mut total = 0usize;
     for entry in entries {
+        if cancel.is_cancelled() {
+            return Err(ToolError::Cancelled);
+        }
         let entry = entry.map_err(|e| io(e.into()))?;
         let name = entry.file_name().to_bytes();
         if name == b"." || name == b".." {
