@@ -42,7 +42,19 @@ async fn a_fifo_is_refused_by_every_file_tool_without_blocking() {
             "{tool}: {err}"
         );
     }
-    // A directory walk passes over it without opening it.
+    // A socket is refused the same way.
+    let _listener = std::os::unix::net::UnixListener::bind(dir.path().join("sock")).unwrap();
+    for (tool, args) in [
+        ("read_file", json!({"path": "sock"})),
+        ("grep", json!({"pattern": "x", "path": "sock"})),
+    ] {
+        let err = tools.call(tool, args).await.unwrap_err().to_string();
+        assert!(
+            err.contains("sock is a socket, not a regular file"),
+            "{tool}: {err}"
+        );
+    }
+    // A directory walk passes over them without opening them.
     let out = tools.call("grep", json!({"pattern": "x"})).await.unwrap();
     assert_eq!(out.content, "no matches for x in .");
 }
