@@ -62,6 +62,11 @@ pub struct ServeConfig {
     pub max_body_bytes: Option<usize>,
     /// Tasks running at once (default 64).
     pub max_concurrent_tasks: Option<usize>,
+    /// Largest task input in bytes (default 256 KiB).
+    pub max_input_bytes: Option<usize>,
+    /// Bytes of caller-sent text remembered for finished tasks, and again for idle
+    /// conversations (default 64 MiB).
+    pub max_remembered_input_bytes: Option<usize>,
     /// Seconds running tasks get to finish after SIGTERM / Ctrl-C (default 10).
     pub grace_secs: Option<u64>,
     /// Budget of requests that do not wait for a task, in seconds (default 30).

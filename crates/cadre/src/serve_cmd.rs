@@ -37,6 +37,10 @@ fn options(cfg: &ServeConfig, token: Option<String>) -> ServeOptions {
         token,
         max_body_bytes: cfg.max_body_bytes.unwrap_or(d.max_body_bytes),
         max_concurrent_tasks: cfg.max_concurrent_tasks.unwrap_or(d.max_concurrent_tasks),
+        max_input_bytes: cfg.max_input_bytes.unwrap_or(d.max_input_bytes),
+        max_remembered_input_bytes: cfg
+            .max_remembered_input_bytes
+            .unwrap_or(d.max_remembered_input_bytes),
         grace: cfg.grace_secs.map_or(d.grace, Duration::from_secs),
         request_timeout: cfg
             .request_timeout_secs

@@ -2,6 +2,11 @@
 //! the caller-chosen ids of the task protocol mapped to them, the A2A conversations
 //! (`contextId` → the child that holds the conversation) and the concurrency slots.
 //!
+//! What it remembers is bounded twice: by count, and by the bytes callers sent (inputs and
+//! the ids they chose). Beyond either bound the oldest finished tasks, and the oldest idle
+//! conversations, are forgotten; running ones are kept (their number is bounded by the
+//! concurrency slots).
+//!
 //! This is in memory for now. It is the seam for the persistent task store: a store record
 //! would carry what [`ServedTask`] holds (the external id as a column), and the lookups below
 //! would read it, so other nodes see the tasks too.
@@ -35,11 +40,23 @@ pub(crate) struct ServedTask {
     pub created_at: u64,
 }
 
+impl ServedTask {
+    /// The bytes of caller-sent text this record keeps.
+    fn remembered_bytes(&self) -> usize {
+        self.input.len()
+            + self.message_id.len()
+            + self.context_id.len()
+            + self.external_id.as_ref().map_or(0, String::len)
+    }
+}
+
 /// A conversation: the child whose session holds it.
 #[derive(Clone)]
 pub(crate) struct Conversation {
     pub agent: String,
     pub child: Child,
+    /// The caller-sent bytes its session holds (every input, and the context id).
+    pub input_bytes: usize,
 }
 
 /// The book. Cheap lookups under one lock, never held across an await; an external id is
@@ -59,20 +76,35 @@ pub(crate) enum External {
     Task(String),
 }
 
-#[derive(Default)]
 pub(crate) struct Inner {
     tasks: HashMap<String, Arc<ServedTask>>,
     order: VecDeque<String>,
     external: HashMap<String, External>,
     contexts: HashMap<String, Conversation>,
     context_order: VecDeque<String>,
+    /// Caller-sent bytes kept by the task records, and by the conversations' sessions.
+    task_bytes: usize,
+    context_bytes: usize,
+    /// The most of either before the oldest are forgotten.
+    byte_budget: usize,
 }
 
 impl TaskBook {
-    pub(crate) fn new(limit: usize) -> Self {
+    /// A book with `limit` slots for running tasks, remembering about `byte_budget` bytes of
+    /// caller-sent text in task records and as much again in conversations.
+    pub(crate) fn new(limit: usize, byte_budget: usize) -> Self {
         let limit = limit.max(1);
         Self {
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                tasks: HashMap::new(),
+                order: VecDeque::new(),
+                external: HashMap::new(),
+                contexts: HashMap::new(),
+                context_order: VecDeque::new(),
+                task_bytes: 0,
+                context_bytes: 0,
+                byte_budget,
+            }),
             slots: Arc::new(Semaphore::new(limit)),
             limit,
         }
@@ -145,14 +177,30 @@ impl Inner {
         self.contexts.get(context_id).cloned()
     }
 
+    /// Open a conversation; forget the oldest idle ones beyond the count or byte bound.
     pub(crate) fn add_conversation(&mut self, context_id: &str, conv: Conversation) {
-        if self.contexts.insert(context_id.to_string(), conv).is_none() {
-            self.context_order.push_back(context_id.to_string());
+        self.context_bytes += conv.input_bytes;
+        match self.contexts.insert(context_id.to_string(), conv) {
+            Some(old) => self.context_bytes -= old.input_bytes,
+            None => self.context_order.push_back(context_id.to_string()),
         }
-        // Forget the oldest idle conversations (a busy child holds its session lock).
-        let mut budget = self.context_order.len();
-        while self.contexts.len() > MAX_CONTEXTS && budget > 0 {
-            budget -= 1;
+        self.forget_idle_conversations();
+    }
+
+    /// A conversation took another input of `bytes`.
+    pub(crate) fn conversation_grew(&mut self, context_id: &str, bytes: usize) {
+        if let Some(c) = self.contexts.get_mut(context_id) {
+            c.input_bytes += bytes;
+            self.context_bytes += bytes;
+        }
+        self.forget_idle_conversations();
+    }
+
+    fn forget_idle_conversations(&mut self) {
+        let over = |i: &Inner| i.contexts.len() > MAX_CONTEXTS || i.context_bytes > i.byte_budget;
+        // A busy child holds its session lock; those are kept, in order.
+        let mut kept = Vec::new();
+        while over(self) {
             let Some(old) = self.context_order.pop_front() else {
                 break;
             };
@@ -161,14 +209,19 @@ impl Inner {
                 .get(&old)
                 .is_some_and(|c| c.child.session.try_lock().is_ok());
             if idle {
-                self.contexts.remove(&old);
+                if let Some(c) = self.contexts.remove(&old) {
+                    self.context_bytes -= c.input_bytes;
+                }
             } else {
-                self.context_order.push_back(old);
+                kept.push(old);
             }
+        }
+        for id in kept.into_iter().rev() {
+            self.context_order.push_front(id);
         }
     }
 
-    /// Record a started task; forget the oldest finished ones beyond the cap.
+    /// Record a started task; forget the oldest finished ones beyond the count or byte bound.
     pub(crate) fn insert(
         &mut self,
         task: ServedTask,
@@ -180,21 +233,95 @@ impl Inner {
                 .insert(ext.clone(), External::Task(task.id.clone()));
         }
         self.order.push_back(task.id.clone());
-        self.tasks.insert(task.id.clone(), task.clone());
-        while self.order.len() > MAX_TASKS {
-            let Some(front) = self.order.front().cloned() else {
+        self.task_bytes += task.remembered_bytes();
+        if let Some(old) = self.tasks.insert(task.id.clone(), task.clone()) {
+            self.task_bytes -= old.remembered_bytes();
+        }
+        let over = |i: &Inner| i.order.len() > MAX_TASKS || i.task_bytes > i.byte_budget;
+        // Running tasks are kept, in order; there are at most as many as slots.
+        let mut kept = Vec::new();
+        while over(self) {
+            let Some(front) = self.order.pop_front() else {
                 break;
             };
             if !is_finished(&front) {
-                break;
+                kept.push(front);
+                continue;
             }
-            self.order.pop_front();
-            if let Some(old) = self.tasks.remove(&front)
-                && let Some(ext) = &old.external_id
-            {
-                self.external.remove(ext);
+            if let Some(old) = self.tasks.remove(&front) {
+                self.task_bytes -= old.remembered_bytes();
+                if let Some(ext) = &old.external_id {
+                    self.external.remove(ext);
+                }
             }
         }
+        for id in kept.into_iter().rev() {
+            self.order.push_front(id);
+        }
         task
+    }
+
+    /// Caller-sent bytes the task records keep.
+    #[cfg(test)]
+    pub(crate) fn task_bytes(&self) -> usize {
+        self.task_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(i: usize, input: &str) -> ServedTask {
+        ServedTask {
+            id: format!("task_{i}"),
+            external_id: Some(format!("ext-{i}")),
+            context_id: "c".into(),
+            agent: "echo".into(),
+            input: input.into(),
+            message_id: "m".into(),
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn remembered_input_bytes_stay_under_the_budget() {
+        let book = TaskBook::new(4, 10_000);
+        let big = "x".repeat(1_000);
+        let mut g = book.lock();
+        for i in 0..300 {
+            g.insert(task(i, &big), |_| true);
+            assert!(
+                g.task_bytes() <= 10_000,
+                "{} bytes after {i}",
+                g.task_bytes()
+            );
+        }
+        // About 1 KB each: nine fit.
+        assert_eq!(g.tasks.len(), 9);
+        let kept: usize = g.tasks.values().map(|t| t.remembered_bytes()).sum();
+        assert_eq!(g.task_bytes(), kept);
+        // The newest are kept, the oldest (and their external ids) forgotten.
+        assert!(g.tasks.contains_key("task_299"));
+        assert!(!g.tasks.contains_key("task_0"));
+        assert!(g.by_external("ext-0").is_none());
+        assert!(g.by_external("ext-299").is_some());
+        assert_eq!(g.external.len(), g.tasks.len());
+    }
+
+    #[test]
+    fn running_tasks_are_kept_and_do_not_block_forgetting_the_rest() {
+        let book = TaskBook::new(4, 5_000);
+        let big = "y".repeat(1_000);
+        let mut g = book.lock();
+        for i in 0..50 {
+            g.insert(task(i, &big), |id| id != "task_0" && id != "task_3");
+        }
+        assert!(g.tasks.contains_key("task_0") && g.tasks.contains_key("task_3"));
+        assert!(g.tasks.contains_key("task_49"));
+        assert!(!g.tasks.contains_key("task_1"));
+        assert!(g.tasks.len() <= 6, "{}", g.tasks.len());
+        // Still oldest first.
+        assert_eq!(g.order.front().map(String::as_str), Some("task_0"));
     }
 }

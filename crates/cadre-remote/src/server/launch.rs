@@ -39,6 +39,8 @@ pub(crate) enum LaunchError {
     UnknownAgent { name: String, available: String },
     /// A task with this external id already finished.
     Finished(Arc<ServedTask>),
+    /// The input is larger than `max_input_bytes`.
+    InputTooLarge { bytes: usize, limit: usize },
     /// The runtime refused the child.
     Spawn(String),
 }
@@ -57,6 +59,9 @@ impl LaunchError {
             LaunchError::Finished(t) => format!(
                 "task {} already finished",
                 t.external_id.as_deref().unwrap_or(&t.id)
+            ),
+            LaunchError::InputTooLarge { bytes, limit } => format!(
+                "the input is {bytes} bytes, more than the {limit} this server accepts (serve.max_input_bytes)"
             ),
             LaunchError::Spawn(e) => e.clone(),
         }
@@ -129,7 +134,10 @@ fn plan(state: &Arc<State>, l: &Launch) -> Result<Plan, LaunchError> {
         .clone()
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let child = match conversation {
-        Some(c) => c.child,
+        Some(c) => {
+            book.conversation_grew(&context_id, l.text.len());
+            c.child
+        }
         None => {
             let child = state
                 .runtime
@@ -141,6 +149,7 @@ fn plan(state: &Arc<State>, l: &Launch) -> Result<Plan, LaunchError> {
                     Conversation {
                         agent: agent.clone(),
                         child: child.clone(),
+                        input_bytes: context_id.len() + l.text.len(),
                     },
                 );
             }
@@ -162,6 +171,13 @@ fn plan(state: &Arc<State>, l: &Launch) -> Result<Plan, LaunchError> {
 pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, LaunchError> {
     if state.draining.is_cancelled() {
         return Err(LaunchError::Draining);
+    }
+    let limit = state.opts.max_input_bytes;
+    if l.text.len() > limit {
+        return Err(LaunchError::InputTooLarge {
+            bytes: l.text.len(),
+            limit,
+        });
     }
     let deadline = tokio::time::Instant::now() + RESERVATION_WAIT;
     let (agent, child, context_id, permit) = loop {

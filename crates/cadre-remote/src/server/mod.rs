@@ -59,6 +59,13 @@ pub struct ServeOptions {
     pub max_body_bytes: usize,
     /// Tasks running at once (default 64); more get 429 / a "busy" JSON-RPC error.
     pub max_concurrent_tasks: usize,
+    /// Largest task input (the message text) accepted, in bytes (default 256 KiB); larger
+    /// ones get 413 / an "invalid params" JSON-RPC error.
+    pub max_input_bytes: usize,
+    /// About how many bytes of caller-sent text (inputs, chosen ids) the server remembers
+    /// for finished tasks, and again for idle A2A conversations (default 64 MiB); beyond
+    /// that the oldest are forgotten.
+    pub max_remembered_input_bytes: usize,
     /// How long running tasks may finish after a shutdown signal (default 10 s).
     pub grace: Duration,
     /// Budget of requests that do not wait for a task, body reading included (default 30 s).
@@ -97,6 +104,8 @@ impl Default for ServeOptions {
             token: None,
             max_body_bytes: 1024 * 1024,
             max_concurrent_tasks: 64,
+            max_input_bytes: 256 * 1024,
+            max_remembered_input_bytes: 64 * 1024 * 1024,
             grace: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             max_wait: Duration::from_secs(300),

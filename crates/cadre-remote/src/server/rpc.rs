@@ -10,11 +10,11 @@ use crate::a2a::card::{self, CardSpec};
 use crate::a2a::parse::{SendParams, send_params};
 use crate::a2a::render::{self, Detail};
 use crate::a2a::{A2aState, Version};
-use crate::jsonrpc::{self, RpcError};
+use crate::jsonrpc::{self, RpcError, RpcId};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State as AxumState;
-use axum::http::{HeaderMap, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use cadre_subagents::Waited;
 use serde_json::{Value, json};
@@ -76,28 +76,43 @@ pub(crate) async fn card(AxumState(state): AxumState<Arc<State>>, headers: Heade
     .into_response()
 }
 
-/// `POST /` and `POST /a2a`.
+/// The answer to a request: its response, or for a notification (no id) `204` and no body,
+/// whatever the outcome.
+fn reply(id: Option<&RpcId>, outcome: Result<Value, RpcError>) -> Response {
+    let Some(id) = id else {
+        return StatusCode::NO_CONTENT.into_response();
+    };
+    let body = match outcome {
+        Ok(result) => jsonrpc::success(id, result),
+        Err(e) => jsonrpc::failure(id, &e),
+    };
+    Json(body).into_response()
+}
+
+/// `POST /` and `POST /a2a`. A notification is carried out (a send returns at once, there
+/// is nobody to stream to) but never answered.
 pub(crate) async fn handle(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Response {
     let req = match jsonrpc::parse_request(&body) {
         Ok(r) => r,
-        Err((id, e)) => return Json(jsonrpc::failure(&id, &e)).into_response(),
+        Err(r) => return reply(r.id.as_ref(), Err(r.error)),
     };
-    tracing::debug!(method = %req.method, "json-rpc call");
+    let id = req.id.as_ref();
+    tracing::debug!(method = %req.method, notification = id.is_none(), "json-rpc call");
     let Some((m, version)) = method(&req.method) else {
         let e = RpcError::new(
             jsonrpc::METHOD_NOT_FOUND,
             format!("Method not found: {}", req.method),
         );
-        return Json(jsonrpc::failure(&req.id, &e)).into_response();
+        return reply(id, Err(e));
     };
-    if m == Method::Stream {
+    if let (Method::Stream, Some(id)) = (m, id) {
         return match send_params(&req.params) {
-            Ok(p) => stream::respond(state, req.id, p, version).await,
-            Err(e) => Json(jsonrpc::failure(&req.id, &RpcError::invalid_params(e))).into_response(),
+            Ok(p) => stream::respond(state, id.clone(), p, version).await,
+            Err(e) => reply(Some(id), Err(RpcError::invalid_params(e))),
         };
     }
     let outcome = match m {
-        Method::Send => send(&state, &req.params, version).await,
+        Method::Send | Method::Stream => send(&state, &req.params, version, id.is_some()).await,
         _ => {
             let budget = state.opts.request_timeout;
             let call = async {
@@ -117,18 +132,16 @@ pub(crate) async fn handle(AxumState(state): AxumState<Arc<State>>, body: Bytes)
                 })
         }
     };
-    let body = match outcome {
-        Ok(result) => jsonrpc::success(&req.id, result),
-        Err(e) => jsonrpc::failure(&req.id, &e),
-    };
-    Json(body).into_response()
+    reply(id, outcome)
 }
 
 /// The JSON-RPC error for a refused launch.
 pub(crate) fn launch_error(e: &LaunchError) -> RpcError {
     let code = match e {
         LaunchError::Busy { .. } | LaunchError::Draining => jsonrpc::SERVER_BUSY,
-        LaunchError::UnknownAgent { .. } => jsonrpc::INVALID_PARAMS,
+        LaunchError::UnknownAgent { .. } | LaunchError::InputTooLarge { .. } => {
+            jsonrpc::INVALID_PARAMS
+        }
         LaunchError::Finished(_) | LaunchError::Spawn(_) => jsonrpc::INTERNAL_ERROR,
     };
     RpcError::new(code, e.message())
@@ -171,11 +184,18 @@ fn render_task(state: &State, id: &str, detail: Detail, version: Version) -> Opt
     Some(render::task(&view(&task, &snap), detail, version))
 }
 
-async fn send(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, RpcError> {
+/// Start a task; unless the caller asked to return at once or awaits no answer
+/// (`answered` false: a notification), wait for it to end.
+async fn send(
+    state: &Arc<State>,
+    params: &Value,
+    version: Version,
+    answered: bool,
+) -> Result<Value, RpcError> {
     let p = send_params(params).map_err(RpcError::invalid_params)?;
     let launched = start(state, &p, false).await?;
     let id = launched.task.id.clone();
-    if !p.return_immediately {
+    if answered && !p.return_immediately {
         // Blocking: until the task ends, or max_wait (the caller then polls GetTask).
         let _ = state
             .runtime

@@ -104,7 +104,7 @@ impl State {
             events: sink.clone(),
             approvals: Arc::new(approvals),
         });
-        let book = TaskBook::new(opts.max_concurrent_tasks);
+        let book = TaskBook::new(opts.max_concurrent_tasks, opts.max_remembered_input_bytes);
         let parent = runtime.top_level_parent(run, hard_stop.clone());
         Ok(Arc::new(Self {
             runtime,

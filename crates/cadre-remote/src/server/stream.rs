@@ -11,7 +11,7 @@ use super::state::{State, view};
 use crate::a2a::parse::SendParams;
 use crate::a2a::render::{self, Detail, Role};
 use crate::a2a::{A2aState, Version};
-use crate::jsonrpc;
+use crate::jsonrpc::{self, RpcId, RpcResponse};
 use axum::Json;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 /// Start the task and answer with its event stream.
 pub(crate) async fn respond(
     state: Arc<State>,
-    id: Value,
+    id: RpcId,
     params: SendParams,
     version: Version,
 ) -> Response {
@@ -32,14 +32,14 @@ pub(crate) async fn respond(
         Ok(l) => l,
         Err(e) => return Json(jsonrpc::failure(&id, &e)).into_response(),
     };
-    let (tx, rx) = mpsc::channel::<Value>(64);
+    let (tx, rx) = mpsc::channel::<RpcResponse>(64);
     tokio::spawn(produce(state, id, launched, version, tx));
     let events = futures::stream::unfold(rx, |mut rx| async move {
         let v = rx.recv().await?;
-        Some((
-            Ok::<_, Infallible>(SseEvent::default().data(v.to_string())),
-            rx,
-        ))
+        let event = SseEvent::default()
+            .json_data(&v)
+            .unwrap_or_else(|e| SseEvent::default().comment(format!("unserialisable event: {e}")));
+        Some((Ok::<_, Infallible>(event), rx))
     });
     Sse::new(events)
         .keep_alive(KeepAlive::default())
@@ -54,11 +54,11 @@ struct Answer {
 }
 
 struct Emitter {
-    id: Value,
+    id: RpcId,
     task_id: String,
     context_id: String,
     version: Version,
-    tx: mpsc::Sender<Value>,
+    tx: mpsc::Sender<RpcResponse>,
 }
 
 impl Emitter {
@@ -129,10 +129,10 @@ impl Emitter {
 
 async fn produce(
     state: Arc<State>,
-    id: Value,
+    id: RpcId,
     launched: Launched,
     version: Version,
-    tx: mpsc::Sender<Value>,
+    tx: mpsc::Sender<RpcResponse>,
 ) {
     let task = launched.task;
     let Some(mut sub) = launched.follow else {

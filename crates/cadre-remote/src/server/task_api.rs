@@ -120,6 +120,7 @@ pub(crate) async fn submit(AxumState(state): AxumState<Arc<State>>, body: Bytes)
                 LaunchError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
                 LaunchError::Draining => StatusCode::SERVICE_UNAVAILABLE,
                 LaunchError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
+                LaunchError::InputTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
                 LaunchError::Finished(_) => StatusCode::CONFLICT,
                 LaunchError::Spawn(_) => StatusCode::INTERNAL_SERVER_ERROR,
             };
