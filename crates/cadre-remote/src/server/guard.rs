@@ -19,7 +19,7 @@ pub(crate) fn error(status: StatusCode, message: &str) -> Response {
 }
 
 /// True when the `Authorization` header carries `token` as a bearer token.
-fn authorized(headers: &HeaderMap, token: &str) -> bool {
+pub(crate) fn authorized(headers: &HeaderMap, token: &str) -> bool {
     let Some(value) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -36,7 +36,7 @@ fn authorized(headers: &HeaderMap, token: &str) -> bool {
     bool::from(given.trim().as_bytes().ct_eq(token.as_bytes()))
 }
 
-fn unauthorized() -> Response {
+pub(crate) fn unauthorized() -> Response {
     let mut r = error(
         StatusCode::UNAUTHORIZED,
         "unauthorized: a valid bearer token is required (Authorization: Bearer <token>)",

@@ -159,43 +159,54 @@ impl SiteRules {
     }
 }
 
+/// Why a request must not reach a handler (`Host` not naming this server, bound to
+/// `bound`; `Origin` of a page not allowed), as the answer to send; `None` when it may.
+pub(crate) fn refusal(
+    rules: &SiteRules,
+    req: &Request,
+    bound: Option<SocketAddr>,
+) -> Option<Response> {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
+    let Some(host) = host else {
+        return Some(error(
+            StatusCode::BAD_REQUEST,
+            "a Host header naming this server is required",
+        ));
+    };
+    // An absolute request target (`POST http://name/ HTTP/1.1`) names the host too.
+    let target = req.uri().authority().map(Authority::as_str);
+    if !rules.host_allowed(host, bound) || target.is_some_and(|t| !rules.host_allowed(t, bound)) {
+        tracing::debug!(host, "refused: the Host does not name this server");
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            "forbidden: the Host header does not name this server (serve.allowed_hosts)",
+        ));
+    }
+    if let Some(origin) = req.headers().get(header::ORIGIN)
+        && !rules.origin_allowed(origin.as_bytes())
+    {
+        tracing::debug!(origin = ?origin, "refused: origin not allowed");
+        return Some(error(
+            StatusCode::FORBIDDEN,
+            "forbidden: requests from web pages of this origin are not allowed (serve.allowed_origins)",
+        ));
+    }
+    None
+}
+
 /// The middleware in front of every route.
 pub(crate) async fn check(
     AxumState(state): AxumState<Arc<State>>,
     req: Request,
     next: Next,
 ) -> Response {
-    let bound = state.local_addr();
-    let rules = &state.site;
-    let host = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok());
-    let Some(host) = host else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "a Host header naming this server is required",
-        );
-    };
-    // An absolute request target (`POST http://name/ HTTP/1.1`) names the host too.
-    let target = req.uri().authority().map(Authority::as_str);
-    if !rules.host_allowed(host, bound) || target.is_some_and(|t| !rules.host_allowed(t, bound)) {
-        tracing::debug!(host, "refused: the Host does not name this server");
-        return error(
-            StatusCode::FORBIDDEN,
-            "forbidden: the Host header does not name this server (serve.allowed_hosts)",
-        );
+    match refusal(&state.site, &req, state.local_addr()) {
+        Some(refused) => refused,
+        None => next.run(req).await,
     }
-    if let Some(origin) = req.headers().get(header::ORIGIN)
-        && !rules.origin_allowed(origin.as_bytes())
-    {
-        tracing::debug!(origin = ?origin, "refused: origin not allowed");
-        return error(
-            StatusCode::FORBIDDEN,
-            "forbidden: requests from web pages of this origin are not allowed (serve.allowed_origins)",
-        );
-    }
-    next.run(req).await
 }
 
 #[cfg(test)]
