@@ -8,6 +8,9 @@
 //!   `x-api-key`. Without a key the header is left out.
 //! * `anthropic-version: 2023-06-01` is always sent; configured headers (e.g.
 //!   `anthropic-beta`) are added and may override it.
+//! * prompt caching: `cache_control` breakpoints on the tools, the system prompt and the
+//!   latest message (see `anthropic/request.rs`) unless `cache = "off"`; `cache_ttl = "1h"` asks for the
+//!   one-hour lifetime.
 
 mod full;
 mod request;
@@ -15,7 +18,10 @@ mod stream;
 
 use crate::http::{self, HttpCore, Wire};
 use crate::retry::RetryPolicy;
-use crate::{ModelRequest, ModelStream, Provider, ProviderConfig, ProviderError, StreamEvent};
+use crate::{
+    CacheMode, CacheTtl, ModelRequest, ModelStream, Provider, ProviderConfig, ProviderError,
+    StreamEvent,
+};
 use reqwest::header::HeaderMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +37,8 @@ pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 pub struct AnthropicProvider {
     core: Arc<HttpCore>,
     wire: Arc<AnthropicWire>,
+    /// Cache breakpoints and their lifetime, unless `cache = "off"`.
+    cache: Option<CacheTtl>,
 }
 
 impl std::fmt::Debug for AnthropicProvider {
@@ -72,9 +80,11 @@ impl AnthropicProvider {
             provider: name.to_string(),
             auth_hint: core.auth_hint.clone(),
         });
+        let cache = (cfg.cache != Some(CacheMode::Off)).then(|| cfg.cache_ttl.unwrap_or_default());
         Ok(Self {
             core: Arc::new(core),
             wire,
+            cache,
         })
     }
 
@@ -101,7 +111,7 @@ impl Provider for AnthropicProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = request::build_body(&request, self.core.stream);
+        let body = request::build_body(&request, self.core.stream, self.cache);
         http::run_body(self.core.clone(), self.wire.clone(), request.model, body)
     }
 }

@@ -3,6 +3,7 @@
 //! policy, and [`ProviderRegistry`], which builds each provider once per process and
 //! routes `provider:model` names to it.
 
+mod cache;
 mod error;
 mod http;
 mod json;
@@ -15,6 +16,7 @@ pub mod scripted;
 pub mod anthropic;
 pub mod openai;
 
+pub use cache::{CacheMode, CacheTtl};
 pub use error::ProviderError;
 pub use provider::{
     ModelRequest, ModelResponse, ModelStream, Provider, RequestMetadata, StreamEvent, collect,

@@ -7,6 +7,8 @@
 //!   other names must set `base_url`.
 //! * API key: the variable named by `api_key_env`; else `OPENAI_API_KEY` for `openai`. Without
 //!   a key no `Authorization` header is sent (local servers need none).
+//! * prompt caching: the request's cache key goes out as `prompt_cache_key` to OpenAI's API
+//!   (`cache = "auto"`, the default), to any server (`cache = "on"`) or nowhere (`"off"`).
 
 mod full;
 mod request;
@@ -14,13 +16,17 @@ mod stream;
 
 use crate::http::{self, HttpCore, Wire};
 use crate::retry::RetryPolicy;
-use crate::{ModelRequest, ModelStream, Provider, ProviderConfig, ProviderError, StreamEvent};
+use crate::{
+    CacheMode, ModelRequest, ModelStream, Provider, ProviderConfig, ProviderError, StreamEvent,
+};
 use reqwest::header::{AUTHORIZATION, HeaderMap};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Default base URL of the `openai` provider.
 pub const OPENAI_DEFAULT_BASE: &str = "https://api.openai.com/v1";
+/// The host of OpenAI's own API, which takes `prompt_cache_key`.
+pub const OPENAI_API_HOST: &str = "api.openai.com";
 /// Default base URL of the `ollama` provider.
 pub const OLLAMA_DEFAULT_BASE: &str = "http://127.0.0.1:11434/v1";
 
@@ -28,6 +34,8 @@ pub const OLLAMA_DEFAULT_BASE: &str = "http://127.0.0.1:11434/v1";
 pub struct OpenAiProvider {
     core: Arc<HttpCore>,
     wire: Arc<OpenAiWire>,
+    /// Send `prompt_cache_key`.
+    cache_key: bool,
 }
 
 impl std::fmt::Debug for OpenAiProvider {
@@ -78,9 +86,17 @@ impl OpenAiProvider {
             provider: name.to_string(),
             auth_hint: core.auth_hint.clone(),
         });
+        // Unknown fields make some compatible servers refuse the request: by default the key
+        // goes to OpenAI's own API only.
+        let cache_key = match cfg.cache.unwrap_or_default() {
+            CacheMode::On => true,
+            CacheMode::Off => false,
+            CacheMode::Auto => core.url.host_str() == Some(OPENAI_API_HOST),
+        };
         Ok(Self {
             core: Arc::new(core),
             wire,
+            cache_key,
         })
     }
 
@@ -107,7 +123,7 @@ impl Provider for OpenAiProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = request::build_body(&request, self.core.stream);
+        let body = request::build_body(&request, self.core.stream, self.cache_key);
         http::run_body(self.core.clone(), self.wire.clone(), request.model, body)
     }
 }
@@ -242,6 +258,30 @@ mod tests {
         let p = OpenAiProvider::from_config("vllm", &cfg).unwrap();
         assert_eq!(p.endpoint(), "http://localhost:8000/v1/chat/completions");
         assert!(!p.core.headers.contains_key(AUTHORIZATION));
+        assert!(!p.cache_key, "auto: no prompt_cache_key to other servers");
+        let on = ProviderConfig {
+            cache: Some(CacheMode::On),
+            ..cfg
+        };
+        assert!(OpenAiProvider::from_config("vllm", &on).unwrap().cache_key);
+        let official = ProviderConfig {
+            base_url: Some(OPENAI_DEFAULT_BASE.into()),
+            ..Default::default()
+        };
+        assert!(
+            OpenAiProvider::from_config("openai", &official)
+                .unwrap()
+                .cache_key
+        );
+        let off = ProviderConfig {
+            cache: Some(CacheMode::Off),
+            ..official
+        };
+        assert!(
+            !OpenAiProvider::from_config("openai", &off)
+                .unwrap()
+                .cache_key
+        );
         let err = OpenAiProvider::from_config("custom", &ProviderConfig::default()).unwrap_err();
         assert!(err.to_string().contains("base_url"), "{err}");
         let cfg = ProviderConfig {

@@ -45,6 +45,10 @@ pub struct ProviderConfig {
     pub max_concurrent_requests: Option<usize>,
     /// Script file, for `kind = "scripted"`.
     pub path: Option<PathBuf>,
+    /// Prompt caching: `auto` (default), `on` or `off` (see [`crate::CacheMode`]).
+    pub cache: Option<crate::CacheMode>,
+    /// How long Anthropic keeps a cached prefix: `5m` (default) or `1h`.
+    pub cache_ttl: Option<crate::CacheTtl>,
 }
 
 /// A model name resolved to its provider.

@@ -56,12 +56,15 @@ async fn streamed_text_reply_and_request_shape() {
         json!({
             "model": "test-model",
             "max_tokens": 8192,
-            "system": "You are terse.",
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+            "system": [{"type": "text", "text": "You are terse.",
+                        "cache_control": {"type": "ephemeral"}}],
+            "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}],
             "tools": [{"name": "read_file", "description": "Read a file",
                        "input_schema": {"type": "object",
                                         "properties": {"path": {"type": "string"}},
-                                        "required": ["path"]}}],
+                                        "required": ["path"]},
+                       "cache_control": {"type": "ephemeral"}}],
             "stream": true
         })
     );
@@ -161,7 +164,8 @@ async fn tool_round_trip(stream: bool) {
             ]},
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_a", "content": "alpha", "is_error": false},
-                {"type": "tool_result", "tool_use_id": "toolu_b", "content": "no such file", "is_error": true}
+                {"type": "tool_result", "tool_use_id": "toolu_b", "content": "no such file", "is_error": true,
+                 "cache_control": {"type": "ephemeral"}}
             ]}
         ])
     );

@@ -77,36 +77,59 @@ fn task_line(t: &TaskSnapshot) -> String {
     )
 }
 
-/// The status message of a session's background tasks (pure), or `None` when it has none:
-/// the counts, then the newest open tasks (at most [`MAX_TASK_LINES`]), then "N more".
-pub fn status_message(status: &BackgroundStatus) -> Option<String> {
+/// The status message of a session's background tasks (pure), or `None` when it has none
+/// or it would repeat `history`'s last status: the counts, then the newest open tasks (at
+/// most [`MAX_TASK_LINES`], then "N more"). When every open task shown is listed, in the
+/// same state, by the last status that listed tasks — only finished tasks left the list, and
+/// their results are delivered beside it — the counts alone say what changed.
+pub fn status_message(status: &BackgroundStatus, history: &[Message]) -> Option<String> {
     if status.open_total == 0 && status.finished_total == 0 {
         return None;
     }
-    let mut s = format!(
-        "{STATUS_TAG}\nBackground tasks of this session: {} open, {} finished.",
+    let lines: Vec<String> = status.open.iter().map(task_line).collect();
+    let listed = statuses(history)
+        .map(|s| {
+            s.lines()
+                .filter(|l| l.starts_with("- "))
+                .collect::<Vec<_>>()
+        })
+        .find(|l| !l.is_empty())
+        .unwrap_or_default();
+    let known =
+        status.open_total == lines.len() && lines.iter().all(|l| listed.contains(&l.as_str()));
+    let head = format!("{STATUS_TAG}\nBackground tasks of this session: ");
+    let mut full = format!(
+        "{head}{} open, {} finished.",
         status.open_total, status.finished_total
     );
-    if !status.open.is_empty() {
-        s.push_str(" Open, newest first:");
-        for t in &status.open {
-            s.push('\n');
-            s.push_str(&task_line(t));
+    if !lines.is_empty() {
+        full.push_str(" Open, newest first:");
+        for line in &lines {
+            full.push('\n');
+            full.push_str(line);
         }
-        if status.open_total > status.open.len() {
-            s.push_str(&format!(
-                "\n… {} more",
-                status.open_total - status.open.len()
-            ));
+        if status.open_total > lines.len() {
+            full.push_str(&format!("\n… {} more", status.open_total - lines.len()));
         }
     }
-    s.push_str("\n</background-tasks>");
-    Some(s)
+    full.push_str("\n</background-tasks>");
+    let last = statuses(history).next();
+    if last == Some(full.as_str()) {
+        return None;
+    }
+    if known && !lines.is_empty() {
+        let counts = format!(
+            "{head}{} open (as listed before), {} finished.\n</background-tasks>",
+            status.open_total, status.finished_total
+        );
+        return (last != Some(counts.as_str())).then_some(counts);
+    }
+    Some(full)
 }
 
-/// The last status message in `history`, if any.
-fn last_status(history: &[Message]) -> Option<&str> {
-    history.iter().rev().find_map(|m| match m {
+/// The status messages in `history`, newest first.
+fn statuses(history: &[Message]) -> impl Iterator<Item = &str> {
+    history.iter().rev().filter_map(|m| match m {
         Message::User { content } if content.starts_with(STATUS_TAG) => Some(content.as_str()),
         _ => None,
     })
@@ -199,9 +222,7 @@ impl TurnExtension for SubagentContext {
             .runtime
             .tracker()
             .background_status(&run.session_id, MAX_TASK_LINES);
-        if let Some(text) = status_message(&status)
-            && last_status(history) != Some(text.as_str())
-        {
+        if let Some(text) = status_message(&status, history) {
             out.push(Message::user(text));
         }
         if !done.is_empty() {

@@ -54,7 +54,11 @@ fn worker_fixture() -> Fixture {
 }
 
 fn status(f: &Fixture, session: &str) -> Option<String> {
-    status_message(&f.runtime.tracker().background_status(session, 10))
+    status_message(&f.runtime.tracker().background_status(session, 10), &[])
+}
+
+fn status_after(f: &Fixture, session: &str, history: &[Message]) -> Option<String> {
+    status_message(&f.runtime.tracker().background_status(session, 10), history)
 }
 
 #[test]
@@ -106,6 +110,44 @@ fn status_with_three_tasks_one_finished() {
         status(&f, "s-1").unwrap(),
         "<background-tasks>\nBackground tasks of this session: 0 open, 3 finished.\n</background-tasks>"
     );
+}
+
+#[test]
+fn a_status_is_not_repeated_and_shrinks_to_counts_when_only_tasks_finished() {
+    let f = worker_fixture();
+    add_tasks(&f, "s-1", 3);
+    let first = status(&f, "s-1").unwrap();
+    let mut history = vec![Message::user("go"), Message::user(first)];
+    assert_eq!(status_after(&f, "s-1", &history), None, "unchanged");
+    let done = |id: &str| {
+        f.runtime
+            .tracker()
+            .transition(id, TaskStatus::Completed, Some("r".into()), None, None)
+            .unwrap();
+    };
+    done("task_01");
+    let counts = status_after(&f, "s-1", &history).unwrap();
+    assert_eq!(
+        counts,
+        "<background-tasks>\nBackground tasks of this session: 2 open (as listed before), 1 finished.\n</background-tasks>"
+    );
+    history.push(Message::user(counts));
+    assert_eq!(status_after(&f, "s-1", &history), None, "unchanged again");
+    // A state change among the open ones lists them again.
+    f.runtime
+        .tracker()
+        .transition("task_02", TaskStatus::Running, None, None, None)
+        .unwrap();
+    let full = status_after(&f, "s-1", &history).unwrap();
+    assert!(
+        full.contains("- task_02 [running] worker: job 2\n- task_00 [running]"),
+        "{full}"
+    );
+    history.push(Message::user(full));
+    done("task_00");
+    done("task_02");
+    let all_done = status_after(&f, "s-1", &history).unwrap();
+    assert!(all_done.contains(": 0 open, 3 finished."), "{all_done}");
 }
 
 #[test]

@@ -260,7 +260,7 @@ fn open_end(body: &[u8]) -> &[u8] {
     head.trim_end_matches([']', '}']).as_bytes()
 }
 
-async fn session_of_ten_turns(kind: ProviderKind, stream: bool) -> Vec<RecordedRequest> {
+async fn session_of_ten_turns(kind: ProviderKind, stream: bool) -> (Vec<RecordedRequest>, String) {
     let server = MockServer::start_with(Arc::new(respond)).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let base_url = match kind {
@@ -287,6 +287,8 @@ async fn session_of_ten_turns(kind: ProviderKind, stream: bool) -> Vec<RecordedR
                 base_url: Some(base_url),
                 stream: Some(stream),
                 max_attempts: Some(1),
+                // The mock is not OpenAI's API: ask for `prompt_cache_key` explicitly.
+                cache: Some(cadre_llm::CacheMode::On),
                 ..Default::default()
             },
         )
@@ -315,13 +317,34 @@ async fn session_of_ten_turns(kind: ProviderKind, stream: bool) -> Vec<RecordedR
     assert_eq!(out.state, EndState::Completed, "{}", out.output);
     assert_eq!(out.turns, 10);
     harness.runtime().shutdown();
-    server.requests()
+    (server.requests(), session.id().to_string())
 }
 
 async fn check_prefix(kind: ProviderKind, stream: bool) {
-    let requests = session_of_ten_turns(kind, stream).await;
+    let (requests, session) = session_of_ten_turns(kind, stream).await;
     let parent: Vec<&RecordedRequest> = requests.iter().filter(|r| is_parent(r)).collect();
     assert_eq!(parent.len(), 10);
+    for r in &requests {
+        let text = std::str::from_utf8(&r.raw).unwrap();
+        let key = r.body.get("prompt_cache_key");
+        match r.api {
+            // Tools, system prompt, latest message; never more than the API's 4.
+            Api::Anthropic => {
+                assert_eq!(text.matches("cache_control").count(), 3, "{text}");
+                assert!(key.is_none());
+            }
+            // The session for the parent, the definition for its children.
+            Api::OpenAi => {
+                assert!(!text.contains("cache_control"));
+                let want = if is_parent(r) {
+                    session.as_str()
+                } else {
+                    "worker"
+                };
+                assert_eq!(key, Some(&json!(want)));
+            }
+        }
+    }
     // Results were delivered and the status changed between turns.
     let last = String::from_utf8_lossy(&parent[9].raw).to_string();
     assert_eq!(

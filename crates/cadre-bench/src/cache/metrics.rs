@@ -142,8 +142,8 @@ pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-/// Byte offsets of the `cache_control` markers of a body (the content before each is what
-/// that breakpoint caches).
+/// Byte offsets of the `cache_control` markers of a body: where the content a breakpoint
+/// caches ends (before the marker and the comma that introduces it).
 pub fn breakpoints(body: &[u8]) -> Vec<usize> {
     let mut out = Vec::new();
     let mut at = 0;
@@ -151,8 +151,13 @@ pub fn breakpoints(body: &[u8]) -> Vec<usize> {
         .windows(BREAKPOINT.len())
         .position(|w| w == BREAKPOINT)
     {
-        out.push(at + pos);
-        at += pos + BREAKPOINT.len();
+        let start = at + pos;
+        out.push(if start > 0 && body[start - 1] == b',' {
+            start - 1
+        } else {
+            start
+        });
+        at = start + BREAKPOINT.len();
     }
     out
 }
@@ -335,7 +340,7 @@ mod tests {
     #[test]
     fn breakpoints_are_found_and_only_cache_up_to_themselves() {
         let body = r#"{"a":1,"cache_control":{},"b":{"cache_control":{}}}"#;
-        assert_eq!(breakpoints(body.as_bytes()), vec![7, 31]);
+        assert_eq!(breakpoints(body.as_bytes()), vec![6, 31]);
         let head = "h".repeat(4 * 2000);
         let first = format!("{head}\"cache_control\"tail");
         let second = format!("{head}\"cache_control\"tail-and-more\"cache_control\"");

@@ -84,6 +84,8 @@ async fn run_cell(kind: ProviderKind, stream: bool, dump: Option<&Path>) -> Resu
         base_url: Some(base_url),
         stream: Some(stream),
         max_attempts: Some(1),
+        // As against OpenAI's own API (the mock is not it): send `prompt_cache_key`.
+        cache: Some(cadre_llm::CacheMode::On),
         ..ProviderConfig::default()
     };
     let harness = Harness::builder()

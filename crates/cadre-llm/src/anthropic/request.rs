@@ -1,8 +1,23 @@
 //! Request bodies for the Messages API: top-level system prompt, content blocks, strict
-//! user/assistant alternation with tool results gathered into user messages. Serialized
-//! straight from the request's strings (no intermediate `serde_json::Value` tree).
+//! user/assistant alternation with tool results gathered into user messages, and prompt-cache
+//! breakpoints. Serialized straight from the request's strings (no intermediate
+//! `serde_json::Value` tree).
+//!
+//! Breakpoints (`cache_control: {type: "ephemeral"}`, at most 4 per request as the API
+//! allows), when caching is on:
+//! 1. on the last tool — caches the tool list;
+//! 2. on the system prompt (sent as one text block) — caches tools + system;
+//! 3. on the last block of the latest message — the rolling breakpoint: the next request
+//!    finds this prefix cached and writes only what it adds;
+//! 4. when the newest turn added more blocks than the API looks back over for an earlier
+//!    breakpoint ([`LOOKBACK_BLOCKS`]), also on the last block before the newest assistant
+//!    turn — where the previous request put its rolling breakpoint — so that prefix is still
+//!    read from the cache.
+//!
+//! Thinking blocks cannot carry a breakpoint; the nearest earlier block of the message does.
 
 use super::DEFAULT_MAX_TOKENS;
+use crate::CacheTtl;
 use crate::json::{self, JsonF32};
 use crate::schema::normalize_tool_schema;
 use crate::{ModelRequest, ProviderError};
@@ -14,8 +29,15 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 
-/// The encoded JSON body of one Messages call.
-pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Result<Bytes, ProviderError> {
+/// How many blocks before a breakpoint the API checks for an earlier cache entry.
+pub(super) const LOOKBACK_BLOCKS: usize = 20;
+
+/// The encoded JSON body of one Messages call; `cache` turns breakpoints on.
+pub(super) fn build_body(
+    request: &ModelRequest,
+    stream: bool,
+    cache: Option<CacheTtl>,
+) -> Result<Bytes, ProviderError> {
     let mut system = Cow::Borrowed(request.system.as_str());
     let mut turns: Vec<Turn<'_>> = Vec::new();
     for message in &request.messages {
@@ -57,6 +79,7 @@ pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Result<Bytes, 
                             id: &call.id,
                             name: &call.name,
                             input: ToolInput::new(&call.arguments),
+                            cache_control: None,
                         }),
                     );
                 }
@@ -73,6 +96,7 @@ pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Result<Bytes, 
                     tool_use_id: tool_call_id,
                     content,
                     is_error: *is_error,
+                    cache_control: None,
                 }),
             ),
         }
@@ -85,16 +109,56 @@ pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Result<Bytes, 
         }
     }
 
+    let mut tools: Vec<Tool<'_>> = request.tools.iter().map(Tool::new).collect();
+    let marker = cache.map(CacheControl::new);
+    if let Some(marker) = marker {
+        if let Some(last) = tools.last_mut() {
+            last.cache_control = Some(marker);
+        }
+        mark_latest(&mut turns, marker);
+    }
+    let system = match marker {
+        _ if system.is_empty() => None,
+        Some(marker) => Some(System::Blocks([SystemBlock {
+            kind: "text",
+            text: system,
+            cache_control: marker,
+        }])),
+        None => Some(System::Text(system)),
+    };
     let body = Body {
         model: &request.model,
         max_tokens: request.max_output_tokens.unwrap_or(DEFAULT_MAX_TOKENS),
         temperature: request.temperature.map(JsonF32),
         stream,
-        tools: request.tools.iter().map(Tool::new).collect(),
-        system: (!system.is_empty()).then_some(system),
+        tools,
+        system,
         messages: turns,
     };
     json::encode(&body, json::size_hint(request))
+}
+
+/// Put the rolling breakpoint on the latest message, and a second one where the previous
+/// request's was when the newest turn added more blocks than the API looks back over.
+fn mark_latest(turns: &mut [Turn<'_>], marker: CacheControl) {
+    let Some(last) = turns.len().checked_sub(1) else {
+        return;
+    };
+    mark_turn(&mut turns[last], marker);
+    let Some(reply) = turns.iter().rposition(|t| t.role == ASSISTANT) else {
+        return;
+    };
+    let added: usize = turns[reply..].iter().map(|t| t.content.len()).sum();
+    if reply > 0 && added > LOOKBACK_BLOCKS {
+        mark_turn(&mut turns[reply - 1], marker);
+    }
+}
+
+/// Mark the last block of `turn` that can carry a breakpoint.
+fn mark_turn(turn: &mut Turn<'_>, marker: CacheControl) {
+    if let Some(slot) = turn.content.iter_mut().rev().find_map(Block::cache_slot) {
+        *slot = Some(marker);
+    }
 }
 
 const USER: &str = "user";
@@ -128,8 +192,42 @@ struct Body<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    system: Option<Cow<'a, str>>,
+    system: Option<System<'a>>,
     messages: Vec<Turn<'a>>,
+}
+
+/// `cache_control` of a breakpoint.
+#[derive(Serialize, Clone, Copy)]
+struct CacheControl {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ttl: Option<&'static str>,
+}
+
+impl CacheControl {
+    fn new(ttl: CacheTtl) -> Self {
+        Self {
+            kind: "ephemeral",
+            ttl: ttl.wire(),
+        }
+    }
+}
+
+/// The system prompt: plain text, or one text block carrying a breakpoint.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum System<'a> {
+    Text(Cow<'a, str>),
+    Blocks([SystemBlock<'a>; 1]),
+}
+
+#[derive(Serialize)]
+struct SystemBlock<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: Cow<'a, str>,
+    cache_control: CacheControl,
 }
 
 /// One message: a role and its content blocks.
@@ -139,7 +237,8 @@ struct Turn<'a> {
     content: Vec<Block<'a>>,
 }
 
-/// One content block.
+/// One content block. A breakpoint (`cache_control`) is written last, so a block without
+/// it is a prefix of the same block with it.
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
@@ -149,22 +248,43 @@ enum Block<'a> {
     },
     Text {
         text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
     },
     ToolUse {
         id: &'a str,
         name: &'a str,
         input: ToolInput<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
     },
     ToolResult {
         tool_use_id: &'a str,
         content: &'a str,
         is_error: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
     },
+}
+
+impl Block<'_> {
+    /// Where this block's breakpoint goes; thinking blocks cannot carry one.
+    fn cache_slot(&mut self) -> Option<&mut Option<CacheControl>> {
+        match self {
+            Block::Thinking { .. } => None,
+            Block::Text { cache_control, .. }
+            | Block::ToolUse { cache_control, .. }
+            | Block::ToolResult { cache_control, .. } => Some(cache_control),
+        }
+    }
 }
 
 /// A text block, or nothing for empty text (Anthropic rejects empty text blocks).
 fn text_block(text: &str) -> Option<Block<'_>> {
-    (!text.is_empty()).then_some(Block::Text { text })
+    (!text.is_empty()).then_some(Block::Text {
+        text,
+        cache_control: None,
+    })
 }
 
 /// Tool-call arguments as the JSON object `tool_use.input` requires: the argument text
@@ -195,6 +315,8 @@ struct Tool<'a> {
     name: &'a str,
     description: &'a str,
     input_schema: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_control: Option<CacheControl>,
 }
 
 impl<'a> Tool<'a> {
@@ -203,6 +325,7 @@ impl<'a> Tool<'a> {
             name: &def.name,
             description: &def.description,
             input_schema: normalize_tool_schema(&def.parameters),
+            cache_control: None,
         }
     }
 }
@@ -215,7 +338,7 @@ mod tests {
 
     /// The body as sent, parsed back.
     fn body_json(request: &ModelRequest, stream: bool) -> Value {
-        serde_json::from_slice(&build_body(request, stream).unwrap()).unwrap()
+        serde_json::from_slice(&build_body(request, stream, None).unwrap()).unwrap()
     }
 
     fn tool_msg(id: &str, content: &str, is_error: bool) -> Message {
@@ -357,7 +480,7 @@ mod tests {
             temperature: Some(0.2),
             ..Default::default()
         };
-        let bytes = build_body(&request, true).unwrap();
+        let bytes = build_body(&request, true, None).unwrap();
         let text = std::str::from_utf8(&bytes).unwrap();
         assert!(text.contains(r#""temperature":0.2"#), "{text}");
         // Valid arguments are embedded as they are, not re-encoded.
@@ -406,6 +529,149 @@ mod tests {
         assert_eq!(
             plain,
             json!({"model": "", "max_tokens": 8192, "messages": [], "stream": false})
+        );
+    }
+
+    const EPHEMERAL: &str = r#""cache_control":{"type":"ephemeral"}"#;
+
+    fn cached(request: &ModelRequest, ttl: CacheTtl) -> (String, Value) {
+        let bytes = build_body(request, true, Some(ttl)).unwrap();
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        let body = serde_json::from_str(&text).unwrap();
+        (text, body)
+    }
+
+    fn tools(names: &[&str]) -> Vec<ToolDefinition> {
+        names
+            .iter()
+            .map(|n| ToolDefinition {
+                name: (*n).into(),
+                description: "d".into(),
+                parameters: Value::Null,
+            })
+            .collect()
+    }
+
+    fn turn_of_calls(n: usize) -> Vec<Message> {
+        let calls: Vec<ToolCall> = (0..n).map(|i| call(&format!("c{i}"), "{}")).collect();
+        let mut out = vec![Message::Assistant {
+            content: String::new(),
+            thinking: None,
+            thinking_signature: None,
+            tool_calls: calls,
+        }];
+        out.extend((0..n).map(|i| tool_msg(&format!("c{i}"), "ok", false)));
+        out
+    }
+
+    #[test]
+    fn breakpoints_go_on_the_last_tool_the_system_prompt_and_the_latest_message() {
+        let mut messages = vec![Message::user("go")];
+        messages.extend(turn_of_calls(2));
+        messages.push(Message::user("status"));
+        let request = ModelRequest {
+            model: "claude".into(),
+            system: "sys".into(),
+            messages,
+            tools: tools(&["a", "b"]),
+            ..Default::default()
+        };
+        let (text, body) = cached(&request, CacheTtl::FiveMinutes);
+        assert_eq!(text.matches("cache_control").count(), 3, "{text}");
+        let marker = json!({"type": "ephemeral"});
+        assert!(body["tools"][0].get("cache_control").is_none());
+        assert_eq!(body["tools"][1]["cache_control"], marker);
+        assert_eq!(
+            body["system"],
+            json!([{"type": "text", "text": "sys", "cache_control": marker}])
+        );
+        let last = &body["messages"][2]["content"];
+        assert_eq!(
+            last[2],
+            json!({"type": "text", "text": "status", "cache_control": marker})
+        );
+        assert!(last[1].get("cache_control").is_none());
+        assert!(
+            body["messages"][0]["content"][0]
+                .get("cache_control")
+                .is_none()
+        );
+        // The marker is written last in its block: without it, the block is a prefix.
+        assert!(
+            text.contains(&format!(r#""text":"status",{EPHEMERAL}}}"#)),
+            "{text}"
+        );
+
+        let (text, _) = cached(&request, CacheTtl::OneHour);
+        assert_eq!(text.matches(r#""ttl":"1h""#).count(), 3, "{text}");
+        let off = String::from_utf8(build_body(&request, true, None).unwrap().to_vec()).unwrap();
+        assert!(!off.contains("cache_control"), "{off}");
+        assert!(off.contains(r#""system":"sys""#), "{off}");
+    }
+
+    #[test]
+    fn a_thinking_block_passes_the_breakpoint_to_the_block_before_it() {
+        let request = ModelRequest {
+            messages: vec![
+                Message::user("go"),
+                Message::Assistant {
+                    content: String::new(),
+                    thinking: Some("t".into()),
+                    thinking_signature: Some("sig".into()),
+                    tool_calls: vec![],
+                },
+            ],
+            ..Default::default()
+        };
+        let (text, body) = cached(&request, CacheTtl::FiveMinutes);
+        // No tools, no system, and the assistant turn has only a thinking block: nothing to
+        // mark there, so the only breakpoint would be lost; none is written.
+        assert_eq!(text.matches("cache_control").count(), 0, "{text}");
+        assert!(
+            body["messages"][1]["content"][0]
+                .get("cache_control")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_turn_longer_than_the_lookback_keeps_the_previous_breakpoint_too() {
+        let mut messages = vec![Message::user("go")];
+        messages.extend(turn_of_calls(1));
+        messages.extend(turn_of_calls(LOOKBACK_BLOCKS + 5));
+        let request = ModelRequest {
+            system: "sys".into(),
+            messages,
+            tools: tools(&["a"]),
+            ..Default::default()
+        };
+        let (text, body) = cached(&request, CacheTtl::FiveMinutes);
+        assert_eq!(text.matches("cache_control").count(), 4, "{text}");
+        let turns = body["messages"].as_array().unwrap();
+        assert_eq!(turns.len(), 5);
+        // The previous request ended with the first turn's tool result; it is marked again.
+        assert!(
+            turns[2]["content"][0].get("cache_control").is_some(),
+            "{text}"
+        );
+        let last = turns[4]["content"].as_array().unwrap();
+        assert!(last[last.len() - 1].get("cache_control").is_some());
+        // A short turn needs no second message breakpoint.
+        let mut short = vec![Message::user("go")];
+        short.extend(turn_of_calls(1));
+        short.extend(turn_of_calls(3));
+        let request = ModelRequest {
+            system: "sys".into(),
+            messages: short,
+            tools: tools(&["a"]),
+            ..Default::default()
+        };
+        assert_eq!(
+            cached(&request, CacheTtl::FiveMinutes)
+                .0
+                .matches("cache_control")
+                .count(),
+            3
         );
     }
 }

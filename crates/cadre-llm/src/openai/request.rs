@@ -10,8 +10,21 @@ use serde::Serialize;
 use serde::ser::{SerializeSeq, Serializer};
 use serde_json::Value;
 
-/// The encoded JSON body of one Chat Completions call.
-pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Result<Bytes, ProviderError> {
+/// The longest `prompt_cache_key` sent (OpenAI limits the field); longer keys are cut.
+pub(super) const MAX_CACHE_KEY_CHARS: usize = 64;
+
+/// The encoded JSON body of one Chat Completions call; `cache_key` sends the request's
+/// `prompt_cache_key`.
+pub(super) fn build_body(
+    request: &ModelRequest,
+    stream: bool,
+    cache_key: bool,
+) -> Result<Bytes, ProviderError> {
+    let key = request.metadata.cache_key.as_str();
+    let key = match key.char_indices().nth(MAX_CACHE_KEY_CHARS) {
+        Some((at, _)) => &key[..at],
+        None => key,
+    };
     let body = Body {
         model: &request.model,
         stream,
@@ -20,6 +33,7 @@ pub(super) fn build_body(request: &ModelRequest, stream: bool) -> Result<Bytes, 
         }),
         max_tokens: request.max_output_tokens,
         temperature: request.temperature.map(JsonF32),
+        prompt_cache_key: (cache_key && !key.is_empty()).then_some(key),
         tools: request.tools.iter().map(Tool::new).collect(),
         messages: Messages(request),
     };
@@ -39,6 +53,10 @@ struct Body<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<JsonF32>,
+    /// Routes requests with the same key (a session, or children of one definition) to
+    /// the same prompt cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<Tool<'a>>,
     messages: Messages<'a>,
@@ -202,7 +220,7 @@ mod tests {
 
     /// The body as sent, parsed back.
     fn body_json(request: &ModelRequest, stream: bool) -> Value {
-        serde_json::from_slice(&build_body(request, stream).unwrap()).unwrap()
+        serde_json::from_slice(&build_body(request, stream, false).unwrap()).unwrap()
     }
 
     #[test]
@@ -337,7 +355,7 @@ mod tests {
             temperature: Some(0.2),
             ..Default::default()
         };
-        let bytes = build_body(&request, true).unwrap();
+        let bytes = build_body(&request, true, false).unwrap();
         let text = std::str::from_utf8(&bytes).unwrap();
         assert!(text.contains(r#""temperature":0.2"#), "{text}");
         assert!(
@@ -389,5 +407,30 @@ mod tests {
         let body = body_json(&request, false);
         assert_eq!(body["stream"], json!(false));
         assert!(body.get("stream_options").is_none());
+    }
+
+    #[test]
+    fn the_cache_key_is_sent_when_asked_and_cut_to_its_limit() {
+        let mut request = ModelRequest {
+            model: "m".into(),
+            metadata: crate::RequestMetadata {
+                cache_key: "s-123".into(),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let body = |r: &ModelRequest, on: bool| -> Value {
+            serde_json::from_slice(&build_body(r, false, on).unwrap()).unwrap()
+        };
+        assert_eq!(body(&request, true)["prompt_cache_key"], json!("s-123"));
+        assert!(body(&request, false).get("prompt_cache_key").is_none());
+        request.metadata.cache_key = "é".repeat(100);
+        let key = body(&request, true)["prompt_cache_key"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert_eq!(key.chars().count(), MAX_CACHE_KEY_CHARS);
+        request.metadata.cache_key.clear();
+        assert!(body(&request, true).get("prompt_cache_key").is_none());
     }
 }
