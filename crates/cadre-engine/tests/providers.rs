@@ -235,12 +235,20 @@ fn check_anthropic_request(req: &RecordedRequest, stream: bool) {
         assert_eq!(req.header("x-api-key"), Some(key.as_str()));
     }
     assert!(body["max_tokens"].as_u64().is_some_and(|n| n > 0), "{body}");
-    // The system prompt is top-level; the Messages API has no system role.
-    assert_eq!(body["system"], SYSTEM);
+    // The system prompt is top-level (the Messages API has no system role), as one text
+    // block with a cache breakpoint; the last tool and the latest message carry one too.
+    let ephemeral = json!({"type": "ephemeral"});
+    assert_eq!(
+        body["system"],
+        json!([{"type": "text", "text": SYSTEM, "cache_control": ephemeral}])
+    );
     let messages = body["messages"].as_array().unwrap();
     assert!(messages.iter().all(|m| m["role"] != "system"), "{body}");
+    let last = messages.last().unwrap()["content"].as_array().unwrap();
+    assert_eq!(last.last().unwrap()["cache_control"], ephemeral, "{body}");
+    assert_eq!(req.raw.windows(13).filter(|w| w == b"cache_control").count(), 3);
     assert_eq!(
-        messages[0],
+        without_breakpoints(&messages[0]),
         json!({"role": "user", "content": [{"type": "text", "text": PROMPT}]})
     );
     assert_eq!(
@@ -249,8 +257,22 @@ fn check_anthropic_request(req: &RecordedRequest, stream: bool) {
             "name": "echo",
             "description": "test tool",
             "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
+            "cache_control": ephemeral,
         }])
     );
+}
+
+/// `v` without its `cache_control` markers.
+fn without_breakpoints(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(map) => map
+            .iter()
+            .filter(|(k, _)| *k != "cache_control")
+            .map(|(k, v)| (k.clone(), without_breakpoints(v)))
+            .collect(),
+        serde_json::Value::Array(items) => items.iter().map(without_breakpoints).collect(),
+        other => other.clone(),
+    }
 }
 
 /// The second Anthropic request carries the assistant's tool_use and the tool_result.
@@ -265,7 +287,7 @@ fn check_anthropic_follow_up(req: &RecordedRequest) {
         ]})
     );
     assert_eq!(
-        messages[2],
+        without_breakpoints(&messages[2]),
         json!({"role": "user", "content": [{
             "type": "tool_result",
             "tool_use_id": "toolu_1",

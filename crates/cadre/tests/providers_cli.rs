@@ -153,10 +153,15 @@ async fn run_against_a_mock_anthropic_server() {
     assert_eq!(req.header("anthropic-version"), Some("2023-06-01"));
     assert_eq!(req.body["model"], "claude-x");
     assert_eq!(req.body["stream"], true);
-    assert!(req.body["system"].as_str().is_some_and(|s| !s.is_empty()));
+    // Prompt caching is on by default: the system prompt is one text block with a
+    // breakpoint, and so is the latest message.
+    let ephemeral = json!({"type": "ephemeral"});
+    assert!(req.body["system"][0]["text"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(req.body["system"][0]["cache_control"], ephemeral);
     assert_eq!(
         req.body["messages"],
-        json!([{"role": "user", "content": [{"type": "text", "text": "hi"}]}])
+        json!([{"role": "user", "content": [
+            {"type": "text", "text": "hi", "cache_control": ephemeral}]}])
     );
 }
 
