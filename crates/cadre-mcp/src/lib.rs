@@ -4,11 +4,15 @@
 //! `[mcp_servers.NAME]` (Codex's format) become [`McpServers`], whose tools are ordinary
 //! [`cadre_tools::Tool`]s named `mcp__<server>__<tool>`, so approvals, permission rules and
 //! narrowing treat them like any other tool.
+//!
+//! As a server (`cadre mcp serve`): [`McpSession`] offers the runtime's delegation tools to
+//! an MCP client over stdio ([`serve_stdio`]) or streamable HTTP ([`http_router`]).
 
 mod config;
 mod connection;
 pub mod naming;
 mod result;
+mod serve;
 mod server;
 mod servers;
 mod tool;
@@ -18,6 +22,7 @@ pub use config::{
     Transport, load_mcp_json,
 };
 pub use result::{MAX_MEDIA_BYTES, MEDIA_DIR};
+pub use serve::{McpSession, ServeContext, http_router, serve_stdio};
 pub use server::{CallError, McpServer, Offer, Progress, ServerState};
 pub use servers::{McpServers, StartFailure};
 pub use tool::{McpTool, tools_of};

@@ -54,6 +54,14 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Serve cadre's sub-agents (task and the lifecycle tools) to an MCP client, over stdio,
+    /// or streamable HTTP at /mcp with --http.
+    Serve {
+        /// Listen for streamable HTTP on this address instead of using stdio (bearer token
+        /// and site checks as for `cadre serve`).
+        #[arg(long, value_name = "HOST:PORT")]
+        http: Option<String>,
+    },
 }
 
 /// `cadre tasks ...`.

@@ -1,14 +1,19 @@
-//! `cadre mcp list`, and the MCP servers of a workspace as configured: `.mcp.json` (Claude
-//! Code's format) and `[mcp_servers.NAME]` of the configuration files (Codex's format),
-//! where the configuration wins for a name both define.
+//! `cadre mcp list` and `cadre mcp serve`, and the MCP servers of a workspace as
+//! configured: `.mcp.json` (Claude Code's format) and `[mcp_servers.NAME]` of the
+//! configuration files (Codex's format), where the configuration wins for a name both define.
 
 use crate::cli::{Cli, McpCommand};
-use crate::config::{self, Config};
-use crate::setup::workspace_root;
-use anyhow::Result;
+use crate::config::{self, Config, ServeApprovals};
+use crate::serve_cmd;
+use crate::setup::{Overrides, Setup, workspace_root};
+use anyhow::{Context, Result, bail};
+use cadre_engine::NonInteractiveApprovals;
+use cadre_mcp::ServeContext;
 use cadre_mcp::{McpServers, Transport};
+use cadre_tools::Workspace;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// The servers configured for `ws`, not started.
 pub fn configured_servers(ws: &Path, config: &Config) -> McpServers {
@@ -124,9 +129,64 @@ async fn list(cli: &Cli, json: bool) -> Result<ExitCode> {
     })
 }
 
+/// `cadre mcp serve`: the runtime's delegation tools to an MCP client.
+async fn serve(cli: &Cli, http: Option<&str>) -> Result<ExitCode> {
+    let ws = workspace_root(cli)?;
+    let cfg = config::load(&ws, cli.config.as_deref())?.serve;
+    let setup = Setup::new(cli, &Overrides::default()).await?;
+    let h = &setup.harness;
+    let approvals = NonInteractiveApprovals::new(cfg.approvals == Some(ServeApprovals::Approve));
+    let shared = Arc::new(ServeContext {
+        runtime: Arc::downgrade(h.runtime()),
+        workspace: Arc::new(
+            Workspace::new(h.workspace())
+                .with_context(|| format!("workspace {}", h.workspace().display()))?,
+        ),
+        model: h.agent().config().model.spec.clone(),
+        approvals: Arc::new(approvals),
+        parent_agent: "mcp".into(),
+    });
+    let Some(addr) = http else {
+        cadre_mcp::serve_stdio(shared).await?;
+        h.runtime().shutdown();
+        return Ok(ExitCode::SUCCESS);
+    };
+    let addr = serve_cmd::resolve(addr).await?;
+    let (token, token_source) = serve_cmd::token(&cfg);
+    if token.is_none() && !addr.ip().is_loopback() {
+        bail!(
+            "refusing to serve MCP on {addr} without a bearer token: set {token_source} (or serve.token), or listen on a loopback address"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    let auth = match &token {
+        Some(_) => format!("bearer token from {token_source}"),
+        None => format!("none (set {token_source} to require a bearer token)"),
+    };
+    let guard = cadre_remote::RequestGuard::new(
+        token,
+        &cfg.allowed_origins,
+        &cfg.allowed_hosts,
+        Some(local),
+    )?;
+    let app = cadre_mcp::http_router(shared, guard, cfg.max_body_bytes.unwrap_or(1 << 20));
+    eprintln!("cadre: MCP over streamable HTTP at http://{local}/mcp · auth: {auth}");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(serve_cmd::shutdown_signal())
+        .await
+        .context("the MCP server failed")?;
+    h.runtime().shutdown();
+    eprintln!("cadre: stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Run a `cadre mcp` subcommand.
 pub async fn run(cli: &Cli, cmd: &McpCommand) -> Result<ExitCode> {
     match cmd {
         McpCommand::List { json } => list(cli, *json).await,
+        McpCommand::Serve { http } => serve(cli, http.as_deref()).await,
     }
 }

@@ -15,7 +15,7 @@ use std::time::Duration;
 const TOKEN_ENV: &str = "CADRE_SERVE_TOKEN";
 
 /// The token and where it came from (for the banner; the value is never printed).
-fn token(cfg: &ServeConfig) -> (Option<String>, String) {
+pub(crate) fn token(cfg: &ServeConfig) -> (Option<String>, String) {
     let var = cfg.token_env.clone().unwrap_or_else(|| TOKEN_ENV.into());
     if let Some(t) = std::env::var(&var).ok().filter(|t| !t.trim().is_empty()) {
         return (Some(t.trim().to_string()), format!("${var}"));
@@ -62,7 +62,7 @@ fn options(cfg: &ServeConfig, token: Option<String>) -> ServeOptions {
     }
 }
 
-async fn resolve(addr: &str) -> Result<SocketAddr> {
+pub(crate) async fn resolve(addr: &str) -> Result<SocketAddr> {
     if let Ok(a) = addr.parse() {
         return Ok(a);
     }
@@ -74,7 +74,7 @@ async fn resolve(addr: &str) -> Result<SocketAddr> {
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
