@@ -1,8 +1,9 @@
 //! `cadre mcp serve`, driven by the official MCP Python SDK (`tests/fixtures/mcp_client.py`)
 //! over stdio and streamable HTTP: `tools/list` offers `task` and the lifecycle tools,
 //! `tools/call task` runs a scripted sub-agent and returns its answer (with progress
-//! notifications), `agent_spawn` with `timeout_seconds: 0` then `task_output` works, the
-//! tasks are in `cadre tasks list`, and an unauthenticated HTTP request gets 401.
+//! notifications), `agent_spawn` with `timeout_seconds: 0` then `task_output` works, a call
+//! the client abandons cancels its child, the tasks are in `cadre tasks list`, and an
+//! unauthenticated HTTP request gets 401.
 //! Needs the venv of `.ci/run` (`target/mcp-venv`, or `$CADRE_MCP_VENV`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -39,6 +40,12 @@ fn driver() -> PathBuf {
 
 const SCRIPT: &str = r#"
 [[scripts]]
+agent = "slow"
+[[scripts.turns]]
+delay_ms = 600000
+text = "too late"
+
+[[scripts]]
 agent = "worker"
 [[scripts.turns]]
 tool_calls = [{ name = "list_dir", args = { path = "." } }]
@@ -53,6 +60,11 @@ fn workspace() -> (tempfile::TempDir, String) {
     std::fs::write(
         dir.path().join(".cadre/agents/worker.md"),
         "---\nname: worker\ndescription: Answers.\ntools: [list_dir]\n---\nYou answer.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join(".cadre/agents/slow.md"),
+        "---\nname: slow\ndescription: Takes its time.\ntools: []\n---\nYou wait.\n",
     )
     .unwrap();
     let script = dir.path().join("script.toml");
@@ -111,6 +123,9 @@ fn check_session(out: &Value, ws: &Path, model: &str) {
     assert!(spawn.contains("task_id:"), "{spawn}");
     let output = out["output"]["text"].as_str().unwrap();
     assert!(output.contains("worker says: second job"), "{output}");
+    // The abandoned call's child was cancelled (it would otherwise wait ten minutes).
+    let cancelled = out["cancelled"]["text"].as_str().unwrap();
+    assert!(cancelled.contains("status: cancelled"), "{out}");
 
     // Both tasks went into the store.
     let listed = cadre(ws)
@@ -132,6 +147,13 @@ fn check_session(out: &Value, ws: &Path, model: &str) {
             .filter(|t| t["agent_id"] == "worker" && t["parent_agent_id"] == "mcp")
             .count(),
         2,
+        "{tasks:?}"
+    );
+    let slow = out["cancelled_task_id"].as_str().unwrap();
+    assert!(
+        tasks
+            .iter()
+            .any(|t| t["task_id"] == slow && t["status"] == "cancelled"),
         "{tasks:?}"
     );
 }
