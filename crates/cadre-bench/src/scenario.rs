@@ -155,6 +155,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
         parent_session_id: None,
         depth: 0,
         tool_grant: cadre_tools::ToolGrant::unrestricted(),
+        budget: cadre_tools::Budget::unlimited(),
         trace_id: "bench".into(),
         events: Arc::new(NullSink),
         approvals: Arc::new(AutoApprove),

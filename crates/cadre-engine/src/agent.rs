@@ -14,15 +14,29 @@ pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default number of tool calls of one reply that run at the same time.
 pub const DEFAULT_MAX_PARALLEL_TOOLS: usize = 16;
 
-/// Budgets of one run. Hitting any of them ends the run with `limit_reached`.
+/// Budgets of one run. Hitting any of them ends the run with `limit_reached`. The token and
+/// wall-clock budgets count everything run on the run's behalf too (see [`Budget`]).
+///
+/// [`Budget`]: cadre_tools::Budget
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Maximum model turns (default 50).
     pub max_turns: u32,
     /// Wall-clock budget.
     pub wall_clock: Option<Duration>,
-    /// Token budget (input + output, summed over the run's model calls).
+    /// Token budget (input + output, summed over the run's model calls and those of
+    /// everything run on its behalf).
     pub max_tokens: Option<u64>,
+}
+
+impl Limits {
+    /// The limits of the run's node in the budget tree.
+    pub fn budget(&self) -> cadre_tools::BudgetLimits {
+        cadre_tools::BudgetLimits {
+            max_tokens: self.max_tokens,
+            wall_clock: self.wall_clock,
+        }
+    }
 }
 
 impl Default for Limits {
@@ -85,7 +99,7 @@ pub struct RunOutcome {
     pub output: String,
     /// Model turns used.
     pub turns: u32,
-    /// Tokens used by this run's model calls.
+    /// Tokens used by this run's model calls and by everything run on its behalf.
     pub usage: Usage,
 }
 

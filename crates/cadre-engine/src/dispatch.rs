@@ -65,6 +65,11 @@ impl<'a> Dispatcher<'a> {
         }
     }
 
+    /// The tool definitions offered to the model: the agent's tools within the run's grant.
+    pub(crate) fn definitions(&self) -> Vec<cadre_types::ToolDefinition> {
+        self.tools.definitions()
+    }
+
     /// Run all calls, at most `max_parallel_tools` at once; results in call order.
     pub(crate) async fn run_all(
         &self,
@@ -320,8 +325,16 @@ impl<'a> Dispatcher<'a> {
                 ToolOutput::error(msg)
             }
             _ = stop.cancelled() => {
-                let _ = grace(&mut fut).await;
-                ToolOutput::error("cancelled: the run was stopped while this call ran")
+                const STOPPED: &str = "cancelled: the run was stopped while this call ran";
+                // A call that wraps up within the grace keeps what it got (a sub-agent
+                // stopped by the same budget returns its partial output).
+                match grace(&mut fut).await {
+                    Some(r) => {
+                        let out = to_output(r);
+                        ToolOutput::error(format!("{STOPPED}; its output:\n{}", out.content))
+                    }
+                    None => ToolOutput::error(STOPPED),
+                }
             }
         }
     }

@@ -35,12 +35,6 @@ pub trait TurnExtension: Send + Sync {
         Vec::new()
     }
 
-    /// Tokens spent on this run's behalf outside its own model calls (its sub-agents); added
-    /// to the usage the run reports when it ends.
-    fn usage_rollup(&self, _run: &RunContext) -> cadre_types::Usage {
-        cadre_types::Usage::default()
-    }
-
     /// Called when the model has finished. Wait (until `cancel`) for outstanding work whose
     /// results the model should see; return true if new injections are ready. `round` counts
     /// the times this run was already held open, so an extension can batch more as it grows.

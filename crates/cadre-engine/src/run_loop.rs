@@ -5,11 +5,10 @@ use crate::agent::{AgentConfig, RunOutcome};
 use crate::dispatch::{Dispatcher, not_run};
 use crate::session::Session;
 use cadre_llm::{ModelRequest, RequestMetadata, StreamEvent};
-use cadre_tools::{RunContext, Workspace};
+use cadre_tools::{Budget, RunContext, Spend, Workspace};
 use cadre_types::{EndState, Event, EventEnvelope, LimitKind, Message, Usage};
 use futures::StreamExt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -107,23 +106,37 @@ fn cache_key(run: &RunContext) -> String {
 
 /// Why the run is stopping early, decided once.
 struct Stop {
+    /// Cancelled when the run must stop: its caller cancelled it or its budget ran out.
     token: CancellationToken,
-    deadline_hit: Arc<AtomicBool>,
+    /// The run's own node of the budget tree.
+    budget: Budget,
 }
 
 impl Stop {
+    /// A budget that ran out wins over the cancellation it causes: a child whose parent's
+    /// budget ran out ends `limit reached`, not `cancelled`.
     fn state(&self, parent: &CancellationToken) -> Option<EndState> {
-        if parent.is_cancelled() {
-            Some(EndState::Cancelled)
-        } else if self.deadline_hit.load(Ordering::SeqCst) {
-            Some(EndState::LimitReached {
-                limit: LimitKind::WallClock,
-            })
-        } else if self.token.is_cancelled() {
+        if let Some(limit) = self.budget.exceeded() {
+            Some(EndState::LimitReached { limit })
+        } else if parent.is_cancelled() || self.token.is_cancelled() {
             Some(EndState::Cancelled)
         } else {
             None
         }
+    }
+
+    /// Stop the run (its model call and tool calls) when its budget is exhausted.
+    fn watch_budget(&self) -> Option<AbortOnDrop> {
+        if !self.budget.is_limited() {
+            return None;
+        }
+        let (token, budget) = (self.token.clone(), self.budget.clone());
+        Some(AbortOnDrop(tokio::spawn(async move {
+            tokio::select! {
+                _ = budget.exhausted() => token.cancel(),
+                _ = token.cancelled() => {}
+            }
+        })))
     }
 }
 
@@ -156,48 +169,39 @@ async fn run_inner(
     workspace: Arc<Workspace>,
     cancel: CancellationToken,
 ) -> RunOutcome {
+    // The run spends from its own node, under the one its caller gave it; the tools it
+    // calls see that node, so whatever they run on its behalf is charged to it too.
+    let budget = run.budget.child(cfg.limits.budget());
+    let run = Arc::new(RunContext {
+        budget: budget.clone(),
+        ..(*run).clone()
+    });
     let emitter = Emitter { run: run.clone() };
     emitter.emit(Event::RunStarted {
         model: cfg.model.spec.clone(),
     });
     let stop = Stop {
         token: cancel.child_token(),
-        deadline_hit: Arc::new(AtomicBool::new(false)),
+        budget,
     };
-    let _deadline_guard = cfg.limits.wall_clock.map(|budget| {
-        let token = stop.token.clone();
-        let hit = stop.deadline_hit.clone();
-        let deadline = tokio::time::Instant::now() + budget;
-        let timer = tokio::spawn(async move {
-            tokio::select! {
-                _ = tokio::time::sleep_until(deadline) => {
-                    hit.store(true, Ordering::SeqCst);
-                    token.cancel();
-                }
-                _ = token.cancelled() => {}
-            }
-        });
-        AbortOnDrop(timer)
-    });
+    let _budget_watch = stop.watch_budget();
     let started = Instant::now();
     let mut turns = 0u32;
-    let mut usage = Usage::default();
     let mut last_text = String::new();
     let mut outstanding_rounds = 0u32;
     let dispatcher = Dispatcher::new(cfg, run.clone(), workspace, session.approved_tools());
     // The prefix of every request of this run: fixed for the run (see `TurnExtension`).
     let system = system_prompt(cfg, &run);
-    let tools = cfg.tools.definitions();
+    let tools = dispatcher.definitions();
     let metadata = RequestMetadata {
         agent: run.agent.clone(),
         session_id: run.session_id.clone(),
         cache_key: cache_key(&run),
     };
 
-    let finish = |state: EndState, output: String, turns: u32, mut usage: Usage| {
-        for ext in &cfg.extensions {
-            usage += ext.usage_rollup(&run);
-        }
+    // What the run spent includes everything run on its behalf (its node of the budget).
+    let finish = |state: EndState, output: String, turns: u32| {
+        let usage = stop.budget.spent().usage;
         if let EndState::Failed { error } = &state {
             emitter.emit(Event::Error {
                 message: error.clone(),
@@ -230,29 +234,23 @@ async fn run_inner(
     if let Some(p) = prompt
         && let Err(e) = session.push(Message::user(p))
     {
-        return finish(persist_failed(e), String::new(), 0, usage);
+        return finish(persist_failed(e), String::new(), 0);
     }
 
     loop {
         if let Some(state) = stop.state(&cancel) {
-            return finish(state, last_text, turns, usage);
+            return finish(state, last_text, turns);
         }
         if turns >= cfg.limits.max_turns {
             let state = EndState::LimitReached {
                 limit: LimitKind::MaxTurns,
             };
-            return finish(state, last_text, turns, usage);
-        }
-        if cfg.limits.max_tokens.is_some_and(|b| usage.total() >= b) {
-            let state = EndState::LimitReached {
-                limit: LimitKind::Tokens,
-            };
-            return finish(state, last_text, turns, usage);
+            return finish(state, last_text, turns);
         }
         for ext in &cfg.extensions {
             for m in ext.take_injections(&run, session.messages()).await {
                 if let Err(e) = session.push(m) {
-                    return finish(persist_failed(e), last_text, turns, usage);
+                    return finish(persist_failed(e), last_text, turns);
                 }
             }
         }
@@ -279,20 +277,21 @@ async fn run_inner(
         let reply = match reply {
             None => {
                 let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
-                return finish(state, last_text, turns, usage);
+                return finish(state, last_text, turns);
             }
             Some(Err(e)) => {
                 let state = EndState::Failed {
                     error: e.to_string(),
                 };
-                return finish(state, last_text, turns, usage);
+                return finish(state, last_text, turns);
             }
             Some(Ok(r)) => r,
         };
-        usage += reply.usage;
+        stop.budget.charge(Spend::tokens(reply.usage));
         emitter.emit(Event::Usage {
             usage: reply.usage,
-            total: usage,
+            total: stop.budget.spent().usage,
+            subagent: None,
         });
         if !reply.text.trim().is_empty() {
             last_text = reply.text.clone();
@@ -305,7 +304,7 @@ async fn run_inner(
             tool_calls: calls.clone(),
         };
         if let Err(e) = session.push(assistant) {
-            return finish(persist_failed(e), last_text, turns, usage);
+            return finish(persist_failed(e), last_text, turns);
         }
 
         if calls.is_empty() {
@@ -316,25 +315,29 @@ async fn run_inner(
                 continue;
             }
             if let Some(state) = stop.state(&cancel) {
-                return finish(state, last_text, turns, usage);
+                return finish(state, last_text, turns);
             }
-            return finish(EndState::Completed, last_text, turns, usage);
+            return finish(EndState::Completed, last_text, turns);
         }
 
-        if turns >= cfg.limits.max_turns {
+        let limit = match stop.budget.exceeded() {
+            Some(limit) => Some((
+                limit,
+                "the run used up its budget before this call could run",
+            )),
+            None => (turns >= cfg.limits.max_turns).then_some((
+                LimitKind::MaxTurns,
+                "the run reached its turn limit before this call could run",
+            )),
+        };
+        if let Some((limit, why)) = limit {
             for call in &calls {
-                let msg = not_run(
-                    call,
-                    "the run reached its turn limit before this call could run",
-                );
+                let msg = not_run(call, why);
                 if let Err(e) = session.push(msg) {
-                    return finish(persist_failed(e), last_text, turns, usage);
+                    return finish(persist_failed(e), last_text, turns);
                 }
             }
-            let state = EndState::LimitReached {
-                limit: LimitKind::MaxTurns,
-            };
-            return finish(state, last_text, turns, usage);
+            return finish(EndState::LimitReached { limit }, last_text, turns);
         }
 
         let results = dispatcher.run_all(&calls, &stop.token, &turn_span).await;
@@ -342,10 +345,10 @@ async fn run_inner(
             if let Some(tool) = approved
                 && let Err(e) = session.approve_tool(&tool)
             {
-                return finish(persist_failed(e), last_text, turns, usage);
+                return finish(persist_failed(e), last_text, turns);
             }
             if let Err(e) = session.push(msg) {
-                return finish(persist_failed(e), last_text, turns, usage);
+                return finish(persist_failed(e), last_text, turns);
             }
         }
     }

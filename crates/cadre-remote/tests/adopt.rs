@@ -225,6 +225,7 @@ async fn a_running_remote_task_has_its_remote_id_in_the_store() {
                 parent_session_id: None,
                 depth: 0,
                 tool_grant: cadre_tools::ToolGrant::unrestricted(),
+                budget: cadre_tools::Budget::unlimited(),
                 trace_id: "trace".into(),
                 events: Arc::new(NullSink),
                 approvals: Arc::new(cadre_engine::NonInteractiveApprovals::new(false)),

@@ -69,6 +69,7 @@ fn node_a(b: &Node, url: &str, protocol: RemoteProtocol) -> NodeA {
             parent_session_id: None,
             depth: 0,
             tool_grant: cadre_tools::ToolGrant::unrestricted(),
+            budget: cadre_tools::Budget::unlimited(),
             trace_id: "trace".into(),
             events: Arc::new(cadre_types::NullSink),
             approvals: Arc::new(cadre_engine::NonInteractiveApprovals::new(false)),

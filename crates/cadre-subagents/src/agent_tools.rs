@@ -62,11 +62,7 @@ async fn deliver(
         ));
     }
     match runtime
-        .wait(
-            &started.task_id,
-            &parent.cancel,
-            Some(Duration::from_secs(secs)),
-        )
+        .wait(&started.task_id, parent, Some(Duration::from_secs(secs)))
         .await
     {
         Some(snap) if snap.status == TaskStatus::Completed => {

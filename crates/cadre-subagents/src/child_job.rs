@@ -7,7 +7,7 @@ use crate::remote::{OnRemoteId, RemoteRequest};
 use crate::runtime::{Child, ChildRunner, JobChild, SubagentRuntime};
 use crate::tracker::{TaskStatus, TaskTracker};
 use cadre_engine::RunOutcome;
-use cadre_tools::RunContext;
+use cadre_tools::{RunContext, Spend};
 use cadre_types::{EndState, Event, EventEnvelope, Message, UpdateKind};
 use std::sync::{Arc, Weak};
 use tokio::sync::Semaphore;
@@ -175,7 +175,24 @@ impl ChildJob {
                     on_remote_id: self.persist.as_ref().map(|p| record_remote_id(p, id)),
                 };
                 let events = run.events.clone();
-                let remote = executor.run(request, events.clone(), self.cancel).await;
+                // The remote run spends from the parent's budget: stopped when it runs out,
+                // and charged with what it reports at its end.
+                let stop = self.cancel.clone();
+                let budget = run.budget.clone();
+                let _watch = budget.is_limited().then(|| {
+                    let (stop, budget) = (stop.clone(), budget.clone());
+                    AbortOnDrop(tokio::spawn(async move {
+                        budget.exhausted().await;
+                        stop.cancel();
+                    }))
+                });
+                let mut remote = executor.run(request, events.clone(), stop).await;
+                budget.charge(Spend::tokens(remote.usage));
+                if remote.state == EndState::Cancelled
+                    && let Some(limit) = budget.exceeded()
+                {
+                    remote.state = EndState::LimitReached { limit };
+                }
                 if let (Some(c), Ok(mut slot)) = (remote.context_id.clone(), context_id.lock()) {
                     *slot = Some(c);
                 }
@@ -260,4 +277,13 @@ fn record_remote_id(persist: &Persist, task_id: &str) -> OnRemoteId {
             }
         });
     })
+}
+
+/// Aborts a helper task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

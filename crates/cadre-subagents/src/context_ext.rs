@@ -186,10 +186,6 @@ impl TurnExtension for SubagentContext {
         Some(self.section.clone())
     }
 
-    fn usage_rollup(&self, run: &RunContext) -> cadre_types::Usage {
-        self.runtime.usage_of(&run.session_id)
-    }
-
     async fn take_injections(&self, run: &RunContext, history: &[Message]) -> Vec<Message> {
         let mut done = self.runtime.tracker().take_finished(&run.session_id);
         if let Some(store) = self.runtime.store() {

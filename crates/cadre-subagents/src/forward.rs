@@ -9,6 +9,8 @@ use std::sync::Arc;
 /// The event sink given to a child run.
 pub(crate) struct ForwardSink {
     pub parent: Arc<dyn EventSink>,
+    /// The parent run's budget node, whose running total a child's usage is reported with.
+    pub parent_budget: cadre_tools::Budget,
     pub parent_session_id: String,
     pub parent_agent: String,
     pub parent_task_id: Option<String>,
@@ -101,9 +103,17 @@ impl EventSink for ForwardSink {
             Event::Notice { message } => self.to_parent(Event::Notice {
                 message: format!("[{}] {message}", self.agent),
             }),
+            // A model call of the child (or of one under it) is one the parent's run made
+            // on its behalf: the parent's stream reports it with the parent's total.
+            Event::Usage {
+                usage, subagent, ..
+            } => self.to_parent(Event::Usage {
+                usage,
+                total: self.parent_budget.spent().usage,
+                subagent: Some(subagent.unwrap_or_else(|| self.agent.clone())),
+            }),
             Event::RunStarted { .. }
             | Event::TurnStarted { .. }
-            | Event::Usage { .. }
             | Event::Compaction { .. }
             | Event::Error { .. } => {}
         }

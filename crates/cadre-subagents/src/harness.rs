@@ -522,6 +522,7 @@ impl Harness {
             parent_session_id: None,
             depth: 0,
             tool_grant: cadre_tools::ToolGrant::unrestricted(),
+            budget: cadre_tools::Budget::unlimited(),
             trace_id: new_session_id().replacen("s-", "", 1),
             events: opts.events,
             approvals: opts.approvals,

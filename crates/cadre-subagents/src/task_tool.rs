@@ -153,11 +153,7 @@ impl Tool for TaskTool {
             )));
         }
         let timeout = self.runtime.config().task_timeout;
-        match self
-            .runtime
-            .wait(&started.task_id, &ctx.cancel, timeout)
-            .await
-        {
+        match self.runtime.wait(&started.task_id, &parent, timeout).await {
             Some(snap) => Ok(render_result(&snap)),
             None => {
                 // Timed out: the same child keeps running as a background task.

@@ -411,20 +411,6 @@ impl TaskTracker {
             .map(|e| e.status_tx.subscribe())
             .collect()
     }
-
-    /// Usage of every task of a session (the roll-up of its children).
-    pub fn usage_of(&self, session: &str) -> Usage {
-        let g = self.lock();
-        let mut total = Usage::default();
-        if let Some(ids) = g.by_session.get(session) {
-            for id in ids {
-                if let Some(e) = g.tasks.get(id) {
-                    total += e.snap.usage;
-                }
-            }
-        }
-        total
-    }
 }
 
 #[cfg(test)]

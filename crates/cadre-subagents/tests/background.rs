@@ -235,9 +235,14 @@ async fn a_child_that_hits_max_turns_returns_its_partial_output() {
         "{}",
         out.output
     );
-    // Usage of the child is rolled up per parent session.
-    let parent_session = f.rec.of("main")[0].metadata.session_id.clone();
-    assert!(f.runtime.usage_of(&parent_session).total() > 0);
+    // The child's usage is rolled up into the parent's.
+    let worker = f
+        .runtime
+        .tracker()
+        .of_session(&f.rec.of("main")[0].metadata.session_id)[0]
+        .usage;
+    assert!(worker.total() > 0);
+    assert!(out.usage.total() > worker.total(), "{:?}", out.usage);
 }
 
 #[tokio::test]

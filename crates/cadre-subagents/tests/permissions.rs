@@ -288,8 +288,10 @@ async fn a_tool_outside_the_grant_is_refused_even_when_a_wrongly_built_registry_
     );
     let (out, _s) = f.run("go").await;
     assert_eq!(out.state, EndState::Completed, "{}", out.output);
+    // The registry holds `write`, but the model is offered only what the run was granted,
+    // and the call it makes anyway is refused.
     let offered = offered(&f, "sneaky");
-    assert_eq!(offered, names(&["echo", "write"]), "the registry is wrong");
+    assert_eq!(offered, names(&["echo"]));
     let second = &f.rec.of("sneaky")[1];
     let results: Vec<(String, bool)> = second
         .messages

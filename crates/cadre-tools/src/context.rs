@@ -1,7 +1,7 @@
 //! The context every tool call receives: where it runs, how to cancel it, and the
 //! cross-cutting channels of its run (events, approvals, ids). Carried explicitly, never global.
 
-use crate::{ToolGrant, ToolRegistry, Workspace};
+use crate::{Budget, ToolGrant, ToolRegistry, Workspace};
 use async_trait::async_trait;
 use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink};
 use std::sync::Arc;
@@ -33,6 +33,10 @@ pub struct RunContext {
     pub depth: u32,
     /// The tools the run may call (checked on every call, whatever its registry offers).
     pub tool_grant: ToolGrant,
+    /// The budget the run spends from. Its creator passes the node of whoever it runs for
+    /// ([`Budget::unlimited`] at the top); the engine runs it in a child node with the
+    /// agent's own limits and hands that node to the tools it calls.
+    pub budget: Budget,
     /// Trace id shared by a parent and all its descendants.
     pub trace_id: String,
     /// Where the run's events go.

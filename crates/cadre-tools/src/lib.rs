@@ -2,6 +2,7 @@
 //! delegation), the [`ToolContext`] passed to each call, the [`ToolRegistry`], the
 //! built-in tools, and [`Workspace`] path confinement.
 
+mod budget;
 pub mod builtin;
 mod context;
 mod grant;
@@ -12,6 +13,7 @@ mod testutil;
 mod tool;
 mod workspace;
 
+pub use budget::{Budget, BudgetLimits, Spend};
 pub use context::{ApprovalHandler, RunContext, ToolContext};
 pub use grant::ToolGrant;
 pub use read_capped::{CappedReadError, read_capped, read_to_string_capped};

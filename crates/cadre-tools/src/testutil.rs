@@ -32,6 +32,7 @@ pub(crate) fn ctx(root: &Path) -> ToolContext {
             parent_session_id: None,
             depth: 0,
             tool_grant: ToolGrant::unrestricted(),
+            budget: crate::Budget::unlimited(),
             trace_id: "trace-test".into(),
             events: Arc::new(NullSink),
             approvals: Arc::new(AllowAll),

@@ -167,12 +167,16 @@ pub enum Event {
         /// The update.
         update: SubagentUpdate,
     },
-    /// Usage of one model call, with the run's running total.
+    /// Usage of one model call made by the run or by a sub-agent on its behalf, with the
+    /// run's running total (which includes its sub-agents).
     Usage {
         /// This call.
         usage: Usage,
-        /// The run so far.
+        /// The run so far, sub-agents included.
         total: Usage,
+        /// The sub-agent that made the call; none for the run's own calls.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subagent: Option<String>,
     },
     /// Older turns were summarised to fit the context window.
     Compaction {
@@ -193,7 +197,7 @@ pub enum Event {
         output: String,
         /// Model turns used.
         turns: u32,
-        /// Total usage of the run (including sub-agents it waited for).
+        /// Total usage of the run, sub-agents included.
         usage: Usage,
     },
     /// A fatal error (also followed by `Done` with state `failed`).

@@ -141,6 +141,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
                             parent_session_id: None,
                             depth: 0,
                             tool_grant: cadre_tools::ToolGrant::unrestricted(),
+                            budget: cadre_tools::Budget::unlimited(),
                             trace_id: new_session_id().replacen("s-", "", 1),
                             events: events.clone(),
                             approvals: approvals.clone(),

@@ -109,7 +109,7 @@ fn the_demo_delegates_foreground_and_background_with_updates_in_jsonl() {
     // Sub-agent tokens are rolled up into the parent's total.
     let own: u64 = events
         .iter()
-        .filter(|e| e["type"] == "usage" && e["agent"] == "main")
+        .filter(|e| e["type"] == "usage" && e["agent"] == "main" && e["subagent"].is_null())
         .map(|e| {
             e["usage"]["input_tokens"].as_u64().unwrap()
                 + e["usage"]["output_tokens"].as_u64().unwrap()

@@ -102,3 +102,149 @@ fn general_purpose_under_a_read_only_delegator_cannot_run_bash_on_either_surface
         );
     }
 }
+
+fn jsonl(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn shared_agent(name: &str) -> String {
+    format!(
+        "---\nname: {name}\ndescription: The {name} agent.\nworkspace: {{mode: shared}}\n---\nYou are {name}.\n"
+    )
+}
+
+const TWO_CHILDREN: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+usage = { input_tokens = 10, output_tokens = 0 }
+tool_calls = [{ name = "task", args = { subagent_type = "c1", prompt = "first" } }]
+[[scripts.turns]]
+usage = { input_tokens = 10, output_tokens = 0 }
+tool_calls = [{ name = "task", args = { subagent_type = "c2", prompt = "second" } }]
+[[scripts.turns]]
+text = "main done"
+
+[[scripts]]
+agent = "c1"
+[[scripts.turns]]
+usage = { input_tokens = 2200, output_tokens = 0 }
+text = "c1 partial"
+tool_calls = [{ name = "list_dir", args = { path = "." } }]
+[[scripts.turns]]
+usage = { input_tokens = 0, output_tokens = 0 }
+text = "c1 done"
+
+[[scripts]]
+agent = "c2"
+[[scripts.turns]]
+usage = { input_tokens = 2200, output_tokens = 0 }
+text = "c2 partial"
+tool_calls = [{ name = "list_dir", args = { path = "." } }]
+[[scripts.turns]]
+usage = { input_tokens = 0, output_tokens = 0 }
+text = "c2 done"
+"#;
+
+#[test]
+fn a_token_budget_counts_the_children_and_the_run_ends_limit_reached_with_exit_3() {
+    let (c1, c2) = (shared_agent("c1"), shared_agent("c2"));
+    let (dir, model) = workspace(
+        &[("c1", &c1), ("c2", &c2)],
+        "[limits]\nmax_tokens = 3000\n",
+        TWO_CHILDREN,
+    );
+    let out = cadre(dir.path())
+        .args(["--model", &model, "run", "--output", "jsonl", "go"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("token budget reached"), "{stderr}");
+    let events = jsonl(&out.stdout);
+    let done = events.last().unwrap();
+    assert_eq!(done["type"], "done");
+    assert_eq!(done["state"], "limit_reached", "{done}");
+    assert_eq!(done["limit"], "tokens", "{done}");
+    let total = |v: &serde_json::Value| {
+        v["input_tokens"].as_u64().unwrap() + v["output_tokens"].as_u64().unwrap()
+    };
+    assert!(total(&done["usage"]) >= 4400, "{done}");
+    let usage_total = events
+        .iter()
+        .filter(|e| e["type"] == "usage" && e["agent"] == "main")
+        .map(|e| total(&e["total"]))
+        .max()
+        .unwrap();
+    assert!(usage_total >= 4400, "usage.total {usage_total}");
+    // c1 finished; c2 was stopped with its partial output.
+    let update = |agent: &str, kind: &str| {
+        events.iter().any(|e| {
+            e["type"] == "subagent_update"
+                && e["update"]["agent"] == agent
+                && e["update"]["kind"] == kind
+        })
+    };
+    assert!(update("c1", "done"));
+    assert!(update("c2", "error"));
+    let c2_result = events
+        .iter()
+        .find(|e| {
+            e["type"] == "tool_result"
+                && e["agent"] == "main"
+                && e["output"].as_str().unwrap().contains("c2 partial")
+        })
+        .expect("main got c2's partial output");
+    assert!(
+        c2_result["output"]
+            .as_str()
+            .unwrap()
+            .contains("limit reached (token budget)"),
+        "{c2_result}"
+    );
+}
+
+const TWO_PROMPTS: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+usage = { input_tokens = 10, output_tokens = 1 }
+tool_calls = [{ name = "task", args = { subagent_type = "helper", prompt = "help" } }]
+[[scripts.turns]]
+usage = { input_tokens = 10, output_tokens = 1 }
+text = "first done"
+[[scripts.turns]]
+usage = { input_tokens = 10, output_tokens = 1 }
+text = "second done"
+
+[[scripts]]
+agent = "helper"
+[[scripts.turns]]
+usage = { input_tokens = 1000, output_tokens = 0 }
+text = "helped"
+"#;
+
+#[test]
+fn the_repl_summary_of_a_prompt_counts_that_prompt_and_its_children_only() {
+    let helper = shared_agent("helper");
+    let (dir, model) = workspace(&[("helper", &helper)], "", TWO_PROMPTS);
+    let out = cadre(dir.path())
+        .args(["--model", &model])
+        .write_stdin("one\ntwo\n/exit\n")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summaries: Vec<&str> = stderr.lines().filter(|l| l.starts_with("— ")).collect();
+    assert_eq!(
+        summaries,
+        vec![
+            "— completed · 2 turns · 1022 tokens (1020 in / 2 out)",
+            "— completed · 1 turn · 11 tokens (10 in / 1 out)",
+        ],
+        "{stderr}"
+    );
+}

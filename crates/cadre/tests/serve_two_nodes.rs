@@ -241,6 +241,7 @@ async fn task_cancel_on_node_a_stops_the_task_on_node_b() {
             parent_session_id: None,
             depth: 0,
             tool_grant: cadre_tools::ToolGrant::unrestricted(),
+            budget: cadre_tools::Budget::unlimited(),
             trace_id: "t".into(),
             events: Arc::new(cadre_types::NullSink),
             approvals: Arc::new(cadre_engine::NonInteractiveApprovals::new(false)),

@@ -137,6 +137,7 @@ impl Harness {
             parent_session_id: None,
             depth: 0,
             tool_grant: cadre_tools::ToolGrant::unrestricted(),
+            budget: cadre_tools::Budget::unlimited(),
             trace_id: "t".into(),
             events: self.events.clone(),
             approvals: self.approvals.clone(),

@@ -200,6 +200,7 @@ pub fn ctx(root: &Path, events: Arc<dyn EventSink>) -> ToolContext {
             parent_session_id: None,
             depth: 0,
             tool_grant: cadre_tools::ToolGrant::unrestricted(),
+            budget: cadre_tools::Budget::unlimited(),
             trace_id: "trace".into(),
             events,
             approvals: Arc::new(AllowAll),

@@ -100,6 +100,7 @@ impl State {
             parent_session_id: None,
             depth: 0,
             tool_grant: cadre_tools::ToolGrant::unrestricted(),
+            budget: cadre_tools::Budget::unlimited(),
             trace_id: uuid::Uuid::new_v4().simple().to_string(),
             events: sink.clone(),
             approvals: Arc::new(approvals),

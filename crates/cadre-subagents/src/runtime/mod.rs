@@ -21,7 +21,7 @@ use crate::tracker::{NewTask, TaskSnapshot, TaskStatus, TaskTracker};
 use async_trait::async_trait;
 use cadre_llm::ProviderRegistry;
 use cadre_tools::{ApprovalHandler, RunContext, ToolRegistry};
-use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink, Usage, new_task_id};
+use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink, new_task_id};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -330,11 +330,6 @@ impl SubagentRuntime {
         self.detached.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Tokens used by the children of `session` (the roll-up).
-    pub fn usage_of(&self, session: &str) -> Usage {
-        self.tracker.usage_of(session)
-    }
-
     /// What top-level parents pass down to their children.
     pub fn top_inherited(&self) -> &Arc<Inherited> {
         &self.top_inherited
@@ -442,6 +437,7 @@ impl SubagentRuntime {
         );
         let forward = Arc::new(ForwardSink {
             parent: parent.run.events.clone(),
+            parent_budget: parent.run.budget.clone(),
             parent_session_id: parent.run.session_id.clone(),
             parent_agent: parent.run.agent.clone(),
             parent_task_id: parent.run.task_id.clone(),
@@ -465,6 +461,7 @@ impl SubagentRuntime {
             parent_session_id: Some(parent.run.session_id.clone()),
             depth: child.depth(),
             tool_grant: child.grant().clone(),
+            budget: parent.run.budget.clone(),
             trace_id: parent.run.trace_id.clone(),
             events: forward.clone() as Arc<dyn EventSink>,
             approvals,
@@ -517,19 +514,23 @@ impl SubagentRuntime {
         }
     }
 
-    /// Wait for a foreground task: when `cancel` fires the task is cancelled too and waited
-    /// for; when `timeout` passes, `None` (the task keeps running).
+    /// Wait for a foreground task of `parent`: when the parent's token fires the task is
+    /// cancelled too and waited for, unless the parent stops because its budget ran out (the
+    /// child's ran out with it, and it ends `limit reached` by itself with its partial
+    /// output); when `timeout` passes, `None` (the task keeps running).
     pub async fn wait(
         &self,
         task_id: &str,
-        cancel: &CancellationToken,
+        parent: &Parent,
         timeout: Option<Duration>,
     ) -> Option<TaskSnapshot> {
-        match self.wait_for(task_id, cancel, timeout).await {
+        match self.wait_for(task_id, &parent.cancel, timeout).await {
             Waited::Done(s) => Some(*s),
             Waited::TimedOut | Waited::Unknown => None,
             Waited::Aborted => {
-                let _ = self.tracker.request_cancel(task_id);
+                if parent.run.budget.exceeded().is_none() {
+                    let _ = self.tracker.request_cancel(task_id);
+                }
                 match self
                     .wait_for(task_id, &CancellationToken::new(), None)
                     .await
@@ -649,7 +650,7 @@ impl SubagentRuntime {
                 parent,
             )
             .await?;
-        match self.wait(&started.task_id, &parent.cancel, None).await {
+        match self.wait(&started.task_id, parent, None).await {
             Some(s) => Ok(s),
             None => Err(SpawnError::UnknownAgent(agent.to_string())),
         }

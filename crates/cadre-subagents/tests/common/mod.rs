@@ -164,6 +164,8 @@ pub struct Options {
     pub parent_tool_timeout: std::time::Duration,
     pub providers: Option<Arc<ProviderRegistry>>,
     pub parent_model: String,
+    /// The main agent's limits (what `general-purpose` mirrors).
+    pub limits: cadre_engine::Limits,
 }
 
 impl Default for Options {
@@ -176,6 +178,7 @@ impl Default for Options {
             parent_tool_timeout: std::time::Duration::from_secs(60),
             providers: None,
             parent_model: "rec:test".into(),
+            limits: cadre_engine::Limits::default(),
         }
     }
 }
@@ -220,6 +223,7 @@ pub fn fixture(script: &str, opts: Options) -> Fixture {
     cfg.sessions_dir = Some(ws.join(".cadre/sessions"));
     cfg.base_tools = base_tools();
     cfg.permissions = policy.clone();
+    cfg.parent_limits = opts.limits;
     (opts.tweak)(&mut cfg);
     // The main agent has the configured base tools: its children narrow from them.
     let mut tools = cfg.base_tools.clone();
@@ -236,6 +240,7 @@ pub fn fixture(script: &str, opts: Options) -> Fixture {
         .system_prompt("PARENT SYSTEM PROMPT")
         .tools(tools)
         .permissions(policy)
+        .limits(opts.limits)
         .tool_timeout(opts.parent_tool_timeout)
         .extension(Arc::new(SubagentContext::new(runtime.clone())))
         .build();
@@ -265,6 +270,7 @@ impl Fixture {
             parent_session_id: None,
             depth: 0,
             tool_grant: cadre_tools::ToolGrant::unrestricted(),
+            budget: cadre_tools::Budget::unlimited(),
             trace_id: "trace-1".into(),
             events: self.events.clone(),
             approvals: self.approvals.clone(),

@@ -35,6 +35,7 @@ pub fn ctx(workspace: Workspace) -> ToolContext {
             parent_session_id: None,
             depth: 0,
             tool_grant: cadre_tools::ToolGrant::unrestricted(),
+            budget: cadre_tools::Budget::unlimited(),
             trace_id: "trace-test".into(),
             events: Arc::new(NullSink),
             approvals: Arc::new(AllowAll),
