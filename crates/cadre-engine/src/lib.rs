@@ -5,6 +5,7 @@
 
 mod agent;
 mod approvals;
+mod call_ids;
 mod dispatch;
 mod extension;
 mod hooks;

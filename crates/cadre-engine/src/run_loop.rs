@@ -296,7 +296,8 @@ async fn run_inner(
         if !reply.text.trim().is_empty() {
             last_text = reply.text.clone();
         }
-        let calls = reply.calls;
+        let mut calls = reply.calls;
+        crate::call_ids::make_unique(&mut calls, session.messages());
         let assistant = Message::Assistant {
             content: reply.text,
             thinking: (!reply.thinking.is_empty()).then_some(reply.thinking),

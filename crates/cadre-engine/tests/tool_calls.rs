@@ -222,8 +222,14 @@ async fn big_outputs_are_offloaded_with_a_pointer() {
         })
         .unwrap();
     assert!(seen.len() < 5_000, "model saw {} bytes", seen.len());
-    let rel = format!(".cadre/tool-outputs/{}/call_big.txt", session.id());
-    assert!(seen.contains(&rel), "{seen}");
+    let dir = format!(".cadre/tool-outputs/{}/", session.id());
+    let rel = seen
+        .split_once("saved in ")
+        .and_then(|(_, rest)| rest.split_once(". Read"))
+        .map(|(path, _)| path.to_string())
+        .unwrap();
+    assert!(rel.starts_with(&dir), "{seen}");
+    assert!(rel.contains("-call_big-"), "{seen}");
     assert!(seen.contains("xxxxxxxx"), "has a preview");
     let stored = std::fs::read_to_string(h.dir.path().join(rel)).unwrap();
     assert_eq!(stored.len(), 50_000);
