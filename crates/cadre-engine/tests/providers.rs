@@ -246,7 +246,13 @@ fn check_anthropic_request(req: &RecordedRequest, stream: bool) {
     assert!(messages.iter().all(|m| m["role"] != "system"), "{body}");
     let last = messages.last().unwrap()["content"].as_array().unwrap();
     assert_eq!(last.last().unwrap()["cache_control"], ephemeral, "{body}");
-    assert_eq!(req.raw.windows(13).filter(|w| w == b"cache_control").count(), 3);
+    assert_eq!(
+        req.raw
+            .windows(13)
+            .filter(|w| w == b"cache_control")
+            .count(),
+        3
+    );
     assert_eq!(
         without_breakpoints(&messages[0]),
         json!({"role": "user", "content": [{"type": "text", "text": PROMPT}]})

@@ -156,7 +156,11 @@ async fn run_against_a_mock_anthropic_server() {
     // Prompt caching is on by default: the system prompt is one text block with a
     // breakpoint, and so is the latest message.
     let ephemeral = json!({"type": "ephemeral"});
-    assert!(req.body["system"][0]["text"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(
+        req.body["system"][0]["text"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
+    );
     assert_eq!(req.body["system"][0]["cache_control"], ephemeral);
     assert_eq!(
         req.body["messages"],
