@@ -249,6 +249,7 @@ impl ServerHandler for McpSession {
             parent_session_id: None,
             depth: 0,
             tool_grant: cadre_tools::ToolGrant::unrestricted(),
+            budget: cadre_tools::Budget::unlimited(),
             trace_id: self.trace_id.clone(),
             events: sink.clone(),
             approvals: self.shared.approvals.clone(),
