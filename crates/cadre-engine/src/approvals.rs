@@ -15,16 +15,18 @@ impl ApprovalHandler for AutoApprove {
     }
 }
 
-/// Denies every request with a fixed explanation the model sees.
+/// Refuses every request in the name of a policy, with a fixed explanation the model sees.
 #[derive(Debug, Clone)]
 pub struct DenyAll {
+    policy: String,
     feedback: String,
 }
 
 impl DenyAll {
-    /// Deny with this explanation.
-    pub fn new(feedback: impl Into<String>) -> Self {
+    /// Refuse as `policy` (what the user would set to change it), telling the model `feedback`.
+    pub fn new(policy: impl Into<String>, feedback: impl Into<String>) -> Self {
         Self {
+            policy: policy.into(),
             feedback: feedback.into(),
         }
     }
@@ -33,7 +35,8 @@ impl DenyAll {
 #[async_trait]
 impl ApprovalHandler for DenyAll {
     async fn decide(&self, _request: ApprovalRequest) -> ApprovalDecision {
-        ApprovalDecision::Deny {
+        ApprovalDecision::Refused {
+            policy: self.policy.clone(),
             feedback: Some(self.feedback.clone()),
         }
     }
@@ -45,6 +48,7 @@ type Notice = Box<dyn Fn(&ApprovalRequest, bool) + Send + Sync>;
 /// deny|auto`) and reports each one through a notice callback (the CLI prints a hint on stderr).
 pub struct NonInteractiveApprovals {
     approve: bool,
+    policy: String,
     notice: Option<Notice>,
 }
 
@@ -52,17 +56,26 @@ impl std::fmt::Debug for NonInteractiveApprovals {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NonInteractiveApprovals")
             .field("approve", &self.approve)
+            .field("policy", &self.policy)
             .finish()
     }
 }
 
 impl NonInteractiveApprovals {
-    /// Approve (`true`) or deny (`false`) every request.
+    /// Approve (`true`) or refuse (`false`) every request.
     pub fn new(approve: bool) -> Self {
         Self {
             approve,
+            policy: "non-interactive run".into(),
             notice: None,
         }
+    }
+
+    /// Name the policy that refuses, as the user would change it (`headless run without
+    /// --approval auto`); the model and the logs see it.
+    pub fn policy(mut self, policy: impl Into<String>) -> Self {
+        self.policy = policy.into();
+        self
     }
 
     /// Call `f(request, approved)` for every request.
@@ -84,7 +97,8 @@ impl ApprovalHandler for NonInteractiveApprovals {
         if self.approve {
             ApprovalDecision::AllowOnce
         } else {
-            ApprovalDecision::Deny {
+            ApprovalDecision::Refused {
+                policy: self.policy.clone(),
                 feedback: Some(format!(
                     "{} needs approval and nobody can approve it in this non-interactive run; \
                      it was not run. Continue without it or explain what you would have done.",

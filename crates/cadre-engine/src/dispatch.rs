@@ -229,11 +229,8 @@ impl<'a> Dispatcher<'a> {
                     }
                     newly_approved = Some(call.name.clone());
                 }
-                ApprovalDecision::Deny { feedback } => {
-                    let msg = match feedback {
-                        Some(f) if !f.is_empty() => format!("denied by the user: {f}"),
-                        _ => "denied by the user".to_string(),
-                    };
+                refused @ (ApprovalDecision::Deny { .. } | ApprovalDecision::Refused { .. }) => {
+                    let msg = refused.refusal_text().unwrap_or_default();
                     return self.finish(call, &call.name, ToolOutput::error(msg), None);
                 }
             }

@@ -128,8 +128,8 @@ impl Session {
         Ok(s)
     }
 
-    /// Reopen a persisted session to continue it: its history comes back exactly.
-    pub fn open(dir: &Path, id: &str) -> Result<Self, SessionError> {
+    /// The transcript of session `id` under `dir`, which must exist.
+    fn existing_path(dir: &Path, id: &str) -> Result<PathBuf, SessionError> {
         check_id(id)?;
         let path = dir.join(format!("{id}.jsonl"));
         if !path.exists() {
@@ -138,6 +138,39 @@ impl Session {
                 dir: dir.to_path_buf(),
             });
         }
+        Ok(path)
+    }
+
+    /// The facts of a persisted session (its first record), without reading its messages.
+    pub fn read_meta(dir: &Path, id: &str) -> Result<SessionMeta, SessionError> {
+        let path = Self::existing_path(dir, id)?;
+        let io = |source| SessionError::Io {
+            path: path.clone(),
+            source,
+        };
+        let reader = BufReader::new(File::open(&path).map_err(io)?);
+        let corrupt = |line: usize, message: String| SessionError::Corrupt {
+            path: path.clone(),
+            line,
+            message,
+        };
+        for (i, line) in reader.lines().enumerate() {
+            let line = line.map_err(io)?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            return match serde_json::from_str::<Record>(&line) {
+                Ok(Record::Meta(m)) => Ok(m),
+                Ok(_) => Err(corrupt(i + 1, "missing meta record".into())),
+                Err(e) => Err(corrupt(i + 1, e.to_string())),
+            };
+        }
+        Err(corrupt(1, "missing meta record".into()))
+    }
+
+    /// Reopen a persisted session to continue it: its history comes back exactly.
+    pub fn open(dir: &Path, id: &str) -> Result<Self, SessionError> {
+        let path = Self::existing_path(dir, id)?;
         let io = |source| SessionError::Io {
             path: path.clone(),
             source,
@@ -287,6 +320,10 @@ mod tests {
         }
         s.approve_tool("bash").unwrap();
         drop(s);
+        assert_eq!(
+            Session::read_meta(dir.path(), "s-abc").unwrap(),
+            meta("s-abc")
+        );
         let mut back = Session::open(dir.path(), "s-abc").unwrap();
         assert_eq!(back.messages(), history.as_slice());
         assert_eq!(back.meta(), &meta("s-abc"));

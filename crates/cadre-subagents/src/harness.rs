@@ -306,9 +306,7 @@ impl HarnessBuilder {
             providers.insert(&name, p);
         }
         let model = providers.resolve(&self.model)?;
-        let sessions_dir = self
-            .persist_sessions
-            .then(|| ws.join(".cadre").join("sessions"));
+        let sessions_dir = self.persist_sessions.then(|| Harness::sessions_dir_of(&ws));
         let base_tools = self.tools.unwrap_or_else(builtin_tools);
         let skills = SkillSet::discover(&ws);
 
@@ -411,7 +409,10 @@ impl Default for RunOptions {
     fn default() -> Self {
         Self {
             events: Arc::new(NullSink),
-            approvals: Arc::new(NonInteractiveApprovals::new(false)),
+            approvals: Arc::new(
+                NonInteractiveApprovals::new(false)
+                    .policy("RunOptions without an approval handler"),
+            ),
             cancel: CancellationToken::new(),
             user_id: None,
         }
@@ -484,6 +485,11 @@ impl Harness {
             Some(dir) => Session::create(dir, meta)?,
             None => Session::in_memory(meta),
         })
+    }
+
+    /// Where the sessions of the workspace `root` are saved.
+    pub fn sessions_dir_of(root: &Path) -> PathBuf {
+        root.join(".cadre").join("sessions")
     }
 
     /// Reopen a saved session.

@@ -137,6 +137,14 @@ async fn background_approvals_fail_closed_by_default() {
         "{}",
         out.output
     );
+    // The child is told which setting refused, not that a person denied it.
+    assert!(
+        out.output
+            .contains("refused by policy (subagents.background_approvals = "),
+        "{}",
+        out.output
+    );
+    assert!(!out.output.contains("denied by the user"), "{}", out.output);
 }
 
 #[tokio::test]

@@ -46,10 +46,62 @@ pub enum ApprovalDecision {
     AllowOnce,
     /// Run it, and allow this tool for the rest of the session without asking.
     AllowSession,
-    /// Refuse; the optional feedback is shown to the model.
+    /// A person refused; the optional feedback is shown to the model.
     Deny {
         /// Why, in the human's words, shown to the model.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         feedback: Option<String>,
     },
+    /// Refused by a policy standing in for a person: nobody was asked.
+    Refused {
+        /// Which policy, as the user would set it (`headless run without --approval auto`,
+        /// `subagents.background_approvals = "deny"`).
+        policy: String,
+        /// What the model is told besides, e.g. to carry on without the call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        feedback: Option<String>,
+    },
+}
+
+impl ApprovalDecision {
+    /// What the model sees for a refused call: who refused it and why; `None` when the
+    /// decision lets the call run.
+    pub fn refusal_text(&self) -> Option<String> {
+        match self {
+            ApprovalDecision::AllowOnce | ApprovalDecision::AllowSession => None,
+            ApprovalDecision::Deny { feedback } => Some(match feedback {
+                Some(f) if !f.is_empty() => format!("denied by the user: {f}"),
+                _ => "denied by the user".to_string(),
+            }),
+            ApprovalDecision::Refused { policy, feedback } => Some(match feedback {
+                Some(f) if !f.is_empty() => format!("refused by policy ({policy}): {f}"),
+                _ => format!("refused by policy ({policy})"),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_person_denies_as_the_user() {
+        let person = ApprovalDecision::Deny {
+            feedback: Some("not now".into()),
+        };
+        assert_eq!(
+            person.refusal_text().as_deref(),
+            Some("denied by the user: not now")
+        );
+        let policy = ApprovalDecision::Refused {
+            policy: "serve.approvals = \"deny\"".into(),
+            feedback: None,
+        };
+        let text = policy.refusal_text().unwrap_or_default();
+        assert_eq!(text, "refused by policy (serve.approvals = \"deny\")");
+        assert!(ApprovalDecision::AllowOnce.refusal_text().is_none());
+        let json = serde_json::to_value(&policy).unwrap_or_default();
+        assert_eq!(json["decision"], "refused");
+    }
 }

@@ -83,6 +83,9 @@ pub enum TasksCommand {
     Show {
         /// The task id.
         id: String,
+        /// Print the raw record as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Request cancellation; the node running the task stops it.
     Cancel {
@@ -148,8 +151,8 @@ pub struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
-    /// Maximum model turns.
-    #[arg(long, value_name = "N")]
+    /// Maximum model turns (at least 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_turns: Option<u32>,
     /// How calls that need approval are answered, since nobody can be asked.
     #[arg(long, value_enum, default_value_t = ApprovalAnswer::Deny)]
@@ -157,8 +160,9 @@ pub struct RunArgs {
     /// Approval mode: ask, auto-approve, read-only or bypass (overrides the config).
     #[arg(long, value_name = "MODE")]
     pub permission_mode: Option<String>,
-    /// Continue this session instead of starting a new one.
-    #[arg(long, value_name = "SESSION_ID")]
+    /// Continue this session instead of starting a new one (with its model, unless
+    /// `--model` is given).
+    #[arg(long, value_name = "SESSION_ID", conflicts_with = "agent")]
     pub resume: Option<String>,
     /// Do not wait for background sub-agents when the main agent is done: they are
     /// cancelled at exit and their records stay in the task store (`cadre tasks list`).

@@ -36,9 +36,18 @@ fn init_logging(log_file: Option<&std::path::Path>) -> anyhow::Result<()> {
                 .with_writer(std::sync::Mutex::new(file))
                 .init();
         }
-        None => builder.with_writer(std::io::stderr).init(),
+        None => builder
+            .with_ansi(colour_on_stderr())
+            .with_writer(std::io::stderr)
+            .init(),
     }
     Ok(())
+}
+
+/// Colour only for a person at a terminal: stderr is one and `NO_COLOR` is unset or empty.
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 /// Run `fut` on a multi-threaded tokio runtime.

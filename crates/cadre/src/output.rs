@@ -45,20 +45,24 @@ pub fn short(s: &str, max: usize) -> String {
     }
 }
 
-/// Short rendering of JSON tool arguments: the values, not the keys.
+/// Short rendering of JSON tool arguments: `name=value` pairs, each value on one line and
+/// cut, the whole cut to a progress line's width.
 pub fn short_args(args: &str) -> String {
     match serde_json::from_str::<serde_json::Value>(args) {
         Ok(serde_json::Value::Object(map)) => {
             let parts: Vec<String> = map
-                .values()
-                .map(|v| match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
+                .iter()
+                .map(|(name, v)| {
+                    let value = match v {
+                        serde_json::Value::String(s) => short(s, 32),
+                        other => short(&other.to_string(), 32),
+                    };
+                    format!("{name}={value}")
                 })
                 .collect();
-            short(&parts.join(", "), 80)
+            short(&parts.join(", "), 100)
         }
-        _ => short(args, 80),
+        _ => short(args, 100),
     }
 }
 
@@ -162,8 +166,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn short_args_shows_values() {
-        assert_eq!(short_args(r#"{"command":"ls -la"}"#), "ls -la");
+    fn short_args_shows_names_and_values() {
+        assert_eq!(short_args(r#"{"command":"ls -la"}"#), "command=ls -la");
+        let task = r#"{"background":true,"description":"audit the inventory module for bugs and risky code paths","prompt":"x"}"#;
+        let shown = short_args(task);
+        assert!(
+            shown.starts_with("background=true, description=audit the inventory"),
+            "{shown}"
+        );
+        assert!(shown.contains('…'), "{shown}");
         assert_eq!(short_args("not json"), "not json");
         assert!(short(&"x".repeat(200), 10).ends_with('…'));
     }

@@ -1,12 +1,12 @@
 //! `cadre run`: run the main agent headless (or one sub-agent directly with `--agent`).
 
 use crate::cli::{ApprovalAnswer, Cli, OutputFormat, RunArgs};
-use crate::setup::{Overrides, Setup};
-use anyhow::Result;
-use cadre_engine::NonInteractiveApprovals;
-use cadre_subagents::TaskStatus;
+use crate::setup::{Overrides, Setup, workspace_root};
+use anyhow::{Result, bail};
+use cadre_engine::{NonInteractiveApprovals, Session};
+use cadre_subagents::{Harness, TaskStatus};
 use cadre_tools::RunContext;
-use cadre_types::{EndState, EventSink, new_session_id};
+use cadre_types::{EndState, EventSink, Message, new_session_id};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,9 +19,14 @@ pub const EXIT_LIMIT: u8 = 3;
 /// Exit code of a cancelled run.
 pub const EXIT_CANCELLED: u8 = 130;
 
+/// The policy that refuses approval requests of a headless run, as the user would change it.
+const HEADLESS_POLICY: &str = "headless run without --approval auto";
+
 fn approvals(answer: ApprovalAnswer) -> NonInteractiveApprovals {
     let approve = answer == ApprovalAnswer::Auto;
-    NonInteractiveApprovals::new(approve).with_notice(|req, approved| {
+    NonInteractiveApprovals::new(approve)
+        .policy(HEADLESS_POLICY)
+        .with_notice(|req, approved| {
         if !approved {
             let who = if req.agent == "main" {
                 String::new()
@@ -29,7 +34,7 @@ fn approvals(answer: ApprovalAnswer) -> NonInteractiveApprovals {
                 format!("[{}] ", req.agent)
             };
             eprintln!(
-                "cadre: {who}{} ({}) needs approval and was denied; rerun with --approval auto or --permission-mode auto-approve to allow it",
+                "cadre: {who}{} ({}) needs approval and was refused ({HEADLESS_POLICY}); rerun with --approval auto or --permission-mode auto-approve to allow it",
                 req.tool,
                 req.subject.as_deref().unwrap_or("")
             );
@@ -68,13 +73,28 @@ fn on_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// The model a resumed session recorded, read before anything is set up.
+fn recorded_model(cli: &Cli, id: &str) -> Result<String> {
+    let dir = Harness::sessions_dir_of(&workspace_root(cli)?);
+    Ok(Session::read_meta(&dir, id)?.model)
+}
+
 /// Run `cadre run`.
 pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
+    if args.prompt.trim().is_empty() {
+        bail!("the prompt is empty: say what the agent should do, as in cadre run \"PROMPT\"");
+    }
+    // A resumed session goes on with its own model unless `--model` names another.
+    let model = match (&args.resume, &cli.model) {
+        (Some(id), None) => Some(recorded_model(cli, id)?),
+        _ => None,
+    };
     let setup = Setup::new(
         cli,
         &Overrides {
             max_turns: args.max_turns,
             permission_mode: args.permission_mode.clone(),
+            model,
         },
     )
     .await?;
@@ -82,47 +102,46 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
     if args.detach {
         h.runtime().detach_background();
     }
-    let spec = h.agent().config().model.spec.clone();
-    let mut session = match &args.resume {
-        Some(id) => h.open_session(id)?,
-        None => h.new_session()?,
-    };
-    let session_id = session.id().to_string();
-
     let events: Arc<dyn EventSink> = match args.output {
         OutputFormat::Text => Arc::new(crate::output::TextSink::default()),
         OutputFormat::Jsonl => Arc::new(crate::output::JsonlSink::default()),
     };
-    let run = Arc::new(RunContext {
-        session_id: session.id().to_string(),
-        agent: "main".into(),
-        model: spec,
-        task_id: None,
-        user_id: std::env::var("USER").ok(),
-        parent_session_id: None,
-        depth: 0,
-        tool_grant: cadre_tools::ToolGrant::unrestricted(),
-        budget: cadre_tools::Budget::unlimited(),
-        trace_id: new_session_id().replacen("s-", "", 1),
-        events,
-        approvals: Arc::new(approvals(args.approval)),
-    });
+    let run_for = |session_id: String| {
+        Arc::new(RunContext {
+            session_id,
+            agent: "main".into(),
+            model: h.agent().config().model.spec.clone(),
+            task_id: None,
+            user_id: std::env::var("USER").ok(),
+            parent_session_id: None,
+            depth: 0,
+            tool_grant: cadre_tools::ToolGrant::unrestricted(),
+            budget: cadre_tools::Budget::unlimited(),
+            trace_id: new_session_id().replacen("s-", "", 1),
+            events: events.clone(),
+            approvals: Arc::new(approvals(args.approval)),
+        })
+    };
     let cancel = CancellationToken::new();
     let ctrl_c = on_ctrl_c(cancel.clone());
-    let state = match &args.agent {
+    // The session to name at the end, if it holds something to resume.
+    let mut resumable = None;
+    let (state, session_id) = match &args.agent {
         Some(name) => {
-            direct(
-                &setup,
-                name,
-                &args.prompt,
-                run.clone(),
-                cancel.clone(),
-                args.output,
-            )
-            .await?
+            // The sub-agent has its own session; the main one exists only as a parent id.
+            let session_id = new_session_id();
+            let run = run_for(session_id.clone());
+            let state =
+                direct(&setup, name, &args.prompt, run, cancel.clone(), args.output).await?;
+            (state, session_id)
         }
         None => {
+            let mut session = match &args.resume {
+                Some(id) => h.open_session(id)?,
+                None => h.new_session()?,
+            };
             let workspace = Arc::new(h.open_workspace()?);
+            let run = run_for(session.id().to_string());
             let outcome = h
                 .agent()
                 .run(
@@ -133,7 +152,13 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
                     cancel.clone(),
                 )
                 .await;
-            outcome.state
+            if args.resume.is_some() || has_reply(&session) {
+                resumable = Some(session.id().to_string());
+            } else if let Some(path) = session.path() {
+                // A new session the model never answered holds nothing worth resuming.
+                let _ = std::fs::remove_file(path);
+            }
+            (outcome.state, session.id().to_string())
         }
     };
     ctrl_c.abort();
@@ -147,14 +172,20 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
     if left > 0 {
         eprintln!("cadre: {left} task(s) did not stop in time; the next start marks them failed");
     }
-    if args.output == OutputFormat::Text && args.agent.is_none() {
-        eprintln!(
-            "session: {} (resume with --resume {})",
-            session.id(),
-            session.id()
-        );
+    if args.output == OutputFormat::Text
+        && let Some(id) = resumable
+    {
+        eprintln!("session: {id} (resume with --resume {id})");
     }
     Ok(exit_for(&state))
+}
+
+/// True when the model answered at least once in `session`.
+fn has_reply(session: &Session) -> bool {
+    session
+        .messages()
+        .iter()
+        .any(|m| matches!(m, Message::Assistant { .. }))
 }
 
 /// `cadre run --agent NAME`: the named sub-agent runs in the foreground, bypassing the main

@@ -49,6 +49,8 @@ pub struct Overrides {
     pub max_turns: Option<u32>,
     /// `--permission-mode`.
     pub permission_mode: Option<String>,
+    /// The model to use when `--model` is not given (a resumed session's own).
+    pub model: Option<String>,
 }
 
 impl Setup {
@@ -79,7 +81,12 @@ impl Setup {
             max_tokens: config.limits.max_tokens,
         };
         let mut b = Harness::builder()
-            .model(model_spec(cli, &config))
+            .model(
+                overrides
+                    .model
+                    .clone()
+                    .unwrap_or_else(|| model_spec(cli, &config)),
+            )
             .workspace(&ws)
             .permissions(policy)
             .file_access(

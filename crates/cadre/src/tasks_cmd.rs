@@ -43,20 +43,94 @@ pub fn record_json(r: &TaskRecord) -> Value {
     })
 }
 
-fn line(r: &TaskRecord) -> String {
-    let title = if r.description.is_empty() {
+/// The title of a task: its description, else the first line of its prompt.
+fn title(r: &TaskRecord) -> &str {
+    if r.description.is_empty() {
         r.prompt.lines().next().unwrap_or("")
     } else {
         r.description.as_str()
-    };
+    }
+}
+
+/// One row of `tasks list`, in the columns of [`LIST_HEADER`].
+fn line(r: &TaskRecord) -> String {
     format!(
-        "{}  {:<9}  {:<16}  {}  {}",
+        "{:<41}  {:<9}  {:<16}  {:<20}  {}",
         r.id,
         r.status.as_str(),
         r.agent_id,
         time(r.created_at),
-        title
+        title(r)
     )
+}
+
+/// The header row of `tasks list`.
+fn list_header() -> String {
+    format!(
+        "{:<41}  {:<9}  {:<16}  {:<20}  {}",
+        "TASK", "STATUS", "AGENT", "CREATED", "DESCRIPTION"
+    )
+}
+
+/// `tasks show`: the record for a person, times in ISO 8601 (UTC).
+fn readable(r: &TaskRecord) -> String {
+    let mut out = String::new();
+    let mut field = |name: &str, value: &str| {
+        if !value.is_empty() {
+            out.push_str(&format!("{name:<15} {value}\n"));
+        }
+    };
+    field("task", &r.id);
+    field("agent", &r.agent_id);
+    field("status", r.status.as_str());
+    field("end state", r.end_state.as_deref().unwrap_or(""));
+    field("description", &r.description);
+    field(
+        "mode",
+        if r.background {
+            "background"
+        } else {
+            "foreground"
+        },
+    );
+    field("parent agent", r.parent_agent_id.as_deref().unwrap_or(""));
+    field("parent session", &r.parent_session_id);
+    field("child session", r.child_session_id.as_deref().unwrap_or(""));
+    field("user", r.user_id.as_deref().unwrap_or(""));
+    field("created", &time(r.created_at));
+    field("updated", &time(r.updated_at));
+    field("heartbeat", &r.heartbeat_at.map(time).unwrap_or_default());
+    field("owner node", &r.owner_node);
+    field("transport", &r.transport.to_stored());
+    field("remote task", r.remote_task_id.as_deref().unwrap_or(""));
+    if r.cancel_requested {
+        field("cancel", "requested");
+    }
+    if r.background {
+        field("delivered", if r.delivered { "yes" } else { "no" });
+    }
+    field(
+        "tokens",
+        &format!(
+            "{} ({} in / {} out)",
+            r.usage.total(),
+            r.usage.input_tokens,
+            r.usage.output_tokens
+        ),
+    );
+    for (name, text) in [
+        ("prompt", r.prompt.as_str()),
+        ("result", r.result.as_deref().unwrap_or("")),
+        ("error", r.error.as_deref().unwrap_or("")),
+    ] {
+        if !text.is_empty() {
+            out.push_str(&format!("\n{name}:\n"));
+            for l in text.lines() {
+                out.push_str(&format!("  {l}\n"));
+            }
+        }
+    }
+    out
 }
 
 /// Run `cadre tasks ...`.
@@ -91,16 +165,21 @@ pub async fn run(cli: &Cli, cmd: &TasksCommand) -> Result<ExitCode> {
             } else if records.is_empty() {
                 eprintln!("no tasks");
             } else {
+                println!("{}", list_header());
                 for r in &records {
                     println!("{}", line(r));
                 }
             }
         }
-        TasksCommand::Show { id } => {
+        TasksCommand::Show { id, json } => {
             let Some(r) = store.get(id).await? else {
                 bail!("no task {id}");
             };
-            println!("{}", serde_json::to_string_pretty(&record_json(&r))?);
+            if *json {
+                println!("{}", serde_json::to_string_pretty(&record_json(&r))?);
+            } else {
+                print!("{}", readable(&r));
+            }
         }
         TasksCommand::Cancel { id } => {
             let Some(before) = store.get(id).await? else {

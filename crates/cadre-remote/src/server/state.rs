@@ -87,7 +87,9 @@ impl State {
         let site = SiteRules::new(&opts.allowed_origins, &opts.allowed_hosts)?;
         let sink = Arc::new(ServeSink::default());
         let approve = opts.approvals == ApprovalPolicy::Approve;
-        let approvals = NonInteractiveApprovals::new(approve).with_notice(|req, approved| {
+        let approvals = NonInteractiveApprovals::new(approve)
+            .policy("serve.approvals = \"deny\"")
+            .with_notice(|req, approved| {
             tracing::info!(agent = %req.agent, tool = %req.tool, approved, "approval request answered by the serve policy");
         });
         let hard_stop = CancellationToken::new();

@@ -85,9 +85,10 @@ struct BackgroundDeny;
 #[async_trait]
 impl ApprovalHandler for BackgroundDeny {
     async fn decide(&self, request: ApprovalRequest) -> ApprovalDecision {
-        ApprovalDecision::Deny {
+        ApprovalDecision::Refused {
+            policy: "subagents.background_approvals = \"deny\"".into(),
             feedback: Some(format!(
-                "{} needs approval, and background sub-agents cannot ask for it (subagents.background_approvals = \"deny\"). Do without it and report what you could not do.",
+                "{} needs approval, and background sub-agents cannot ask for it. Do without it and report what you could not do.",
                 request.tool
             )),
         }
