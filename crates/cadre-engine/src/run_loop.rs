@@ -287,9 +287,13 @@ async fn run_inner(
             }
             Some(Ok(r)) => r,
         };
-        stop.budget.charge(Spend::tokens(reply.usage));
+        // Priced per call: the calls of a job may use models with different prices.
+        let call_usage = reply
+            .usage
+            .priced(cfg.model.price.map(|p| p.cost_usd(&reply.usage)));
+        stop.budget.charge(Spend::tokens(call_usage));
         emitter.emit(Event::Usage {
-            usage: reply.usage,
+            usage: call_usage,
             total: stop.budget.spent().usage,
             subagent: None,
         });

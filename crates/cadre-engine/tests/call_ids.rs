@@ -23,6 +23,7 @@ fn model(provider: Arc<dyn Provider>) -> ResolvedModel {
         provider,
         model: "mock".into(),
         spec: "mock:mock".into(),
+        price: None,
     }
 }
 

@@ -45,6 +45,7 @@ fn openai_model(mock: &MockServer, stream: bool) -> ResolvedModel {
         provider: Arc::new(provider),
         model: "gpt-mock".into(),
         spec: "mockai:gpt-mock".into(),
+        price: None,
     }
 }
 
@@ -56,6 +57,7 @@ fn anthropic_model(mock: &MockServer, stream: bool) -> ResolvedModel {
         provider: Arc::new(provider),
         model: "claude-mock".into(),
         spec: "anthropic:claude-mock".into(),
+        price: None,
     }
 }
 

@@ -1,12 +1,13 @@
 //! Model providers for cadre. One stream-first trait, [`Provider`], with the
 //! OpenAI-compatible, Anthropic and scripted implementations behind it, a retry
 //! policy, and [`ProviderRegistry`], which builds each provider once per process and
-//! routes `provider:model` names to it.
+//! routes `provider:model` names to it (with the model's price, see [`pricing`]).
 
 mod cache;
 mod error;
 mod http;
 mod json;
+pub mod pricing;
 mod provider;
 mod registry;
 pub mod retry;
@@ -18,6 +19,7 @@ pub mod openai;
 
 pub use cache::{CacheMode, CacheTtl};
 pub use error::ProviderError;
+pub use pricing::{ModelPrice, PriceTable};
 pub use provider::{
     ModelRequest, ModelResponse, ModelStream, Provider, RequestMetadata, StreamEvent, collect,
 };

@@ -1,7 +1,7 @@
 //! Provider configuration and the registry that builds each provider once and routes
 //! `provider:model` names to it.
 
-use crate::{Provider, ProviderError, anthropic, openai, scripted};
+use crate::{ModelPrice, PriceTable, Provider, ProviderError, anthropic, openai, scripted};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -60,6 +60,8 @@ pub struct ResolvedModel {
     pub model: String,
     /// The full spec as written (`openai:gpt-4o-mini`).
     pub spec: String,
+    /// Its price, with cache writes at the provider's `cache_ttl` rate; `None`: unknown.
+    pub price: Option<ModelPrice>,
 }
 
 impl std::fmt::Debug for ResolvedModel {
@@ -78,6 +80,7 @@ pub struct ProviderRegistry {
     configs: HashMap<String, ProviderConfig>,
     built: Mutex<HashMap<String, Arc<dyn Provider>>>,
     default_provider: String,
+    prices: PriceTable,
 }
 
 impl std::fmt::Debug for ProviderRegistry {
@@ -97,7 +100,14 @@ impl ProviderRegistry {
             configs,
             built: Mutex::new(HashMap::new()),
             default_provider: default_provider.to_string(),
+            prices: PriceTable::built_in(),
         }
+    }
+
+    /// Price models from `prices` instead of the built-in table.
+    pub fn with_prices(mut self, prices: PriceTable) -> Self {
+        self.prices = prices;
+        self
     }
 
     /// Register an already-built provider under `name` (library use, tests).
@@ -153,10 +163,19 @@ impl ProviderRegistry {
                 p
             }
         };
+        let ttl = self
+            .configs
+            .get(provider_name)
+            .and_then(|c| c.cache_ttl)
+            .unwrap_or_default();
         Ok(ResolvedModel {
             provider,
             model: model.to_string(),
             spec: spec.to_string(),
+            price: self
+                .prices
+                .lookup(provider_name, model)
+                .map(|p| p.for_ttl(ttl)),
         })
     }
 
@@ -197,6 +216,30 @@ mod tests {
         assert_eq!(reg.split("openrouter:x/y"), ("openrouter", "x/y"));
         assert_eq!(reg.split("openai/gpt-4o"), ("openai", "openai/gpt-4o"));
         assert_eq!(reg.split("weird:thing"), ("openai", "weird:thing"));
+    }
+
+    #[test]
+    fn resolved_models_carry_their_price() {
+        let mut cfgs = HashMap::new();
+        cfgs.insert(
+            "anthropic".to_string(),
+            ProviderConfig {
+                cache_ttl: Some(crate::CacheTtl::OneHour),
+                ..Default::default()
+            },
+        );
+        let reg = ProviderRegistry::new(cfgs, "openai");
+        let m = reg.resolve("anthropic:claude-sonnet-4-5-20250929").unwrap();
+        let price = m.price.unwrap();
+        assert_eq!(
+            (price.input, price.cache_write),
+            (3.0, Some(6.0)),
+            "1h writes"
+        );
+        assert!(reg.resolve("openai:gpt-4o-mini").unwrap().price.is_some());
+        assert!(reg.resolve("ollama:qwen3:8b").unwrap().price.is_none());
+        let reg = ProviderRegistry::new(HashMap::new(), "openai").with_prices(PriceTable::empty());
+        assert!(reg.resolve("openai:gpt-4o-mini").unwrap().price.is_none());
     }
 
     #[test]

@@ -273,7 +273,7 @@ impl Provider for ScriptedProvider {
             let usage = turn.usage.unwrap_or(Usage {
                 input_tokens: estimate_tokens(input_chars),
                 output_tokens: estimate_tokens(out_chars),
-                cached_input_tokens: 0,
+                ..Usage::default()
             });
             events.push(Ok(StreamEvent::Usage(usage)));
             events.push(Ok(StreamEvent::Done {

@@ -36,7 +36,8 @@ async fn streamed_text_reply_and_request_shape() {
             StreamEvent::Usage(Usage {
                 input_tokens: 40,
                 output_tokens: 5,
-                cached_input_tokens: 30
+                cached_input_tokens: 30,
+                ..Usage::default()
             }),
             StreamEvent::Done {
                 stop_reason: Some("end_turn".into())

@@ -36,7 +36,8 @@ async fn streamed_text_reply_and_request_shape() {
             StreamEvent::Usage(Usage {
                 input_tokens: 11,
                 output_tokens: 2,
-                cached_input_tokens: 4
+                cached_input_tokens: 4,
+                ..Usage::default()
             }),
             StreamEvent::Done {
                 stop_reason: Some("stop".into())

@@ -26,7 +26,7 @@ use cadre_engine::{
     Agent, Limits, NonInteractiveApprovals, Offloader, PermissionPolicy, RunOutcome, Session,
     SessionError, SessionMeta, ToolHook,
 };
-use cadre_llm::{Provider, ProviderConfig, ProviderError, ProviderRegistry};
+use cadre_llm::{PriceTable, Provider, ProviderConfig, ProviderError, ProviderRegistry};
 use cadre_tools::{
     AccessPolicy, ApprovalHandler, RunContext, ToolRegistry, Workspace, builtin::builtin_tools,
 };
@@ -81,6 +81,7 @@ pub struct HarnessBuilder {
     load_files: bool,
     user_dir: Option<PathBuf>,
     aliases: HashMap<String, String>,
+    prices: PriceTable,
     disable_general_purpose: bool,
     disable_subagents: bool,
     persist_sessions: bool,
@@ -111,6 +112,7 @@ impl Default for HarnessBuilder {
             load_files: true,
             user_dir: crate::loader::default_user_agents_dir(),
             aliases: HashMap::new(),
+            prices: PriceTable::built_in(),
             disable_general_purpose: false,
             disable_subagents: false,
             persist_sessions: true,
@@ -242,6 +244,12 @@ impl HarnessBuilder {
         self
     }
 
+    /// Model prices (default: the built-in table); models without one have an unknown cost.
+    pub fn prices(mut self, prices: PriceTable) -> Self {
+        self.prices = prices;
+        self
+    }
+
     /// Model aliases used by definition files (`sonnet` → `anthropic:...`).
     pub fn model_aliases(mut self, aliases: HashMap<String, String>) -> Self {
         self.aliases = aliases;
@@ -298,10 +306,9 @@ impl HarnessBuilder {
             _ => "openai".to_string(),
         };
         let default_provider = default_provider.as_str();
-        let providers = Arc::new(ProviderRegistry::new(
-            self.provider_configs,
-            default_provider,
-        ));
+        let providers = Arc::new(
+            ProviderRegistry::new(self.provider_configs, default_provider).with_prices(self.prices),
+        );
         for (name, p) in self.provider_instances {
             providers.insert(&name, p);
         }

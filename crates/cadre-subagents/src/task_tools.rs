@@ -26,14 +26,17 @@ pub fn timestamp(ms: u64) -> String {
 
 fn describe(t: &TaskSnapshot) -> String {
     let mut s = format!(
-        "task_id: {}\nagent_id: {}\nstatus: {}\ncreated_at: {}\nupdated_at: {}\ndescription: {}\ntokens: {}",
+        "task_id: {}\nagent_id: {}\nstatus: {}\ncreated_at: {}\nupdated_at: {}\ndescription: {}\ntokens: {}\ncost: {}",
         t.id,
         t.agent,
         t.status,
         timestamp(t.created_at),
         timestamp(t.updated_at),
         t.description,
-        t.usage.total()
+        t.usage.tokens_text(),
+        t.usage
+            .cost_usd()
+            .map_or_else(|| "unknown".to_string(), cadre_types::format_usd)
     );
     if let Some(e) = &t.error {
         s.push_str(&format!("\nerror: {e}"));
@@ -279,7 +282,7 @@ impl Tool for TaskListTool {
         ToolDefinition {
             name: "task_list".into(),
             description:
-                "List this session's sub-agent tasks with status, creation time and token use."
+                "List this session's sub-agent tasks with status, creation time, token use and cost."
                     .into(),
             parameters: json!({
                 "type": "object",

@@ -69,7 +69,17 @@ impl AnthropicStream {
     }
 
     /// Append `message_start` with the given input and cache-read token counts.
-    pub fn start(mut self, input_tokens: u64, cache_read_tokens: u64) -> Self {
+    pub fn start(self, input_tokens: u64, cache_read_tokens: u64) -> Self {
+        self.start_with_cache(input_tokens, cache_read_tokens, 0)
+    }
+
+    /// Append `message_start` with uncached input, cache-read and cache-write token counts.
+    pub fn start_with_cache(
+        mut self,
+        input_tokens: u64,
+        cache_read_tokens: u64,
+        cache_write_tokens: u64,
+    ) -> Self {
         self.started = true;
         let event = json!({
             "type": "message_start",
@@ -78,7 +88,7 @@ impl AnthropicStream {
                 "content": [], "stop_reason": null, "stop_sequence": null,
                 "usage": {"input_tokens": input_tokens, "output_tokens": 1,
                           "cache_read_input_tokens": cache_read_tokens,
-                          "cache_creation_input_tokens": 0},
+                          "cache_creation_input_tokens": cache_write_tokens},
             }
         });
         self.event(&event)
@@ -202,6 +212,7 @@ pub struct AnthropicJson {
     content: Vec<Value>,
     stop_reason: String,
     usage: (u64, u64, u64),
+    cache_write: u64,
 }
 
 impl Default for AnthropicJson {
@@ -218,6 +229,7 @@ impl AnthropicJson {
             content: Vec::new(),
             stop_reason: "end_turn".into(),
             usage: (0, 0, 0),
+            cache_write: 0,
         }
     }
 
@@ -254,14 +266,21 @@ impl AnthropicJson {
         self
     }
 
+    /// Set the cache-write (`cache_creation_input_tokens`) count.
+    pub fn cache_write(mut self, tokens: u64) -> Self {
+        self.cache_write = tokens;
+        self
+    }
+
     /// The JSON body.
     pub fn to_json(&self) -> Value {
         let (i, o, c) = self.usage;
+        let w = self.cache_write;
         json!({
             "id": "msg_mock", "type": "message", "role": "assistant", "model": self.model,
             "content": self.content, "stop_reason": self.stop_reason, "stop_sequence": null,
             "usage": {"input_tokens": i, "output_tokens": o, "cache_read_input_tokens": c,
-                      "cache_creation_input_tokens": 0},
+                      "cache_creation_input_tokens": w},
         })
     }
 

@@ -207,7 +207,7 @@ mod tests {
         Spend::tokens(Usage {
             input_tokens: n,
             output_tokens: 0,
-            cached_input_tokens: 0,
+            ..Usage::default()
         })
     }
 

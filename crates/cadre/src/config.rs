@@ -110,6 +110,23 @@ pub struct ModelsConfig {
     /// (`anthropic:claude-sonnet-4-5`).
     #[serde(default)]
     pub aliases: HashMap<String, String>,
+    /// Prices per million tokens by `provider:model`, added to or replacing the built-in
+    /// table (`[models.prices."anthropic:claude-sonnet-4-5"] input = 3.0 ...`).
+    #[serde(default)]
+    pub prices: HashMap<String, cadre_llm::ModelPrice>,
+}
+
+impl ModelsConfig {
+    /// The built-in price table with this configuration's prices.
+    pub fn price_table(&self) -> Result<cadre_llm::PriceTable> {
+        let mut table = cadre_llm::PriceTable::built_in();
+        for (key, price) in &self.prices {
+            table
+                .set(key, *price)
+                .map_err(|e| anyhow::anyhow!("[models.prices]: {e}"))?;
+        }
+        Ok(table)
+    }
 }
 
 /// `[subagents]`.
@@ -302,6 +319,36 @@ mod tests {
         assert_eq!(c.limits.max_turns, Some(7));
         assert_eq!(c.limits.max_tokens, Some(100));
         assert_eq!(c.permissions.allow, vec!["bash".to_string()]);
+    }
+
+    #[test]
+    fn prices_extend_and_override_the_built_in_table() {
+        let c: Config = toml::from_str(
+            "[models.prices.\"ollama:qwen3:8b\"]\ninput = 0.0\noutput = 0.0\n\
+             [models.prices.\"anthropic:claude-sonnet-4-5\"]\ninput = 2.0\ncached_input = 0.2\n\
+             cache_write = 2.5\noutput = 10.0\n",
+        )
+        .unwrap();
+        let table = c.models.price_table().unwrap();
+        assert_eq!(table.lookup("ollama", "qwen3:8b").unwrap().output, 0.0);
+        assert_eq!(
+            table
+                .lookup("anthropic", "claude-sonnet-4-5")
+                .unwrap()
+                .input,
+            2.0
+        );
+        assert_eq!(table.lookup("openai", "gpt-4o-mini").unwrap().input, 0.15);
+        let bad: Config =
+            toml::from_str("[models.prices.gpt]\ninput = 1.0\noutput = 1.0\n").unwrap();
+        let err = bad.models.price_table().unwrap_err();
+        assert!(err.to_string().contains("provider:model"), "{err}");
+        assert!(
+            toml::from_str::<Config>(
+                "[models.prices.\"a:b\"]\ninput = 1.0\noutput = 1.0\nimput = 2.0\n"
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -148,11 +148,9 @@ impl EventSink for TextSink {
                     other => other.to_string(),
                 };
                 let line = format!(
-                    "— {verdict} · {turns} turn{} · {} tokens ({} in / {} out)",
+                    "— {verdict} · {turns} turn{} · {}",
                     if turns == 1 { "" } else { "s" },
-                    usage.total(),
-                    usage.input_tokens,
-                    usage.output_tokens
+                    usage.summary()
                 );
                 self.progress(&mut st, &line);
             }

@@ -208,11 +208,9 @@ async fn direct(
     if output == OutputFormat::Text {
         println!("{result}");
         eprintln!(
-            "— [{name}] {} · {} tokens ({} in / {} out) · session {}",
+            "— [{name}] {} · {} · session {}",
             snap.status,
-            snap.usage.total(),
-            snap.usage.input_tokens,
-            snap.usage.output_tokens,
+            snap.usage.summary(),
             snap.child_session_id
         );
     }

@@ -96,7 +96,8 @@ impl Setup {
             )
             .limits(limits)
             .user_agents_dir(config::user_dir().map(|d| d.join("agents")))
-            .model_aliases(config.models.aliases.clone());
+            .model_aliases(config.models.aliases.clone())
+            .prices(config.models.price_table()?);
         for (name, p) in &config.providers {
             b = b.provider(name.clone(), p.clone());
         }

@@ -242,8 +242,8 @@ fn the_repl_summary_of_a_prompt_counts_that_prompt_and_its_children_only() {
     assert_eq!(
         summaries,
         vec![
-            "— completed · 2 turns · 1022 tokens (1020 in / 2 out)",
-            "— completed · 1 turn · 11 tokens (10 in / 1 out)",
+            "— completed · 2 turns · 1022 tokens (in 1020, out 2) · cost unknown",
+            "— completed · 1 turn · 11 tokens (in 10, out 1) · cost unknown",
         ],
         "{stderr}"
     );

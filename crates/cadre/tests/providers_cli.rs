@@ -27,10 +27,16 @@ fn workspace() -> tempfile::TempDir {
 
 /// Run `cadre --workspace WS run --model MODEL PROMPT` with `vars` set and no user config.
 async fn cadre_run(ws: &Path, model: &str, prompt: &str, vars: &[(&str, String)]) -> Output {
+    cadre_run_with(ws, &["--model", model, prompt], vars).await
+}
+
+/// Run `cadre --workspace WS run ARGS...` with `vars` set and no user config.
+async fn cadre_run_with(ws: &Path, args: &[&str], vars: &[(&str, String)]) -> Output {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_cadre"));
     cmd.arg("--workspace")
         .arg(ws)
-        .args(["run", "--model", model, prompt])
+        .arg("run")
+        .args(args)
         .env("XDG_CONFIG_HOME", ws.join("nocfg"))
         .stdin(Stdio::null())
         .kill_on_drop(true);
@@ -90,6 +96,11 @@ async fn run_against_a_mock_openai_server() {
     assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
     assert!(stdout.contains("The middle word is beta."), "{stdout}");
     assert!(stderr.contains("read_file"), "{stderr}");
+    // No price for this model: the cost is unknown, not $0.
+    assert!(
+        stderr.contains("· 268 tokens (in 250, out 18) · cost unknown"),
+        "{stderr}"
+    );
 
     let reqs = mock.requests();
     assert_eq!(reqs.len(), 2);
@@ -167,6 +178,58 @@ async fn run_against_a_mock_anthropic_server() {
         json!([{"role": "user", "content": [
             {"type": "text", "text": "hi", "cache_control": ephemeral}]}])
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_summary_and_usage_events_show_cache_tokens_and_dollars() {
+    let mock = MockServer::start().await.unwrap();
+    // 1000 uncached, 2000 read from the cache, 500 written; 100 out. At Sonnet 4.5's
+    // $3 / $0.30 / $3.75 / $15 per million: $0.006975.
+    let reply = || {
+        AnthropicStream::new()
+            .start_with_cache(1000, 2000, 500)
+            .text(&["Done."])
+            .stop("end_turn", 100)
+            .into_reply()
+    };
+    mock.push_anthropic(reply());
+    mock.push_anthropic(reply());
+    let ws = workspace();
+    let vars = [
+        ("ANTHROPIC_BASE_URL", mock.base_url()),
+        ("ANTHROPIC_API_KEY", "test-key".to_string()),
+    ];
+    let model = "anthropic:claude-sonnet-4-5-20250929";
+    let out = cadre_run_with(ws.path(), &["--model", model, "hi"], &vars).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert!(
+        stderr.contains(
+            "· 1 turn · 3600 tokens (in 3500, cached 2000, written 500, out 100) · $0.0070"
+        ),
+        "{stderr}"
+    );
+
+    let out = cadre_run_with(
+        ws.path(),
+        &["--model", model, "--output", "jsonl", "hi"],
+        &vars,
+    )
+    .await;
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let events: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let usage = events.iter().find(|e| e["type"] == "usage").unwrap();
+    assert_eq!(
+        usage["usage"],
+        json!({"input_tokens": 3500, "output_tokens": 100, "cached_input_tokens": 2000,
+               "cache_write_tokens": 500, "cost_usd": 0.006975})
+    );
+    let done = events.iter().find(|e| e["type"] == "done").unwrap();
+    assert_eq!(done["usage"]["cost_usd"], json!(0.006975));
 }
 
 #[tokio::test(flavor = "multi_thread")]

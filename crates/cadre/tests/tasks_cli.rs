@@ -225,3 +225,64 @@ fn detach_returns_without_waiting_and_leaves_honest_records() {
     assert_eq!(tasks.len(), 1);
     assert_eq!(tasks[0]["status"], "cancelled", "{tasks:?}");
 }
+
+#[test]
+fn tasks_show_the_tokens_and_cost_of_each_sub_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join(".cadre/agents")).unwrap();
+    std::fs::write(
+        ws.join(".cadre/agents/counter.md"),
+        "---\nname: counter\ndescription: Counts.\nworkspace: {mode: shared}\n---\nYou count.\n",
+    )
+    .unwrap();
+    let script = ws.join("script.toml");
+    std::fs::write(
+        &script,
+        r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "counter", description = "count", prompt = "count" } }]
+[[scripts.turns]]
+text = "done"
+
+[[scripts]]
+agent = "counter"
+[[scripts.turns]]
+text = "42"
+usage = { input_tokens = 1000, output_tokens = 100, cached_input_tokens = 500 }
+"#,
+    )
+    .unwrap();
+    let model = format!("scripted:{}", script.display());
+    // A price for the scripted model: $1 in, $0.10 cached, $2 out per million.
+    std::fs::write(
+        ws.join(".cadre/config.toml"),
+        format!(
+            "[models.prices.{:?}]\ninput = 1.0\ncached_input = 0.1\noutput = 2.0\n",
+            model
+        ),
+    )
+    .unwrap();
+    let out = cadre(ws, &model).args(["run", "go"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tasks = tasks_json(ws, &model);
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    // 500 uncached × $1 + 500 cached × $0.10 + 100 out × $2, per million.
+    let want = serde_json::json!({"input_tokens": 1000, "output_tokens": 100,
+        "cached_input_tokens": 500, "cache_write_tokens": 0, "cost_usd": 0.00075});
+    assert_eq!(tasks[0]["usage"], want);
+    let id = tasks[0]["task_id"].as_str().unwrap();
+    let out = cadre(ws, &model)
+        .args(["tasks", "show", id])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["usage"], want);
+}

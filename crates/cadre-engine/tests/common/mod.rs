@@ -42,6 +42,7 @@ pub fn scripted(toml_text: &str) -> (ResolvedModel, Arc<Recording>) {
         provider: rec.clone(),
         model: "test".into(),
         spec: "scripted:test".into(),
+        price: None,
     };
     (model, rec)
 }

@@ -51,11 +51,12 @@ pub(super) fn parse_full(provider: &str, body: &[u8]) -> Result<Vec<StreamEvent>
             _ => {}
         }
     }
-    out.push(StreamEvent::Usage(Usage {
-        input_tokens: reply.usage.input(),
+    let mut usage = Usage {
         output_tokens: reply.usage.output_tokens.unwrap_or(0),
-        cached_input_tokens: reply.usage.cache_read_input_tokens.unwrap_or(0),
-    }));
+        ..Usage::default()
+    };
+    reply.usage.fill_input(&mut usage);
+    out.push(StreamEvent::Usage(usage));
     out.push(StreamEvent::Done {
         stop_reason: reply.stop_reason,
     });
@@ -70,7 +71,8 @@ mod tests {
     fn blocks_become_events() {
         let body = br#"{"content":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"text","text":"ok"},
             {"type":"tool_use","id":"t","name":"f","input":{"p":"x"}}],
-            "stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":4,"cache_read_input_tokens":5}}"#;
+            "stop_reason":"tool_use","usage":{"input_tokens":3,"output_tokens":4,"cache_read_input_tokens":5,
+            "cache_creation_input_tokens":7}}"#;
         let out = parse_full("anthropic", body).unwrap();
         assert_eq!(out[0], StreamEvent::ThinkingDelta("t".into()));
         assert_eq!(out[1], StreamEvent::ThinkingSignature("s".into()));
@@ -79,9 +81,11 @@ mod tests {
         assert_eq!(
             out[4],
             StreamEvent::Usage(Usage {
-                input_tokens: 8,
+                input_tokens: 15,
                 output_tokens: 4,
-                cached_input_tokens: 5
+                cached_input_tokens: 5,
+                cache_write_tokens: 7,
+                ..Usage::default()
             })
         );
         assert_eq!(out.len(), 6);

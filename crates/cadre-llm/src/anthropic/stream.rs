@@ -13,7 +13,7 @@ use std::collections::HashMap;
 pub(super) struct WireUsage {
     input_tokens: Option<u64>,
     pub(super) output_tokens: Option<u64>,
-    pub(super) cache_read_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
     cache_creation_input_tokens: Option<u64>,
 }
 
@@ -23,6 +23,13 @@ impl WireUsage {
         self.input_tokens.unwrap_or(0)
             + self.cache_read_input_tokens.unwrap_or(0)
             + self.cache_creation_input_tokens.unwrap_or(0)
+    }
+
+    /// Copy the input side (all input, cache reads, cache writes) into `usage`.
+    pub(super) fn fill_input(&self, usage: &mut Usage) {
+        usage.input_tokens = self.input();
+        usage.cached_input_tokens = self.cache_read_input_tokens.unwrap_or(0);
+        usage.cache_write_tokens = self.cache_creation_input_tokens.unwrap_or(0);
     }
 }
 
@@ -214,8 +221,7 @@ impl SseDecoder for Decoder {
         match event {
             Event::MessageStart { message } => {
                 self.model = message.model;
-                self.usage.input_tokens = message.usage.input();
-                self.usage.cached_input_tokens = message.usage.cache_read_input_tokens.unwrap_or(0);
+                message.usage.fill_input(&mut self.usage);
                 self.usage.output_tokens = message.usage.output_tokens.unwrap_or(0);
             }
             Event::ContentBlockStart {
@@ -233,8 +239,7 @@ impl SseDecoder for Decoder {
                         self.usage.output_tokens = o;
                     }
                     if usage.input() > 0 {
-                        self.usage.input_tokens = usage.input();
-                        self.usage.cached_input_tokens = usage.cache_read_input_tokens.unwrap_or(0);
+                        usage.fill_input(&mut self.usage);
                     }
                 }
             }
@@ -297,7 +302,7 @@ mod tests {
     #[test]
     fn blocks_assemble_into_events() {
         let (out, end) = feed(&[
-            r#"{"type":"message_start","message":{"model":"claude","usage":{"input_tokens":10,"cache_read_input_tokens":90,"output_tokens":1}}}"#,
+            r#"{"type":"message_start","message":{"model":"claude","usage":{"input_tokens":10,"cache_read_input_tokens":90,"cache_creation_input_tokens":20,"output_tokens":1}}}"#,
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"SIG"}}"#,
@@ -326,9 +331,11 @@ mod tests {
                     arguments: r#"{"a":1}"#.into()
                 }),
                 StreamEvent::Usage(Usage {
-                    input_tokens: 100,
+                    input_tokens: 120,
                     output_tokens: 42,
-                    cached_input_tokens: 90
+                    cached_input_tokens: 90,
+                    cache_write_tokens: 20,
+                    ..Usage::default()
                 }),
                 StreamEvent::Done {
                     stop_reason: Some("tool_use".into())

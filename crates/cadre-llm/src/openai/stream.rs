@@ -64,6 +64,8 @@ impl From<WireUsage> for Usage {
                 .prompt_tokens_details
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0),
+            // OpenAI writes its cache for free and does not report it.
+            ..Usage::default()
         }
     }
 }
@@ -283,7 +285,8 @@ mod tests {
                 StreamEvent::Usage(Usage {
                     input_tokens: 7,
                     output_tokens: 3,
-                    cached_input_tokens: 2
+                    cached_input_tokens: 2,
+                    ..Usage::default()
                 }),
                 StreamEvent::Done {
                     stop_reason: Some("tool_calls".into())

@@ -12,6 +12,7 @@
 pub mod card;
 pub mod parse;
 pub mod render;
+pub mod usage;
 
 use cadre_subagents::TaskStatus;
 

@@ -220,7 +220,7 @@ fn task(v: &Value) -> Option<RemoteTask> {
     let usage = v
         .get("metadata")
         .and_then(|m| m.get("usage"))
-        .and_then(|u| serde_json::from_value(u.clone()).ok());
+        .and_then(super::usage::parse_usage);
     Some(RemoteTask {
         id,
         context_id: str_field(v, "contextId"),

@@ -192,7 +192,7 @@ pub fn task(view: &TaskView<'_>, detail: Detail, version: Version) -> Value {
     }
     t.insert(
         "metadata".into(),
-        json!({"agent": view.agent, "usage": view.usage}),
+        json!({"agent": view.agent, "usage": super::usage::usage_json(&view.usage)}),
     );
     Value::Object(t)
 }

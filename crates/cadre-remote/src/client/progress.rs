@@ -17,7 +17,8 @@ pub(crate) struct Progress {
     pub(crate) status_text: Option<String>,
     pub(crate) artifacts: Vec<(String, String)>,
     pub(crate) direct_answer: Option<String>,
-    pub(crate) usage: Usage,
+    /// As the remote reported it; a remote that reports none has an unknown cost.
+    pub(crate) usage: Option<Usage>,
     /// Whether any answer text was passed on as a delta yet.
     pub(crate) streamed: bool,
 }
@@ -32,7 +33,7 @@ impl Progress {
                     self.context_id = t.context_id.clone();
                 }
                 if let Some(u) = t.usage {
-                    self.usage = u;
+                    self.usage = Some(u);
                 }
                 self.state = Some(t.state);
                 if t.status_text.is_some() {
@@ -173,7 +174,7 @@ impl Progress {
         RemoteOutcome {
             state: end,
             output,
-            usage: self.usage,
+            usage: self.usage.unwrap_or_else(|| Usage::default().priced(None)),
             remote_task_id: self.task_id,
             context_id: self.context_id,
         }

@@ -11,7 +11,7 @@ pub(crate) const TASK_COLS: &str = "id, agent_id, parent_agent_id, parent_sessio
      child_session_id, user_id, status, prompt, description, result, error, end_state, \
      cancel_requested, background, delivered, created_at, updated_at, heartbeat_at, \
      owner_node, owner_instance, transport, remote_task_id, remote_headers, input_tokens, \
-     output_tokens, cached_input_tokens";
+     output_tokens, cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls";
 
 /// Every column of `live_children`.
 pub(crate) const LIVE_COLS: &str =
@@ -74,6 +74,9 @@ macro_rules! impl_record_row {
                         input_tokens: to_u64(self.try_get("input_tokens")?),
                         output_tokens: to_u64(self.try_get("output_tokens")?),
                         cached_input_tokens: to_u64(self.try_get("cached_input_tokens")?),
+                        cache_write_tokens: to_u64(self.try_get("cache_write_tokens")?),
+                        cost_nano_usd: to_u64(self.try_get("cost_nano_usd")?),
+                        unpriced_calls: to_u64(self.try_get("unpriced_calls")?),
                     },
                     id,
                 })

@@ -1,7 +1,7 @@
 //! Schema migrations: embedded SQL files applied in order, recorded in `cadre_schema`.
 //!
-//! Both backends share `migrations/0001_init.sql`; PostgreSQL adds its notification
-//! triggers (`migrations/postgres/`). Applying is serialised between processes: SQLite takes
+//! Both backends share `migrations/0001_init.sql` and `0003_usage_cost.sql`; PostgreSQL adds
+//! its notification triggers (`migrations/postgres/`, version 2). Applying is serialised between processes: SQLite takes
 //! the write lock up front (`BEGIN IMMEDIATE`), PostgreSQL a transaction-scoped advisory lock,
 //! so several `cadre` processes starting at once apply each migration exactly once.
 
@@ -25,8 +25,14 @@ const INIT: Migration = Migration {
     sql: include_str!("../../migrations/0001_init.sql"),
 };
 
-/// Migrations of the SQLite backend.
-pub const SQLITE_MIGRATIONS: &[Migration] = &[INIT];
+const USAGE_COST: Migration = Migration {
+    version: 3,
+    name: "usage_cost",
+    sql: include_str!("../../migrations/0003_usage_cost.sql"),
+};
+
+/// Migrations of the SQLite backend (version 2 is PostgreSQL's own).
+pub const SQLITE_MIGRATIONS: &[Migration] = &[INIT, USAGE_COST];
 
 /// Migrations of the PostgreSQL backend.
 pub const POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -36,6 +42,7 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
         name: "notify",
         sql: include_str!("../../migrations/postgres/0002_notify.sql"),
     },
+    USAGE_COST,
 ];
 
 /// Advisory lock key for migrations ("cadre" in ASCII).
@@ -127,8 +134,11 @@ mod tests {
     #[test]
     fn pending_checks_names_and_versions() {
         let all = POSTGRES_MIGRATIONS;
-        assert_eq!(pending(all, &[]).unwrap().len(), 2);
+        assert_eq!(pending(all, &[]).unwrap().len(), 3);
         assert_eq!(pending(all, &[(1, "init".into())]).unwrap()[0].version, 2);
+        // SQLite has no version 2: a database at 1 gets 3.
+        let sqlite = pending(SQLITE_MIGRATIONS, &[(1, "init".into())]).unwrap();
+        assert_eq!(sqlite.iter().map(|m| m.version).collect::<Vec<_>>(), [3]);
         assert!(pending(all, &[(1, "other".into())]).is_err());
         assert!(pending(all, &[(9, "future".into())]).is_err());
     }

@@ -20,7 +20,10 @@ const TRANSITION_SQL: &str = "UPDATE tasks SET status = $2, updated_at = $3, \
        result = COALESCE($4, result), error = COALESCE($5, error), \
        end_state = COALESCE($6, end_state), input_tokens = COALESCE($7, input_tokens), \
        output_tokens = COALESCE($8, output_tokens), \
-       cached_input_tokens = COALESCE($9, cached_input_tokens) \
+       cached_input_tokens = COALESCE($9, cached_input_tokens), \
+       cache_write_tokens = COALESCE($10, cache_write_tokens), \
+       cost_nano_usd = COALESCE($11, cost_nano_usd), \
+       unpriced_calls = COALESCE($12, unpriced_calls) \
      WHERE id = $1 \
        AND status IN ('pending', 'running') \
        AND (($2 = 'running' AND status = 'pending') \
@@ -168,6 +171,9 @@ impl SqlStore {
             .bind(u.map(|u| tokens(u.input_tokens)))
             .bind(u.map(|u| tokens(u.output_tokens)))
             .bind(u.map(|u| tokens(u.cached_input_tokens)))
+            .bind(u.map(|u| tokens(u.cache_write_tokens)))
+            .bind(u.map(|u| tokens(u.cost_nano_usd)))
+            .bind(u.map(|u| tokens(u.unpriced_calls)))
             .execute(p)
             .await?
             .rows_affected());

@@ -155,13 +155,30 @@ async fn fields_and_queries(kind: Kind) {
         input_tokens: 10,
         output_tokens: 5,
         cached_input_tokens: 3,
-    };
+        cache_write_tokens: 2,
+        ..Default::default()
+    }
+    .priced(Some(0.000_123_456_789));
     let t = Transition::to(Failed).with_error("boom").with_usage(usage);
     store.transition(&rec.id, t).await.unwrap();
     let got = store.get(&rec.id).await.unwrap().unwrap();
     assert_eq!(got.end_state.as_deref(), Some("limit_reached:max_turns"));
     assert_eq!(got.error.as_deref(), Some("boom"));
     assert_eq!(got.usage, usage);
+    assert_eq!(got.usage.cost_nano_usd, 123_457, "nano-dollars, exact");
+    // An unknown price stays unknown through the store.
+    let unknown = cadre_types::Usage {
+        input_tokens: 1,
+        ..Default::default()
+    }
+    .priced(None);
+    let other = store.create(NewTask::new("a", "s-3", "p")).await.unwrap();
+    store
+        .transition(&other.id, Transition::completed("r").with_usage(unknown))
+        .await
+        .unwrap();
+    let unpriced = store.get(&other.id).await.unwrap().unwrap();
+    assert_eq!(unpriced.usage.cost_usd(), None);
     assert_eq!(got.remote_task_id.as_deref(), Some("r-9"));
     assert_eq!(got.parent_agent_id.as_deref(), Some("planner"));
 
@@ -186,7 +203,7 @@ async fn fields_and_queries(kind: Kind) {
         ..Default::default()
     };
     assert_eq!(store.list(&failed).await.unwrap().len(), 1);
-    assert_eq!(store.list(&TaskFilter::default()).await.unwrap().len(), 6);
+    assert_eq!(store.list(&TaskFilter::default()).await.unwrap().len(), 7);
 }
 
 async fn schema_is_identical(kind: Kind) {
@@ -198,7 +215,8 @@ async fn schema_is_identical(kind: Kind) {
     let expected = "id agent_id parent_agent_id parent_session_id child_session_id user_id \
          status prompt description result error end_state cancel_requested background \
          delivered created_at updated_at heartbeat_at owner_node owner_instance transport \
-         remote_task_id remote_headers input_tokens output_tokens cached_input_tokens";
+         remote_task_id remote_headers input_tokens output_tokens cached_input_tokens \
+         cache_write_tokens cost_nano_usd unpriced_calls";
     assert_eq!(tasks, expected.split_whitespace().collect::<Vec<_>>());
     let live = store.table_columns("live_children").await.unwrap();
     assert_eq!(
@@ -216,7 +234,7 @@ async fn schema_is_identical(kind: Kind) {
     // Reopening applies nothing twice.
     drop(store);
     let again = fx.open("node-b").await;
-    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 26);
+    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 29);
 }
 
 async fn concurrent_first_open(kind: Kind) {
@@ -247,3 +265,39 @@ both_backends!(
     fields_and_queries,
     schema_is_identical
 );
+
+/// A database written by a build before costs existed gets the new columns, and the cost of
+/// its tasks that used tokens reads as unknown, not as $0.
+#[tokio::test]
+async fn a_version_1_database_is_migrated_and_its_old_costs_are_unknown() {
+    use sqlx::{Connection, Executor};
+    let Some(fx) = Fixture::new(Kind::Sqlite).await else {
+        return;
+    };
+    let path = fx.path.clone().unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut conn =
+        sqlx::SqliteConnection::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+            .await
+            .unwrap();
+    conn.execute(include_str!("../../migrations/0001_init.sql"))
+        .await
+        .unwrap();
+    conn.execute(
+        "CREATE TABLE cadre_schema (version BIGINT PRIMARY KEY NOT NULL, name TEXT NOT NULL, \
+         applied_at BIGINT NOT NULL); INSERT INTO cadre_schema VALUES (1, 'init', 0); \
+         INSERT INTO tasks (id, agent_id, parent_session_id, status, prompt, created_at, \
+         updated_at, owner_node, input_tokens, output_tokens) VALUES \
+         ('task_old', 'a', 's', 'completed', 'p', 1, 1, 'n', 10, 5), \
+         ('task_idle', 'a', 's', 'pending', 'p', 1, 1, 'n', 0, 0)",
+    )
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+    let store = fx.open("n").await;
+    let old = store.get("task_old").await.unwrap().unwrap();
+    assert_eq!((old.usage.input_tokens, old.usage.output_tokens), (10, 5));
+    assert_eq!(old.usage.cost_usd(), None);
+    let idle = store.get("task_idle").await.unwrap().unwrap();
+    assert_eq!(idle.usage.cost_usd(), Some(0.0), "no calls, no cost");
+}
