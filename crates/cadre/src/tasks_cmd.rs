@@ -109,15 +109,8 @@ fn readable(r: &TaskRecord) -> String {
     if r.background {
         field("delivered", if r.delivered { "yes" } else { "no" });
     }
-    field(
-        "tokens",
-        &format!(
-            "{} ({} in / {} out)",
-            r.usage.total(),
-            r.usage.input_tokens,
-            r.usage.output_tokens
-        ),
-    );
+    field("tokens", &r.usage.tokens_text());
+    field("cost", &r.usage.cost_text());
     for (name, text) in [
         ("prompt", r.prompt.as_str()),
         ("result", r.result.as_deref().unwrap_or("")),

@@ -279,10 +279,21 @@ usage = { input_tokens = 1000, output_tokens = 100, cached_input_tokens = 500 }
     assert_eq!(tasks[0]["usage"], want);
     let id = tasks[0]["task_id"].as_str().unwrap();
     let out = cadre(ws, &model)
-        .args(["tasks", "show", id])
+        .args(["tasks", "show", "--json", id])
         .output()
         .unwrap();
     assert!(out.status.success());
     let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(shown["usage"], want);
+    let out = cadre(ws, &model)
+        .args(["tasks", "show", id])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains(
+            "tokens          1100 (in 1000, cached 500, out 100)\ncost            $0.0008\n"
+        ),
+        "{shown}"
+    );
 }
