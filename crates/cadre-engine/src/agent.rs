@@ -138,6 +138,26 @@ impl Agent {
         }
     }
 
+    /// The same agent on another model.
+    pub fn with_model(&self, model: ResolvedModel) -> Self {
+        let c = &*self.config;
+        Self::from_config(AgentConfig {
+            name: c.name.clone(),
+            model,
+            system_prompt: c.system_prompt.clone(),
+            tools: c.tools.clone(),
+            limits: c.limits,
+            tool_timeout: c.tool_timeout,
+            max_parallel_tools: c.max_parallel_tools,
+            hooks: c.hooks.clone(),
+            permissions: c.permissions.clone(),
+            extensions: c.extensions.clone(),
+            offloader: c.offloader.clone(),
+            max_output_tokens: c.max_output_tokens,
+            temperature: c.temperature,
+        })
+    }
+
     /// The configuration.
     pub fn config(&self) -> &AgentConfig {
         &self.config

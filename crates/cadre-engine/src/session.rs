@@ -274,12 +274,56 @@ impl Session {
     pub fn path(&self) -> Option<&Path> {
         self.file.as_ref().map(|(p, _)| p.as_path())
     }
+
+    /// The saved top-level sessions (`s-…`) under `dir`, most recently changed first, as
+    /// (id, last change). Sub-agent sessions are left out. An unreadable directory has none.
+    pub fn list_saved(dir: &Path) -> Vec<(String, std::time::SystemTime)> {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, std::time::SystemTime)> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let id = name.strip_suffix(".jsonl")?;
+                if !id.starts_with("s-") || check_id(id).is_err() {
+                    return None;
+                }
+                let modified = e.metadata().and_then(|m| m.modified()).ok()?;
+                Some((id.to_string(), modified))
+            })
+            .collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        out
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use cadre_types::ToolCall;
+
+    #[test]
+    fn saved_sessions_are_listed_newest_first_without_sub_agent_sessions() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = Session::create(dir.path(), meta("s-old")).unwrap();
+        let _child = Session::create(dir.path(), meta("sub-x")).unwrap();
+        let new = Session::create(dir.path(), meta("s-new")).unwrap();
+        let past = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        std::fs::File::options()
+            .append(true)
+            .open(old.path().unwrap())
+            .unwrap()
+            .set_modified(past)
+            .unwrap();
+        drop(new);
+        let ids: Vec<String> = Session::list_saved(dir.path())
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(ids, ["s-new", "s-old"]);
+        assert!(Session::list_saved(&dir.path().join("missing")).is_empty());
+    }
 
     fn meta(id: &str) -> SessionMeta {
         SessionMeta {

@@ -222,6 +222,14 @@ impl TurnExtension for SubagentContext {
             out.push(Message::user(text));
         }
         if !done.is_empty() {
+            run.events.emit(cadre_types::EventEnvelope {
+                session_id: run.session_id.clone(),
+                agent: run.agent.clone(),
+                task_id: run.task_id.clone(),
+                event: cadre_types::Event::ResultsDelivered {
+                    task_ids: done.iter().map(|t| t.id.clone()).collect(),
+                },
+            });
             out.push(delivery_message(&done));
         }
         out

@@ -106,15 +106,24 @@ impl EventSink for ForwardSink {
             // A model call of the child (or of one under it) is one the parent's run made
             // on its behalf: the parent's stream reports it with the parent's total.
             Event::Usage {
-                usage, subagent, ..
-            } => self.to_parent(Event::Usage {
                 usage,
-                total: self.parent_budget.spent().usage,
-                subagent: Some(subagent.unwrap_or_else(|| self.agent.clone())),
-            }),
+                subagent,
+                total,
+            } => {
+                // The child's own running total, so its task shows live tokens before it ends.
+                if subagent.is_none() {
+                    self.tracker.record_usage(&self.task_id, total);
+                }
+                self.to_parent(Event::Usage {
+                    usage,
+                    total: self.parent_budget.spent().usage,
+                    subagent: Some(subagent.unwrap_or_else(|| self.agent.clone())),
+                })
+            }
             Event::RunStarted { .. }
             | Event::TurnStarted { .. }
             | Event::Compaction { .. }
+            | Event::ResultsDelivered { .. }
             | Event::Error { .. } => {}
         }
     }

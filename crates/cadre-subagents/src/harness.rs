@@ -354,7 +354,7 @@ impl HarnessBuilder {
             f(&mut rc);
         }
         let file_access = rc.file_access(None, &ws);
-        let runtime = SubagentRuntime::new(rc, registry, skills.clone(), providers);
+        let runtime = SubagentRuntime::new(rc, registry, skills.clone(), providers.clone());
         let delegates = !self.disable_subagents
             && !runtime.registry().is_empty()
             && runtime.config().max_depth > 0;
@@ -391,6 +391,7 @@ impl HarnessBuilder {
         }
         Ok(Harness {
             name: self.name,
+            providers,
             workspace: ws,
             file_access,
             sessions_dir,
@@ -429,6 +430,7 @@ impl Default for RunOptions {
 /// A ready main agent with its sub-agent runtime.
 pub struct Harness {
     name: String,
+    providers: Arc<ProviderRegistry>,
     workspace: PathBuf,
     file_access: AccessPolicy,
     sessions_dir: Option<PathBuf>,
@@ -445,6 +447,14 @@ impl Harness {
     /// The main agent.
     pub fn agent(&self) -> &Agent {
         &self.agent
+    }
+
+    /// Run the main agent on `spec` (`provider:model`) from the next run on; children that
+    /// inherit the model follow it.
+    pub fn set_model(&mut self, spec: &str) -> Result<(), HarnessError> {
+        let model = self.providers.resolve(spec)?;
+        self.agent = self.agent.with_model(model);
+        Ok(())
     }
 
     /// The sub-agent runtime.

@@ -316,6 +316,15 @@ impl TaskTracker {
         }
     }
 
+    /// Record the running token total of a task still running (its end state sets the final one).
+    pub fn record_usage(&self, id: &str, usage: Usage) {
+        if let Some(e) = self.lock().tasks.get_mut(id)
+            && !e.snap.status.is_terminal()
+        {
+            e.snap.usage = usage;
+        }
+    }
+
     /// Record a progress update in the task's small log (a preview of it).
     pub fn log(&self, id: &str, kind: UpdateKind, tool: Option<&str>, text: &str) {
         if let Some(e) = self.lock().tasks.get_mut(id) {

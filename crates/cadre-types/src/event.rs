@@ -178,6 +178,11 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         subagent: Option<String>,
     },
+    /// Results of finished background tasks were handed to the agent (before this turn).
+    ResultsDelivered {
+        /// The tasks whose results were delivered.
+        task_ids: Vec<String>,
+    },
     /// Older turns were summarised to fit the context window.
     Compaction {
         /// Messages replaced by the summary.

@@ -22,6 +22,15 @@ pub struct Cli {
     /// Write logs to this file instead of stderr (filter with RUST_LOG).
     #[arg(long, global = true, value_name = "FILE")]
     pub log_file: Option<PathBuf>,
+    /// Interactive: continue the most recent session of this workspace.
+    #[arg(long = "continue", short = 'c', conflicts_with = "resume")]
+    pub continue_latest: bool,
+    /// Interactive: continue this session.
+    #[arg(long, value_name = "SESSION_ID")]
+    pub resume: Option<String>,
+    /// Use the line REPL even on a terminal (the full-screen UI is the default there).
+    #[arg(long)]
+    pub no_tui: bool,
     /// The command.
     #[command(subcommand)]
     pub command: Option<Command>,

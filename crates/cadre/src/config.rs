@@ -269,6 +269,50 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
     }
 }
 
+/// The project's configuration file.
+pub fn project_file(workspace: &Path) -> PathBuf {
+    workspace.join(".cadre").join("config.toml")
+}
+
+/// Add `rule` to `[permissions] allow` of the project's configuration, keeping the file's
+/// comments and layout; returns the file. A rule already there is not added twice.
+pub fn add_allow_rule(workspace: &Path, rule: &str) -> Result<PathBuf> {
+    let path = project_file(workspace);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let mut doc: toml_edit::DocumentMut = text
+        .parse()
+        .with_context(|| format!("invalid configuration in {}", path.display()))?;
+    let perms = doc
+        .entry("permissions")
+        .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()))
+        .as_table_like_mut()
+        .with_context(|| format!("{}: permissions is not a table", path.display()))?;
+    let allow = perms
+        .entry("allow")
+        .or_insert(toml_edit::Item::Value(toml_edit::Array::new().into()))
+        .as_array_mut()
+        .with_context(|| format!("{}: permissions.allow is not a list", path.display()))?;
+    if !allow.iter().any(|v| v.as_str() == Some(rule)) {
+        allow.push(rule);
+    }
+    let out = doc.to_string();
+    // The result must still be a valid configuration before it replaces the file.
+    let table: toml::Table =
+        toml::from_str(&out).context("the edited configuration does not parse")?;
+    toml::Value::Table(table)
+        .try_into::<Config>()
+        .context("the edited configuration is invalid")?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    std::fs::write(&path, out).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
 /// Load and merge the user, project and explicit configuration files.
 pub fn load(workspace: &Path, explicit: Option<&Path>) -> Result<Config> {
     let mut merged = toml::Table::new();
@@ -304,6 +348,31 @@ pub fn load(workspace: &Path, explicit: Option<&Path>) -> Result<Config> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_allow_rule_is_added_once_and_comments_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".cadre")).unwrap();
+        let file = super::project_file(dir.path());
+        std::fs::write(
+            &file,
+            "# mine\n[permissions]\nallow = [\"bash(ls)\"] # keep\n",
+        )
+        .unwrap();
+        super::add_allow_rule(dir.path(), "write_file(a[*].txt)").unwrap();
+        super::add_allow_rule(dir.path(), "write_file(a[*].txt)").unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.starts_with("# mine\n"), "{text}");
+        assert!(text.contains("# keep"), "{text}");
+        let cfg = super::load(dir.path(), None).unwrap();
+        assert_eq!(cfg.permissions.allow, ["bash(ls)", "write_file(a[*].txt)"]);
+        let fresh = tempfile::tempdir().unwrap();
+        super::add_allow_rule(fresh.path(), "bash").unwrap();
+        assert_eq!(
+            super::load(fresh.path(), None).unwrap().permissions.allow,
+            ["bash"]
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -3,6 +3,7 @@
 mod agents_cmd;
 mod cli;
 mod config;
+mod interactive;
 mod mcp_cmd;
 mod output;
 mod repl_cmd;
@@ -10,6 +11,7 @@ mod run_cmd;
 mod serve_cmd;
 mod setup;
 mod tasks_cmd;
+mod tui_cmd;
 
 use clap::Parser;
 
@@ -50,15 +52,29 @@ fn colour_on_stderr() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))
+}
+
 /// Run `fut` on a multi-threaded tokio runtime.
 fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
     fut: F,
 ) -> anyhow::Result<ExitCode> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| anyhow::anyhow!("cannot start the async runtime: {e}"))?
-        .block_on(fut)
+    runtime()?.block_on(fut)
+}
+
+/// As [`block_on`], for the interactive surfaces: a read of the terminal or stdin may still
+/// be pending in a blocking thread when they end, and nothing must wait for it.
+fn block_on_interactive<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
+    fut: F,
+) -> anyhow::Result<ExitCode> {
+    let rt = runtime()?;
+    let out = rt.block_on(fut);
+    rt.shutdown_background();
+    out
 }
 
 fn main() -> ExitCode {
@@ -78,7 +94,15 @@ fn main() -> ExitCode {
         Some(cli::Command::Serve(args)) => block_on(serve_cmd::run(&cli, args)),
         Some(cli::Command::Tasks(cmd)) => block_on(tasks_cmd::run(&cli, cmd)),
         Some(cli::Command::Mcp(cmd)) => block_on(mcp_cmd::run(&cli, cmd)),
-        None => block_on(repl_cmd::run(&cli)),
+        None => {
+            use std::io::IsTerminal;
+            let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+            if tty && !cli.no_tui {
+                block_on_interactive(tui_cmd::run(&cli))
+            } else {
+                block_on_interactive(repl_cmd::run(&cli))
+            }
+        }
     };
     match result {
         Ok(code) => code,

@@ -1,23 +1,33 @@
-//! `cadre` with no subcommand: a line REPL. Each line goes to the main agent in one ongoing
-//! session; `@name job` runs that sub-agent directly (bypassing the main model) with live
-//! progress; approval questions are asked on stderr and answered on stdin.
+//! `cadre` without a terminal (or with `--no-tui`): a line REPL. Each line goes to the main
+//! agent in one ongoing session; `@name job` runs that sub-agent directly (bypassing the main
+//! model) with live progress; `/commands` are parsed by the same table as the full-screen UI
+//! (an unknown one is an error, never a prompt); approval questions are asked on stderr and
+//! answered on stdin. Ctrl-C cancels a running turn; at the prompt it explains itself, and a
+//! second one within 2 s exits.
 
 use crate::cli::Cli;
+use crate::interactive::{open_session, resume_hint};
 use crate::output::TextSink;
 use crate::setup::{Overrides, Setup};
 use anyhow::Result;
 use async_trait::async_trait;
-use cadre_subagents::RunOptions;
+use cadre_engine::Session;
+use cadre_subagents::{Harness, Parent, RunOptions};
 use cadre_tools::{ApprovalHandler, RunContext};
+use cadre_tui::commands::{Line, SlashCommand, help_text, parse_line};
 use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink, new_session_id};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 type Input = Arc<Mutex<Lines<BufReader<Stdin>>>>;
+
+/// How long a second Ctrl-C at the prompt counts as "exit".
+const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
 
 /// Asks the person at the terminal; answers come from the same stdin as the prompts.
 struct LineApprovals {
@@ -63,54 +73,127 @@ impl ApprovalHandler for LineApprovals {
     }
 }
 
-fn help() {
-    eprintln!(
-        "Type a request for the main agent, or `@agent job` to run a sub-agent directly.\n\
-         /agents  list sub-agents   /tasks  this session's tasks   /exit  quit"
-    );
+/// Ctrl-C (SIGINT) as a stream, so a signal between two waits is not lost.
+struct Interrupts {
+    #[cfg(unix)]
+    sig: tokio::signal::unix::Signal,
+}
+
+impl Interrupts {
+    fn new() -> Result<Self> {
+        Ok(Self {
+            #[cfg(unix)]
+            sig: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?,
+        })
+    }
+
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            if self.sig.recv().await.is_none() {
+                std::future::pending::<()>().await;
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// The REPL's state between lines.
+struct Repl {
+    setup: Setup,
+    session: Session,
+    input: Input,
+    events: Arc<dyn EventSink>,
+    approvals: Arc<dyn ApprovalHandler>,
+    interrupts: Interrupts,
 }
 
 /// Run the REPL.
 pub async fn run(cli: &Cli) -> Result<ExitCode> {
     let setup = Setup::new(cli, &Overrides::default()).await?;
-    let h = &setup.harness;
-    let mut session = h.new_session()?;
+    let session = open_session(cli, &setup.harness)?;
     let input: Input = Arc::new(Mutex::new(BufReader::new(tokio::io::stdin()).lines()));
-    let events: Arc<dyn EventSink> = Arc::new(TextSink::default());
-    let approvals: Arc<dyn ApprovalHandler> = Arc::new(LineApprovals {
-        input: input.clone(),
-    });
+    let mut repl = Repl {
+        setup,
+        session,
+        approvals: Arc::new(LineApprovals {
+            input: input.clone(),
+        }),
+        input,
+        events: Arc::new(TextSink::default()),
+        interrupts: Interrupts::new()?,
+    };
     let tty = std::io::stdin().is_terminal();
     if tty {
         eprintln!(
-            "cadre {} — {} · session {}",
+            "cadre {} — {} · session {}\n/help lists the commands · @agent job runs a sub-agent · Ctrl-C twice exits",
             env!("CARGO_PKG_VERSION"),
-            h.agent().config().model.spec,
-            session.id()
+            repl.h().agent().config().model.spec,
+            repl.session.id()
         );
-        help();
     }
+    let mut last_interrupt: Option<Instant> = None;
     loop {
         if tty {
             eprint!("\n› ");
             let _ = std::io::stderr().flush();
         }
-        let line = match input.lock().await.next_line().await {
-            Ok(Some(l)) => l,
-            _ => break,
+        let next = {
+            let mut lines = repl.input.lock().await;
+            tokio::select! {
+                l = lines.next_line() => Some(l),
+                _ = repl.interrupts.next() => None,
+            }
         };
-        let line = line.trim();
-        match line {
-            "" => continue,
-            "/exit" | "/quit" => break,
-            "/help" => help(),
-            "/agents" => {
-                for d in h.runtime().registry().list() {
+        let line = match next {
+            Some(Ok(Some(l))) => l,
+            Some(_) => break,
+            None => {
+                if last_interrupt.is_some_and(|t| t.elapsed() < DOUBLE_CTRL_C) {
+                    break;
+                }
+                last_interrupt = Some(Instant::now());
+                eprintln!(
+                    "\n(Ctrl-C at the prompt does not cancel anything: press it again within 2 s to exit, or type /exit)"
+                );
+                continue;
+            }
+        };
+        last_interrupt = None;
+        match parse_line(&line) {
+            Err(e) => eprintln!("cadre: {e}"),
+            Ok(Line::Empty) => {}
+            Ok(Line::Command(SlashCommand::Exit)) => break,
+            Ok(Line::Command(cmd)) => repl.command(cmd).await,
+            Ok(Line::Direct { agent, job }) => repl.direct(&agent, job).await,
+            Ok(Line::Prompt(p)) => repl.prompt(&p).await,
+        }
+    }
+    repl.h().runtime().shutdown();
+    eprintln!("{}", resume_hint(repl.session.id()));
+    Ok(ExitCode::SUCCESS)
+}
+
+impl Repl {
+    fn h(&self) -> &Harness {
+        &self.setup.harness
+    }
+
+    async fn command(&mut self, cmd: SlashCommand) {
+        match cmd {
+            SlashCommand::Help => eprint!("{}", help_text(false)),
+            SlashCommand::Agents => {
+                for d in self.h().runtime().registry().list() {
                     println!("{}: {}", d.name, d.description.trim());
                 }
             }
-            "/tasks" => {
-                let tasks = h.runtime().tracker().of_session(session.id());
+            SlashCommand::Tasks => {
+                let tasks = self.h().runtime().tasks_of(self.session.id()).await;
                 if tasks.is_empty() {
                     println!("no tasks in this session");
                 }
@@ -118,70 +201,144 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
                     println!("{} [{}] {}: {}", t.id, t.status, t.agent, t.description);
                 }
             }
-            _ => {
-                let cancel = CancellationToken::new();
-                let watcher = {
-                    let cancel = cancel.clone();
-                    tokio::spawn(async move {
-                        if tokio::signal::ctrl_c().await.is_ok() {
-                            eprintln!("\ncadre: cancelling…");
-                            cancel.cancel();
-                        }
-                    })
-                };
-                if let Some(rest) = line.strip_prefix('@') {
-                    let (name, job) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-                    let parent = h.main_parent(
-                        Arc::new(RunContext {
-                            session_id: session.id().to_string(),
-                            agent: "main".into(),
-                            model: h.agent().config().model.spec.clone(),
-                            task_id: None,
-                            user_id: std::env::var("USER").ok(),
-                            parent_session_id: None,
-                            depth: 0,
-                            tool_grant: cadre_tools::ToolGrant::unrestricted(),
-                            budget: cadre_tools::Budget::unlimited(),
-                            trace_id: new_session_id().replacen("s-", "", 1),
-                            events: events.clone(),
-                            approvals: approvals.clone(),
-                        }),
-                        cancel.clone(),
-                    );
-                    match h
-                        .runtime()
-                        .run_direct(name, job.trim().to_string(), &parent)
-                        .await
-                    {
-                        Ok(snap) => {
-                            println!("{}", snap.result.unwrap_or_default());
-                            eprintln!("— [{name}] {}", snap.status);
-                        }
-                        Err(e) => eprintln!("cadre: {e}"),
-                    }
-                } else {
-                    let opts = RunOptions {
-                        events: events.clone(),
-                        approvals: approvals.clone(),
-                        cancel: cancel.clone(),
-                        user_id: std::env::var("USER").ok(),
-                    };
-                    let out = h.run_in(&mut session, line, opts).await;
-                    if !matches!(out.state, cadre_types::EndState::Completed) {
-                        eprintln!("cadre: {}", out.state);
-                    }
-                }
-                watcher.abort();
+            SlashCommand::Model(None) => {
+                println!("{}", self.h().agent().config().model.spec)
             }
+            SlashCommand::Model(Some(spec)) => match self.setup.harness.set_model(&spec) {
+                Ok(()) => eprintln!("model: {spec} from the next prompt on"),
+                Err(e) => eprintln!("cadre: {e}"),
+            },
+            SlashCommand::Clear => match self.h().new_session() {
+                Ok(s) => {
+                    eprintln!("{}\nnew session {}", resume_hint(self.session.id()), s.id());
+                    self.session = s;
+                }
+                Err(e) => eprintln!("cadre: {e}"),
+            },
+            SlashCommand::Resume(None) => {
+                let saved = self
+                    .h()
+                    .sessions_dir()
+                    .map(Session::list_saved)
+                    .unwrap_or_default();
+                if saved.is_empty() {
+                    println!("no saved sessions");
+                }
+                for (id, _) in saved.iter().take(20) {
+                    println!("{id}");
+                }
+                eprintln!("/resume ID continues one of them");
+            }
+            SlashCommand::Resume(Some(id)) => match self.h().open_session(&id) {
+                Ok(s) => {
+                    eprintln!("resumed {} ({} messages)", s.id(), s.messages().len());
+                    self.session = s;
+                }
+                Err(e) => eprintln!("cadre: {e}"),
+            },
+            SlashCommand::Cost => {
+                let children = self
+                    .h()
+                    .runtime()
+                    .tracker()
+                    .of_session(self.session.id())
+                    .iter()
+                    .fold(cadre_types::Usage::default(), |mut u, t| {
+                        u += t.usage;
+                        u
+                    });
+                println!(
+                    "sub-agents: {} tokens in, {} out (cost unknown)",
+                    children.input_tokens, children.output_tokens
+                );
+            }
+            SlashCommand::Compact => eprintln!("cadre: /compact is not available yet"),
+            SlashCommand::Exit => {}
         }
     }
-    h.runtime().shutdown();
-    eprintln!(
-        "session: {} (resume with cadre run --resume {})",
-        session.id(),
-        session.id()
-    );
-    Ok(ExitCode::SUCCESS)
+
+    fn parent(&self, cancel: &CancellationToken) -> Parent {
+        let h = self.h();
+        h.main_parent(
+            Arc::new(RunContext {
+                session_id: self.session.id().to_string(),
+                agent: "main".into(),
+                model: h.agent().config().model.spec.clone(),
+                task_id: None,
+                user_id: std::env::var("USER").ok(),
+                parent_session_id: None,
+                depth: 0,
+                tool_grant: cadre_tools::ToolGrant::unrestricted(),
+                budget: cadre_tools::Budget::unlimited(),
+                trace_id: new_session_id().replacen("s-", "", 1),
+                events: self.events.clone(),
+                approvals: self.approvals.clone(),
+            }),
+            cancel.clone(),
+        )
+    }
+
+    async fn direct(&mut self, agent: &str, job: String) {
+        let cancel = CancellationToken::new();
+        let parent = self.parent(&cancel);
+        let runtime = self.h().runtime().clone();
+        let run = runtime.run_direct(agent, job, &parent);
+        tokio::pin!(run);
+        let out = loop {
+            tokio::select! {
+                out = &mut run => break out,
+                _ = self.interrupts.next() => {
+                    eprintln!("\ncadre: cancelling…");
+                    cancel.cancel();
+                }
+            }
+        };
+        match out {
+            Ok(snap) => {
+                println!("{}", snap.result.unwrap_or_default());
+                eprintln!("— [{agent}] {}", snap.status);
+            }
+            Err(e) => eprintln!("cadre: {e}"),
+        }
+    }
+
+    async fn prompt(&mut self, prompt: &str) {
+        let cancel = CancellationToken::new();
+        let opts = RunOptions {
+            events: self.events.clone(),
+            approvals: self.approvals.clone(),
+            cancel: cancel.clone(),
+            user_id: std::env::var("USER").ok(),
+        };
+        let h = &self.setup.harness;
+        let out = {
+            let run = h.run_in(&mut self.session, prompt, opts);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    out = &mut run => break out,
+                    _ = self.interrupts.next() => {
+                        eprintln!("\ncadre: cancelling the turn…");
+                        cancel.cancel();
+                    }
+                }
+            }
+        };
+        if !matches!(out.state, cadre_types::EndState::Completed) {
+            eprintln!("cadre: {}", out.state);
+        }
+        let running: Vec<String> = h
+            .runtime()
+            .tracker()
+            .of_session(self.session.id())
+            .into_iter()
+            .filter(|t| t.background && !t.status.is_terminal())
+            .map(|t| format!("{} ({})", t.agent, t.id))
+            .collect();
+        if !running.is_empty() {
+            eprintln!("still running in the background: {}", running.join(", "));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -54,6 +54,11 @@ pub struct Overrides {
 }
 
 impl Setup {
+    /// The harness, and the store maintenance that must live as long as it is used.
+    pub fn into_parts(self) -> (Harness, cadre_store::Maintenance) {
+        (self.harness, self._maintenance)
+    }
+
     /// Build everything for `cli` in the workspace.
     pub async fn new(cli: &Cli, overrides: &Overrides) -> Result<Self> {
         Self::with_min_concurrent(cli, overrides, 0).await

@@ -62,3 +62,118 @@ fn repl_runs_the_main_agent_and_direct_sub_agents_with_stdin_approvals() {
         "{stdout}"
     );
 }
+
+fn repl_command(dir: &std::path::Path, script: &std::path::Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cadre"));
+    cmd.env_remove("CADRE_MODEL")
+        .env("XDG_CONFIG_HOME", dir.join("nocfg"))
+        .arg("--workspace")
+        .arg(dir)
+        .arg("--model")
+        .arg(format!("scripted:{}", script.display()));
+    cmd
+}
+
+#[test]
+fn an_unknown_command_is_an_error_and_never_reaches_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let out = Command::from_std(repl_command(dir.path(), &script))
+        .write_stdin("/frobnicate the thing\nhello\n/exit\n")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("unknown command /frobnicate"),
+        "the error is shown: {stderr}"
+    );
+    // Had the command gone to the model, "hello" would have been its second turn.
+    assert!(
+        stdout.contains("main says hello"),
+        "the model saw only the prompt: {stdout}"
+    );
+    assert!(!stdout.contains("frobnicate"), "{stdout}");
+}
+
+/// The lines of a pipe, read on a thread, with what was seen so far.
+struct Output {
+    rx: std::sync::mpsc::Receiver<String>,
+    seen: String,
+}
+
+impl Output {
+    fn of(pipe: impl std::io::Read + Send + 'static) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Self {
+            rx,
+            seen: String::new(),
+        }
+    }
+
+    /// Wait (up to 20 s) for a line containing `needle`.
+    fn wait_for(&mut self, needle: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !self.seen.contains(needle) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push_str(&line);
+                    self.seen.push('\n');
+                }
+                Err(_) => panic!("never saw {needle:?} in: {}", self.seen),
+            }
+        }
+    }
+}
+
+#[test]
+fn ctrl_c_at_the_idle_prompt_explains_itself_and_a_second_one_exits_0() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let mut child = repl_command(dir.path(), &script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = Output::of(child.stdout.take().unwrap());
+    let mut stderr = Output::of(child.stderr.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    // /tasks is answered at the idle prompt, so after its reply the REPL waits for input.
+    writeln!(stdin, "hello\n/tasks").unwrap();
+    stdout.wait_for("no tasks in this session");
+    let interrupt = || {
+        let ok = std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+    };
+    interrupt();
+    stderr.wait_for("press it again within 2 s to exit");
+    interrupt();
+    // The exit comes with the resume hint; the status is read once stderr has said so.
+    stderr.wait_for("resume with: cadre --resume s-");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait().unwrap()));
+    let status = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the REPL did not exit after the second Ctrl-C");
+    assert_eq!(status.code(), Some(0), "{}", stderr.seen);
+    assert!(stdout.seen.contains("main says hello"));
+    drop(stdin);
+}

@@ -1,0 +1,15 @@
+//! cadre's interactive surfaces: the command table shared with the line REPL, and the
+//! full-screen terminal UI.
+//!
+//! The UI is a plain model ([`model::App`]) changed by engine events and keys
+//! ([`keys`]) and drawn by pure functions ([`render`]); the shell ([`run`]) is the thin
+//! part that owns the terminal, the session and the channels to the engine.
+
+pub mod commands;
+pub mod keys;
+pub mod model;
+pub mod render;
+pub mod shell;
+pub mod text;
+
+pub use shell::{SaveAllowRule, TuiError, TuiExit, TuiOptions, run};

@@ -1,0 +1,435 @@
+//! The UI's state: a plain model, changed by engine events ([`App::apply`]) and keys
+//! ([`crate::keys`]), drawn by the pure functions of [`crate::render`]. Nothing here does I/O;
+//! what must happen outside (run a turn, answer an approval, cancel a task) comes back as an
+//! [`Action`] for the shell.
+
+pub mod approvals;
+pub mod input;
+pub mod tasks;
+pub mod transcript;
+
+use approvals::Approvals;
+use cadre_types::{Event, EventEnvelope, Usage};
+use input::InputBox;
+use std::collections::VecDeque;
+use tasks::TaskBoard;
+use transcript::{EntryKind, MAX_TOOL_TEXT, ToolEntry, Transcript, capped};
+
+/// Inputs queued while a turn runs, at most.
+pub const MAX_QUEUED: usize = 32;
+
+/// Something the shell must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Run a turn of the main agent on this prompt.
+    Prompt(String),
+    /// Run a sub-agent directly (`@name job`).
+    Direct {
+        /// The sub-agent.
+        agent: String,
+        /// The job.
+        job: String,
+    },
+    /// Cancel the running turn.
+    CancelTurn,
+    /// Cancel a task.
+    CancelTask(String),
+    /// Send a follow-up message to the live child that ran a task.
+    FollowUp {
+        /// The task.
+        task_id: String,
+        /// The message.
+        text: String,
+    },
+    /// Answer an approval request.
+    Answer(approvals::Answer),
+    /// Load the prompt and log of a task for the panel's detail view.
+    LoadDetail(String),
+    /// Switch the main model.
+    SetModel(String),
+    /// Start a new session.
+    NewSession,
+    /// List saved sessions for the picker.
+    ListSessions,
+    /// Continue a saved session.
+    Resume(String),
+    /// Compact the conversation.
+    Compact,
+    /// Leave, with exit code 0.
+    Exit,
+}
+
+/// The facts of the status bar that the model does not derive.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Status {
+    /// The main model.
+    pub model: String,
+    /// The session id.
+    pub session_id: String,
+    /// The approval mode (`ask`, `auto-approve`, ...).
+    pub approval_mode: String,
+    /// Dollars spent, once cost accounting exists.
+    pub cost: Option<f64>,
+}
+
+/// The task panel's state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskPanel {
+    /// The highlighted row.
+    pub selected: usize,
+    /// The task shown in detail.
+    pub detail: Option<String>,
+    /// Keep the detail scrolled to the newest log line and refreshed.
+    pub follow: bool,
+    /// The task that one more `x` cancels.
+    pub cancel_armed: Option<String>,
+    /// The follow-up being typed (`s`).
+    pub follow_up: Option<String>,
+    /// A one-line message (an error, a confirmation).
+    pub message: Option<String>,
+}
+
+/// What the detail view shows besides the task's own fields (loaded by the shell).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskDetail {
+    /// The task.
+    pub task_id: String,
+    /// The prompt the child got.
+    pub prompt: Option<String>,
+    /// Its bounded log.
+    pub log: Vec<String>,
+}
+
+/// A saved session in the `/resume` picker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionItem {
+    /// The id.
+    pub id: String,
+    /// What to show: when, and the first prompt.
+    pub label: String,
+}
+
+/// What covers the transcript.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Overlay {
+    /// Nothing: the transcript.
+    #[default]
+    None,
+    /// The task panel.
+    Tasks(TaskPanel),
+    /// The `/resume` picker.
+    Resume {
+        /// The sessions, newest first.
+        items: Vec<SessionItem>,
+        /// The highlighted row.
+        selected: usize,
+    },
+}
+
+/// The whole UI state.
+#[derive(Debug, Clone, Default)]
+pub struct App {
+    /// Status bar facts.
+    pub status: Status,
+    /// The conversation.
+    pub transcript: Transcript,
+    /// Sub-agent tasks.
+    pub tasks: TaskBoard,
+    /// Waiting approval requests.
+    pub approvals: Approvals,
+    /// The input box.
+    pub input: InputBox,
+    /// What covers the transcript.
+    pub overlay: Overlay,
+    /// The task detail loaded by the shell.
+    pub detail: Option<TaskDetail>,
+    /// A turn (or a direct run) is running.
+    pub busy: bool,
+    /// Inputs typed during the turn, sent after it in order.
+    pub queued: VecDeque<String>,
+    /// The main agent's usage this session (sub-agents are in `tasks`).
+    pub usage: Usage,
+    /// Usage of the runs of this session before the current one.
+    pub usage_before: Usage,
+    /// The time the view is drawn for, Unix ms (set by the shell on each tick).
+    pub now_ms: u64,
+    /// Sub-agent names for `@` completion.
+    pub agents: Vec<String>,
+    /// Whether `/compact` is available.
+    pub compaction: bool,
+    /// The first-run message: the provider has no key; shown until a key is there.
+    pub first_run: Option<String>,
+    /// A transient message in the hint line.
+    pub flash: Option<String>,
+    /// When Ctrl+C was last pressed at an idle prompt (Unix ms).
+    pub last_interrupt: Option<u64>,
+    /// Lines scrolled up from the bottom of the transcript (0: follow the end).
+    pub scroll: usize,
+    /// The foldable entry picked with Alt+Up/Down (absolute index).
+    pub selected_entry: Option<usize>,
+}
+
+impl App {
+    /// A fresh UI.
+    pub fn new(status: Status, agents: Vec<String>, history: Vec<String>) -> Self {
+        Self {
+            status,
+            agents,
+            input: InputBox::with_history(history),
+            ..Self::default()
+        }
+    }
+
+    /// Tokens of the session with the children rolled up.
+    pub fn total_usage(&self) -> Usage {
+        let mut u = self.usage_before;
+        u += self.usage;
+        u += self.tasks.usage();
+        u
+    }
+
+    /// Say something in the transcript.
+    pub fn notice(&mut self, text: impl Into<String>) {
+        self.transcript.push(EntryKind::Notice(text.into()));
+    }
+
+    /// Show an error in the transcript.
+    pub fn error(&mut self, text: impl Into<String>) {
+        self.transcript.push(EntryKind::Error(text.into()));
+    }
+
+    /// Apply one engine event.
+    pub fn apply(&mut self, env: &EventEnvelope) {
+        let now = self.now_ms;
+        match &env.event {
+            Event::RunStarted { .. } | Event::TurnStarted { .. } | Event::Compaction { .. } => {}
+            Event::TextDelta { text } => self.transcript.push_text(text),
+            Event::ThinkingDelta { text } => self.transcript.push_thinking(text),
+            Event::ToolStart {
+                call_id,
+                tool,
+                args,
+            } => self.transcript.push(EntryKind::Tool(ToolEntry {
+                call_id: call_id.clone(),
+                tool: tool.clone(),
+                args: capped(args, MAX_TOOL_TEXT),
+                result: None,
+                expanded: false,
+                children: Vec::new(),
+            })),
+            Event::ToolResult {
+                call_id,
+                output,
+                is_error,
+                ..
+            } => {
+                if let Some(i) = self.transcript.find_call(call_id) {
+                    let out = capped(output, MAX_TOOL_TEXT);
+                    self.transcript.edit(i, |k| {
+                        if let EntryKind::Tool(t) = k {
+                            t.result = Some((out, *is_error));
+                        }
+                    });
+                }
+            }
+            Event::ApprovalRequired { .. } => {}
+            Event::SubagentUpdate { update } => {
+                let parent_task = env.task_id.as_deref();
+                let new = self.tasks.on_update(parent_task, update, now);
+                if let Some(id) = update.task_id.as_deref() {
+                    if new {
+                        self.attach_child(parent_task, &update.agent, id);
+                    } else if let Some(i) = self.transcript.find_child(id) {
+                        // Redraw the call that shows the child.
+                        self.transcript.edit(i, |_| {});
+                    }
+                }
+            }
+            Event::Usage { total, .. } => {
+                if env.agent == "main" || env.task_id.is_none() {
+                    self.usage = *total;
+                }
+            }
+            Event::ResultsDelivered { task_ids } => {
+                for id in task_ids {
+                    let (agent, status) = match self.tasks.get(id) {
+                        Some(t) => (t.agent.clone(), t.status.to_string()),
+                        None => ("sub-agent".into(), "finished".into()),
+                    };
+                    self.notice(format!(
+                        "result of {agent} ({}, {status}) delivered to the main agent",
+                        crate::text::short_id(id)
+                    ));
+                }
+            }
+            Event::Notice { message } => self.notice(message.clone()),
+            Event::Error { message } => self.error(message.clone()),
+            Event::Done { state, usage, .. } => {
+                if env.task_id.is_none() {
+                    self.usage = *usage;
+                    self.transcript.push(EntryKind::TurnEnd {
+                        state: state.to_string(),
+                        usage: *usage,
+                    });
+                }
+            }
+        }
+        if self.scroll > 0 {
+            // Keep the view still while new lines arrive below it.
+            self.flash
+                .get_or_insert_with(|| "new output below — End to follow".into());
+        }
+    }
+
+    /// Put a new child under the call that started it. Each delegation call starts one
+    /// child: the call whose result names the task (a background start), else the newest call
+    /// without a child that names the agent, else the newest open one; a grandchild goes
+    /// under the call holding its parent task; else the child gets a line of its own.
+    fn attach_child(&mut self, parent_task: Option<&str>, agent: &str, task_id: &str) {
+        let entries = self.transcript.entries();
+        let free = |pred: &dyn Fn(&ToolEntry) -> bool| {
+            entries.iter().rposition(|e| match &e.kind {
+                EntryKind::Tool(t) => t.children.is_empty() && is_delegation(&t.tool) && pred(t),
+                _ => false,
+            })
+        };
+        let by_result = || {
+            free(&|t: &ToolEntry| {
+                t.result
+                    .as_ref()
+                    .is_some_and(|(out, _)| out.contains(task_id))
+            })
+        };
+        let by_name = || free(&|t: &ToolEntry| names_agent(t, agent));
+        let open = || free(&|t: &ToolEntry| t.result.is_none());
+        let target = match parent_task {
+            Some(p) => self.transcript.find_child(p),
+            None => by_result().or_else(by_name).or_else(open),
+        };
+        let i = match target {
+            Some(i) => i,
+            None => {
+                self.transcript.push(EntryKind::Tool(ToolEntry {
+                    call_id: String::new(),
+                    tool: format!("@{agent}"),
+                    args: String::new(),
+                    result: None,
+                    expanded: false,
+                    children: Vec::new(),
+                }));
+                self.transcript.entries().len() - 1
+            }
+        };
+        let id = task_id.to_string();
+        self.transcript.edit(i, |k| {
+            if let EntryKind::Tool(t) = k {
+                t.children.push(id);
+            }
+        });
+    }
+
+    /// Show a resumed session's history: prompts, replies and tool calls with their results
+    /// (injected notices and delivered results are shown as notices).
+    pub fn load_history(&mut self, messages: &[cadre_types::Message]) {
+        use cadre_types::Message;
+        for m in messages {
+            match m {
+                Message::System { .. } => {}
+                Message::User { content } if content.starts_with('<') => {
+                    self.notice(crate::text::short(content, 100))
+                }
+                Message::User { content } => self.transcript.push(EntryKind::User(content.clone())),
+                Message::Assistant {
+                    content,
+                    thinking,
+                    tool_calls,
+                    ..
+                } => {
+                    if let Some(t) = thinking.as_deref().filter(|t| !t.is_empty()) {
+                        self.transcript.push_thinking(t);
+                    }
+                    if !content.is_empty() {
+                        self.transcript.push(EntryKind::Assistant(capped(
+                            content,
+                            transcript::MAX_MESSAGE_TEXT,
+                        )));
+                    }
+                    for c in tool_calls {
+                        self.transcript.push(EntryKind::Tool(ToolEntry {
+                            call_id: c.id.clone(),
+                            tool: c.name.clone(),
+                            args: capped(&c.arguments, MAX_TOOL_TEXT),
+                            result: None,
+                            expanded: false,
+                            children: Vec::new(),
+                        }));
+                    }
+                }
+                Message::Tool {
+                    tool_call_id,
+                    content,
+                    is_error,
+                    ..
+                } => {
+                    if let Some(i) = self.transcript.find_call(tool_call_id) {
+                        let out = capped(content, MAX_TOOL_TEXT);
+                        self.transcript.edit(i, |k| {
+                            if let EntryKind::Tool(t) = k {
+                                t.result = Some((out, *is_error));
+                            }
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// A turn is starting for `line` (as typed).
+    pub fn start_turn(&mut self, line: &str) {
+        self.busy = true;
+        self.usage_before += self.usage;
+        self.usage = Usage::default();
+        self.transcript.push(EntryKind::User(line.to_string()));
+        self.scroll = 0;
+    }
+
+    /// The turn ended; returns the next queued input, if any.
+    pub fn end_turn(&mut self) -> Option<String> {
+        self.busy = false;
+        self.queued.pop_front()
+    }
+
+    /// The entries that can be folded, as absolute indexes.
+    pub fn foldable(&self) -> Vec<usize> {
+        let base = self.transcript.dropped();
+        (0..self.transcript.entries().len())
+            .filter(|&i| self.transcript.is_foldable(i))
+            .map(|i| i + base)
+            .collect()
+    }
+
+    /// Fold or unfold the entry at absolute index `abs`.
+    pub fn toggle_entry(&mut self, abs: usize) {
+        if let Some(i) = abs.checked_sub(self.transcript.dropped()) {
+            self.transcript.toggle(i);
+        }
+    }
+}
+
+/// Tools that start sub-agents.
+fn is_delegation(tool: &str) -> bool {
+    matches!(tool, "task" | "agent_send" | "agent_spawn") || tool.starts_with('@')
+}
+
+/// Whether a delegation call names `agent`.
+fn names_agent(t: &ToolEntry, agent: &str) -> bool {
+    if t.tool.strip_prefix('@') == Some(agent) {
+        return true;
+    }
+    match serde_json::from_str::<serde_json::Value>(&t.args) {
+        Ok(v) => ["subagent_type", "agent_id", "agent"]
+            .iter()
+            .any(|k| v.get(k).and_then(|x| x.as_str()) == Some(agent)),
+        Err(_) => false,
+    }
+}

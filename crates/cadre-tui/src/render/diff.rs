@@ -1,0 +1,90 @@
+//! Diffs of the file tools' arguments: `edit_file` as old → new, `write_file` as the new
+//! content; shown under the call and in the approval dialog.
+
+use ratatui::style::{Color, Style};
+use ratatui::text::{Line, Span};
+use similar::{ChangeTag, TextDiff};
+
+/// Diff lines shown at most (the rest is summarised).
+pub const MAX_DIFF_LINES: usize = 200;
+
+/// The diff a file tool call would make, when `tool` is one.
+pub fn tool_diff(tool: &str, args: &str) -> Option<Vec<Line<'static>>> {
+    let v: serde_json::Value = serde_json::from_str(args).ok()?;
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str());
+    match tool {
+        "edit_file" => Some(diff(s("old_string")?, s("new_string")?)),
+        "write_file" => Some(diff("", s("content")?)),
+        _ => None,
+    }
+}
+
+/// (added, removed) line counts of a file tool call.
+pub fn tool_diff_stat(tool: &str, args: &str) -> Option<(usize, usize)> {
+    let v: serde_json::Value = serde_json::from_str(args).ok()?;
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str());
+    let (old, new) = match tool {
+        "edit_file" => (s("old_string")?, s("new_string")?),
+        "write_file" => ("", s("content")?),
+        _ => return None,
+    };
+    let d = TextDiff::from_lines(old, new);
+    let mut stat = (0, 0);
+    for c in d.iter_all_changes() {
+        match c.tag() {
+            ChangeTag::Insert => stat.0 += 1,
+            ChangeTag::Delete => stat.1 += 1,
+            ChangeTag::Equal => {}
+        }
+    }
+    Some(stat)
+}
+
+/// A line diff of `old` to `new`.
+pub fn diff(old: &str, new: &str) -> Vec<Line<'static>> {
+    let d = TextDiff::from_lines(old, new);
+    let mut out = Vec::new();
+    let mut hidden = 0;
+    for c in d.iter_all_changes() {
+        if out.len() >= MAX_DIFF_LINES {
+            hidden += 1;
+            continue;
+        }
+        let (sign, style) = match c.tag() {
+            ChangeTag::Insert => ("+", Style::default().fg(Color::Green)),
+            ChangeTag::Delete => ("-", Style::default().fg(Color::Red)),
+            ChangeTag::Equal => (" ", Style::default().fg(Color::DarkGray)),
+        };
+        let text = c.value().trim_end_matches(['\n', '\r']).to_string();
+        out.push(Line::from(Span::styled(format!("{sign} {text}"), style)));
+    }
+    if hidden > 0 {
+        out.push(Line::styled(
+            format!("… {hidden} more diff lines"),
+            Style::default().fg(Color::DarkGray),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_file_shows_removed_and_added_lines() {
+        let args = r#"{"path":"a.py","old_string":"x = 1\ny = 2\n","new_string":"x = 1\ny = 3\n"}"#;
+        let lines: Vec<String> = tool_diff("edit_file", args)
+            .unwrap()
+            .iter()
+            .map(|l| l.spans[0].content.to_string())
+            .collect();
+        assert_eq!(lines, ["  x = 1", "- y = 2", "+ y = 3"]);
+        assert_eq!(tool_diff_stat("edit_file", args), Some((1, 1)));
+        assert_eq!(
+            tool_diff_stat("write_file", r#"{"path":"b","content":"a\nb\n"}"#),
+            Some((2, 0))
+        );
+        assert!(tool_diff("bash", "{}").is_none());
+    }
+}

@@ -1,0 +1,340 @@
+//! Markdown to styled lines (pulldown-cmark): headings, emphasis, lists, quotes, inline code
+//! and fenced code blocks highlighted by syntect with its bundled syntaxes and theme. The
+//! syntax set is loaded on the first code block, not at start-up.
+
+use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use std::sync::OnceLock;
+use syntect::easy::HighlightLines;
+use syntect::highlighting::{Theme, ThemeSet};
+use syntect::parsing::SyntaxSet;
+
+/// Code lines highlighted per block at most; the rest are shown plain (bounded work per frame).
+const MAX_HIGHLIGHTED_LINES: usize = 2_000;
+
+fn syntaxes() -> &'static SyntaxSet {
+    static SET: OnceLock<SyntaxSet> = OnceLock::new();
+    SET.get_or_init(SyntaxSet::load_defaults_newlines)
+}
+
+fn theme() -> &'static Theme {
+    static THEME: OnceLock<Theme> = OnceLock::new();
+    THEME.get_or_init(|| {
+        let mut set = ThemeSet::load_defaults();
+        set.themes.remove("base16-ocean.dark").unwrap_or_default()
+    })
+}
+
+/// Highlight `code` written in `lang` (a fence tag or file extension); plain when unknown.
+pub fn highlight(code: &str, lang: &str) -> Vec<Line<'static>> {
+    let plain = Style::default().fg(Color::Gray);
+    let set = syntaxes();
+    let syntax = (!lang.is_empty())
+        .then(|| set.find_syntax_by_token(lang))
+        .flatten();
+    let Some(syntax) = syntax else {
+        return code
+            .lines()
+            .map(|l| Line::from(Span::styled(l.to_string(), plain)))
+            .collect();
+    };
+    let mut h = HighlightLines::new(syntax, theme());
+    let mut out = Vec::new();
+    for (i, line) in syntect::util::LinesWithEndings::from(code).enumerate() {
+        let text = line.trim_end_matches(['\n', '\r']);
+        if i >= MAX_HIGHLIGHTED_LINES {
+            out.push(Line::from(Span::styled(text.to_string(), plain)));
+            continue;
+        }
+        match h.highlight_line(line, set) {
+            Ok(ranges) => out.push(Line::from(
+                ranges
+                    .into_iter()
+                    .map(|(st, piece)| {
+                        let fg = st.foreground;
+                        Span::styled(
+                            piece.trim_end_matches(['\n', '\r']).to_string(),
+                            Style::default().fg(Color::Rgb(fg.r, fg.g, fg.b)),
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+            Err(_) => out.push(Line::from(Span::styled(text.to_string(), plain))),
+        }
+    }
+    out
+}
+
+/// Render Markdown `text` as unwrapped lines.
+pub fn render(text: &str) -> Vec<Line<'static>> {
+    let mut r = Renderer::default();
+    for ev in Parser::new_ext(text, Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES) {
+        r.event(ev);
+    }
+    r.flush();
+    r.lines
+}
+
+#[derive(Default)]
+struct Renderer {
+    lines: Vec<Line<'static>>,
+    current: Vec<Span<'static>>,
+    styles: Vec<Style>,
+    /// Open lists: the next number for ordered ones.
+    lists: Vec<Option<u64>>,
+    quote: usize,
+    code: Option<(String, String)>,
+    /// The pending item marker, written before the item's first text.
+    marker: Option<String>,
+}
+
+impl Renderer {
+    fn style(&self) -> Style {
+        self.styles.last().copied().unwrap_or_default()
+    }
+
+    fn push_style(&mut self, f: impl FnOnce(Style) -> Style) {
+        let s = f(self.style());
+        self.styles.push(s);
+    }
+
+    fn prefix(&mut self) {
+        if self.current.is_empty() {
+            if self.quote > 0 {
+                self.current.push(Span::styled(
+                    "│ ".repeat(self.quote),
+                    Style::default().fg(Color::DarkGray),
+                ));
+            }
+            let indent = self.lists.len().saturating_sub(1) * 2;
+            match self.marker.take() {
+                Some(m) => self
+                    .current
+                    .push(Span::raw(format!("{}{m}", " ".repeat(indent)))),
+                None if !self.lists.is_empty() => {
+                    self.current.push(Span::raw(" ".repeat(indent + 2)))
+                }
+                None => {}
+            }
+        }
+    }
+
+    fn text(&mut self, t: &str) {
+        for (i, part) in t.split('\n').enumerate() {
+            if i > 0 {
+                self.flush();
+            }
+            if !part.is_empty() {
+                self.prefix();
+                self.current
+                    .push(Span::styled(part.to_string(), self.style()));
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.current.is_empty() {
+            self.lines
+                .push(Line::from(std::mem::take(&mut self.current)));
+        }
+    }
+
+    fn blank(&mut self) {
+        self.flush();
+        if self.lines.last().is_some_and(|l| !l.spans.is_empty()) {
+            self.lines.push(Line::default());
+        }
+    }
+
+    fn event(&mut self, ev: Event<'_>) {
+        if let Some((lang, buf)) = &mut self.code {
+            match ev {
+                Event::Text(t) => buf.push_str(&t),
+                Event::End(TagEnd::CodeBlock) => {
+                    let (lang, buf) = (lang.clone(), std::mem::take(buf));
+                    self.code = None;
+                    for l in highlight(&buf, &lang) {
+                        let mut spans = vec![Span::styled("  ", Style::default())];
+                        spans.extend(l.spans);
+                        self.lines.push(Line::from(spans));
+                    }
+                    self.blank();
+                }
+                _ => {}
+            }
+            return;
+        }
+        match ev {
+            Event::Start(tag) => self.start(tag),
+            Event::End(tag) => self.end(tag),
+            Event::Text(t) => self.text(&t),
+            Event::Code(c) => {
+                self.prefix();
+                self.current
+                    .push(Span::styled(c.to_string(), self.style().fg(Color::Yellow)));
+            }
+            Event::SoftBreak => self.text(" "),
+            Event::HardBreak => self.flush(),
+            Event::Rule => {
+                self.blank();
+                self.lines.push(Line::styled(
+                    "─".repeat(40),
+                    Style::default().fg(Color::DarkGray),
+                ));
+                self.blank();
+            }
+            Event::TaskListMarker(done) => self.text(if done { "[x] " } else { "[ ] " }),
+            Event::Html(h) | Event::InlineHtml(h) => self.text(&h),
+            Event::FootnoteReference(f) => self.text(&format!("[{f}]")),
+            Event::InlineMath(m) | Event::DisplayMath(m) => self.text(&m),
+        }
+    }
+
+    fn start(&mut self, tag: Tag<'_>) {
+        match tag {
+            Tag::Paragraph => {}
+            Tag::Heading { level, .. } => {
+                self.blank();
+                let color = match level {
+                    HeadingLevel::H1 => Color::Magenta,
+                    HeadingLevel::H2 => Color::Cyan,
+                    _ => Color::Blue,
+                };
+                self.push_style(|s| s.fg(color).add_modifier(Modifier::BOLD));
+                let hashes = "#".repeat(level as usize);
+                self.current
+                    .push(Span::styled(format!("{hashes} "), self.style()));
+            }
+            Tag::BlockQuote(_) => {
+                self.flush();
+                self.quote += 1;
+                self.push_style(|s| s.add_modifier(Modifier::ITALIC));
+            }
+            Tag::CodeBlock(kind) => {
+                self.blank();
+                let lang = match kind {
+                    CodeBlockKind::Fenced(l) => {
+                        l.split(',').next().unwrap_or("").trim().to_string()
+                    }
+                    CodeBlockKind::Indented => String::new(),
+                };
+                self.code = Some((lang, String::new()));
+            }
+            Tag::List(start) => {
+                if self.lists.is_empty() {
+                    self.blank();
+                } else {
+                    self.flush();
+                }
+                self.lists.push(start);
+            }
+            Tag::Item => {
+                self.flush();
+                let marker = match self.lists.last_mut() {
+                    Some(Some(n)) => {
+                        let m = format!("{n}. ");
+                        *n += 1;
+                        m
+                    }
+                    _ => "• ".to_string(),
+                };
+                self.marker = Some(marker);
+            }
+            Tag::Emphasis => self.push_style(|s| s.add_modifier(Modifier::ITALIC)),
+            Tag::Strong => self.push_style(|s| s.add_modifier(Modifier::BOLD)),
+            Tag::Strikethrough => self.push_style(|s| s.add_modifier(Modifier::CROSSED_OUT)),
+            Tag::Link { .. } => {
+                self.push_style(|s| s.fg(Color::Blue).add_modifier(Modifier::UNDERLINED))
+            }
+            Tag::Image { .. } => self.push_style(|s| s.fg(Color::Blue)),
+            Tag::TableCell => self.text("│ "),
+            _ => {}
+        }
+    }
+
+    fn end(&mut self, tag: TagEnd) {
+        match tag {
+            TagEnd::Paragraph => {
+                if self.lists.is_empty() {
+                    self.blank();
+                } else {
+                    self.flush();
+                }
+            }
+            TagEnd::Heading(_) => {
+                self.styles.pop();
+                self.blank();
+            }
+            TagEnd::BlockQuote(_) => {
+                self.flush();
+                self.quote = self.quote.saturating_sub(1);
+                self.styles.pop();
+                self.blank();
+            }
+            TagEnd::List(_) => {
+                self.flush();
+                self.lists.pop();
+                if self.lists.is_empty() {
+                    self.blank();
+                }
+            }
+            TagEnd::Item => self.flush(),
+            TagEnd::Emphasis
+            | TagEnd::Strong
+            | TagEnd::Strikethrough
+            | TagEnd::Link
+            | TagEnd::Image => {
+                self.styles.pop();
+            }
+            TagEnd::TableRow | TagEnd::TableHead => self.flush(),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plain(lines: &[Line<'_>]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    #[test]
+    fn headings_lists_and_code_blocks() {
+        let md = "# Title\n\nSome *emphasis* and `code`.\n\n- one\n- two\n  1. nested\n\n```rust\nfn main() {}\n```\n";
+        let lines = render(md);
+        assert_eq!(
+            plain(&lines),
+            [
+                "# Title",
+                "",
+                "Some emphasis and code.",
+                "",
+                "• one",
+                "• two",
+                "  1. nested",
+                "",
+                "  fn main() {}",
+                "",
+            ]
+        );
+        let code = &lines[8];
+        assert!(
+            code.spans
+                .iter()
+                .any(|s| matches!(s.style.fg, Some(Color::Rgb(..)))),
+            "the code is highlighted: {code:?}"
+        );
+        assert!(
+            lines[0].spans[0]
+                .style
+                .add_modifier
+                .contains(Modifier::BOLD)
+        );
+    }
+}

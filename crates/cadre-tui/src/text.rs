@@ -1,0 +1,107 @@
+//! Small text formatting shared by the views: shortened arguments, token counts, durations.
+
+/// First line of `s`, cut to `max` characters with an ellipsis.
+pub fn short(s: &str, max: usize) -> String {
+    let line = s.lines().next().unwrap_or("").trim();
+    if line.chars().count() <= max {
+        line.to_string()
+    } else {
+        let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    }
+}
+
+/// JSON tool arguments shown by their values (`read_file(src/main.rs)`), not their keys.
+pub fn short_args(args: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(args) {
+        Ok(serde_json::Value::Object(map)) => {
+            let parts: Vec<String> = map
+                .values()
+                .map(|v| match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            short(&parts.join(", "), 80)
+        }
+        _ => short(args, 80),
+    }
+}
+
+/// The title of a tool call: `auditor: audit open work` for delegation calls (agent and
+/// description), the argument values for the others.
+pub fn call_title(tool: &str, args: &str) -> String {
+    if matches!(tool, "task" | "agent_spawn" | "agent_send")
+        && let Ok(v) = serde_json::from_str::<serde_json::Value>(args)
+    {
+        let s = |k: &str| v.get(k).and_then(|x| x.as_str());
+        let agent = s("subagent_type")
+            .or(s("agent_id"))
+            .or(s("label"))
+            .or(s("agent"));
+        let what = s("description").or(s("message")).or(s("prompt"));
+        if let Some(agent) = agent {
+            let bg = if v.get("background").and_then(|b| b.as_bool()) == Some(true) {
+                ", background"
+            } else {
+                ""
+            };
+            return short(&format!("{agent}: {}{bg}", what.unwrap_or("")), 80);
+        }
+    }
+    short_args(args)
+}
+
+/// `950`, `12.3k`, `4.1M`.
+pub fn tokens(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+/// `0.4s`, `12s`, `3m05s`, `2h01m`.
+pub fn elapsed(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..=9 => format!("{:.1}s", ms as f64 / 1000.0),
+        10..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The id shown in tight places: `task_1a2b3c4d` (the full id is in the panel's detail).
+pub fn short_id(id: &str) -> String {
+    let (prefix, rest) = match id.split_once(['_', '-']) {
+        Some((p, r)) => (p, r),
+        None => return id.chars().take(12).collect(),
+    };
+    let sep = &id[prefix.len()..prefix.len() + 1];
+    format!("{prefix}{sep}{}", rest.chars().take(8).collect::<String>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(tokens(950), "950");
+        assert_eq!(tokens(12_345), "12.3k");
+        assert_eq!(elapsed(400), "0.4s");
+        assert_eq!(elapsed(185_000), "3m05s");
+        assert_eq!(short_id("task_1234567890ab"), "task_12345678");
+        assert_eq!(short_id("s-abcdefghij"), "s-abcdefgh");
+        assert_eq!(short_args(r#"{"a":"x.rs","b":3}"#), "x.rs, 3");
+        assert_eq!(short("abcdef", 4), "abc…");
+        assert_eq!(
+            call_title(
+                "task",
+                r#"{"subagent_type":"auditor","description":"audit","background":true,"prompt":"long"}"#
+            ),
+            "auditor: audit, background"
+        );
+    }
+}

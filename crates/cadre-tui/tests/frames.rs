@@ -1,0 +1,346 @@
+//! Snapshots of whole frames drawn on ratatui's `TestBackend` from model states built the way
+//! the engine's events build them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use cadre_subagents::{TaskSnapshot, TaskStatus};
+use cadre_tui::model::approvals::PendingApproval;
+use cadre_tui::model::{App, Overlay, Status, TaskDetail, TaskPanel};
+use cadre_tui::render::{View, draw};
+use cadre_types::{
+    ApprovalRequest, EndState, Event, EventEnvelope, RiskLevel, SubagentUpdate, UpdateKind, Usage,
+};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+const NOW: u64 = 1_700_000_060_000;
+const START: u64 = 1_700_000_000_000;
+
+fn app() -> App {
+    let mut a = App::new(
+        Status {
+            model: "openai:gpt-4o-mini".into(),
+            session_id: "s-1234abcd-0000-0000-0000-000000000000".into(),
+            approval_mode: "ask".into(),
+            cost: None,
+        },
+        vec!["auditor".into(), "explorer".into()],
+        Vec::new(),
+    );
+    a.now_ms = NOW;
+    a
+}
+
+fn main_event(event: Event) -> EventEnvelope {
+    EventEnvelope {
+        session_id: "s-1234abcd".into(),
+        agent: "main".into(),
+        task_id: None,
+        event,
+    }
+}
+
+fn update(
+    agent: &str,
+    task: &str,
+    kind: UpdateKind,
+    text: &str,
+    tool: Option<&str>,
+) -> EventEnvelope {
+    main_event(Event::SubagentUpdate {
+        update: SubagentUpdate {
+            agent: agent.into(),
+            task_id: Some(task.into()),
+            session_id: format!("sub-{task}"),
+            kind,
+            text: text.into(),
+            tool: tool.map(str::to_string),
+            usage: None,
+        },
+    })
+}
+
+fn frame(app: &App, w: u16, h: u16) -> String {
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    let mut view = View::default();
+    term.draw(|f| draw(f, app, &mut view)).unwrap();
+    format!("{}", term.backend())
+}
+
+fn snapshot(
+    id: &str,
+    task: &str,
+    agent: &str,
+    status: TaskStatus,
+    background: bool,
+    tokens: u64,
+) -> TaskSnapshot {
+    TaskSnapshot {
+        id: id.into(),
+        agent: agent.into(),
+        parent_session_id: "s-1234abcd".into(),
+        child_session_id: format!("sub-{id}"),
+        description: task.into(),
+        status,
+        result: status
+            .is_terminal()
+            .then(|| "Two modules: inventory.py and report.py.".to_string()),
+        error: None,
+        cancel_requested: false,
+        background,
+        created_at: START,
+        updated_at: START + 12_500,
+        usage: Usage {
+            input_tokens: tokens,
+            output_tokens: tokens / 10,
+            ..Usage::default()
+        },
+        end_state: None,
+    }
+}
+
+fn tool_start(app: &mut App, id: &str, tool: &str, args: serde_json::Value) {
+    app.now_ms = START;
+    app.apply(&main_event(Event::ToolStart {
+        call_id: id.into(),
+        tool: tool.into(),
+        args: args.to_string(),
+    }));
+    app.now_ms = NOW;
+}
+
+fn two_live_children() -> App {
+    let mut a = app();
+    a.start_turn("Review this project");
+    a.apply(&main_event(Event::TextDelta {
+        text: "I'll map the project and audit it in the background.".into(),
+    }));
+    tool_start(
+        &mut a,
+        "c1",
+        "task",
+        serde_json::json!({"subagent_type": "auditor", "description": "audit open work", "background": true, "prompt": "Find TODOs"}),
+    );
+    tool_start(
+        &mut a,
+        "c2",
+        "task",
+        serde_json::json!({"subagent_type": "explorer", "description": "map the project", "prompt": "List the files"}),
+    );
+    a.apply(&main_event(Event::ToolResult {
+        call_id: "c1".into(),
+        tool: "task".into(),
+        output: "<task id=\"task_aaaa1111\" state=\"running\"/>".into(),
+        is_error: false,
+    }));
+    a.now_ms = START;
+    for ev in [
+        update(
+            "explorer",
+            "task_bbbb2222",
+            UpdateKind::Start,
+            "List the files",
+            None,
+        ),
+        update(
+            "auditor",
+            "task_aaaa1111",
+            UpdateKind::Start,
+            "Find TODOs",
+            None,
+        ),
+        update(
+            "explorer",
+            "task_bbbb2222",
+            UpdateKind::Delta,
+            "Listing the project.",
+            None,
+        ),
+        update(
+            "explorer",
+            "task_bbbb2222",
+            UpdateKind::ToolStart,
+            r#"{"pattern":"**/*.py"}"#,
+            Some("glob"),
+        ),
+        update(
+            "auditor",
+            "task_aaaa1111",
+            UpdateKind::ToolStart,
+            r#"{"pattern":"TODO|FIXME"}"#,
+            Some("grep"),
+        ),
+        update(
+            "explorer",
+            "task_bbbb2222",
+            UpdateKind::ToolResult,
+            "src/inventory.py\nsrc/report.py",
+            Some("glob"),
+        ),
+        update(
+            "auditor",
+            "task_aaaa1111",
+            UpdateKind::ToolResult,
+            "src/inventory.py:9: # TODO",
+            Some("grep"),
+        ),
+    ] {
+        a.apply(&ev);
+    }
+    a.now_ms = NOW;
+    a.tasks.sync(&[
+        snapshot(
+            "task_aaaa1111",
+            "audit open work",
+            "auditor",
+            TaskStatus::Running,
+            true,
+            1_200,
+        ),
+        snapshot(
+            "task_bbbb2222",
+            "map the project",
+            "explorer",
+            TaskStatus::Running,
+            false,
+            2_400,
+        ),
+    ]);
+    a
+}
+
+#[test]
+fn transcript_with_markdown_and_a_folded_tool_call() {
+    let mut a = app();
+    a.start_turn("Explain the inventory module");
+    tool_start(
+        &mut a,
+        "c1",
+        "read_file",
+        serde_json::json!({"path": "src/inventory.py"}),
+    );
+    a.apply(&main_event(Event::ToolResult {
+        call_id: "c1".into(),
+        tool: "read_file".into(),
+        output: "class Inventory:\n    def add(self, item, n):\n        ...".into(),
+        is_error: false,
+    }));
+    a.apply(&main_event(Event::ThinkingDelta {
+        text: "The user wants a summary.\nStart with the class.".into(),
+    }));
+    let md = "## Inventory\n\nThe module keeps **counts** per item:\n\n- `add` raises a count\n- `remove` lowers it\n\n```python\ndef total(self):\n    return sum(self.items.values())\n```\n";
+    for chunk in md.split_inclusive(' ') {
+        a.apply(&main_event(Event::TextDelta { text: chunk.into() }));
+    }
+    a.apply(&main_event(Event::Done {
+        state: EndState::Completed,
+        output: String::new(),
+        turns: 2,
+        usage: Usage {
+            input_tokens: 1_830,
+            output_tokens: 95,
+            ..Usage::default()
+        },
+    }));
+    a.end_turn();
+    insta::assert_snapshot!(frame(&a, 80, 30));
+}
+
+#[test]
+fn two_live_children_with_progress_and_the_running_tasks_strip() {
+    insta::assert_snapshot!(frame(&two_live_children(), 100, 30));
+}
+
+#[test]
+fn task_panel_list_and_detail() {
+    let mut a = two_live_children();
+    a.overlay = Overlay::Tasks(TaskPanel {
+        selected: 1,
+        ..TaskPanel::default()
+    });
+    insta::assert_snapshot!("task_panel_list", frame(&a, 100, 16));
+    a.overlay = Overlay::Tasks(TaskPanel {
+        detail: Some("task_aaaa1111".into()),
+        follow: true,
+        cancel_armed: Some("task_aaaa1111".into()),
+        message: Some("press x again to cancel task_aaaa1111".into()),
+        ..TaskPanel::default()
+    });
+    a.detail = Some(TaskDetail {
+        task_id: "task_aaaa1111".into(),
+        prompt: Some("Find every TODO and FIXME under src/ with file and line.".into()),
+        log: vec![
+            "started: Find every TODO and FIXME under src/".into(),
+            "▸ grep({\"pattern\":\"TODO|FIXME\"})".into(),
+            "◂ grep: src/inventory.py:9: # TODO".into(),
+        ],
+    });
+    insta::assert_snapshot!("task_panel_detail", frame(&a, 100, 20));
+}
+
+#[test]
+fn approval_dialog_for_a_sub_agent_with_a_diff() {
+    let mut a = two_live_children();
+    let args = serde_json::json!({
+        "path": "src/inventory.py",
+        "old_string": "    def add(self, item, n):\n        self.items[item] += n\n",
+        "new_string": "    def add(self, item, n):\n        if n < 0:\n            raise ValueError(n)\n        self.items[item] += n\n",
+    });
+    for (id, agent, task) in [
+        (1, "explorer", "task_bbbb2222"),
+        (2, "auditor", "task_aaaa1111"),
+    ] {
+        a.approvals.push(PendingApproval {
+            id,
+            request: ApprovalRequest {
+                call_id: format!("call_{id}"),
+                tool: "edit_file".into(),
+                args: args.clone(),
+                subject: Some("src/inventory.py".into()),
+                reason: "edit_file can change the workspace".into(),
+                risk: RiskLevel::Medium,
+                agent: agent.into(),
+                task_id: Some(task.into()),
+            },
+        });
+    }
+    a.approvals.choice = 1;
+    insta::assert_snapshot!(frame(&a, 100, 30));
+}
+
+#[test]
+fn status_bar_with_rolled_up_tokens_and_waiting_approvals() {
+    let mut a = two_live_children();
+    a.usage = Usage {
+        input_tokens: 3_000,
+        output_tokens: 400,
+        ..Usage::default()
+    };
+    a.approvals.push(PendingApproval {
+        id: 9,
+        request: ApprovalRequest {
+            call_id: "c".into(),
+            tool: "bash".into(),
+            args: serde_json::json!({"command": "rm -rf build"}),
+            subject: Some("rm -rf build".into()),
+            reason: "bash can change the workspace".into(),
+            risk: RiskLevel::High,
+            agent: "auditor".into(),
+            task_id: Some("task_aaaa1111".into()),
+        },
+    });
+    let full = frame(&a, 120, 30);
+    let bottom: Vec<&str> = full.lines().rev().take(2).collect();
+    insta::assert_snapshot!(bottom.into_iter().rev().collect::<Vec<_>>().join("\n"));
+}
+
+#[test]
+fn first_run_message() {
+    let mut a = app();
+    a.first_run = Some(
+        "No API key for the provider openai (model openai:gpt-4o-mini), so nothing was sent.\n\
+         Set OPENAI_API_KEY, or pick another model with --model PROVIDER:MODEL.\n\
+         Try cadre offline: cadre --workspace examples/demo --model scripted:examples/scripts/delegation.toml"
+            .into(),
+    );
+    insta::assert_snapshot!(frame(&a, 100, 20));
+}
