@@ -26,9 +26,31 @@ pub enum Command {
     /// Prompt caching: a parent with five background sub-agents working for twelve turns;
     /// prefix efficiency, bytes sent, breakpoints and the tokens a prompt cache would bill.
     Cache(CacheArgs),
+    /// Frame times of the full-screen UI: scrolling a long transcript, streaming deltas.
+    Tui(TuiArgs),
     /// The mock model server of `fanout`, run as its own process (used by `fanout`).
     #[command(hide = true)]
     MockServer(MockServerArgs),
+}
+
+/// Options of `tui`.
+#[derive(Debug, Clone, Args)]
+pub struct TuiArgs {
+    /// Wrapped transcript lines to scroll through (at least).
+    #[arg(long, default_value_t = 20_000)]
+    pub lines: usize,
+    /// Text deltas streamed per second.
+    #[arg(long, default_value_t = 200)]
+    pub deltas_per_sec: u32,
+    /// Deltas streamed in all.
+    #[arg(long, default_value_t = 4_000)]
+    pub deltas: usize,
+    /// Terminal width.
+    #[arg(long, default_value_t = 120)]
+    pub width: u16,
+    /// Terminal height.
+    #[arg(long, default_value_t = 40)]
+    pub height: u16,
 }
 
 /// Options of the `mock-server` helper process.

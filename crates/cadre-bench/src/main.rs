@@ -8,6 +8,8 @@
 //! * `cache` — prompt-cache friendliness of a parent with background sub-agents: prefix
 //!   efficiency, bytes sent, `cache_control` breakpoints, estimated cached tokens.
 //! * `coldstart` — whole-process start-up of `cadre --version` and `cadre agents list`.
+//! * `tui` — frame times of the full-screen UI: a 20 000-line transcript scrolled, 200
+//!   deltas/s streamed while keys are typed.
 //!
 //! See BENCHMARKS.md at the repository root for the commands and results.
 
@@ -22,6 +24,7 @@ mod scenario;
 mod server;
 mod stats;
 mod sweep;
+mod tui;
 mod wiring;
 
 use clap::Parser;
@@ -40,6 +43,7 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Fanout(args) => fanout::main(args),
         cli::Command::Coldstart(args) => coldstart::run(args),
         cli::Command::Cache(args) => cache::run(args),
+        cli::Command::Tui(args) => tui::run(args),
         cli::Command::MockServer(args) => server::serve(args.variant, args.latency_ms),
     }
 }

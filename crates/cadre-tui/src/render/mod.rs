@@ -34,6 +34,11 @@ pub struct View {
 }
 
 impl View {
+    /// Wrapped lines held in the cache (every entry drawn so far).
+    pub fn cached_lines(&self) -> usize {
+        self.cache.values().map(|(_, l)| l.len()).sum()
+    }
+
     /// The entry drawn at screen row `row`, if any.
     pub fn entry_at(&self, row: u16) -> Option<usize> {
         self.rows.iter().find(|(r, _)| *r == row).map(|(_, i)| *i)
