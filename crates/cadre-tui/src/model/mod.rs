@@ -235,13 +235,12 @@ impl App {
             Event::ApprovalRequired { .. } => {}
             Event::SubagentUpdate { update } => {
                 let parent_task = env.task_id.as_deref();
-                let new = self.tasks.on_update(parent_task, update, now);
+                self.tasks.on_update(parent_task, update, now);
                 if let Some(id) = update.task_id.as_deref() {
-                    if new {
-                        self.attach_child(parent_task, &update.agent, id);
-                    } else if let Some(i) = self.transcript.find_child(id) {
-                        // Redraw the call that shows the child.
-                        self.transcript.edit(i, |_| {});
+                    // The task may be known already (from the tracker), but not yet shown.
+                    match self.transcript.find_child(id) {
+                        Some(i) => self.transcript.edit(i, |_| {}),
+                        None => self.attach_child(parent_task, &update.agent, id),
                     }
                 }
             }
@@ -320,12 +319,7 @@ impl App {
                 self.transcript.entries().len() - 1
             }
         };
-        let id = task_id.to_string();
-        self.transcript.edit(i, |k| {
-            if let EntryKind::Tool(t) = k {
-                t.children.push(id);
-            }
-        });
+        self.transcript.attach(i, task_id);
     }
 
     /// Show a resumed session's history: prompts, replies and tool calls with their results
@@ -431,5 +425,63 @@ fn names_agent(t: &ToolEntry, agent: &str) -> bool {
             .iter()
             .any(|k| v.get(k).and_then(|x| x.as_str()) == Some(agent)),
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadre_types::{SubagentUpdate, UpdateKind};
+
+    fn env(event: Event) -> EventEnvelope {
+        EventEnvelope {
+            session_id: "s-1".into(),
+            agent: "main".into(),
+            task_id: None,
+            event,
+        }
+    }
+
+    #[test]
+    fn a_child_the_tracker_reported_first_still_goes_under_its_call() {
+        let mut app = App::default();
+        app.apply(&env(Event::ToolStart {
+            call_id: "c1".into(),
+            tool: "task".into(),
+            args: r#"{"subagent_type":"explorer","prompt":"map"}"#.into(),
+        }));
+        // The tick's sync saw the task before its first update arrived.
+        app.tasks.sync(&[cadre_subagents::TaskSnapshot {
+            id: "task_1".into(),
+            agent: "explorer".into(),
+            parent_session_id: "s-1".into(),
+            child_session_id: "sub-1".into(),
+            description: "map".into(),
+            status: cadre_subagents::TaskStatus::Running,
+            result: None,
+            error: None,
+            cancel_requested: false,
+            background: false,
+            created_at: 0,
+            updated_at: 0,
+            usage: Usage::default(),
+            end_state: None,
+        }]);
+        app.apply(&env(Event::SubagentUpdate {
+            update: SubagentUpdate {
+                agent: "explorer".into(),
+                task_id: Some("task_1".into()),
+                session_id: "sub-1".into(),
+                kind: UpdateKind::Start,
+                text: String::new(),
+                tool: None,
+                usage: None,
+            },
+        }));
+        assert_eq!(app.transcript.find_child("task_1"), Some(0));
+        let EntryKind::Tool(t) = &app.transcript.entries()[0].kind else {
+            panic!("not a tool entry")
+        };
+        assert_eq!(t.children, ["task_1"]);
     }
 }

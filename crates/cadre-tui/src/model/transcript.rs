@@ -3,6 +3,7 @@
 //! keep the lines of unchanged entries.
 
 use cadre_types::Usage;
+use std::collections::HashMap;
 
 /// Longest text kept for one tool result or argument list (the rest is cut with a marker).
 pub const MAX_TOOL_TEXT: usize = 64 * 1024;
@@ -72,6 +73,8 @@ pub struct Transcript {
     entries: Vec<Entry>,
     /// Entries dropped from the front (so indexes held elsewhere can be rebased).
     dropped: usize,
+    /// The entry (absolute index) showing each sub-agent task.
+    children: HashMap<String, usize>,
 }
 
 fn push_capped(s: &mut String, more: &str, cap: usize) {
@@ -116,6 +119,8 @@ impl Transcript {
             let n = self.entries.len() - MAX_ENTRIES;
             self.entries.drain(..n);
             self.dropped += n;
+            let first = self.dropped;
+            self.children.retain(|_, abs| *abs >= first);
         }
     }
 
@@ -174,9 +179,24 @@ impl Transcript {
 
     /// The tool entry that holds sub-agent task `task_id`.
     pub fn find_child(&self, task_id: &str) -> Option<usize> {
-        self.entries.iter().rposition(
-            |e| matches!(&e.kind, EntryKind::Tool(t) if t.children.iter().any(|c| c == task_id)),
-        )
+        let abs = *self.children.get(task_id)?;
+        abs.checked_sub(self.dropped)
+            .filter(|&i| i < self.entries.len())
+    }
+
+    /// Show sub-agent task `task_id` under the tool entry `i`.
+    pub fn attach(&mut self, i: usize, task_id: &str) {
+        let id = task_id.to_string();
+        let mut attached = false;
+        self.edit(i, |k| {
+            if let EntryKind::Tool(t) = k {
+                t.children.push(id);
+                attached = true;
+            }
+        });
+        if attached {
+            self.children.insert(task_id.to_string(), self.dropped + i);
+        }
     }
 
     /// Whether entry `i` can be folded and unfolded.
@@ -200,6 +220,7 @@ impl Transcript {
     pub fn clear(&mut self) {
         self.dropped += self.entries.len();
         self.entries.clear();
+        self.children.clear();
     }
 }
 
