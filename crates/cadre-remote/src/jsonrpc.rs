@@ -1,5 +1,5 @@
 //! JSON-RPC 2.0 envelopes: validating a request body and building result and error
-//! responses. Every malformed input becomes an error object, never a panic or an HTTP 500.
+//! responses, errors carrying A2A's `google.rpc.ErrorInfo`. Every malformed input becomes an error object, never a panic or an HTTP 500.
 //! The request id is kept as the caller wrote it (a 36-digit number comes back with all its
 //! digits), and a request without an id is a notification, which is never answered.
 
@@ -7,44 +7,120 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-/// Invalid JSON.
-pub(crate) const PARSE_ERROR: i64 = -32700;
-/// Not a valid request object.
-pub(crate) const INVALID_REQUEST: i64 = -32600;
-/// Unknown method.
-pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
-/// Bad parameters.
-pub(crate) const INVALID_PARAMS: i64 = -32602;
-/// A failure inside the server.
-pub(crate) const INTERNAL_ERROR: i64 = -32603;
-/// The server is at its task limit or shutting down (implementation-defined range).
-pub(crate) const SERVER_BUSY: i64 = -32000;
-/// A2A: no such task.
-pub(crate) const TASK_NOT_FOUND: i64 = -32001;
-/// A2A: the task is already in a terminal state.
-pub(crate) const TASK_NOT_CANCELABLE: i64 = -32002;
+/// The errors a JSON-RPC answer can carry: the standard ones and A2A's (`-32001` to `-32099`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ErrorKind {
+    /// Invalid JSON.
+    Parse,
+    /// Not a valid request object.
+    InvalidRequest,
+    /// Unknown method.
+    MethodNotFound,
+    /// Bad parameters.
+    InvalidParams,
+    /// A failure inside the server.
+    Internal,
+    /// The server is at its task limit or shutting down (implementation-defined range).
+    ServerBusy,
+    /// A2A: no such task.
+    TaskNotFound,
+    /// A2A: the task is already in a terminal state.
+    TaskNotCancelable,
+    /// A2A: push notifications are not offered.
+    PushNotificationNotSupported,
+    /// A2A: a media type the agent does not take (or a body that is not JSON).
+    ContentTypeNotSupported,
+    /// A2A: there is no extended agent card.
+    ExtendedCardNotConfigured,
+    /// A2A: the requested protocol version is not served.
+    VersionNotSupported,
+}
 
-/// An error object.
+/// The `domain` of the `google.rpc.ErrorInfo` of every error.
+pub(crate) const ERROR_DOMAIN: &str = "a2a-protocol.org";
+/// The `@type` of an ErrorInfo in ProtoJSON.
+const ERROR_INFO_TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
+/// The code of a task the server does not know (the client checks for it).
+pub(crate) const TASK_NOT_FOUND: i64 = -32001;
+
+impl ErrorKind {
+    /// The JSON-RPC error code.
+    pub(crate) fn code(self) -> i64 {
+        match self {
+            ErrorKind::Parse => -32700,
+            ErrorKind::InvalidRequest => -32600,
+            ErrorKind::MethodNotFound => -32601,
+            ErrorKind::InvalidParams => -32602,
+            ErrorKind::Internal => -32603,
+            ErrorKind::ServerBusy => -32000,
+            ErrorKind::TaskNotFound => TASK_NOT_FOUND,
+            ErrorKind::TaskNotCancelable => -32002,
+            ErrorKind::PushNotificationNotSupported => -32003,
+            ErrorKind::ContentTypeNotSupported => -32005,
+            ErrorKind::ExtendedCardNotConfigured => -32007,
+            ErrorKind::VersionNotSupported => -32009,
+        }
+    }
+
+    /// The ErrorInfo `reason` (the A2A error's name in UPPER_SNAKE_CASE, without `Error`).
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            ErrorKind::Parse => "JSON_PARSE",
+            ErrorKind::InvalidRequest => "INVALID_REQUEST",
+            ErrorKind::MethodNotFound => "METHOD_NOT_FOUND",
+            ErrorKind::InvalidParams => "INVALID_PARAMS",
+            ErrorKind::Internal => "INTERNAL_ERROR",
+            ErrorKind::ServerBusy => "SERVER_BUSY",
+            ErrorKind::TaskNotFound => "TASK_NOT_FOUND",
+            ErrorKind::TaskNotCancelable => "TASK_NOT_CANCELABLE",
+            ErrorKind::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            ErrorKind::ContentTypeNotSupported => "CONTENT_TYPE_NOT_SUPPORTED",
+            ErrorKind::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            ErrorKind::VersionNotSupported => "VERSION_NOT_SUPPORTED",
+        }
+    }
+}
+
+/// An error object. `data` is the ProtoJSON array A2A asks for: one `google.rpc.ErrorInfo`
+/// with the kind's reason, the A2A domain and string metadata (camelCase keys).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct RpcError {
     pub code: i64,
     pub message: String,
+    pub data: Value,
+    #[serde(skip)]
+    pub kind: ErrorKind,
 }
 
 impl RpcError {
-    pub(crate) fn new(code: i64, message: impl Into<String>) -> Self {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
         Self {
-            code,
+            code: kind.code(),
             message: message.into(),
+            data: json!([{
+                "@type": ERROR_INFO_TYPE,
+                "reason": kind.reason(),
+                "domain": ERROR_DOMAIN,
+                "metadata": {},
+            }]),
+            kind,
         }
     }
 
+    /// Add `key: value` to the ErrorInfo's metadata.
+    pub(crate) fn with(mut self, key: &str, value: impl Into<String>) -> Self {
+        if let Some(meta) = self.data[0]["metadata"].as_object_mut() {
+            meta.insert(key.to_string(), Value::String(value.into()));
+        }
+        self
+    }
+
     pub(crate) fn invalid_params(message: impl Into<String>) -> Self {
-        Self::new(INVALID_PARAMS, message)
+        Self::new(ErrorKind::InvalidParams, message)
     }
 
     pub(crate) fn task_not_found(id: &str) -> Self {
-        Self::new(TASK_NOT_FOUND, format!("Task not found: {id}"))
+        Self::new(ErrorKind::TaskNotFound, format!("Task not found: {id}")).with("taskId", id)
     }
 }
 
@@ -124,7 +200,10 @@ struct Envelope<'a> {
 }
 
 fn invalid(what: &str) -> RpcError {
-    RpcError::new(INVALID_REQUEST, format!("Invalid request: {what}"))
+    RpcError::new(
+        ErrorKind::InvalidRequest,
+        format!("Invalid request: {what}"),
+    )
 }
 
 /// Validate a request body.
@@ -134,7 +213,7 @@ pub(crate) fn parse_request(body: &[u8]) -> Result<RpcRequest, Rejected> {
         error,
     };
     let raw: &RawValue = serde_json::from_slice(body)
-        .map_err(|e| answer_null(RpcError::new(PARSE_ERROR, format!("Parse error: {e}"))))?;
+        .map_err(|e| answer_null(RpcError::new(ErrorKind::Parse, format!("Parse error: {e}"))))?;
     match raw.get().as_bytes().first() {
         Some(b'{') => {}
         Some(b'[') => return Err(answer_null(invalid("batch requests are not supported"))),
@@ -221,35 +300,38 @@ mod tests {
         parse_request(body.as_bytes()).unwrap_err()
     }
 
-    fn code(body: &str) -> i64 {
-        rejected(body).error.code
+    fn code(body: &str) -> ErrorKind {
+        rejected(body).error.kind
     }
 
     #[test]
     fn malformed_requests_get_the_right_codes() {
-        assert_eq!(code("{not json"), PARSE_ERROR);
-        assert_eq!(code("[]"), INVALID_REQUEST);
-        assert_eq!(code("42"), INVALID_REQUEST);
+        assert_eq!(code("{not json"), ErrorKind::Parse);
+        assert_eq!(code("[]"), ErrorKind::InvalidRequest);
+        assert_eq!(code("42"), ErrorKind::InvalidRequest);
         assert_eq!(
             code(r#"{"jsonrpc":"1.0","id":1,"method":"GetTask"}"#),
-            INVALID_REQUEST
+            ErrorKind::InvalidRequest
         );
-        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1}"#), INVALID_REQUEST);
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1}"#),
+            ErrorKind::InvalidRequest
+        );
         assert_eq!(
             code(r#"{"jsonrpc":"2.0","id":{},"method":"x"}"#),
-            INVALID_REQUEST
+            ErrorKind::InvalidRequest
         );
         assert_eq!(
             code(r#"{"jsonrpc":"2.0","id":true,"method":"x"}"#),
-            INVALID_REQUEST
+            ErrorKind::InvalidRequest
         );
         assert_eq!(
             code(r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"x"}"#),
-            INVALID_REQUEST
+            ErrorKind::InvalidRequest
         );
         assert_eq!(
             code(r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#),
-            INVALID_PARAMS
+            ErrorKind::InvalidParams
         );
         let r = rejected(r#"{"jsonrpc":"1.0","id":"a","method":"x"}"#);
         assert_eq!(
@@ -259,6 +341,20 @@ mod tests {
         );
         let r = rejected("{not json");
         assert_eq!(r.id.unwrap().as_json(), "null");
+    }
+
+    #[test]
+    fn errors_carry_error_info() {
+        let e = RpcError::task_not_found("t1");
+        let v = serde_json::to_value(failure(&RpcId::Null, &e)).unwrap();
+        assert_eq!(v["error"]["code"], -32001);
+        assert_eq!(
+            v["error"]["data"],
+            json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "TASK_NOT_FOUND", "domain": "a2a-protocol.org",
+                "metadata": {"taskId": "t1"}}])
+        );
+        assert!(v["error"].get("kind").is_none());
     }
 
     #[test]

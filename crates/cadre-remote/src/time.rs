@@ -1,5 +1,5 @@
 //! Timestamps on the wire: RFC 3339 in UTC with milliseconds (`2026-01-02T03:04:05.678Z`),
-//! the form protobuf's JSON mapping and the A2A SDKs accept.
+//! the form protobuf's JSON mapping and the A2A SDKs accept, read back too; and HTTP dates.
 
 /// Format Unix milliseconds as RFC 3339 UTC.
 pub(crate) fn rfc3339(unix_ms: u64) -> String {
@@ -14,6 +14,18 @@ pub(crate) fn rfc3339(unix_ms: u64) -> String {
         (rem % 3600) / 60,
         rem % 60
     )
+}
+
+/// Unix milliseconds of an RFC 3339 UTC timestamp (`Z`, fractional seconds allowed).
+pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
+    let t = humantime::parse_rfc3339(s.trim()).ok()?;
+    let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
+    u64::try_from(d.as_millis()).ok()
+}
+
+/// An HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`) for Unix milliseconds.
+pub(crate) fn http_date(unix_ms: u64) -> String {
+    httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(unix_ms))
 }
 
 /// Year, month and day of the proleptic Gregorian calendar for days since 1970-01-01.
@@ -42,5 +54,18 @@ mod tests {
         assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00.000Z");
         assert_eq!(rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
         assert_eq!(rfc3339(4_102_444_799_999), "2099-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn timestamps_read_back() {
+        for ms in [0, 951_782_400_000, 1_700_000_000_123] {
+            assert_eq!(parse_rfc3339(&rfc3339(ms)), Some(ms));
+        }
+        assert_eq!(
+            parse_rfc3339("2023-11-14T22:13:20Z"),
+            Some(1_700_000_000_000)
+        );
+        assert_eq!(parse_rfc3339("yesterday"), None);
+        assert_eq!(http_date(0), "Thu, 01 Jan 1970 00:00:00 GMT");
     }
 }

@@ -237,10 +237,19 @@ async fn a_post_that_is_not_json_gets_415() {
                 let r = with_token(rb, token).send().await.unwrap();
                 assert_eq!(r.status().as_u16(), 415, "{url} as {ct:?}");
                 let v: Value = r.json().await.unwrap();
-                assert!(
-                    v["error"].as_str().unwrap().contains("application/json"),
-                    "{v}"
-                );
+                // The JSON-RPC endpoint answers in JSON-RPC: A2A's ContentTypeNotSupported.
+                let msg = if url.contains("/tasks") {
+                    v["error"].as_str().unwrap()
+                } else {
+                    assert_eq!(v["error"]["code"], -32005, "{v}");
+                    assert_eq!(v["id"], Value::Null);
+                    assert_eq!(
+                        v["error"]["data"][0]["reason"],
+                        "CONTENT_TYPE_NOT_SUPPORTED"
+                    );
+                    v["error"]["message"].as_str().unwrap()
+                };
+                assert!(msg.contains("application/json"), "{v}");
             }
             // Without the token, the answer is 401 first: nothing is told to strangers.
             if token.is_some() {

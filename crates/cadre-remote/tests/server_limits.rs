@@ -267,7 +267,7 @@ async fn shutdown_lets_tasks_finish_then_cancels_the_rest() {
     let (_, v) = rpc(
         &url,
         "SendMessage",
-        json!({"message": {"parts": [{"text": "zz"}],
+        json!({"message": {"messageId": "mz", "parts": [{"text": "zz"}],
         "metadata": {"agent": "slow"}}, "configuration": {"returnImmediately": true}}),
     )
     .await;

@@ -1,7 +1,8 @@
 //! `cadre serve` with the official A2A Python SDK (`a2a-sdk`) as the client: the SDK reads
 //! the card, authenticates with the bearer scheme it declares, and gets answers over
 //! streaming and blocking sends, in v1.0 and v0.3, continues a conversation and cancels a
-//! long task. Needs the venv of `.ci/run`; without it the tests say SKIPPED (and fail in CI).
+//! long task; the SDK of the v0.3 line reads the old card shape and gets answers too. Needs
+//! the venvs of `.ci/run`; without them the tests say SKIPPED (and fail in CI).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod serve_support;
@@ -125,5 +126,29 @@ fn the_sdk_client_cancels_a_long_task() {
     assert_eq!(out["after_cancel"], "TASK_STATE_CANCELED", "{out}");
     assert_eq!(out["final"], "TASK_STATE_CANCELED", "{out}");
     assert!(out["task_id"].as_str().unwrap().starts_with("task_"));
+    assert!(srv.terminate(Duration::from_secs(20)));
+}
+
+#[test]
+fn the_v03_sdk_reads_the_old_card_and_gets_answers() {
+    let Some(py) = venv03_python() else { return };
+    let ws = node();
+    let mut srv = start(&ws);
+    for extra in [&[][..], &["--no-stream"][..]] {
+        let mut args = vec![srv.url.as_str(), "--token", TOKEN, "--text", "from 0.3"];
+        args.extend_from_slice(extra);
+        let (ok, out, log) = python(&py, "a2a03_client.py", &args);
+        assert!(ok, "{extra:?}: {log}\nserver: {}", srv.stderr());
+        assert_eq!(out["state"], "completed", "{extra:?}: {out}");
+        assert_eq!(out["answer"], "echo: from 0.3", "{extra:?}: {out}");
+        assert!(out["task_id"].as_str().unwrap().starts_with("task_"));
+        let kinds = out["kinds"].as_array().unwrap();
+        if extra.is_empty() {
+            assert!(kinds.iter().any(|k| k == "artifact-update"), "{out}");
+        }
+    }
+    // Without the token the SDK is refused.
+    let (ok, out, _) = python(&py, "a2a03_client.py", &[&srv.url, "--text", "x"]);
+    assert!(!ok, "{out}");
     assert!(srv.terminate(Duration::from_secs(20)));
 }

@@ -87,7 +87,10 @@ async fn auth_limits_and_no_token_in_logs_or_files() {
         }
     }
     for (method, url, body) in &routes {
-        let mut rb = c.request(method.clone(), url).bearer_auth(TOKEN);
+        let mut rb = c
+            .request(method.clone(), url)
+            .bearer_auth(TOKEN)
+            .header("A2A-Version", "1.0");
         if let Some(b) = body {
             rb = rb.json(b);
         }

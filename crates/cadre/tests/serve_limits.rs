@@ -42,6 +42,7 @@ async fn a_flood_of_idle_connections_cannot_exhaust_the_file_descriptors() {
         .unwrap();
     let v: Value = c
         .post(format!("{}/", srv.url))
+        .header("A2A-Version", "1.0")
         .json(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message":
             {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}}),

@@ -147,6 +147,7 @@ async fn b_tasks(url: &str) -> Vec<Value> {
     let v: Value = reqwest::Client::new()
         .post(format!("{url}/"))
         .bearer_auth(TOKEN)
+        .header("A2A-Version", "1.0")
         .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}))
         .send()
         .await

@@ -2,15 +2,23 @@
 //! remote one to learn where its JSON-RPC endpoint is, which protocol version it speaks and
 //! whether it streams.
 //!
-//! cadre's card is readable by both generations of clients: it lists its JSON-RPC endpoint in
-//! `supportedInterfaces` (v1.0) and as the top-level `url` (v0.3), and writes the bearer
-//! scheme and requirement in both forms.
+//! cadre's card comes in two shapes. The v1.0 card (the default) validates against the v1.0
+//! schema: endpoints only in `supportedInterfaces`, the bearer scheme only in the wrapped
+//! form. The v0.3 card, for clients that read only the old shape (the 0.3 SDKs need a
+//! top-level `url`), has `url`, `preferredTransport`, `protocolVersion` and `security`.
 
 use super::Version;
 use serde_json::{Value, json};
 
 /// Path of the agent card.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
+
+/// The media types a served agent takes in message parts (text parts are `text/plain`, data
+/// parts `application/json`); other `text/*` types are read as text too.
+pub const INPUT_MODES: [&str; 2] = ["text/plain", "application/json"];
+
+/// The media types of what a served agent answers.
+pub const OUTPUT_MODES: [&str; 1] = ["text/plain"];
 
 /// One agent offered as a skill.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,8 +46,8 @@ pub struct CardSpec<'a> {
     pub bearer: bool,
 }
 
-/// Build cadre's agent card.
-pub fn build(spec: &CardSpec<'_>) -> Value {
+/// Build cadre's agent card in the shape of `version`.
+pub fn build(spec: &CardSpec<'_>, version: Version) -> Value {
     let skills: Vec<Value> = spec
         .skills
         .iter()
@@ -49,8 +57,8 @@ pub fn build(spec: &CardSpec<'_>) -> Value {
                 "name": s.name,
                 "description": s.description,
                 "tags": ["cadre", "agent"],
-                "inputModes": ["text/plain"],
-                "outputModes": ["text/plain"],
+                "inputModes": INPUT_MODES,
+                "outputModes": OUTPUT_MODES,
             })
         })
         .collect();
@@ -58,36 +66,46 @@ pub fn build(spec: &CardSpec<'_>) -> Value {
         "name": spec.name,
         "description": spec.description,
         "version": spec.version,
-        "url": spec.endpoint,
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": Version::V1.as_str(),
-        "supportedInterfaces": [
-            {"url": spec.endpoint, "protocolBinding": "JSONRPC", "protocolVersion": Version::V1.as_str()},
-            {"url": spec.endpoint, "protocolBinding": "JSONRPC", "protocolVersion": Version::V03.as_str()},
-        ],
         "capabilities": {"streaming": true, "pushNotifications": false},
-        "defaultInputModes": ["text/plain"],
-        "defaultOutputModes": ["text/plain"],
+        "defaultInputModes": INPUT_MODES,
+        "defaultOutputModes": OUTPUT_MODES,
         "skills": skills,
     });
-    if spec.bearer
-        && let Some(obj) = card.as_object_mut()
-    {
-        // v0.3 readers use `type`/`scheme` and `security`; v1.0 readers the wrapped scheme
-        // and `securityRequirements`. Each ignores the other's fields.
-        obj.insert(
-            "securitySchemes".into(),
-            json!({"bearer": {
-                "type": "http",
-                "scheme": "bearer",
-                "httpAuthSecurityScheme": {"scheme": "Bearer"},
-            }}),
-        );
-        obj.insert(
-            "securityRequirements".into(),
-            json!([{"schemes": {"bearer": {"list": []}}}]),
-        );
-        obj.insert("security".into(), json!([{"bearer": []}]));
+    let Some(obj) = card.as_object_mut() else {
+        return card;
+    };
+    match version {
+        Version::V1 => {
+            obj.insert(
+                "supportedInterfaces".into(),
+                json!([
+                    {"url": spec.endpoint, "protocolBinding": "JSONRPC", "protocolVersion": Version::V1.as_str()},
+                    {"url": spec.endpoint, "protocolBinding": "JSONRPC", "protocolVersion": Version::V03.as_str()},
+                ]),
+            );
+            if spec.bearer {
+                obj.insert(
+                    "securitySchemes".into(),
+                    json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}}),
+                );
+                obj.insert(
+                    "securityRequirements".into(),
+                    json!([{"schemes": {"bearer": {"list": []}}}]),
+                );
+            }
+        }
+        Version::V03 => {
+            obj.insert("url".into(), json!(spec.endpoint));
+            obj.insert("preferredTransport".into(), json!("JSONRPC"));
+            obj.insert("protocolVersion".into(), json!(Version::V03.as_str()));
+            if spec.bearer {
+                obj.insert(
+                    "securitySchemes".into(),
+                    json!({"bearer": {"type": "http", "scheme": "bearer"}}),
+                );
+                obj.insert("security".into(), json!([{"bearer": []}]));
+            }
+        }
     }
     card
 }
@@ -186,20 +204,31 @@ pub fn discover(card: &Value, base: &str) -> Option<CardInfo> {
 mod tests {
     use super::*;
 
+    fn spec(skills: &[SkillInfo]) -> CardSpec<'_> {
+        CardSpec {
+            name: "cadre",
+            description: "d",
+            version: "0.1.0",
+            endpoint: "http://127.0.0.1:9/",
+            skills,
+            bearer: true,
+        }
+    }
+
     #[test]
     fn our_card_is_discovered_as_v1_streaming() {
         let skills = [SkillInfo {
             name: "echo".into(),
             description: "Echoes".into(),
         }];
-        let card = build(&CardSpec {
-            name: "cadre",
-            description: "d",
-            version: "0.1.0",
-            endpoint: "http://127.0.0.1:9/",
-            skills: &skills,
-            bearer: true,
-        });
+        let card = build(&spec(&skills), Version::V1);
+        for old in ["url", "preferredTransport", "protocolVersion", "security"] {
+            assert!(card.get(old).is_none(), "{old} is not a v1.0 card field");
+        }
+        assert_eq!(
+            card["securitySchemes"]["bearer"],
+            json!({"httpAuthSecurityScheme": {"scheme": "Bearer"}})
+        );
         assert_eq!(card["skills"][0]["id"], "echo");
         assert_eq!(
             card["securityRequirements"][0]["schemes"]["bearer"]["list"],
@@ -209,6 +238,24 @@ mod tests {
         assert_eq!(info.version, Version::V1);
         assert!(info.streaming);
         assert_eq!(info.endpoint, "http://127.0.0.1:9/");
+    }
+
+    #[test]
+    fn the_v03_card_has_the_old_shape_and_is_discovered_as_v03() {
+        let card = build(&spec(&[]), Version::V03);
+        assert_eq!(card["url"], "http://127.0.0.1:9/");
+        assert_eq!(card["preferredTransport"], "JSONRPC");
+        assert_eq!(card["protocolVersion"], "0.3.0");
+        assert_eq!(card["security"], json!([{"bearer": []}]));
+        assert_eq!(
+            card["securitySchemes"]["bearer"],
+            json!({"type": "http", "scheme": "bearer"})
+        );
+        assert!(card.get("supportedInterfaces").is_none());
+        assert_eq!(
+            discover(&card, "http://127.0.0.1:9").unwrap().version,
+            Version::V03
+        );
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! ...) follows the protobuf JSON mapping: states `TASK_STATE_*`, roles `ROLE_*`, parts
 //! without a discriminator, results wrapped by kind (`{"task": …}`, `{"statusUpdate": …}`).
 //! v0.3 (`message/send`, ...) uses lowercase states, `user`/`agent` roles and a `kind`
-//! discriminator on every object. The server answers in the version of the method name it
-//! was called with; the client follows the version the agent card declares.
+//! discriminator on every object. The server answers in the version the request negotiates
+//! with `A2A-Version` (absent: v0.3), whatever the method name; the client follows the version
+//! the agent card declares.
 
 pub mod card;
 pub mod parse;
@@ -15,6 +16,12 @@ pub mod render;
 pub mod usage;
 
 use cadre_subagents::TaskStatus;
+
+/// The header (and query parameter) naming the protocol version of a request.
+pub const VERSION_HEADER: &str = "A2A-Version";
+
+/// The versions the server speaks, as an `A2A-Version` value each.
+pub const SUPPORTED_VERSIONS: [&str; 2] = ["1.0", "0.3"];
 
 /// A version of the A2A JSON-RPC binding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,6 +38,29 @@ impl Version {
         match self {
             Version::V1 => "1.0",
             Version::V03 => "0.3.0",
+        }
+    }
+
+    /// The version a request asks for with `A2A-Version`: absent or empty means v0.3 (the
+    /// spec's rule for clients from before the header); otherwise major and minor must be
+    /// `1.0` or `0.3` (any patch). `None`: a version this server does not speak.
+    pub fn negotiate(requested: Option<&str>) -> Option<Version> {
+        let Some(v) = requested.map(str::trim).filter(|v| !v.is_empty()) else {
+            return Some(Version::V03);
+        };
+        let mut it = v.split('.');
+        let major = it.next()?.parse::<u32>().ok()?;
+        let minor = it.next().map_or(Some(0), |m| m.parse::<u32>().ok())?;
+        if let Some(patch) = it.next() {
+            patch.parse::<u32>().ok()?;
+        }
+        if it.next().is_some() {
+            return None;
+        }
+        match (major, minor) {
+            (1, 0) => Some(Version::V1),
+            (0, 3) => Some(Version::V03),
+            _ => None,
         }
     }
 
@@ -199,5 +229,19 @@ mod tests {
         assert_eq!(Version::parse("0.3.0"), Some(Version::V03));
         assert_eq!(Version::parse("0.2.5"), None);
         assert_eq!(Version::parse("x"), None);
+    }
+
+    #[test]
+    fn requests_negotiate_major_and_minor() {
+        assert_eq!(Version::negotiate(None), Some(Version::V03));
+        assert_eq!(Version::negotiate(Some(" ")), Some(Version::V03));
+        assert_eq!(Version::negotiate(Some("1.0")), Some(Version::V1));
+        assert_eq!(Version::negotiate(Some("1")), Some(Version::V1));
+        assert_eq!(Version::negotiate(Some("1.0.2")), Some(Version::V1));
+        assert_eq!(Version::negotiate(Some("0.3")), Some(Version::V03));
+        assert_eq!(Version::negotiate(Some("0.3.0")), Some(Version::V03));
+        for bad in ["99.0", "1.1", "0.2", "2", "x", "1.0.0.0", "1.x", "-1.0"] {
+            assert_eq!(Version::negotiate(Some(bad)), None, "{bad}");
+        }
     }
 }

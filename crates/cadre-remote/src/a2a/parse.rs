@@ -1,17 +1,23 @@
-//! Reading A2A JSON leniently, in either version: the parameters of an incoming
-//! `SendMessage` (server side) and the tasks, messages and events a remote agent answers
-//! with (client side). Unknown fields are ignored, as the SDKs do.
+//! Reading A2A JSON, in either version: the parameters of an incoming request (server side,
+//! strictly: required fields, media types and ranges are checked) and the tasks, messages and
+//! events a remote agent answers with (client side, leniently: unknown fields are ignored, as
+//! the SDKs do). Field names are read in camelCase and, as the protobuf JSON mapping allows,
+//! in snake_case.
 
 use super::A2aState;
+use base64::Engine as _;
 use cadre_types::Usage;
 use serde_json::Value;
 
 /// The parts of an incoming message that cadre uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IncomingMessage {
-    /// The text of its parts (text parts verbatim, data parts as JSON), one per line.
+    /// The text of its parts (text parts verbatim, data parts as JSON, text files inlined),
+    /// one per line.
     pub text: String,
-    /// The caller's message id (generated when absent).
+    /// The values of its data parts, in order.
+    pub data: Vec<Value>,
+    /// The caller's message id.
     pub message_id: String,
     /// The conversation to continue.
     pub context_id: Option<String>,
@@ -33,11 +39,65 @@ pub struct SendParams {
     pub history_length: Option<usize>,
 }
 
+/// Why the parameters of a request were refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BadParams {
+    /// A field is missing, of the wrong type or out of range.
+    Invalid(String),
+    /// A part has a media type the agents do not take.
+    MediaType(String),
+}
+
+impl std::fmt::Display for BadParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BadParams::Invalid(m) => f.write_str(m),
+            BadParams::MediaType(m) => write!(
+                f,
+                "media type `{m}` is not supported: the agents take text (text/*) and JSON (application/json)"
+            ),
+        }
+    }
+}
+
+fn snake_case(camel: &str) -> String {
+    let mut out = String::with_capacity(camel.len() + 4);
+    for c in camel.chars() {
+        if c.is_ascii_uppercase() {
+            out.push('_');
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A member of an object by its camelCase name, or by its snake_case name.
+pub fn member<'a>(v: &'a Value, camel: &str) -> Option<&'a Value> {
+    v.get(camel).or_else(|| {
+        let snake = snake_case(camel);
+        (snake != camel).then(|| v.get(&snake)).flatten()
+    })
+}
+
 fn str_field(v: &Value, key: &str) -> Option<String> {
-    v.get(key)
+    member(v, key)
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .map(str::to_string)
+}
+
+/// An optional non-negative integer member (`historyLength`, ...); `Err` says what is wrong.
+pub fn non_negative(v: &Value, camel: &str, path: &str) -> Result<Option<u64>, String> {
+    match member(v, camel) {
+        None | Some(Value::Null) => Ok(None),
+        Some(n) => match n.as_i64() {
+            Some(i) if i >= 0 => Ok(Some(i as u64)),
+            Some(i) => Err(format!("{path}.{camel} must not be negative (got {i})")),
+            None => Err(format!("{path}.{camel} must be an integer")),
+        },
+    }
 }
 
 fn agent_in(meta: Option<&Value>) -> Option<String> {
@@ -67,33 +127,115 @@ pub fn parts_text(parts: &Value) -> String {
     out.join("\n")
 }
 
+/// Whether the agents take a part of this media type: `text/*` and JSON.
+pub fn accepts_media(media_type: &str) -> bool {
+    let essence = media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence.starts_with("text/")
+        || essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// The text and data of an incoming message's parts, checked: every part has content, and
+/// a declared media type the agents take. A text file sent inline (`raw`, v0.3 `bytes`) is
+/// decoded into the text; a file by URL is named, not fetched.
+fn read_parts(parts: &[Value]) -> Result<(String, Vec<Value>), BadParams> {
+    let mut text: Vec<String> = Vec::new();
+    let mut data = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        let at = || format!("params.message.parts[{i}]");
+        if !p.is_object() {
+            return Err(BadParams::Invalid(format!("{} must be an object", at())));
+        }
+        let file = p.get("file").filter(|f| f.is_object());
+        let media = member(p, "mediaType")
+            .or_else(|| file.and_then(|f| member(f, "mimeType")))
+            .and_then(Value::as_str)
+            .filter(|m| !m.trim().is_empty());
+        if let Some(m) = media
+            && !accepts_media(m)
+        {
+            return Err(BadParams::MediaType(m.to_string()));
+        }
+        let name = p
+            .get("filename")
+            .or_else(|| file.and_then(|f| f.get("name")))
+            .and_then(Value::as_str)
+            .unwrap_or("file");
+        if let Some(t) = p.get("text") {
+            let t = t
+                .as_str()
+                .ok_or_else(|| BadParams::Invalid(format!("{}.text must be a string", at())))?;
+            text.push(t.to_string());
+        } else if let Some(d) = p.get("data") {
+            text.push(d.to_string());
+            data.push(d.clone());
+        } else if let Some(raw) = p.get("raw").or_else(|| file.and_then(|f| f.get("bytes"))) {
+            let bytes = raw
+                .as_str()
+                .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+                .ok_or_else(|| {
+                    BadParams::Invalid(format!("{}: the file content must be base64", at()))
+                })?;
+            let content = String::from_utf8(bytes).map_err(|_| {
+                BadParams::Invalid(format!(
+                    "{}: the file {name} is not UTF-8 text, and the agents take text only",
+                    at()
+                ))
+            })?;
+            text.push(format!("[attached file: {name}]\n{content}"));
+        } else if let Some(url) = p
+            .get("url")
+            .or_else(|| file.and_then(|f| f.get("uri")))
+            .and_then(Value::as_str)
+        {
+            text.push(format!("[attached file: {name} at {url}, not fetched]"));
+        } else {
+            return Err(BadParams::Invalid(format!(
+                "{} has no content (text, data, raw or url)",
+                at()
+            )));
+        }
+    }
+    Ok((text.join("\n"), data))
+}
+
 /// Read the parameters of a send.
-pub fn send_params(params: &Value) -> Result<SendParams, String> {
+pub fn send_params(params: &Value) -> Result<SendParams, BadParams> {
+    let invalid = |m: &str| BadParams::Invalid(m.to_string());
     let msg = params
         .get("message")
         .filter(|m| m.is_object())
-        .ok_or("params.message must be an object")?;
+        .ok_or_else(|| invalid("params.message must be an object"))?;
+    let message_id = str_field(msg, "messageId")
+        .ok_or_else(|| invalid("params.message.messageId must be a non-empty string"))?;
     let parts = msg
         .get("parts")
-        .filter(|p| p.is_array())
-        .ok_or("params.message.parts must be an array")?;
-    let text = parts_text(parts);
+        .and_then(Value::as_array)
+        .ok_or_else(|| invalid("params.message.parts must be an array"))?;
+    let (text, data) = read_parts(parts)?;
     if text.trim().is_empty() {
-        return Err("the message has no text or data part".into());
+        return Err(invalid("the message has no text or data part"));
     }
-    let cfg = params.get("configuration");
-    let flag = |k: &str| cfg.and_then(|c| c.get(k)).and_then(Value::as_bool);
+    let cfg = params.get("configuration").filter(|c| c.is_object());
+    let flag = |k: &str| cfg.and_then(|c| member(c, k)).and_then(Value::as_bool);
     let return_immediately =
         flag("returnImmediately") == Some(true) || flag("blocking") == Some(false);
-    let history_length = cfg
-        .and_then(|c| c.get("historyLength"))
-        .and_then(Value::as_u64)
-        .map(|n| n as usize);
+    let history_length = match cfg {
+        Some(c) => non_negative(c, "historyLength", "params.configuration")
+            .map_err(BadParams::Invalid)?
+            .map(|n| n as usize),
+        None => None,
+    };
     Ok(SendParams {
         message: IncomingMessage {
             text,
-            message_id: str_field(msg, "messageId")
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            data,
+            message_id,
             context_id: str_field(msg, "contextId"),
             task_id: str_field(msg, "taskId"),
             agent: agent_in(msg.get("metadata")).or_else(|| agent_in(params.get("metadata"))),
@@ -315,13 +457,76 @@ mod tests {
         assert_eq!(p.message.context_id.as_deref(), Some("c"));
         assert_eq!(p.message.agent.as_deref(), Some("b"));
         assert!(p.return_immediately);
-        assert!(send_params(&json!({"message": {"parts": []}})).is_err());
+        assert!(send_params(&json!({"message": {"messageId": "m", "parts": []}})).is_err());
         assert!(send_params(&json!({"message": "x"})).is_err());
         assert!(
-            !send_params(&json!({"message": {"parts": [{"text": "x"}]}}))
+            !send_params(&json!({"message": {"messageId": "m", "parts": [{"text": "x"}]}}))
                 .unwrap()
                 .return_immediately
         );
+    }
+
+    fn invalid(params: Value) -> String {
+        match send_params(&params) {
+            Err(BadParams::Invalid(m)) => m,
+            other => panic!("{params}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sends_are_checked() {
+        assert!(invalid(json!({"message": {"parts": [{"text": "x"}]}})).contains("messageId"));
+        assert!(
+            invalid(json!({"message": {"messageId": "", "parts": [{"text": "x"}]}}))
+                .contains("messageId")
+        );
+        assert!(
+            invalid(
+                json!({"message": {"messageId": "m", "parts": [{"text": "x"}]},
+            "configuration": {"historyLength": -1}})
+            )
+            .contains("negative")
+        );
+        assert!(
+            invalid(json!({"message": {"messageId": "m", "parts": [{"mediaType": "text/plain"}]}}))
+                .contains("no content")
+        );
+        assert!(
+            invalid(
+                json!({"message": {"messageId": "m", "parts": [{"raw": "//8=",
+            "filename": "x.bin", "mediaType": "text/plain"}]}})
+            )
+            .contains("not UTF-8")
+        );
+        let odd = json!({"message": {"messageId": "m", "parts": [{"raw": "dGNr",
+            "mediaType": "application/x-unsupported-tck-type"}]}});
+        assert_eq!(
+            send_params(&odd),
+            Err(BadParams::MediaType(
+                "application/x-unsupported-tck-type".into()
+            ))
+        );
+        let v03 = json!({"message": {"messageId": "m", "parts": [{"kind": "file",
+            "file": {"name": "a.png", "mimeType": "image/png", "bytes": "AAAA"}}]}});
+        assert!(matches!(send_params(&v03), Err(BadParams::MediaType(_))));
+    }
+
+    #[test]
+    fn text_files_are_inlined_and_snake_case_is_read() {
+        let p = send_params(&json!({"message": {"message_id": "m", "context_id": "c",
+            "parts": [{"raw": "aGVsbG8=", "filename": "a.txt", "media_type": "text/plain"},
+                      {"url": "https://x/y.md", "filename": "y.md"},
+                      {"data": {"approve": true}}]},
+            "configuration": {"history_length": 3, "return_immediately": true}}))
+        .unwrap();
+        assert_eq!(
+            p.message.text,
+            "[attached file: a.txt]\nhello\n[attached file: y.md at https://x/y.md, not fetched]\n{\"approve\":true}"
+        );
+        assert_eq!(p.message.data, vec![json!({"approve": true})]);
+        assert_eq!(p.message.context_id.as_deref(), Some("c"));
+        assert_eq!(p.history_length, Some(3));
+        assert!(p.return_immediately);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! limit and the time budget of requests that do not wait for a task.
 
 use super::state::State;
+use crate::jsonrpc::{self, ErrorKind, RpcError, RpcId};
 use axum::body::Body;
 use axum::extract::{Request, State as AxumState};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
@@ -63,11 +64,25 @@ fn is_json(content_type: &str) -> bool {
             .is_some_and(|sub| sub.ends_with("+json"))
 }
 
-fn not_json() -> Response {
-    error(
+/// The answer to a POST without a JSON body: for the JSON-RPC endpoint a JSON-RPC error
+/// (A2A's ContentTypeNotSupported, id `null`: the body is not read), else `{"error"}`.
+fn not_json(path: &str, content_type: Option<&str>) -> Response {
+    let message = "POST bodies must be JSON: send Content-Type: application/json";
+    if !is_rpc(path) {
+        return error(StatusCode::UNSUPPORTED_MEDIA_TYPE, message);
+    }
+    let e = RpcError::new(ErrorKind::ContentTypeNotSupported, message)
+        .with("contentType", content_type.unwrap_or(""));
+    (
         StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        "POST bodies must be JSON: send Content-Type: application/json",
+        axum::Json(jsonrpc::failure(&RpcId::Null, &e)),
     )
+        .into_response()
+}
+
+/// The JSON-RPC endpoint's paths.
+fn is_rpc(path: &str) -> bool {
+    path == "/" || path == "/a2a"
 }
 
 fn too_large(limit: usize) -> Response {
@@ -90,8 +105,7 @@ fn is_length_limit(e: &axum::Error) -> bool {
 
 /// Requests whose handlers wait for tasks and bound the wait themselves.
 fn waits(method: &Method, path: &str) -> bool {
-    (method == Method::GET && path.ends_with("/wait"))
-        || (method == Method::POST && (path == "/" || path == "/a2a"))
+    (method == Method::GET && path.ends_with("/wait")) || (method == Method::POST && is_rpc(path))
 }
 
 /// Auth, content type, body limit and time budget.
@@ -115,7 +129,7 @@ pub(crate) async fn guard(
             .and_then(|v| v.to_str().ok());
         if !content_type.is_some_and(is_json) {
             tracing::debug!(%method, %path, ?content_type, "refused: not a JSON body");
-            return not_json();
+            return not_json(&path, content_type);
         }
     }
     let limit = state.opts.max_body_bytes;

@@ -1,20 +1,22 @@
 //! The A2A JSON-RPC endpoint and the agent card. Methods are accepted under their v1.0 names
 //! (`SendMessage`, `SendStreamingMessage`, `GetTask`, `CancelTask`, `ListTasks`) and their
-//! v0.3 names (`message/send`, ...); each answers in its own version's shapes. Errors are
-//! JSON-RPC error objects with HTTP 200.
+//! v0.3 names (`message/send`, ...); the answer's shapes follow the version the request
+//! negotiates with `A2A-Version` (header or query parameter; absent: v0.3). Errors are
+//! JSON-RPC error objects with HTTP 200, each with a `google.rpc.ErrorInfo` in `data`.
 
 use super::launch::{Launch, LaunchError, launch};
 use super::state::{State, view};
 use super::stream;
 use crate::a2a::card::{self, CardSpec};
-use crate::a2a::parse::{SendParams, send_params};
+use crate::a2a::parse::{BadParams, SendParams, member, non_negative, send_params};
 use crate::a2a::render::{self, Detail};
-use crate::a2a::{A2aState, Version};
-use crate::jsonrpc::{self, RpcError, RpcId};
+use crate::a2a::{A2aState, SUPPORTED_VERSIONS, VERSION_HEADER, Version};
+use crate::jsonrpc::{self, ErrorKind, RpcError, RpcId};
+use crate::time::{http_date, parse_rfc3339};
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State as AxumState;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use cadre_subagents::Waited;
 use serde_json::{Value, json};
@@ -24,6 +26,11 @@ use tokio_util::sync::CancellationToken;
 
 /// How long `CancelTask` waits for the task to stop before answering.
 const CANCEL_SETTLE: Duration = Duration::from_secs(5);
+/// How long clients may cache the agent card.
+const CARD_MAX_AGE_SECS: u64 = 300;
+/// ListTasks pages: the default and the largest size.
+const DEFAULT_PAGE_SIZE: u64 = 50;
+const MAX_PAGE_SIZE: u64 = 100;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Method {
@@ -32,26 +39,72 @@ enum Method {
     Get,
     Cancel,
     List,
+    /// Any of the push-notification config methods: not offered.
+    PushConfig,
+    /// The authenticated extended card: not offered.
+    ExtendedCard,
 }
 
-fn method(name: &str) -> Option<(Method, Version)> {
+fn method(name: &str) -> Option<Method> {
     Some(match name {
-        "SendMessage" => (Method::Send, Version::V1),
-        "SendStreamingMessage" => (Method::Stream, Version::V1),
-        "GetTask" => (Method::Get, Version::V1),
-        "CancelTask" => (Method::Cancel, Version::V1),
-        "ListTasks" => (Method::List, Version::V1),
-        "message/send" => (Method::Send, Version::V03),
-        "message/stream" => (Method::Stream, Version::V03),
-        "tasks/get" => (Method::Get, Version::V03),
-        "tasks/cancel" => (Method::Cancel, Version::V03),
-        "tasks/list" => (Method::List, Version::V03),
+        "SendMessage" | "message/send" => Method::Send,
+        "SendStreamingMessage" | "message/stream" => Method::Stream,
+        "GetTask" | "tasks/get" => Method::Get,
+        "CancelTask" | "tasks/cancel" => Method::Cancel,
+        "ListTasks" | "tasks/list" => Method::List,
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig"
+        | "tasks/pushNotificationConfig/set"
+        | "tasks/pushNotificationConfig/get"
+        | "tasks/pushNotificationConfig/list"
+        | "tasks/pushNotificationConfig/delete" => Method::PushConfig,
+        "GetExtendedAgentCard" | "agent/getAuthenticatedExtendedCard" => Method::ExtendedCard,
         _ => return None,
     })
 }
 
-/// `GET /.well-known/agent-card.json` (public).
-pub(crate) async fn card(AxumState(state): AxumState<Arc<State>>, headers: HeaderMap) -> Response {
+/// The `A2A-Version` a request names: the header, else the query parameter.
+fn requested_version<'a>(headers: &'a HeaderMap, uri: &'a Uri) -> Option<&'a str> {
+    if let Some(h) = headers.get(VERSION_HEADER) {
+        return Some(h.to_str().unwrap_or("\u{fffd}"));
+    }
+    uri.query()?
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| k.eq_ignore_ascii_case(VERSION_HEADER))
+        .map(|(_, v)| v)
+}
+
+/// The version a request negotiates, or the VersionNotSupported error naming what is served.
+fn negotiate(headers: &HeaderMap, uri: &Uri) -> Result<Version, RpcError> {
+    let asked = requested_version(headers, uri);
+    Version::negotiate(asked).ok_or_else(|| {
+        RpcError::new(
+            ErrorKind::VersionNotSupported,
+            format!(
+                "A2A version {} is not supported; this server speaks {}",
+                asked.unwrap_or_default(),
+                SUPPORTED_VERSIONS.join(" and ")
+            ),
+        )
+        .with("requestedVersion", asked.unwrap_or_default())
+        .with("supportedVersions", SUPPORTED_VERSIONS.join(","))
+    })
+}
+
+/// `GET /.well-known/agent-card.json` (public): the v1.0 card, or the v0.3 one when the
+/// request asks for 0.3 (`?A2A-Version=0.3` or the header); cacheable, with validators.
+pub(crate) async fn card(
+    AxumState(state): AxumState<Arc<State>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let version = match requested_version(&headers, &uri) {
+        None => Version::V1,
+        asked => Version::negotiate(asked).unwrap_or(Version::V1),
+    };
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -65,15 +118,58 @@ pub(crate) async fn card(AxumState(state): AxumState<Arc<State>>, headers: Heade
         names.join(", "),
         state.default_agent
     );
-    Json(card::build(&CardSpec {
-        name: &state.opts.name,
-        description: &description,
-        version: &state.opts.version,
-        endpoint: &endpoint,
-        skills: &state.skills,
-        bearer: state.opts.token.is_some(),
-    }))
-    .into_response()
+    let body = card::build(
+        &CardSpec {
+            name: &state.opts.name,
+            description: &description,
+            version: &state.opts.version,
+            endpoint: &endpoint,
+            skills: &state.skills,
+            bearer: state.opts.token.is_some(),
+        },
+        version,
+    )
+    .to_string();
+    let etag = format!("\"{:016x}\"", fingerprint(&body));
+    let fresh = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let mut r = if fresh {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body,
+        )
+            .into_response()
+    };
+    let h = r.headers_mut();
+    for (name, value) in [
+        (
+            header::CACHE_CONTROL,
+            format!("public, max-age={CARD_MAX_AGE_SECS}"),
+        ),
+        (header::ETAG, etag),
+        (header::LAST_MODIFIED, http_date(state.started_at)),
+        (header::VARY, VERSION_HEADER.to_string()),
+    ] {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(name, v);
+        }
+    }
+    r
+}
+
+/// A stable-within-the-process hash of the card's text, for its `ETag`.
+fn fingerprint(text: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    h.finish()
 }
 
 /// The answer to a request: its response, or for a notification (no id) `204` and no body,
@@ -89,30 +185,58 @@ fn reply(id: Option<&RpcId>, outcome: Result<Value, RpcError>) -> Response {
     Json(body).into_response()
 }
 
+/// The JSON-RPC error for refused send parameters.
+fn bad_params(e: BadParams) -> RpcError {
+    match &e {
+        BadParams::Invalid(_) => RpcError::invalid_params(e.to_string()),
+        BadParams::MediaType(m) => {
+            RpcError::new(ErrorKind::ContentTypeNotSupported, e.to_string()).with("mediaType", m)
+        }
+    }
+}
+
 /// `POST /` and `POST /a2a`. A notification is carried out (a send returns at once, there
 /// is nobody to stream to) but never answered.
-pub(crate) async fn handle(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Response {
+pub(crate) async fn handle(
+    AxumState(state): AxumState<Arc<State>>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: Bytes,
+) -> Response {
     let req = match jsonrpc::parse_request(&body) {
         Ok(r) => r,
         Err(r) => return reply(r.id.as_ref(), Err(r.error)),
     };
     let id = req.id.as_ref();
     tracing::debug!(method = %req.method, notification = id.is_none(), "json-rpc call");
-    let Some((m, version)) = method(&req.method) else {
+    let version = match negotiate(&headers, &uri) {
+        Ok(v) => v,
+        Err(e) => return reply(id, Err(e)),
+    };
+    let Some(m) = method(&req.method) else {
         let e = RpcError::new(
-            jsonrpc::METHOD_NOT_FOUND,
+            ErrorKind::MethodNotFound,
             format!("Method not found: {}", req.method),
-        );
+        )
+        .with("method", &req.method);
         return reply(id, Err(e));
     };
     if let (Method::Stream, Some(id)) = (m, id) {
         return match send_params(&req.params) {
             Ok(p) => stream::respond(state, id.clone(), p, version).await,
-            Err(e) => reply(Some(id), Err(RpcError::invalid_params(e))),
+            Err(e) => reply(Some(id), Err(bad_params(e))),
         };
     }
     let outcome = match m {
         Method::Send | Method::Stream => send(&state, &req.params, version, id.is_some()).await,
+        Method::PushConfig => Err(RpcError::new(
+            ErrorKind::PushNotificationNotSupported,
+            "push notifications are not supported; poll GetTask or stream instead",
+        )),
+        Method::ExtendedCard => Err(RpcError::new(
+            ErrorKind::ExtendedCardNotConfigured,
+            "there is no extended agent card; the public card is complete",
+        )),
         _ => {
             let budget = state.opts.request_timeout;
             let call = async {
@@ -125,10 +249,7 @@ pub(crate) async fn handle(AxumState(state): AxumState<Arc<State>>, body: Bytes)
             tokio::time::timeout(budget, call)
                 .await
                 .unwrap_or_else(|_| {
-                    Err(RpcError::new(
-                        jsonrpc::INTERNAL_ERROR,
-                        "the request timed out",
-                    ))
+                    Err(RpcError::new(ErrorKind::Internal, "the request timed out"))
                 })
         }
     };
@@ -137,14 +258,14 @@ pub(crate) async fn handle(AxumState(state): AxumState<Arc<State>>, body: Bytes)
 
 /// The JSON-RPC error for a refused launch.
 pub(crate) fn launch_error(e: &LaunchError) -> RpcError {
-    let code = match e {
-        LaunchError::Busy { .. } | LaunchError::Draining => jsonrpc::SERVER_BUSY,
+    let kind = match e {
+        LaunchError::Busy { .. } | LaunchError::Draining => ErrorKind::ServerBusy,
         LaunchError::UnknownAgent { .. } | LaunchError::InputTooLarge { .. } => {
-            jsonrpc::INVALID_PARAMS
+            ErrorKind::InvalidParams
         }
-        LaunchError::Finished(_) | LaunchError::Spawn(_) => jsonrpc::INTERNAL_ERROR,
+        LaunchError::Finished(_) | LaunchError::Spawn(_) => ErrorKind::Internal,
     };
-    RpcError::new(code, e.message())
+    RpcError::new(kind, e.message())
 }
 
 /// Start a task for a send.
@@ -192,7 +313,7 @@ async fn send(
     version: Version,
     answered: bool,
 ) -> Result<Value, RpcError> {
-    let p = send_params(params).map_err(RpcError::invalid_params)?;
+    let p = send_params(params).map_err(bad_params)?;
     let launched = start(state, &p, false).await?;
     let id = launched.task.id.clone();
     if answered && !p.return_immediately {
@@ -207,7 +328,7 @@ async fn send(
         artifacts: true,
     };
     let mut task = render_task(state, &id, detail, version)
-        .ok_or_else(|| RpcError::new(jsonrpc::INTERNAL_ERROR, "the task vanished"))?;
+        .ok_or_else(|| RpcError::new(ErrorKind::Internal, "the task vanished"))?;
     if p.return_immediately && task["status"]["state"] == A2aState::Submitted.wire(version) {
         // Accepted and queued for its child: the caller sees it as being worked on.
         task["status"]["state"] = json!(A2aState::Working.wire(version));
@@ -224,17 +345,16 @@ fn task_id(params: &Value) -> Result<String, RpcError> {
         .ok_or_else(|| RpcError::invalid_params("params.id (the task id) must be a string"))
 }
 
-fn history_length(params: &Value) -> Option<usize> {
-    params
-        .get("historyLength")
-        .and_then(Value::as_u64)
-        .map(|n| n as usize)
+fn history_length(params: &Value) -> Result<Option<usize>, RpcError> {
+    non_negative(params, "historyLength", "params")
+        .map(|n| n.map(|n| n as usize))
+        .map_err(RpcError::invalid_params)
 }
 
 fn get(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, RpcError> {
     let id = task_id(params)?;
     let detail = Detail {
-        history: history_length(params),
+        history: history_length(params)?,
         artifacts: true,
     };
     render_task(state, &id, detail, version).ok_or_else(|| RpcError::task_not_found(&id))
@@ -253,9 +373,10 @@ async fn cancel(state: &Arc<State>, params: &Value, version: Version) -> Result<
         .ok_or_else(|| RpcError::task_not_found(&id))?;
     if status.is_terminal() {
         return Err(RpcError::new(
-            jsonrpc::TASK_NOT_CANCELABLE,
+            ErrorKind::TaskNotCancelable,
             format!("Task cannot be canceled: it is already {status}"),
-        ));
+        )
+        .with("taskId", &id));
     }
     let abort = CancellationToken::new();
     if let Waited::TimedOut = state
@@ -268,56 +389,107 @@ async fn cancel(state: &Arc<State>, params: &Value, version: Version) -> Result<
     render_task(state, &id, Detail::default(), version).ok_or_else(|| RpcError::task_not_found(&id))
 }
 
-fn list(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, RpcError> {
-    let context = params.get("contextId").and_then(Value::as_str);
-    let wanted = params
-        .get("status")
-        .and_then(Value::as_str)
-        .map(A2aState::parse)
-        .filter(|s| *s != A2aState::Unknown);
-    let page_size = params
-        .get("pageSize")
-        .and_then(Value::as_u64)
-        .map_or(50, |n| n.clamp(1, 1000)) as usize;
-    let offset = match params.get("pageToken").and_then(Value::as_str) {
+/// What a ListTasks asks for, checked.
+struct ListQuery<'a> {
+    context: Option<&'a str>,
+    status: Option<A2aState>,
+    page_size: usize,
+    offset: usize,
+    /// Unix ms: only tasks whose status changed at or after it.
+    changed_since: Option<u64>,
+    detail: Detail,
+}
+
+fn list_query(params: &Value) -> Result<ListQuery<'_>, RpcError> {
+    let status = match member(params, "status") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() || s == "TASK_STATE_UNSPECIFIED" => None,
+        Some(Value::String(s)) => match A2aState::parse(s) {
+            A2aState::Unknown => {
+                return Err(RpcError::invalid_params(format!(
+                    "params.status `{s}` is not a task state (TASK_STATE_WORKING, ...)"
+                )));
+            }
+            state => Some(state),
+        },
+        Some(_) => return Err(RpcError::invalid_params("params.status must be a string")),
+    };
+    let page_size = match non_negative(params, "pageSize", "params") {
+        Ok(None) => DEFAULT_PAGE_SIZE,
+        Ok(Some(n)) if (1..=MAX_PAGE_SIZE).contains(&n) => n,
+        Ok(Some(n)) => {
+            return Err(RpcError::invalid_params(format!(
+                "params.pageSize must be between 1 and {MAX_PAGE_SIZE} (got {n})"
+            )));
+        }
+        Err(e) => return Err(RpcError::invalid_params(e)),
+    } as usize;
+    let offset = match member(params, "pageToken").and_then(Value::as_str) {
         None | Some("") => 0,
         Some(t) => t.parse::<usize>().map_err(|_| {
             RpcError::invalid_params("params.pageToken is not a token this server gave")
         })?,
     };
-    let detail = Detail {
-        history: Some(history_length(params).unwrap_or(0)),
-        artifacts: params.get("includeArtifacts").and_then(Value::as_bool) == Some(true),
+    let changed_since = match member(params, "statusTimestampAfter") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(v.as_str().and_then(parse_rfc3339).ok_or_else(|| {
+            RpcError::invalid_params(
+                "params.statusTimestampAfter must be an RFC 3339 UTC timestamp (2026-01-02T03:04:05Z)",
+            )
+        })?),
     };
+    let detail = Detail {
+        history: Some(history_length(params)?.unwrap_or(0)),
+        artifacts: member(params, "includeArtifacts").and_then(Value::as_bool) == Some(true),
+    };
+    Ok(ListQuery {
+        context: member(params, "contextId").and_then(Value::as_str),
+        status,
+        page_size,
+        offset,
+        changed_since,
+        detail,
+    })
+}
+
+/// ListTasks: the remembered tasks matching the filters, most recently changed first.
+fn list(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, RpcError> {
+    let q = list_query(params)?;
     let mut rows = Vec::new();
-    for task in state.book.list().into_iter().rev() {
-        if context.is_some_and(|c| c != task.context_id) {
+    for task in state.book.list() {
+        if q.context.is_some_and(|c| c != task.context_id) {
             continue;
         }
         let Some(snap) = state.snapshot(&task) else {
             continue;
         };
-        if wanted.is_some_and(|w| A2aState::from_status(snap.status) != w) {
+        if q.status
+            .is_some_and(|w| A2aState::from_status(snap.status) != w)
+            || q.changed_since.is_some_and(|t| snap.updated_at < t)
+        {
             continue;
         }
         rows.push((task, snap));
     }
+    // Newest change first; among equal times, the later task first.
+    rows.reverse();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1.updated_at));
     let total = rows.len();
     let tasks: Vec<Value> = rows
         .iter()
-        .skip(offset)
-        .take(page_size)
-        .map(|(t, s)| render::task(&view(t, s), detail, version))
+        .skip(q.offset)
+        .take(q.page_size)
+        .map(|(t, s)| render::task(&view(t, s), q.detail, version))
         .collect();
-    let next = if offset + page_size < total {
-        (offset + page_size).to_string()
+    let next = if q.offset + q.page_size < total {
+        (q.offset + q.page_size).to_string()
     } else {
         String::new()
     };
     Ok(json!({
         "tasks": tasks,
         "nextPageToken": next,
-        "pageSize": page_size,
+        "pageSize": q.page_size,
         "totalSize": total,
     }))
 }

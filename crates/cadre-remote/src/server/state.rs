@@ -34,6 +34,8 @@ pub(crate) struct State {
     pub site: SiteRules,
     /// The address the server listens on, once it does.
     local_addr: OnceLock<SocketAddr>,
+    /// When the server was built, Unix ms (the card's `Last-Modified`).
+    pub started_at: u64,
 }
 
 impl State {
@@ -121,6 +123,7 @@ impl State {
             default_agent,
             site,
             local_addr: OnceLock::new(),
+            started_at: cadre_types::unix_millis(),
         }))
     }
 

@@ -159,6 +159,10 @@ pub async fn rpc_with(
     let mut rb = c.post(format!("{url}/")).json(&json!({
         "jsonrpc": "2.0", "id": 1, "method": method, "params": params,
     }));
+    // As the SDKs do: v1.0 clients name their version, v0.3 clients send no header.
+    if !method.contains('/') {
+        rb = rb.header("A2A-Version", "1.0");
+    }
     if let Some(t) = token {
         rb = rb.bearer_auth(t);
     }

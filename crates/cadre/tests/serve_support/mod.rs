@@ -29,15 +29,29 @@ pub fn repo() -> PathBuf {
 /// The venv's python, or `None` (after a loud notice) when the venv is missing outside CI.
 /// The venv is `$CADRE_A2A_VENV`, else `<repo>/target/a2a-venv` (made by `.ci/run`).
 pub fn venv_python() -> Option<PathBuf> {
-    let venv = std::env::var_os("CADRE_A2A_VENV")
+    python_of(
+        "CADRE_A2A_VENV",
+        "target/a2a-venv",
+        "'a2a-sdk[http-server]==1.3.0' 'uvicorn==0.54.0'",
+    )
+}
+
+/// The python of the venv with the v0.3 line of the SDK: `$CADRE_A2A03_VENV`, else
+/// `<repo>/target/a2a-venv03` (made by `.ci/run`); `None` as [`venv_python`].
+pub fn venv03_python() -> Option<PathBuf> {
+    python_of("CADRE_A2A03_VENV", "target/a2a-venv03", "'a2a-sdk==0.3.26'")
+}
+
+fn python_of(var: &str, default: &str, pins: &str) -> Option<PathBuf> {
+    let venv = std::env::var_os(var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| repo().join("target/a2a-venv"));
+        .unwrap_or_else(|| repo().join(default));
     let python = venv.join("bin/python");
     if python.exists() {
         return Some(python);
     }
     let msg = format!(
-        "a2a-sdk venv missing at {} (create it: python3 -m venv target/a2a-venv && target/a2a-venv/bin/pip install 'a2a-sdk[http-server]==1.3.0' 'uvicorn==0.54.0')",
+        "a2a-sdk venv missing at {} (create it: python3 -m venv {default} && {default}/bin/pip install {pins})",
         venv.display()
     );
     if std::env::var("CI").is_ok_and(|v| v == "true") {
