@@ -28,6 +28,8 @@ pub(crate) enum ErrorKind {
     TaskNotCancelable,
     /// A2A: push notifications are not offered.
     PushNotificationNotSupported,
+    /// A2A: the operation does not apply (a message or a subscription to an ended task).
+    UnsupportedOperation,
     /// A2A: a media type the agent does not take (or a body that is not JSON).
     ContentTypeNotSupported,
     /// A2A: there is no extended agent card.
@@ -56,6 +58,7 @@ impl ErrorKind {
             ErrorKind::TaskNotFound => TASK_NOT_FOUND,
             ErrorKind::TaskNotCancelable => -32002,
             ErrorKind::PushNotificationNotSupported => -32003,
+            ErrorKind::UnsupportedOperation => -32004,
             ErrorKind::ContentTypeNotSupported => -32005,
             ErrorKind::ExtendedCardNotConfigured => -32007,
             ErrorKind::VersionNotSupported => -32009,
@@ -74,6 +77,7 @@ impl ErrorKind {
             ErrorKind::TaskNotFound => "TASK_NOT_FOUND",
             ErrorKind::TaskNotCancelable => "TASK_NOT_CANCELABLE",
             ErrorKind::PushNotificationNotSupported => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            ErrorKind::UnsupportedOperation => "UNSUPPORTED_OPERATION",
             ErrorKind::ContentTypeNotSupported => "CONTENT_TYPE_NOT_SUPPORTED",
             ErrorKind::ExtendedCardNotConfigured => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
             ErrorKind::VersionNotSupported => "VERSION_NOT_SUPPORTED",

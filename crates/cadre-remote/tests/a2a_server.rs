@@ -175,9 +175,14 @@ async fn a_context_id_continues_the_same_child() {
     assert_eq!(t["contextId"], ctx.as_str());
     // The second scripted turn plays: the child kept its history.
     assert_eq!(t["artifacts"][0]["parts"][0]["text"], "again: two", "{v}");
-    // A message naming the earlier task continues its conversation too.
+    // A message naming the ended task is refused (it would continue that task, which
+    // takes no more messages); the context continues in a new task.
     let mut m = message("three");
     m["taskId"] = t["id"].clone();
+    let (_, v) = rpc(&srv.url(), "SendMessage", json!({"message": m})).await;
+    assert_eq!(v["error"]["code"], -32004, "{v}");
+    let mut m = message("three");
+    m["contextId"] = json!(ctx);
     let (_, v) = rpc(&srv.url(), "SendMessage", json!({"message": m})).await;
     assert_eq!(
         v["result"]["task"]["artifacts"][0]["parts"][0]["text"],

@@ -77,8 +77,11 @@ pub struct ServeConfig {
     pub default_agent: Option<String>,
     /// Agents to expose (default: all).
     pub expose: Option<Vec<String>>,
-    /// `deny` (default) or `approve`: how served agents' approval requests are answered.
+    /// `ask`, `deny` or `approve`: how served agents' approval requests are answered
+    /// (default: `ask` when a token is set, else `deny`).
     pub approvals: Option<ServeApprovals>,
+    /// Seconds an asked caller has to answer before the call is denied (default 300).
+    pub approval_timeout_secs: Option<u64>,
     /// Origins whose web pages may call the server (default: none; others get 403).
     #[serde(default)]
     pub allowed_origins: Vec<String>,
@@ -96,6 +99,8 @@ pub struct ServeConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ServeApprovals {
+    /// Ask the A2A caller (the task turns `input-required`).
+    Ask,
     /// Refuse.
     Deny,
     /// Approve.

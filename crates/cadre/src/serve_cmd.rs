@@ -48,10 +48,14 @@ fn options(cfg: &ServeConfig, token: Option<String>) -> ServeOptions {
         max_wait: cfg.max_wait_secs.map_or(d.max_wait, Duration::from_secs),
         default_agent: cfg.default_agent.clone(),
         expose: cfg.expose.clone(),
-        approvals: match cfg.approvals {
-            Some(ServeApprovals::Approve) => ApprovalPolicy::Approve,
-            _ => ApprovalPolicy::Deny,
-        },
+        approvals: cfg.approvals.map(|a| match a {
+            ServeApprovals::Ask => ApprovalPolicy::Ask,
+            ServeApprovals::Deny => ApprovalPolicy::Deny,
+            ServeApprovals::Approve => ApprovalPolicy::Approve,
+        }),
+        approval_timeout: cfg
+            .approval_timeout_secs
+            .map_or(d.approval_timeout, |s| Duration::from_secs(s.max(1))),
         allowed_origins: cfg.allowed_origins.clone(),
         allowed_hosts: cfg.allowed_hosts.clone(),
         idle_timeout: cfg
@@ -120,8 +124,13 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let local = listener.local_addr()?;
+    let approvals = match server.approvals() {
+        ApprovalPolicy::Ask => "ask the A2A caller".to_string(),
+        ApprovalPolicy::Deny => "deny".to_string(),
+        ApprovalPolicy::Approve => "approve".to_string(),
+    };
     eprintln!(
-        "cadre: serving {} (default {}) · auth: {auth}",
+        "cadre: serving {} (default {}) · auth: {auth} · approvals: {approvals}",
         server.agents().join(", "),
         server.default_agent()
     );

@@ -15,6 +15,8 @@ pub struct IncomingMessage {
     /// The text of its parts (text parts verbatim, data parts as JSON, text files inlined),
     /// one per line.
     pub text: String,
+    /// The text of its text parts alone, one per line.
+    pub plain: String,
     /// The values of its data parts, in order.
     pub data: Vec<Value>,
     /// The caller's message id.
@@ -143,8 +145,9 @@ pub fn accepts_media(media_type: &str) -> bool {
 /// The text and data of an incoming message's parts, checked: every part has content, and
 /// a declared media type the agents take. A text file sent inline (`raw`, v0.3 `bytes`) is
 /// decoded into the text; a file by URL is named, not fetched.
-fn read_parts(parts: &[Value]) -> Result<(String, Vec<Value>), BadParams> {
+fn read_parts(parts: &[Value]) -> Result<(String, String, Vec<Value>), BadParams> {
     let mut text: Vec<String> = Vec::new();
+    let mut plain: Vec<&str> = Vec::new();
     let mut data = Vec::new();
     for (i, p) in parts.iter().enumerate() {
         let at = || format!("params.message.parts[{i}]");
@@ -171,6 +174,7 @@ fn read_parts(parts: &[Value]) -> Result<(String, Vec<Value>), BadParams> {
                 .as_str()
                 .ok_or_else(|| BadParams::Invalid(format!("{}.text must be a string", at())))?;
             text.push(t.to_string());
+            plain.push(t);
         } else if let Some(d) = p.get("data") {
             text.push(d.to_string());
             data.push(d.clone());
@@ -201,7 +205,7 @@ fn read_parts(parts: &[Value]) -> Result<(String, Vec<Value>), BadParams> {
             )));
         }
     }
-    Ok((text.join("\n"), data))
+    Ok((text.join("\n"), plain.join("\n"), data))
 }
 
 /// Read the parameters of a send.
@@ -217,7 +221,7 @@ pub fn send_params(params: &Value) -> Result<SendParams, BadParams> {
         .get("parts")
         .and_then(Value::as_array)
         .ok_or_else(|| invalid("params.message.parts must be an array"))?;
-    let (text, data) = read_parts(parts)?;
+    let (text, plain, data) = read_parts(parts)?;
     if text.trim().is_empty() {
         return Err(invalid("the message has no text or data part"));
     }
@@ -234,6 +238,7 @@ pub fn send_params(params: &Value) -> Result<SendParams, BadParams> {
     Ok(SendParams {
         message: IncomingMessage {
             text,
+            plain,
             data,
             message_id,
             context_id: str_field(msg, "contextId"),

@@ -29,25 +29,38 @@ impl Role {
     }
 }
 
+/// One message of a task's history (or its status): text, and optionally a data part.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Said {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its text part.
+    pub text: String,
+    /// A data part after the text, when there is one.
+    pub data: Option<Value>,
+    /// Its id.
+    pub message_id: String,
+}
+
 /// Everything needed to render one task.
 #[derive(Debug, Clone)]
-pub struct TaskView<'a> {
+pub struct TaskView {
     /// The task id.
-    pub id: &'a str,
+    pub id: String,
     /// The conversation it belongs to.
-    pub context_id: &'a str,
+    pub context_id: String,
     /// The agent that runs it.
-    pub agent: &'a str,
+    pub agent: String,
     /// Its state.
     pub state: A2aState,
-    /// The caller's message text.
-    pub input: &'a str,
-    /// The caller's message id.
-    pub input_message_id: &'a str,
-    /// The answer (or partial output), once there is one.
-    pub output: Option<&'a str>,
+    /// The messages exchanged, oldest first.
+    pub history: Vec<Said>,
+    /// The agent's message that goes with the state (the question of an input-required task).
+    pub note: Option<Said>,
+    /// The answer (or partial output) of the latest turn, once there is one.
+    pub output: Option<String>,
     /// Why it failed.
-    pub error: Option<&'a str>,
+    pub error: Option<String>,
     /// Tokens the agent used.
     pub usage: Usage,
     /// Last change, Unix ms.
@@ -78,6 +91,30 @@ pub fn text_part(text: &str, version: Version) -> Value {
         Version::V1 => json!({"text": text}),
         Version::V03 => json!({"kind": "text", "text": text}),
     }
+}
+
+/// A data part.
+pub fn data_part(data: &Value, version: Version) -> Value {
+    match version {
+        Version::V1 => json!({"data": data, "mediaType": "application/json"}),
+        Version::V03 => json!({"kind": "data", "data": data}),
+    }
+}
+
+/// A message of a task: its text, and its data part when it has one.
+pub fn said(s: &Said, task_id: &str, context_id: &str, version: Version) -> Value {
+    let mut m = message(
+        s.role,
+        &s.text,
+        &s.message_id,
+        Some(task_id),
+        Some(context_id),
+        version,
+    );
+    if let (Some(d), Some(parts)) = (&s.data, m["parts"].as_array_mut()) {
+        parts.push(data_part(d, version));
+    }
+    m
 }
 
 /// A one-part text message.
@@ -116,22 +153,26 @@ pub fn status(state: A2aState, message: Option<Value>, at_ms: u64, version: Vers
     Value::Object(s)
 }
 
-/// The status of a task view: failed tasks carry their error as an agent message.
-pub fn view_status(view: &TaskView<'_>, version: Version) -> Value {
-    let note = match view.state {
-        A2aState::Failed | A2aState::Rejected => view.error,
+/// The status of a task view: failed tasks carry their error as an agent message, an
+/// input-required task its question.
+pub fn view_status(view: &TaskView, version: Version) -> Value {
+    let message = match view.state {
+        A2aState::Failed | A2aState::Rejected => view.error.as_deref().map(|text| {
+            message(
+                Role::Agent,
+                text,
+                &format!("{}-status", view.id),
+                Some(&view.id),
+                Some(&view.context_id),
+                version,
+            )
+        }),
+        A2aState::InputRequired | A2aState::AuthRequired => view
+            .note
+            .as_ref()
+            .map(|n| said(n, &view.id, &view.context_id, version)),
         _ => None,
     };
-    let message = note.map(|text| {
-        message(
-            Role::Agent,
-            text,
-            &format!("{}-status", view.id),
-            Some(view.id),
-            Some(view.context_id),
-            version,
-        )
-    });
     status(view.state, message, view.updated_at, version)
 }
 
@@ -145,7 +186,7 @@ pub fn artifact(artifact_id: &str, text: &str, version: Version) -> Value {
 }
 
 /// A whole task.
-pub fn task(view: &TaskView<'_>, detail: Detail, version: Version) -> Value {
+pub fn task(view: &TaskView, detail: Detail, version: Version) -> Value {
     let mut t = Map::new();
     if version == Version::V03 {
         t.insert("kind".into(), json!("task"));
@@ -153,42 +194,22 @@ pub fn task(view: &TaskView<'_>, detail: Detail, version: Version) -> Value {
     t.insert("id".into(), json!(view.id));
     t.insert("contextId".into(), json!(view.context_id));
     t.insert("status".into(), view_status(view, version));
-    let output = view.output.filter(|o| !o.is_empty());
     if detail.artifacts
-        && let Some(out) = output
+        && let Some(out) = view.output.as_deref().filter(|o| !o.is_empty())
     {
         t.insert(
             "artifacts".into(),
             json!([artifact(ANSWER_ARTIFACT, out, version)]),
         );
     }
-    let mut history = vec![message(
-        Role::User,
-        view.input,
-        view.input_message_id,
-        Some(view.id),
-        Some(view.context_id),
-        version,
-    )];
-    if view.state == A2aState::Completed
-        && let Some(out) = output
-    {
-        history.push(message(
-            Role::Agent,
-            out,
-            &format!("{}-answer", view.id),
-            Some(view.id),
-            Some(view.context_id),
-            version,
-        ));
-    }
-    let keep = detail.history.unwrap_or(history.len()).min(history.len());
+    let all = view.history.len();
+    let keep = detail.history.unwrap_or(all).min(all);
     if keep > 0 {
-        let skip = history.len() - keep;
-        t.insert(
-            "history".into(),
-            Value::Array(history.into_iter().skip(skip).collect()),
-        );
+        let history: Vec<Value> = view.history[all - keep..]
+            .iter()
+            .map(|s| said(s, &view.id, &view.context_id, version))
+            .collect();
+        t.insert("history".into(), Value::Array(history));
     }
     t.insert(
         "metadata".into(),
@@ -260,16 +281,25 @@ pub fn artifact_update(
 mod tests {
     use super::*;
 
-    fn view(state: A2aState) -> TaskView<'static> {
+    fn view(state: A2aState) -> TaskView {
+        let said = |role, text: &str, id: &str| Said {
+            role,
+            text: text.into(),
+            data: None,
+            message_id: id.into(),
+        };
         TaskView {
-            id: "task_1",
-            context_id: "ctx",
-            agent: "echo",
+            id: "task_1".into(),
+            context_id: "ctx".into(),
+            agent: "echo".into(),
             state,
-            input: "hi",
-            input_message_id: "m1",
-            output: Some("hello"),
-            error: Some("boom"),
+            history: vec![
+                said(Role::User, "hi", "m1"),
+                said(Role::Agent, "hello", "task_1-answer"),
+            ],
+            note: None,
+            output: Some("hello".into()),
+            error: Some("boom".into()),
             usage: Usage::default(),
             updated_at: 0,
         }
@@ -300,6 +330,25 @@ mod tests {
         assert_eq!(u["final"], true);
         let a = artifact_update("t", "c", "x", true, false, Version::V1);
         assert_eq!(a["artifactUpdate"]["artifact"]["parts"][0]["text"], "x");
+    }
+
+    #[test]
+    fn an_input_required_status_carries_the_question_with_its_data() {
+        let mut v = view(A2aState::InputRequired);
+        v.note = Some(Said {
+            role: Role::Agent,
+            text: "May I?".into(),
+            data: Some(json!({"approval": {"tool": "bash"}})),
+            message_id: "q1".into(),
+        });
+        let t = task(&v, Detail::default(), Version::V1);
+        let m = &t["status"]["message"];
+        assert_eq!(t["status"]["state"], "TASK_STATE_INPUT_REQUIRED");
+        assert_eq!(m["parts"][0]["text"], "May I?");
+        assert_eq!(m["parts"][1]["data"]["approval"]["tool"], "bash");
+        assert_eq!(m["parts"][1]["mediaType"], "application/json");
+        let t = task(&v, Detail::default(), Version::V03);
+        assert_eq!(t["status"]["message"]["parts"][1]["kind"], "data");
     }
 
     #[test]

@@ -8,9 +8,10 @@
 //! concurrency slots).
 //!
 //! This is in memory for now. It is the seam for the persistent task store: a store record
-//! would carry what [`ServedTask`] holds (the external id as a column), and the lookups below
-//! would read it, so other nodes see the tasks too.
+//! would carry what [`ServedTask`] holds (the external id and the turns as columns, the
+//! history as rows), and the lookups below would read it, so other nodes see the tasks too.
 
+use super::approval::ApprovalGate;
 use cadre_subagents::Child;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,10 +22,169 @@ const MAX_TASKS: usize = 10_000;
 /// Conversations remembered; beyond this the oldest idle ones are forgotten.
 const MAX_CONTEXTS: usize = 4_096;
 
-/// One task the server started.
-#[derive(Debug, Clone)]
+/// Most turns (messages that started work) one A2A task takes.
+pub(crate) const MAX_TURNS: usize = 64;
+/// Most history messages one A2A task keeps; a message beyond it is refused.
+pub(crate) const MAX_HISTORY: usize = 256;
+
+/// One message of a task's history, in the order it was exchanged.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Said {
+    /// The caller's message; `turn` when it started turn `n` (the answer of turn `n - 1` goes
+    /// before it).
+    User {
+        text: String,
+        message_id: String,
+        turn: Option<usize>,
+    },
+    /// A message of the agent (a question it asked), with its data part.
+    Agent {
+        text: String,
+        message_id: String,
+        data: Option<serde_json::Value>,
+    },
+}
+
+impl Said {
+    fn bytes(&self) -> usize {
+        match self {
+            Said::User {
+                text, message_id, ..
+            }
+            | Said::Agent {
+                text, message_id, ..
+            } => text.len() + message_id.len(),
+        }
+    }
+}
+
+/// The turns (runtime task ids, oldest first) and the history of a task.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct TaskLog {
+    pub turns: Vec<String>,
+    pub history: Vec<Said>,
+}
+
+/// What changes while a task lives and the runtime does not see: its turns, its history,
+/// and a signal for the streams that follow it. Made before the task's first turn starts
+/// (its approval gate writes to it from then on).
+#[derive(Debug)]
+pub(crate) struct Journal {
+    log: Mutex<TaskLog>,
+    /// Bumped on every change, so that streams and waiters look again.
+    changes: tokio::sync::watch::Sender<u64>,
+    /// Unix ms of the last change.
+    touched_at: std::sync::atomic::AtomicU64,
+}
+
+impl Journal {
+    /// A journal whose history starts with the caller's first message (turn 0).
+    pub(crate) fn new(input: String, message_id: String) -> Self {
+        Self {
+            log: Mutex::new(TaskLog {
+                turns: Vec::new(),
+                history: vec![Said::User {
+                    text: input,
+                    message_id,
+                    turn: Some(0),
+                }],
+            }),
+            changes: tokio::sync::watch::channel(0).0,
+            touched_at: std::sync::atomic::AtomicU64::new(cadre_types::unix_millis()),
+        }
+    }
+
+    fn log(&self) -> MutexGuard<'_, TaskLog> {
+        match self.log.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// The turns and the history, copied.
+    pub(crate) fn copy(&self) -> TaskLog {
+        self.log().clone()
+    }
+
+    /// The runtime id of the last turn, once there is one.
+    pub(crate) fn last_turn(&self) -> Option<String> {
+        self.log().turns.last().cloned()
+    }
+
+    /// Whether `runtime_id` is one of the turns.
+    pub(crate) fn has_turn(&self, runtime_id: &str) -> bool {
+        self.log().turns.iter().any(|t| t == runtime_id)
+    }
+
+    /// The first turn started.
+    pub(crate) fn started(&self, runtime_id: String) {
+        self.log().turns.push(runtime_id);
+        self.touch();
+    }
+
+    /// A caller message started another turn; the bytes it adds.
+    pub(crate) fn add_turn(&self, runtime_id: String, input: String, message_id: String) -> usize {
+        let mut g = self.log();
+        let turn = g.turns.len();
+        g.turns.push(runtime_id);
+        let said = Said::User {
+            text: input,
+            message_id,
+            turn: Some(turn),
+        };
+        let bytes = said.bytes();
+        g.history.push(said);
+        drop(g);
+        self.touch();
+        bytes
+    }
+
+    /// Whether the task can take `turns` more turns and `messages` more history messages.
+    pub(crate) fn has_room(&self, turns: usize, messages: usize) -> bool {
+        let g = self.log();
+        g.turns.len() + turns <= MAX_TURNS && g.history.len() + messages <= MAX_HISTORY
+    }
+
+    /// Record a message that started no work (a question, an answer, a remark); the bytes
+    /// it adds.
+    pub(crate) fn record(&self, said: Said) -> usize {
+        let bytes = said.bytes();
+        self.log().history.push(said);
+        self.touch();
+        bytes
+    }
+
+    /// Tell the streams and waiters something changed.
+    pub(crate) fn touch(&self) {
+        self.touched_at.store(
+            cadre_types::unix_millis(),
+            std::sync::atomic::Ordering::SeqCst,
+        );
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Unix ms of the last change.
+    pub(crate) fn touched_at(&self) -> u64 {
+        self.touched_at.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// A receiver that wakes on every [`touch`](Self::touch).
+    pub(crate) fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn bytes(&self) -> usize {
+        self.log().history.iter().map(Said::bytes).sum()
+    }
+}
+
+/// One task the server started. Over A2A a task can take several messages: each one that
+/// starts work is a turn (a runtime task of the same child); the A2A task's id is its first
+/// turn's, and its state is its last turn's (or input-required while its gate holds a
+/// question).
+#[derive(Debug)]
 pub(crate) struct ServedTask {
-    /// The runtime's task id, also the A2A task id.
+    /// The A2A task id: the runtime id of its first turn.
     pub id: String,
     /// The id the caller chose (task protocol).
     pub external_id: Option<String>,
@@ -32,19 +192,32 @@ pub(crate) struct ServedTask {
     pub context_id: String,
     /// The agent.
     pub agent: String,
-    /// The caller's message.
-    pub input: String,
-    /// The caller's message id.
-    pub message_id: String,
+    /// The child's session (its progress arrives under this id).
+    pub session_id: String,
+    /// Whether messages may continue it (A2A tasks; task-protocol tasks take one input).
+    pub continuable: bool,
     /// Unix ms.
     pub created_at: u64,
+    /// Turns, history and change signal.
+    pub journal: Arc<Journal>,
+    /// The questions its agents ask the caller.
+    pub gate: Arc<ApprovalGate>,
 }
 
 impl ServedTask {
+    /// The runtime id of the last turn: the one whose status is the task's.
+    pub(crate) fn last_turn(&self) -> String {
+        self.journal.last_turn().unwrap_or_else(|| self.id.clone())
+    }
+
+    /// Whether `runtime_id` is one of this task's turns.
+    pub(crate) fn has_turn(&self, runtime_id: &str) -> bool {
+        self.journal.has_turn(runtime_id)
+    }
+
     /// The bytes of caller-sent text this record keeps.
     fn remembered_bytes(&self) -> usize {
-        self.input.len()
-            + self.message_id.len()
+        self.journal.bytes()
             + self.context_id.len()
             + self.external_id.as_ref().map_or(0, String::len)
     }
@@ -221,11 +394,16 @@ impl Inner {
         }
     }
 
+    /// A task's record took `bytes` more of caller-sent text.
+    pub(crate) fn task_grew(&mut self, bytes: usize) {
+        self.task_bytes += bytes;
+    }
+
     /// Record a started task; forget the oldest finished ones beyond the count or byte bound.
     pub(crate) fn insert(
         &mut self,
         task: ServedTask,
-        is_finished: impl Fn(&str) -> bool,
+        is_finished: impl Fn(&ServedTask) -> bool,
     ) -> Arc<ServedTask> {
         let task = Arc::new(task);
         if let Some(ext) = &task.external_id {
@@ -235,7 +413,7 @@ impl Inner {
         self.order.push_back(task.id.clone());
         self.task_bytes += task.remembered_bytes();
         if let Some(old) = self.tasks.insert(task.id.clone(), task.clone()) {
-            self.task_bytes -= old.remembered_bytes();
+            self.task_bytes = self.task_bytes.saturating_sub(old.remembered_bytes());
         }
         let over = |i: &Inner| i.order.len() > MAX_TASKS || i.task_bytes > i.byte_budget;
         // Running tasks are kept, in order; there are at most as many as slots.
@@ -244,12 +422,12 @@ impl Inner {
             let Some(front) = self.order.pop_front() else {
                 break;
             };
-            if !is_finished(&front) {
+            if self.tasks.get(&front).is_some_and(|t| !is_finished(t)) {
                 kept.push(front);
                 continue;
             }
             if let Some(old) = self.tasks.remove(&front) {
-                self.task_bytes -= old.remembered_bytes();
+                self.task_bytes = self.task_bytes.saturating_sub(old.remembered_bytes());
                 if let Some(ext) = &old.external_id {
                     self.external.remove(ext);
                 }
@@ -273,14 +451,18 @@ mod tests {
     use super::*;
 
     fn task(i: usize, input: &str) -> ServedTask {
+        let journal = Arc::new(Journal::new(input.into(), "m".into()));
+        journal.started(format!("task_{i}"));
         ServedTask {
             id: format!("task_{i}"),
             external_id: Some(format!("ext-{i}")),
             context_id: "c".into(),
             agent: "echo".into(),
-            input: input.into(),
-            message_id: "m".into(),
+            session_id: "s".into(),
+            continuable: true,
             created_at: 0,
+            gate: Arc::new(ApprovalGate::new(journal.clone())),
+            journal,
         }
     }
 
@@ -315,7 +497,7 @@ mod tests {
         let big = "y".repeat(1_000);
         let mut g = book.lock();
         for i in 0..50 {
-            g.insert(task(i, &big), |id| id != "task_0" && id != "task_3");
+            g.insert(task(i, &big), |t| t.id != "task_0" && t.id != "task_3");
         }
         assert!(g.tasks.contains_key("task_0") && g.tasks.contains_key("task_3"));
         assert!(g.tasks.contains_key("task_49"));

@@ -1,12 +1,13 @@
 //! Starting a served task: pick the agent, take a concurrency slot, find or create the child
 //! that holds the conversation, start the task on the runtime and record it in the book.
-//! Shared by both protocols.
+//! Shared by both protocols; over A2A a message to an existing task starts its next turn
+//! the same way.
 
-use super::book::{Conversation, ServedTask};
+use super::approval::ApprovalGate;
+use super::book::{Conversation, Journal, ServedTask};
 use super::sink::Subscription;
 use super::state::State;
 use cadre_subagents::Child;
-use cadre_types::unix_millis;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
@@ -27,6 +28,8 @@ pub(crate) struct Launch {
     pub external_id: Option<String>,
     /// Subscribe to the task's progress (streams).
     pub follow: bool,
+    /// The A2A task this message continues: start its next turn instead of a new task.
+    pub onto: Option<Arc<ServedTask>>,
 }
 
 /// Why nothing was started.
@@ -43,6 +46,9 @@ pub(crate) enum LaunchError {
     InputTooLarge { bytes: usize, limit: usize },
     /// The runtime refused the child.
     Spawn(String),
+    /// The task to continue can take no more: its conversation is gone, or it has taken
+    /// as many messages as a task may.
+    CannotContinue(String),
 }
 
 impl LaunchError {
@@ -63,7 +69,7 @@ impl LaunchError {
             LaunchError::InputTooLarge { bytes, limit } => format!(
                 "the input is {bytes} bytes, more than the {limit} this server accepts (serve.max_input_bytes)"
             ),
-            LaunchError::Spawn(e) => e.clone(),
+            LaunchError::Spawn(e) | LaunchError::CannotContinue(e) => e.clone(),
         }
     }
 }
@@ -110,6 +116,21 @@ fn plan(state: &Arc<State>, l: &Launch) -> Result<Plan, LaunchError> {
         }
     }
     let conversation = l.context_id.as_deref().and_then(|c| book.conversation(c));
+    if let Some(task) = &l.onto {
+        if conversation.is_none() {
+            return Err(LaunchError::CannotContinue(format!(
+                "task {} cannot take more messages: its conversation has ended; send one without taskId to start a new task",
+                task.id
+            )));
+        }
+        if !task.journal.has_room(1, 2) {
+            return Err(LaunchError::CannotContinue(format!(
+                "task {} has taken as many messages as a task may ({} turns); send one without taskId (same contextId) to start a new task",
+                task.id,
+                super::book::MAX_TURNS
+            )));
+        }
+    }
     let agent = match (&conversation, &l.agent) {
         (Some(c), _) => c.agent.clone(),
         (None, Some(a)) => a.clone(),
@@ -200,6 +221,17 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
         }
     };
     let follow = l.follow.then(|| state.sink.subscribe(&child.session_id));
+    // The journal and the gate exist before the first turn starts: its agent may ask at once.
+    let (journal, gate) = match &l.onto {
+        Some(t) => (t.journal.clone(), t.gate.clone()),
+        None => {
+            let journal = Arc::new(Journal::new(l.text.clone(), l.message_id.clone()));
+            let gate = Arc::new(ApprovalGate::new(journal.clone()));
+            (journal, gate)
+        }
+    };
+    // Task-protocol callers send no messages, so they cannot be asked.
+    let parent = state.parent_for(l.conversation.then(|| gate.clone()));
     let started = state
         .runtime
         .start(
@@ -207,7 +239,7 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
             l.text.clone(),
             cadre_subagents::short_title(&l.text),
             false,
-            &state.parent,
+            &parent,
         )
         .await;
     let started = match started {
@@ -220,25 +252,32 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
         }
     };
     tracing::debug!(task = %started.task_id, agent = %agent, "served task started");
-    let task = state.book.lock().insert(
-        ServedTask {
-            id: started.task_id,
-            external_id: l.external_id,
-            context_id,
-            agent,
-            input: l.text,
-            message_id: l.message_id,
-            created_at: unix_millis(),
-        },
-        |id| {
-            state
-                .runtime
-                .tracker()
-                .get(id)
-                .is_none_or(|s| s.status.is_terminal())
-        },
-    );
-    release_when_done(state, task.id.clone(), permit);
+    let turn = started.task_id.clone();
+    let task = match l.onto {
+        Some(task) => {
+            let bytes = journal.add_turn(started.task_id, l.text, l.message_id);
+            state.book.lock().task_grew(bytes);
+            task
+        }
+        None => {
+            journal.started(started.task_id.clone());
+            state.book.lock().insert(
+                ServedTask {
+                    id: started.task_id,
+                    external_id: l.external_id,
+                    context_id,
+                    agent,
+                    session_id: started.session_id,
+                    continuable: l.conversation,
+                    created_at: cadre_types::unix_millis(),
+                    journal,
+                    gate,
+                },
+                |t| state.snapshot(t).is_none_or(|s| s.status.is_terminal()),
+            )
+        }
+    };
+    release_when_done(state, turn, permit);
     Ok(Launched { task, follow })
 }
 

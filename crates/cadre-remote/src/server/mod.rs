@@ -19,6 +19,7 @@
 //! # Ok(()) }
 //! ```
 
+mod approval;
 mod book;
 mod guard;
 mod launch;
@@ -42,15 +43,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// How the server answers the approval requests of the agents it runs (nobody is there to ask).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ApprovalPolicy {
-    /// Refuse, with a reason the agent sees (the default).
-    #[default]
-    Deny,
-    /// Approve everything the agents' permission rules leave to a human.
-    Approve,
-}
+pub use approval::ApprovalPolicy;
 
 /// Settings of the server.
 #[derive(Debug, Clone)]
@@ -79,8 +72,11 @@ pub struct ServeOptions {
     pub default_agent: Option<String>,
     /// The agents to expose (default: every agent of the registry).
     pub expose: Option<Vec<String>>,
-    /// How approval requests are answered.
-    pub approvals: ApprovalPolicy,
+    /// How approval requests are answered (default: [`ApprovalPolicy::Ask`] when a token is
+    /// set, so only authenticated callers are asked, else [`ApprovalPolicy::Deny`]).
+    pub approvals: Option<ApprovalPolicy>,
+    /// How long an asked caller has to answer before the call is denied (default 300 s).
+    pub approval_timeout: Duration,
     /// The name in the agent card.
     pub name: String,
     /// The version in the agent card.
@@ -113,7 +109,8 @@ impl Default for ServeOptions {
             max_wait: Duration::from_secs(300),
             default_agent: None,
             expose: None,
-            approvals: ApprovalPolicy::Deny,
+            approvals: None,
+            approval_timeout: Duration::from_secs(300),
             name: "cadre".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             allowed_origins: Vec::new(),
@@ -179,6 +176,11 @@ impl Server {
     /// `runtime.tracker().of_session(id)` lists them.
     pub fn session_id(&self) -> &str {
         &self.state.parent.run.session_id
+    }
+
+    /// Who answers the agents' approval requests (the setting, resolved).
+    pub fn approvals(&self) -> ApprovalPolicy {
+        self.state.approvals
     }
 
     /// The agent used when a request names none.
@@ -252,6 +254,10 @@ impl Server {
         );
         state.draining.cancel();
         stop_accepting.cancel();
+        // Nobody will answer the questions now: deny them so their tasks can finish.
+        for task in state.book.list() {
+            task.gate.close();
+        }
         if tokio::time::timeout(state.opts.grace, state.wait_idle())
             .await
             .is_err()

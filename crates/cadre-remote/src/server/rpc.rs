@@ -1,11 +1,14 @@
 //! The A2A JSON-RPC endpoint and the agent card. Methods are accepted under their v1.0 names
-//! (`SendMessage`, `SendStreamingMessage`, `GetTask`, `CancelTask`, `ListTasks`) and their
-//! v0.3 names (`message/send`, ...); the answer's shapes follow the version the request
+//! (`SendMessage`, `SendStreamingMessage`, `GetTask`, `CancelTask`, `ListTasks`,
+//! `SubscribeToTask`) and their v0.3 names (`message/send`, ..., `tasks/resubscribe`); a
+//! message with a `taskId` continues that task. The answer's shapes follow the version the request
 //! negotiates with `A2A-Version` (header or query parameter; absent: v0.3). Errors are
 //! JSON-RPC error objects with HTTP 200, each with a `google.rpc.ErrorInfo` in `data`.
 
+use super::approval::answer_of;
+use super::book::{Said, ServedTask};
 use super::launch::{Launch, LaunchError, launch};
-use super::state::{State, view};
+use super::state::State;
 use super::stream;
 use crate::a2a::card::{self, CardSpec};
 use crate::a2a::parse::{BadParams, SendParams, member, non_negative, send_params};
@@ -39,6 +42,7 @@ enum Method {
     Get,
     Cancel,
     List,
+    Subscribe,
     /// Any of the push-notification config methods: not offered.
     PushConfig,
     /// The authenticated extended card: not offered.
@@ -52,6 +56,7 @@ fn method(name: &str) -> Option<Method> {
         "GetTask" | "tasks/get" => Method::Get,
         "CancelTask" | "tasks/cancel" => Method::Cancel,
         "ListTasks" | "tasks/list" => Method::List,
+        "SubscribeToTask" | "tasks/resubscribe" => Method::Subscribe,
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
@@ -221,11 +226,19 @@ pub(crate) async fn handle(
         .with("method", &req.method);
         return reply(id, Err(e));
     };
-    if let (Method::Stream, Some(id)) = (m, id) {
-        return match send_params(&req.params) {
-            Ok(p) => stream::respond(state, id.clone(), p, version).await,
-            Err(e) => reply(Some(id), Err(bad_params(e))),
-        };
+    match (m, id) {
+        (Method::Stream, Some(id)) => {
+            return match send_params(&req.params) {
+                Ok(p) => stream::respond(state, id.clone(), p, version).await,
+                Err(e) => reply(Some(id), Err(bad_params(e))),
+            };
+        }
+        (Method::Subscribe, Some(id)) => {
+            return subscribe(state, id.clone(), &req.params, version).await;
+        }
+        // Nobody to stream to.
+        (Method::Subscribe, None) => return reply(None, Ok(Value::Null)),
+        _ => {}
     }
     let outcome = match m {
         Method::Send | Method::Stream => send(&state, &req.params, version, id.is_some()).await,
@@ -263,25 +276,95 @@ pub(crate) fn launch_error(e: &LaunchError) -> RpcError {
         LaunchError::UnknownAgent { .. } | LaunchError::InputTooLarge { .. } => {
             ErrorKind::InvalidParams
         }
+        LaunchError::CannotContinue(_) => ErrorKind::UnsupportedOperation,
         LaunchError::Finished(_) | LaunchError::Spawn(_) => ErrorKind::Internal,
     };
     RpcError::new(kind, e.message())
 }
 
-/// Start a task for a send.
+/// The task a message names with `taskId`, if it may take the message: it exists (else
+/// TaskNotFound), the message's `contextId`, if any, is the task's (else InvalidParams), it
+/// has not ended (else UnsupportedOperation) and it was started over A2A.
+fn target(state: &State, p: &SendParams) -> Result<Option<Arc<ServedTask>>, RpcError> {
+    let Some(id) = p.message.task_id.as_deref() else {
+        return Ok(None);
+    };
+    let task = state
+        .book
+        .get(id)
+        .ok_or_else(|| RpcError::task_not_found(id))?;
+    if let Some(ctx) = p.message.context_id.as_deref()
+        && ctx != task.context_id
+    {
+        return Err(RpcError::invalid_params(format!(
+            "contextId {ctx} is not the context of task {id} ({}); leave it out or send the task's",
+            task.context_id
+        ))
+        .with("taskId", id)
+        .with("contextId", ctx));
+    }
+    let state_now = state.view(&task).map_or(A2aState::Unknown, |v| v.state);
+    if state_now.is_terminal() {
+        return Err(RpcError::new(
+            ErrorKind::UnsupportedOperation,
+            format!(
+                "task {id} is {} and takes no more messages; send one without taskId (same contextId) to continue the conversation in a new task",
+                state_now.wire(Version::V03)
+            ),
+        )
+        .with("taskId", id));
+    }
+    if !task.continuable {
+        return Err(RpcError::new(
+            ErrorKind::UnsupportedOperation,
+            format!("task {id} was submitted over the task protocol and takes no messages"),
+        )
+        .with("taskId", id));
+    }
+    Ok(Some(task))
+}
+
+/// Act on a send: a message without `taskId` starts a task (in its `contextId`'s
+/// conversation, with its history, when it names one); a message with one continues that
+/// task: it answers the question the task waits on, or is kept in its history while the
+/// question stays open, or starts its next turn.
 pub(crate) async fn start(
     state: &Arc<State>,
     p: &SendParams,
     follow: bool,
 ) -> Result<super::launch::Launched, RpcError> {
-    // A message naming an earlier task continues that task's conversation.
-    let context_id = p.message.context_id.clone().or_else(|| {
-        p.message
-            .task_id
-            .as_deref()
-            .and_then(|t| state.book.get(t))
-            .map(|t| t.context_id.clone())
-    });
+    let onto = target(state, p)?;
+    if let Some(task) = &onto
+        && task.gate.question().is_some()
+    {
+        if !task.journal.has_room(0, 2) {
+            return Err(RpcError::invalid_params(format!(
+                "task {} has taken as many messages as a task may; answer yes or no",
+                task.id
+            )));
+        }
+        let answered = match answer_of(&p.message) {
+            Some(decision) => task.gate.answer(decision, &p.message),
+            None => false,
+        };
+        if !answered {
+            // Not an answer (or the question was withdrawn meanwhile): kept, still asked.
+            let bytes = task.journal.record(Said::User {
+                text: p.message.text.clone(),
+                message_id: p.message.message_id.clone(),
+                turn: None,
+            });
+            state.book.lock().task_grew(bytes);
+        }
+        return Ok(super::launch::Launched {
+            task: task.clone(),
+            follow: follow.then(|| state.sink.subscribe(&task.session_id)),
+        });
+    }
+    let context_id = match &onto {
+        Some(t) => Some(t.context_id.clone()),
+        None => p.message.context_id.clone(),
+    };
     launch(
         state,
         Launch {
@@ -292,21 +375,25 @@ pub(crate) async fn start(
             conversation: true,
             external_id: None,
             follow,
+            onto,
         },
     )
     .await
     .map_err(|e| launch_error(&e))
 }
 
-/// Render a served task by id.
-fn render_task(state: &State, id: &str, detail: Detail, version: Version) -> Option<Value> {
-    let task = state.book.get(id)?;
-    let snap = state.snapshot(&task)?;
-    Some(render::task(&view(&task, &snap), detail, version))
+/// Render a served task.
+fn render(state: &State, task: &ServedTask, detail: Detail, version: Version) -> Option<Value> {
+    Some(render::task(&state.view(task)?, detail, version))
 }
 
-/// Start a task; unless the caller asked to return at once or awaits no answer
-/// (`answered` false: a notification), wait for it to end.
+/// Render a served task by id.
+fn render_task(state: &State, id: &str, detail: Detail, version: Version) -> Option<Value> {
+    render(state, &*state.book.get(id)?, detail, version)
+}
+
+/// Start or continue a task; unless the caller asked to return at once or awaits no answer
+/// (`answered` false: a notification), wait until it ends or waits for the caller.
 async fn send(
     state: &Arc<State>,
     params: &Value,
@@ -315,25 +402,23 @@ async fn send(
 ) -> Result<Value, RpcError> {
     let p = send_params(params).map_err(bad_params)?;
     let launched = start(state, &p, false).await?;
-    let id = launched.task.id.clone();
+    let task = launched.task;
     if answered && !p.return_immediately {
-        // Blocking: until the task ends, or max_wait (the caller then polls GetTask).
-        let _ = state
-            .runtime
-            .wait_for(&id, &CancellationToken::new(), Some(state.opts.max_wait))
-            .await;
+        // Blocking: until the task ends or is interrupted, or max_wait (the caller then
+        // polls GetTask).
+        state.settled(&task, state.opts.max_wait).await;
     }
     let detail = Detail {
         history: p.history_length,
         artifacts: true,
     };
-    let mut task = render_task(state, &id, detail, version)
+    let mut rendered = render(state, &task, detail, version)
         .ok_or_else(|| RpcError::new(ErrorKind::Internal, "the task vanished"))?;
-    if p.return_immediately && task["status"]["state"] == A2aState::Submitted.wire(version) {
+    if p.return_immediately && rendered["status"]["state"] == A2aState::Submitted.wire(version) {
         // Accepted and queued for its child: the caller sees it as being worked on.
-        task["status"]["state"] = json!(A2aState::Working.wire(version));
+        rendered["status"]["state"] = json!(A2aState::Working.wire(version));
     }
-    Ok(render::task_result(task, version))
+    Ok(render::task_result(rendered, version))
 }
 
 fn task_id(params: &Value) -> Result<String, RpcError> {
@@ -360,33 +445,70 @@ fn get(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, Rp
     render_task(state, &id, detail, version).ok_or_else(|| RpcError::task_not_found(&id))
 }
 
+/// CancelTask: cancel every turn that has not ended, wait briefly for the task to stop.
 async fn cancel(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, RpcError> {
     let id = task_id(params)?;
     let task = state
         .book
         .get(&id)
         .ok_or_else(|| RpcError::task_not_found(&id))?;
-    let status = state
-        .runtime
-        .cancel_task(&state.parent.run.session_id, &task.id)
-        .await
-        .ok_or_else(|| RpcError::task_not_found(&id))?;
-    if status.is_terminal() {
+    let now = state
+        .view(&task)
+        .ok_or_else(|| RpcError::task_not_found(&id))?
+        .state;
+    if now.is_terminal() {
         return Err(RpcError::new(
             ErrorKind::TaskNotCancelable,
-            format!("Task cannot be canceled: it is already {status}"),
+            format!(
+                "Task cannot be canceled: it is already {}",
+                now.wire(Version::V03)
+            ),
         )
         .with("taskId", &id));
+    }
+    for turn in task.journal.copy().turns.iter().rev() {
+        let _ = state
+            .runtime
+            .cancel_task(&state.parent.run.session_id, turn)
+            .await;
     }
     let abort = CancellationToken::new();
     if let Waited::TimedOut = state
         .runtime
-        .wait_for(&task.id, &abort, Some(CANCEL_SETTLE))
+        .wait_for(&task.last_turn(), &abort, Some(CANCEL_SETTLE))
         .await
     {
         tracing::warn!(task = %task.id, "cancel requested; the task has not stopped yet");
     }
-    render_task(state, &id, Detail::default(), version).ok_or_else(|| RpcError::task_not_found(&id))
+    render(state, &task, Detail::default(), version).ok_or_else(|| RpcError::task_not_found(&id))
+}
+
+/// SubscribeToTask: the task's updates from now on, as a stream; an unknown task is
+/// TaskNotFound, one that has ended UnsupportedOperation.
+async fn subscribe(state: Arc<State>, id: RpcId, params: &Value, version: Version) -> Response {
+    let task = match task_id(params).and_then(|t| {
+        state
+            .book
+            .get(&t)
+            .ok_or_else(|| RpcError::task_not_found(&t))
+    }) {
+        Ok(t) => t,
+        Err(e) => return reply(Some(&id), Err(e)),
+    };
+    let now = state.view(&task).map_or(A2aState::Unknown, |v| v.state);
+    if now.is_terminal() || now == A2aState::Unknown {
+        let e = RpcError::new(
+            ErrorKind::UnsupportedOperation,
+            format!(
+                "task {} is {}: there is nothing more to stream; read it with GetTask",
+                task.id,
+                now.wire(Version::V03)
+            ),
+        )
+        .with("taskId", &task.id);
+        return reply(Some(&id), Err(e));
+    }
+    stream::subscribe(state, id, task, version)
 }
 
 /// What a ListTasks asks for, checked.
@@ -460,26 +582,25 @@ fn list(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, R
         if q.context.is_some_and(|c| c != task.context_id) {
             continue;
         }
-        let Some(snap) = state.snapshot(&task) else {
+        let Some(view) = state.view(&task) else {
             continue;
         };
-        if q.status
-            .is_some_and(|w| A2aState::from_status(snap.status) != w)
-            || q.changed_since.is_some_and(|t| snap.updated_at < t)
+        if q.status.is_some_and(|w| view.state != w)
+            || q.changed_since.is_some_and(|t| view.updated_at < t)
         {
             continue;
         }
-        rows.push((task, snap));
+        rows.push(view);
     }
     // Newest change first; among equal times, the later task first.
     rows.reverse();
-    rows.sort_by_key(|r| std::cmp::Reverse(r.1.updated_at));
+    rows.sort_by_key(|v| std::cmp::Reverse(v.updated_at));
     let total = rows.len();
     let tasks: Vec<Value> = rows
         .iter()
         .skip(q.offset)
         .take(q.page_size)
-        .map(|(t, s)| render::task(&view(t, s), q.detail, version))
+        .map(|v| render::task(v, q.detail, version))
         .collect();
     let next = if q.offset + q.page_size < total {
         (q.offset + q.page_size).to_string()

@@ -1,14 +1,14 @@
 //! The server's shared state: the runtime, the server-side parent run every served task is
 //! a child of, the event sink, the task book and the settings.
 
-use super::book::{ServedTask, TaskBook};
+use super::approval::{ApprovalGate, TaskApprovals};
+use super::book::{Said as Logged, ServedTask, TaskBook};
 use super::origin::SiteRules;
 use super::sink::ServeSink;
 use super::{ApprovalPolicy, ServeError, ServeOptions};
 use crate::a2a::A2aState;
 use crate::a2a::card::SkillInfo;
-use crate::a2a::render::TaskView;
-use cadre_engine::NonInteractiveApprovals;
+use crate::a2a::render::{Role, Said, TaskView};
 use cadre_subagents::{GENERAL_PURPOSE, Parent, SubagentRuntime, TaskSnapshot, TaskStatus};
 use cadre_tools::RunContext;
 use std::net::SocketAddr;
@@ -36,6 +36,8 @@ pub(crate) struct State {
     local_addr: OnceLock<SocketAddr>,
     /// When the server was built, Unix ms (the card's `Last-Modified`).
     pub started_at: u64,
+    /// Who answers the agents' approval requests.
+    pub approvals: ApprovalPolicy,
 }
 
 impl State {
@@ -88,12 +90,18 @@ impl State {
         };
         let site = SiteRules::new(&opts.allowed_origins, &opts.allowed_hosts)?;
         let sink = Arc::new(ServeSink::default());
-        let approve = opts.approvals == ApprovalPolicy::Approve;
-        let approvals = NonInteractiveApprovals::new(approve)
-            .policy("serve.approvals = \"deny\"")
-            .with_notice(|req, approved| {
-            tracing::info!(agent = %req.agent, tool = %req.tool, approved, "approval request answered by the serve policy");
+        let policy = opts.approvals.unwrap_or(if opts.token.is_some() {
+            ApprovalPolicy::Ask
+        } else {
+            ApprovalPolicy::Deny
         });
+        // Every task gets its own handler (see `parent_for`); this one answers anything
+        // started with the bare parent.
+        let approvals = TaskApprovals {
+            policy,
+            gate: None,
+            timeout: opts.approval_timeout,
+        };
         let hard_stop = CancellationToken::new();
         let run = Arc::new(RunContext {
             session_id: format!("serve-{}", uuid::Uuid::new_v4()),
@@ -124,6 +132,7 @@ impl State {
             site,
             local_addr: OnceLock::new(),
             started_at: cadre_types::unix_millis(),
+            approvals: policy,
         }))
     }
 
@@ -135,9 +144,103 @@ impl State {
         self.local_addr.get().copied()
     }
 
-    /// The runtime's view of a served task.
+    /// The parent for a task's turns: the server's parent, with the task's approval
+    /// handler (asking through `gate` when the policy asks).
+    pub(crate) fn parent_for(&self, gate: Option<Arc<ApprovalGate>>) -> Parent {
+        let mut run = (*self.parent.run).clone();
+        run.approvals = Arc::new(TaskApprovals {
+            policy: self.approvals,
+            gate,
+            timeout: self.opts.approval_timeout,
+        });
+        Parent {
+            run: Arc::new(run),
+            ..self.parent.clone()
+        }
+    }
+
+    /// The runtime's view of a served task's last turn (the one whose status is the task's).
     pub(crate) fn snapshot(&self, task: &ServedTask) -> Option<TaskSnapshot> {
-        self.runtime.tracker().get(&task.id)
+        self.runtime.tracker().get(&task.last_turn())
+    }
+
+    /// The A2A view of a served task: its state (its last turn's), the answer and error of
+    /// its last turn, the usage of all its turns and its history; `None` when the runtime no
+    /// longer knows its last turn.
+    pub(crate) fn view(&self, task: &ServedTask) -> Option<TaskView> {
+        let log = task.journal.copy();
+        let tracker = self.runtime.tracker();
+        let snaps: Vec<Option<TaskSnapshot>> = log.turns.iter().map(|t| tracker.get(t)).collect();
+        let last = snaps.last()?.as_ref()?;
+        let mut usage = cadre_types::Usage::default();
+        for s in snaps.iter().flatten() {
+            usage += s.usage;
+        }
+        // A turn's answer goes before the message that started the next turn, or last.
+        let answer = |turn: usize| -> Option<Said> {
+            let snap = snaps.get(turn)?.as_ref()?;
+            let text = snap.result.clone().filter(|r| !r.is_empty())?;
+            (snap.status == TaskStatus::Completed).then(|| Said {
+                role: Role::Agent,
+                text,
+                data: None,
+                message_id: format!("{}-answer", snap.id),
+            })
+        };
+        let mut history = Vec::with_capacity(log.history.len() + snaps.len());
+        for l in log.history {
+            if let Logged::User {
+                turn: Some(t @ 1..),
+                ..
+            } = l
+            {
+                history.extend(answer(t - 1));
+            }
+            history.push(rendered(l));
+        }
+        history.extend(answer(snaps.len() - 1));
+        let question = if last.status.is_terminal() {
+            None
+        } else {
+            task.gate.question()
+        };
+        let state = match &question {
+            Some(_) => A2aState::InputRequired,
+            None => A2aState::from_status(last.status),
+        };
+        Some(TaskView {
+            id: task.id.clone(),
+            context_id: task.context_id.clone(),
+            agent: task.agent.clone(),
+            state,
+            history,
+            note: question.map(|q| rendered(q.said())),
+            output: last.result.clone(),
+            error: last.error.clone(),
+            usage,
+            updated_at: last.updated_at.max(task.journal.touched_at()),
+        })
+    }
+
+    /// Wait until `task` has ended or waits for the caller (input-required), or `limit`
+    /// passes.
+    pub(crate) async fn settled(&self, task: &ServedTask, limit: std::time::Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut changes = task.journal.changes();
+        loop {
+            let now = self.view(task).map_or(A2aState::Unknown, |v| v.state);
+            if now.is_terminal() || now.is_interrupted() || now == A2aState::Unknown {
+                return;
+            }
+            let Some(mut turn) = self.runtime.tracker().watch(&task.last_turn()) else {
+                return;
+            };
+            tokio::select! {
+                _ = turn.wait_for(|s| s.is_terminal()) => {}
+                r = changes.changed() => if r.is_err() { return },
+                _ = tokio::time::sleep_until(deadline) => return,
+            }
+        }
     }
 
     /// Served tasks not yet terminal.
@@ -159,25 +262,33 @@ impl State {
                 return;
             }
             for t in open {
-                let _ = self.runtime.wait_for(&t.id, &never, None).await;
+                let _ = self.runtime.wait_for(&t.last_turn(), &never, None).await;
             }
         }
     }
 }
 
-/// An A2A view of a served task and its runtime snapshot.
-pub(crate) fn view<'a>(task: &'a ServedTask, snap: &'a TaskSnapshot) -> TaskView<'a> {
-    TaskView {
-        id: &task.id,
-        context_id: &task.context_id,
-        agent: &task.agent,
-        state: A2aState::from_status(snap.status),
-        input: &task.input,
-        input_message_id: &task.message_id,
-        output: snap.result.as_deref(),
-        error: snap.error.as_deref(),
-        usage: snap.usage,
-        updated_at: snap.updated_at,
+/// A history message as A2A shows it.
+fn rendered(l: Logged) -> Said {
+    match l {
+        Logged::User {
+            text, message_id, ..
+        } => Said {
+            role: Role::User,
+            text,
+            data: None,
+            message_id,
+        },
+        Logged::Agent {
+            text,
+            message_id,
+            data,
+        } => Said {
+            role: Role::Agent,
+            text,
+            data,
+            message_id,
+        },
     }
 }
 

@@ -110,6 +110,7 @@ pub(crate) async fn submit(AxumState(state): AxumState<Arc<State>>, body: Bytes)
             conversation: false,
             external_id: req.task_id,
             follow: false,
+            onto: None,
         },
     )
     .await;
@@ -121,7 +122,7 @@ pub(crate) async fn submit(AxumState(state): AxumState<Arc<State>>, body: Bytes)
                 LaunchError::Draining => StatusCode::SERVICE_UNAVAILABLE,
                 LaunchError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
                 LaunchError::InputTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-                LaunchError::Finished(_) => StatusCode::CONFLICT,
+                LaunchError::Finished(_) | LaunchError::CannotContinue(_) => StatusCode::CONFLICT,
                 LaunchError::Spawn(_) => StatusCode::INTERNAL_SERVER_ERROR,
             };
             let mut r = error(status, &e.message());

@@ -11,7 +11,8 @@ use tokio::sync::oneshot;
 
 /// The script: `echo` answers in one turn (streamed, with the prompt), `chatty` thinks aloud
 /// and calls a tool first, `broken` fails, `slow` waits 30 s before answering (cancellation
-/// cuts it short).
+/// cuts it short), `asker` runs `bash` (which needs approval: it writes `ran.txt`) and
+/// answers with the tool's result, `boss` delegates to `asker`.
 pub const SCRIPT: &str = r#"
 [[scripts]]
 agent = "echo"
@@ -40,6 +41,21 @@ agent = "slow"
 [[scripts.turns]]
 delay_ms = 30000
 text = "too late"
+
+[[scripts]]
+agent = "asker"
+[[scripts.turns]]
+text = "I need to run something."
+tool_calls = [{ name = "bash", args = { command = "echo ran | tee ran.txt" } }]
+[[scripts.turns]]
+text = "done: {{tool_results}}"
+
+[[scripts]]
+agent = "boss"
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "asker", description = "run it", prompt = "run it" } }]
+[[scripts.turns]]
+text = "boss: {{tool_results}}"
 "#;
 
 /// A workspace with the script and a harness serving `echo`, `chatty` and `slow`.
@@ -64,10 +80,13 @@ pub fn node() -> Node {
         ("chatty", "Looks around, then answers."),
         ("slow", "Takes its time."),
         ("broken", "Always fails."),
+        ("asker", "Runs a command."),
+        ("boss", "Has asker run a command."),
     ] {
         let mut d = AgentDefinition::new(name, desc);
         d.prompt = format!("You are {name}.");
         d.workspace.mode = cadre_subagents::WorkspaceMode::Shared;
+        d.can_delegate = name == "boss";
         b = b.subagent(d);
     }
     let harness = b.build().unwrap();
