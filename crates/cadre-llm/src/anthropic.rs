@@ -28,6 +28,8 @@ use std::time::Duration;
 
 /// Default base URL of Anthropic providers.
 pub const ANTHROPIC_DEFAULT_BASE: &str = "https://api.anthropic.com";
+/// The host of Anthropic's own API, which needs a key.
+pub const ANTHROPIC_API_HOST: &str = "api.anthropic.com";
 /// The API version header value sent with every request.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// `max_tokens` sent when the request sets none (Anthropic requires the field).
@@ -39,6 +41,8 @@ pub struct AnthropicProvider {
     wire: Arc<AnthropicWire>,
     /// Cache breakpoints and their lifetime, unless `cache = "off"`.
     cache: Option<CacheTtl>,
+    /// What to set when a key is expected and absent (see [`Provider::missing_key`]).
+    missing_key: Option<String>,
 }
 
 impl std::fmt::Debug for AnthropicProvider {
@@ -76,6 +80,13 @@ impl AnthropicProvider {
         }
         http::insert_header(&mut headers, name, "anthropic-version", ANTHROPIC_VERSION)?;
         let core = HttpCore::new(name, cfg, &url, headers, key_env)?;
+        // A key is expected where one is named, and by Anthropic's own API; a proxy or local
+        // server reached through `base_url` may need none.
+        let expects_key =
+            cfg.api_key_env.is_some() || core.url.host_str() == Some(ANTHROPIC_API_HOST);
+        let has_key = core.headers.contains_key("x-api-key")
+            || core.headers.contains_key(reqwest::header::AUTHORIZATION);
+        let missing_key = (expects_key && !has_key).then(|| core.auth_hint.clone());
         let wire = Arc::new(AnthropicWire {
             provider: name.to_string(),
             auth_hint: core.auth_hint.clone(),
@@ -85,6 +96,7 @@ impl AnthropicProvider {
             core: Arc::new(core),
             wire,
             cache,
+            missing_key,
         })
     }
 
@@ -113,6 +125,10 @@ impl Provider for AnthropicProvider {
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let body = request::build_body(&request, self.core.stream, self.cache);
         http::run_body(self.core.clone(), self.wire.clone(), request.model, body)
+    }
+
+    fn missing_key(&self) -> Option<String> {
+        self.missing_key.clone()
     }
 }
 
@@ -258,6 +274,39 @@ mod tests {
             )
             .is_retryable()
         );
+    }
+
+    #[test]
+    fn a_key_is_missing_only_where_one_is_expected() {
+        let unset = "CADRE_TEST_SURELY_UNSET_KEY_2";
+        let cfg = |base: &str, headers: &[(&str, &str)]| ProviderConfig {
+            base_url: Some(base.into()),
+            api_key_env: Some(unset.into()),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            ..Default::default()
+        };
+        let missing = |cfg: ProviderConfig| {
+            AnthropicProvider::from_config("anthropic", &cfg)
+                .unwrap()
+                .missing_key()
+        };
+        assert_eq!(
+            missing(cfg(ANTHROPIC_DEFAULT_BASE, &[])),
+            Some(unset.to_string())
+        );
+        assert_eq!(
+            missing(cfg(ANTHROPIC_DEFAULT_BASE, &[("x-api-key", "k")])),
+            None
+        );
+        // A proxy reached through base_url, with no key setting of its own, may need none.
+        let proxy = ProviderConfig {
+            base_url: Some("http://127.0.0.1:9/".into()),
+            ..Default::default()
+        };
+        assert_eq!(missing(proxy), None);
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub struct OpenAiProvider {
     wire: Arc<OpenAiWire>,
     /// Send `prompt_cache_key`.
     cache_key: bool,
+    /// What to set when a key is expected and absent (see [`Provider::missing_key`]).
+    missing_key: Option<String>,
 }
 
 impl std::fmt::Debug for OpenAiProvider {
@@ -82,6 +84,11 @@ impl OpenAiProvider {
         }
         let url = format!("{}/chat/completions", base.trim_end_matches('/'));
         let core = HttpCore::new(name, cfg, &url, headers, auth_hint)?;
+        // A key is expected where one is named, and by OpenAI's own API; a local server
+        // reached through `base_url` needs none.
+        let expects_key = cfg.api_key_env.is_some() || core.url.host_str() == Some(OPENAI_API_HOST);
+        let missing_key = (expects_key && !core.headers.contains_key(AUTHORIZATION))
+            .then(|| core.auth_hint.clone());
         let wire = Arc::new(OpenAiWire {
             provider: name.to_string(),
             auth_hint: core.auth_hint.clone(),
@@ -97,6 +104,7 @@ impl OpenAiProvider {
             core: Arc::new(core),
             wire,
             cache_key,
+            missing_key,
         })
     }
 
@@ -125,6 +133,10 @@ impl Provider for OpenAiProvider {
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let body = request::build_body(&request, self.core.stream, self.cache_key);
         http::run_body(self.core.clone(), self.wire.clone(), request.model, body)
+    }
+
+    fn missing_key(&self) -> Option<String> {
+        self.missing_key.clone()
     }
 }
 
@@ -245,6 +257,41 @@ mod tests {
         let e = map(503, r#"{"error":{"message":"busy"}}"#);
         assert_eq!(e.to_string(), "openai returned HTTP 503: busy");
         assert!(e.is_retryable());
+    }
+
+    #[test]
+    fn a_key_is_missing_only_where_one_is_expected() {
+        let unset = "CADRE_TEST_SURELY_UNSET_KEY_1";
+        let cfg = |base: &str, key_env: Option<&str>| ProviderConfig {
+            base_url: Some(base.into()),
+            api_key_env: key_env.map(str::to_string),
+            ..Default::default()
+        };
+        let missing = |name: &str, cfg: ProviderConfig| {
+            OpenAiProvider::from_config(name, &cfg)
+                .unwrap()
+                .missing_key()
+        };
+        // A local server without a key setting needs none.
+        assert_eq!(missing("vllm", cfg("http://127.0.0.1:8000/v1", None)), None);
+        // A named variable that is not set is missing, wherever the server is.
+        assert_eq!(
+            missing("vllm", cfg("http://127.0.0.1:8000/v1", Some(unset))),
+            Some(unset.to_string())
+        );
+        // OpenAI's own API always needs one.
+        assert_eq!(
+            missing("mine", cfg(OPENAI_DEFAULT_BASE, None)),
+            Some("the api_key_env setting of [providers.mine]".to_string())
+        );
+        // A configured Authorization header is a key.
+        let with_header = ProviderConfig {
+            headers: [("Authorization".to_string(), "Bearer k".to_string())]
+                .into_iter()
+                .collect(),
+            ..cfg(OPENAI_DEFAULT_BASE, Some(unset))
+        };
+        assert_eq!(missing("mine", with_header), None);
     }
 
     #[test]

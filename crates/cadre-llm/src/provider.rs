@@ -67,6 +67,13 @@ pub trait Provider: Send + Sync {
     /// Start a model call and stream its reply. Errors, including connection errors,
     /// arrive as items of the stream.
     fn stream(&self, request: ModelRequest) -> ModelStream;
+
+    /// When the provider expects an API key and has none: what to set (the environment
+    /// variable, or the setting that names it). Callers say so instead of sending requests
+    /// that cannot succeed. `None`: a key is there, or the endpoint needs none.
+    fn missing_key(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A whole reply, collected from a stream.

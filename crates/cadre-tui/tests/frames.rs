@@ -333,14 +333,30 @@ fn status_bar_with_rolled_up_tokens_and_waiting_approvals() {
     insta::assert_snapshot!(bottom.into_iter().rev().collect::<Vec<_>>().join("\n"));
 }
 
+/// A provider with no key, as the OpenAI provider is without `OPENAI_API_KEY`.
+struct Keyless;
+
+impl cadre_llm::Provider for Keyless {
+    fn name(&self) -> &str {
+        "openai"
+    }
+    fn stream(&self, _: cadre_llm::ModelRequest) -> cadre_llm::ModelStream {
+        unreachable!("the first-run check sends nothing")
+    }
+    fn missing_key(&self) -> Option<String> {
+        Some("OPENAI_API_KEY".into())
+    }
+}
+
 #[test]
 fn first_run_message() {
     let mut a = app();
-    a.first_run = Some(
-        "No API key for the provider openai (model openai:gpt-4o-mini), so nothing was sent.\n\
-         Set OPENAI_API_KEY, or pick another model with --model PROVIDER:MODEL.\n\
-         Try cadre offline: cadre --workspace examples/demo --model scripted:examples/scripts/delegation.toml"
-            .into(),
-    );
+    a.first_run = cadre_tui::first_run::message(&cadre_llm::ResolvedModel {
+        provider: std::sync::Arc::new(Keyless),
+        model: "gpt-4o-mini".into(),
+        spec: "openai:gpt-4o-mini".into(),
+        price: None,
+    });
+    assert!(a.first_run.is_some());
     insta::assert_snapshot!(frame(&a, 100, 20));
 }

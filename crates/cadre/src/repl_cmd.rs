@@ -15,6 +15,7 @@ use cadre_engine::Session;
 use cadre_subagents::{Harness, Parent, RunOptions};
 use cadre_tools::{ApprovalHandler, RunContext};
 use cadre_tui::commands::{Line, SlashCommand, help_text, parse_line};
+use cadre_tui::first_run;
 use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink, new_session_id};
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -137,6 +138,9 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
             repl.session.id()
         );
     }
+    if let Some(msg) = first_run::message(&repl.h().agent().config().model) {
+        eprintln!("{msg}");
+    }
     let mut last_interrupt: Option<Instant> = None;
     loop {
         if tty {
@@ -170,6 +174,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
             Ok(Line::Empty) => {}
             Ok(Line::Command(SlashCommand::Exit)) => break,
             Ok(Line::Command(cmd)) => repl.command(cmd).await,
+            Ok(Line::Direct { .. } | Line::Prompt(_)) if repl.refused_without_key() => {}
             Ok(Line::Direct { agent, job }) => repl.direct(&agent, job).await,
             Ok(Line::Prompt(p)) => repl.prompt(&p).await,
         }
@@ -182,6 +187,17 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
 impl Repl {
     fn h(&self) -> &Harness {
         &self.setup.harness
+    }
+
+    /// With no key for the model nothing is sent: say so and return true.
+    fn refused_without_key(&self) -> bool {
+        match first_run::message(&self.h().agent().config().model) {
+            Some(msg) => {
+                eprintln!("cadre: {msg}");
+                true
+            }
+            None => false,
+        }
     }
 
     async fn command(&mut self, cmd: SlashCommand) {
@@ -205,7 +221,10 @@ impl Repl {
                 println!("{}", self.h().agent().config().model.spec)
             }
             SlashCommand::Model(Some(spec)) => match self.setup.harness.set_model(&spec) {
-                Ok(()) => eprintln!("model: {spec} from the next prompt on"),
+                Ok(()) => match first_run::message(&self.h().agent().config().model) {
+                    Some(msg) => eprintln!("cadre: {msg}"),
+                    None => eprintln!("model: {spec} from the next prompt on"),
+                },
                 Err(e) => eprintln!("cadre: {e}"),
             },
             SlashCommand::Clear => match self.h().new_session() {

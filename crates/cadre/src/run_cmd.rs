@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Exit code of a failed run.
 pub const EXIT_FAILED: u8 = 1;
+/// Exit code of a run that could not start (bad arguments or setup, no API key).
+pub const EXIT_USAGE: u8 = 2;
 /// Exit code of a run that hit a limit.
 pub const EXIT_LIMIT: u8 = 3;
 /// Exit code of a cancelled run.
@@ -99,6 +101,18 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
     )
     .await?;
     let h = &setup.harness;
+    // Without a key nothing can succeed: say so once rather than retry a refusing host.
+    // (`--agent` with a model of its own: that model is not checked here.)
+    let inherits = args.agent.as_deref().is_none_or(|name| {
+        h.runtime()
+            .registry()
+            .get(name)
+            .is_none_or(|d| d.model.is_none())
+    });
+    if inherits && let Some(line) = cadre_tui::first_run::one_line(&h.agent().config().model) {
+        eprintln!("cadre: {line}");
+        return Ok(ExitCode::from(EXIT_USAGE));
+    }
     if args.detach {
         h.runtime().detach_background();
     }

@@ -30,7 +30,6 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         session,
         history_file: ws.join(".cadre").join("history"),
         approval_mode,
-        first_run: None,
         save_allow_rule: Box::new(move |rule| {
             config::add_allow_rule(&rules_ws, rule)
                 .map(|p| p.display().to_string())

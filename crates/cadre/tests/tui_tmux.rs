@@ -4,109 +4,13 @@
 //! Needs tmux (installed by `.ci/run`); without it the test says SKIPPED, and fails in CI.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+mod tui_support;
 
-/// A tmux server of this test alone, killed when dropped.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn cmd(&self) -> Command {
-        let mut c = Command::new("tmux");
-        c.args(["-L", &self.socket]);
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = self.cmd().args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-J", "-t", "ui"])
-    }
-
-    /// The screen with the lines scrolled off it.
-    fn with_history(&self) -> String {
-        self.run(&["capture-pane", "-p", "-J", "-S", "-200", "-t", "ui"])
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", "ui"];
-        args.extend(keys);
-        self.run(&args);
-    }
-
-    fn text(&self, text: &str) {
-        self.run(&["send-keys", "-t", "ui", "-l", text]);
-    }
-
-    fn format(&self, f: &str) -> String {
-        self.run(&["display-message", "-p", "-t", "ui", f])
-            .trim()
-            .to_string()
-    }
-
-    /// Wait until `pred` holds for the screen; the screen it held for.
-    fn wait(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let s = self.screen();
-            if pred(&s) {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; the screen:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn wait_for(&self, needle: &str) -> String {
-        self.wait(needle, |s| s.contains(needle))
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.cmd().arg("kill-server").output();
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use tui_support::{Tmux, cadre_command, copy_dir, repo, tmux_available};
 
 #[test]
 fn the_full_screen_ui_drives_sub_agents_tasks_and_approvals() {
-    if Command::new("tmux").arg("-V").output().is_err() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "tmux is missing (see .ci/run)"
-        );
-        eprintln!("SKIPPED: tmux is not installed");
+    if !tmux_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -116,36 +20,19 @@ fn the_full_screen_ui_drives_sub_agents_tasks_and_approvals() {
         .join("examples/scripts/tui.toml")
         .canonicalize()
         .unwrap();
-    let tmux = Tmux {
-        socket: format!("cadre-tui-test-{}", std::process::id()),
-    };
-    // The shell reports the exit code on the screen once the UI has left it.
-    let command = format!(
-        "'{}' --workspace '{}' --model 'scripted:{}'; echo \"cadre exited with $?\"",
-        env!("CARGO_BIN_EXE_cadre"),
-        ws.display(),
-        script.display()
+    let ws_arg = ws.display().to_string();
+    let model = format!("scripted:{}", script.display());
+    let tmux = Tmux::start(
+        "tui-demo",
+        &[
+            (
+                "XDG_CONFIG_HOME",
+                dir.path().join("nocfg").display().to_string(),
+            ),
+            ("CADRE_MODEL", String::new()),
+        ],
+        &cadre_command(&["--workspace", &ws_arg, "--model", &model]),
     );
-    tmux.run(&[
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "ui",
-        "-x",
-        "120",
-        "-y",
-        "45",
-        "-e",
-        &format!("XDG_CONFIG_HOME={}", dir.path().join("nocfg").display()),
-        "-e",
-        "CADRE_MODEL=",
-        "-e",
-        "TERM=xterm-256color",
-        &command,
-    ]);
-    tmux.run(&["set-option", "-t", "ui", "remain-on-exit", "on"]);
 
     // The status bar names the model, on the alternate screen.
     tmux.wait_for("scripted:");

@@ -47,8 +47,6 @@ pub struct TuiOptions {
     pub history_file: PathBuf,
     /// The approval mode, for the status bar.
     pub approval_mode: String,
-    /// When the model's provider has no key: what to tell the person before any call.
-    pub first_run: Option<String>,
     /// Carries out "always" in the approval dialog.
     pub save_allow_rule: SaveAllowRule,
 }
@@ -121,7 +119,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
         cost: None,
     };
     let mut app = App::new(status, agents, history::load(&opts.history_file));
-    app.first_run = opts.first_run;
+    app.first_run = crate::first_run::message(&h.agent().config().model);
     app.now_ms = unix_millis();
     app.load_history(opts.session.messages());
     let mut shell = Shell {
@@ -458,26 +456,28 @@ impl Shell {
         ));
     }
 
+    /// With no key for the model, nothing is sent: say why (again) and stay idle.
+    fn refused_without_key(&mut self) -> bool {
+        let Some(msg) = self.app.first_run.clone() else {
+            return false;
+        };
+        self.app.busy = false;
+        self.app.error(msg);
+        true
+    }
+
     async fn act(&mut self, action: Action) {
         self.dirty = true;
         match action {
             Action::Prompt(p) => {
-                if let Some(msg) = self.app.first_run.clone() {
-                    self.app.busy = false;
-                    self.app
-                        .error(format!("not sent: {}", msg.lines().next().unwrap_or("")));
-                    return;
+                if !self.refused_without_key() {
+                    self.start_turn(Some(p), None);
                 }
-                self.start_turn(Some(p), None);
             }
             Action::Direct { agent, job } => {
-                if let Some(msg) = self.app.first_run.clone() {
-                    self.app.busy = false;
-                    self.app
-                        .error(format!("not sent: {}", msg.lines().next().unwrap_or("")));
-                    return;
+                if !self.refused_without_key() {
+                    self.start_turn(None, Some((agent, job)));
                 }
-                self.start_turn(None, Some((agent, job)));
             }
             Action::CancelTurn => {
                 if let Some(t) = &self.turn {
@@ -537,7 +537,14 @@ impl Shell {
                     Some(h) => match h.set_model(&spec) {
                         Ok(()) => {
                             self.app.status.model = spec.clone();
-                            self.app.notice(format!("model: {spec} from the next turn on"));
+                            self.app.first_run =
+                                crate::first_run::message(&h.agent().config().model);
+                            match &self.app.first_run {
+                                Some(msg) => self.app.error(msg.clone()),
+                                None => self
+                                    .app
+                                    .notice(format!("model: {spec} from the next turn on")),
+                            }
                         }
                         Err(e) => self.app.error(format!("/model {spec}: {e}")),
                     },

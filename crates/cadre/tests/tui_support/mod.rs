@@ -1,0 +1,173 @@
+//! The real binary in a real terminal: a tmux server of the test's own (its own socket,
+//! killed when the test ends), keys typed into it, and waits (with a deadline) until the
+//! screen shows what it must.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// True when tmux can run here. Without it the caller skips locally; under CI it fails.
+pub fn tmux_available() -> bool {
+    if Command::new("tmux").arg("-V").output().is_ok() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "tmux is missing (see .ci/run)"
+    );
+    eprintln!("SKIPPED: tmux is not installed");
+    false
+}
+
+/// A tmux server of one test, with one window `ui` running a command; killed when dropped.
+pub struct Tmux {
+    socket: String,
+    /// Where the server's socket file is, to remove it with the server.
+    socket_path: Option<PathBuf>,
+}
+
+impl Tmux {
+    /// Start a server on a socket of its own (`name` and the process id) running `command`
+    /// in a 120×45 terminal with `env` set. The window stays when the command exits, so its
+    /// last screen can be read.
+    pub fn start(name: &str, env: &[(&str, String)], command: &str) -> Tmux {
+        let mut tmux = Tmux {
+            socket: format!("cadre-{name}-{}", std::process::id()),
+            socket_path: None,
+        };
+        let mut args: Vec<String> = [
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "ui",
+            "-x",
+            "120",
+            "-y",
+            "45",
+            "-e",
+            "TERM=xterm-256color",
+        ]
+        .map(str::to_string)
+        .to_vec();
+        for (k, v) in env {
+            args.push("-e".into());
+            args.push(format!("{k}={v}"));
+        }
+        args.push(command.to_string());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        tmux.run(&args);
+        tmux.socket_path = Some(PathBuf::from(tmux.format("#{socket_path}")));
+        tmux.run(&["set-option", "-t", "ui", "remain-on-exit", "on"]);
+        tmux
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(["-L", &self.socket]);
+        c
+    }
+
+    /// Run a tmux command against this server; its output.
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = self.cmd().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The screen as text.
+    pub fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-J", "-t", "ui"])
+    }
+
+    /// The screen with the lines scrolled off it.
+    pub fn with_history(&self) -> String {
+        self.run(&["capture-pane", "-p", "-J", "-S", "-200", "-t", "ui"])
+    }
+
+    /// Press keys (tmux key names: `Enter`, `C-t`, `Escape`).
+    pub fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "ui"];
+        args.extend(keys);
+        self.run(&args);
+    }
+
+    /// Type `text` literally.
+    pub fn text(&self, text: &str) {
+        self.run(&["send-keys", "-t", "ui", "-l", text]);
+    }
+
+    /// A tmux format of the window, e.g. `#{alternate_on}`.
+    pub fn format(&self, f: &str) -> String {
+        self.run(&["display-message", "-p", "-t", "ui", f])
+            .trim()
+            .to_string()
+    }
+
+    /// Wait until `pred` holds for the screen; the screen it held for.
+    pub fn wait(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.screen();
+            if pred(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Wait until the screen contains `needle`.
+    pub fn wait_for(&self, needle: &str) -> String {
+        self.wait(needle, |s| s.contains(needle))
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.cmd().arg("kill-server").output();
+        // tmux leaves the socket file behind.
+        if let Some(path) = &self.socket_path {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Copy the directory tree `from` to `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The shell command that runs cadre with `args` (each quoted) and then reports its exit
+/// code on the screen once the UI has left it.
+pub fn cadre_command(args: &[&str]) -> String {
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    format!(
+        "'{}' {}; echo \"cadre exited with $?\"",
+        env!("CARGO_BIN_EXE_cadre"),
+        quoted.join(" ")
+    )
+}
