@@ -78,6 +78,9 @@ fn block_on_interactive<F: std::future::Future<Output = anyhow::Result<ExitCode>
 }
 
 fn main() -> ExitCode {
+    // Started as the sandbox launcher, this process confines itself and becomes the
+    // sandboxed program; it must happen before any thread exists.
+    cadre_sandbox::run_launcher_if_requested();
     let cli = cli::Cli::parse();
     if cli.version {
         println!("cadre {}", env!("CARGO_PKG_VERSION"));

@@ -1,0 +1,178 @@
+//! The launcher: cadre's binary started with [`LAUNCH_ARG`] confines itself (namespaces,
+//! then Landlock) and executes the program, so the restrictions hold before the program's
+//! first instruction and for everything it starts. With [`PROBE_ARG`] it only tries the
+//! namespaces, which tells the parent whether they work here.
+
+use crate::plan::LaunchPlan;
+use std::ffi::{CString, OsString};
+use std::os::unix::ffi::OsStringExt;
+
+/// First argument of a launcher run: `<exe> LAUNCH_ARG <plan json> <program> [args...]`.
+pub(crate) const LAUNCH_ARG: &str = "__cadre-sandbox-exec";
+/// First argument of a namespace probe: `<exe> PROBE_ARG`.
+pub(crate) const PROBE_ARG: &str = "__cadre-sandbox-probe";
+
+/// Exit status when the sandbox cannot be set up (the program never ran).
+const SETUP_FAILED: i32 = 125;
+/// Exit status when the program cannot be executed (as a shell reports it).
+const EXEC_FAILED: i32 = 127;
+
+/// If this process was started as the sandbox launcher, confine it and execute the program
+/// (or answer the probe); this never returns then. Otherwise it returns at once.
+///
+/// Call it first thing in `main`, before any thread is started: entering a user namespace
+/// needs a single-threaded process.
+pub fn run_launcher_if_requested() {
+    let mut args = std::env::args_os().skip(1);
+    match args.next() {
+        Some(a) if a == LAUNCH_ARG => launch(args.collect()),
+        Some(a) if a == PROBE_ARG => std::process::exit(match enter_namespaces() {
+            Ok(()) => 0,
+            Err(_) => 1,
+        }),
+        _ => {}
+    }
+}
+
+fn launch(args: Vec<OsString>) -> ! {
+    let mut args = args.into_iter();
+    let plan = args
+        .next()
+        .and_then(|p| p.into_string().ok())
+        .ok_or_else(|| "the launch plan is missing".to_string())
+        .and_then(|p| serde_json::from_str::<LaunchPlan>(&p).map_err(|e| e.to_string()));
+    let plan = match plan {
+        Ok(p) => p,
+        Err(e) => fail(SETUP_FAILED, &format!("bad launch plan: {e}")),
+    };
+    let argv: Vec<CString> = match args.map(|a| CString::new(a.into_vec())).collect() {
+        Ok(v) => v,
+        Err(_) => fail(SETUP_FAILED, "an argument contains a NUL byte"),
+    };
+    let Some(program) = argv.first().cloned() else {
+        fail(SETUP_FAILED, "no program to run");
+    };
+    if plan.new_netns
+        && let Err(e) = enter_namespaces()
+    {
+        fail(
+            SETUP_FAILED,
+            &format!("cannot enter a network namespace: {e}"),
+        );
+    }
+    if let Err(e) = confine(&plan) {
+        fail(SETUP_FAILED, &format!("cannot apply Landlock rules: {e}"));
+    }
+    let err = match nix::unistd::execvp(&program, &argv) {
+        Err(e) => e,
+        Ok(never) => match never {},
+    };
+    fail(
+        EXEC_FAILED,
+        &format!("{}: {}", program.to_string_lossy(), err.desc()),
+    )
+}
+
+fn fail(code: i32, message: &str) -> ! {
+    eprintln!("cadre sandbox: {message}");
+    std::process::exit(code)
+}
+
+/// Enter new user and network namespaces, keeping our own uid and gid: the new network
+/// namespace has only a loopback interface, which is down, so no socket reaches anything.
+#[cfg(target_os = "linux")]
+fn enter_namespaces() -> Result<(), String> {
+    use nix::sched::{CloneFlags, unshare};
+    use nix::unistd::{getgid, getuid};
+    let (uid, gid) = (getuid(), getgid());
+    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET)
+        .map_err(|e| format!("unshare: {}", e.desc()))?;
+    // Without `deny` here an unprivileged process may not write its gid map.
+    match std::fs::write("/proc/self/setgroups", "deny") {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("/proc/self/setgroups: {e}"));
+        }
+        _ => {}
+    }
+    std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))
+        .map_err(|e| format!("uid_map: {e}"))?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
+        .map_err(|e| format!("gid_map: {e}"))?;
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn enter_namespaces() -> Result<(), String> {
+    Err("namespaces are a Linux feature".into())
+}
+
+/// Restrict this process (and whatever it executes) with Landlock: reads, writes and
+/// devices as the plan lists them, TCP and scopes when it asks. Sets `no_new_privs`, so
+/// setuid programs cannot regain anything.
+#[cfg(target_os = "linux")]
+fn confine(plan: &LaunchPlan) -> Result<(), String> {
+    use landlock::{
+        ABI, Access, AccessFs, AccessNet, BitFlags, PathBeneath, PathFd, Ruleset, RulesetAttr,
+        RulesetCreatedAttr, RulesetStatus, Scope,
+    };
+    if !plan.landlock_fs && !plan.deny_tcp {
+        return Ok(());
+    }
+    // The newest ABI this code was written and tested against; newer rights stay unhandled.
+    let abi = ABI::V7;
+    let err = |e: landlock::RulesetError| e.to_string();
+    let mut ruleset = Ruleset::default();
+    if plan.landlock_fs {
+        ruleset = ruleset
+            .handle_access(AccessFs::from_all(abi))
+            .map_err(err)?;
+    }
+    if plan.deny_tcp {
+        ruleset = ruleset
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(err)?;
+    }
+    let mut scopes = BitFlags::<Scope>::empty();
+    if plan.scope_signals {
+        scopes |= Scope::Signal;
+    }
+    if plan.scope_abstract_sockets {
+        scopes |= Scope::AbstractUnixSocket;
+    }
+    if !scopes.is_empty() {
+        ruleset = ruleset.scope(scopes).map_err(err)?;
+    }
+    let mut created = ruleset.create().map_err(err)?;
+    if plan.landlock_fs {
+        let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+        let rules = plan
+            .read
+            .iter()
+            .map(|p| (p, AccessFs::from_read(abi)))
+            .chain(plan.list.iter().map(|p| (p, AccessFs::ReadDir.into())))
+            .chain(plan.write.iter().map(|p| (p, AccessFs::from_all(abi))))
+            .chain(plan.devices.iter().map(|p| (p, device)));
+        for (path, access) in rules {
+            // A path that vanished since the plan was made grants nothing.
+            let Ok(fd) = PathFd::new(path) else { continue };
+            created = created
+                .add_rule(PathBeneath::new(fd, access))
+                .map_err(err)?;
+        }
+    }
+    let status = created.restrict_self().map_err(err)?;
+    // The parent decided from what the kernel offers; anything less now is an error, not a
+    // silently weaker sandbox.
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err("the kernel did not enforce the ruleset".into());
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn confine(plan: &LaunchPlan) -> Result<(), String> {
+    if plan.landlock_fs || plan.deny_tcp {
+        return Err("Landlock is a Linux feature".into());
+    }
+    Ok(())
+}

@@ -1,0 +1,160 @@
+//! The process-wide side of the sandbox: which program applies it, which backend is chosen,
+//! whether a missing mechanism is an error, and what this machine offers (found out once).
+
+use crate::error::SandboxError;
+use crate::support::{Backend, Mechanism, Support};
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// How this process sandboxes the commands it starts. Shared by every agent's [`Sandbox`]
+/// (crate::Sandbox).
+#[derive(Debug)]
+pub struct Launcher {
+    program: Option<PathBuf>,
+    backend: Backend,
+    required: bool,
+    missing: Vec<Mechanism>,
+    support: OnceLock<Support>,
+}
+
+impl Launcher {
+    /// A launcher whose `program` calls [`run_launcher_if_requested`]
+    /// (crate::run_launcher_if_requested) first thing in `main` (the cadre binary does).
+    /// Without one, only bubblewrap can confine processes.
+    pub fn new(program: Option<PathBuf>) -> Self {
+        Self {
+            program,
+            backend: Backend::default(),
+            required: false,
+            missing: Vec::new(),
+            support: OnceLock::new(),
+        }
+    }
+
+    /// A launcher that re-executes the running program.
+    pub fn current_exe() -> Self {
+        Self::new(std::env::current_exe().ok())
+    }
+
+    /// Choose the backend (default `landlock`).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.backend = backend;
+        self
+    }
+
+    /// Make a missing mechanism an error instead of a weaker sandbox.
+    pub fn required(mut self, required: bool) -> Self {
+        self.required = required;
+        self
+    }
+
+    /// Treat these mechanisms as missing (to try out, or test, a weaker machine).
+    pub fn simulate_missing(mut self, missing: Vec<Mechanism>) -> Self {
+        self.missing = missing;
+        self
+    }
+
+    /// Whether a missing mechanism is an error.
+    pub fn is_required(&self) -> bool {
+        self.required
+    }
+
+    /// What this machine offers; detected on first use.
+    pub fn support(&self) -> &Support {
+        self.support.get_or_init(|| {
+            Support::detect(
+                self.program.as_deref(),
+                &self.missing,
+                self.backend == Backend::Bwrap,
+            )
+        })
+    }
+
+    /// The backend that is used: bubblewrap when chosen and working, else the launcher.
+    pub(crate) fn effective(&self) -> Effective<'_> {
+        if self.backend == Backend::Bwrap
+            && let Some(b) = &self.support().bwrap
+        {
+            return Effective::Bwrap(b);
+        }
+        match &self.program {
+            Some(p) => Effective::Launcher(p),
+            None => Effective::None,
+        }
+    }
+
+    /// What a sandboxed process lacks here compared to the full sandbox, worst case (no
+    /// network): one sentence per missing mechanism. Empty when nothing is missing.
+    pub fn gaps(&self) -> Vec<String> {
+        self.gaps_for(false)
+    }
+
+    /// As [`gaps`](Self::gaps), for a policy with or without network.
+    pub(crate) fn gaps_for(&self, network: bool) -> Vec<String> {
+        let mut gaps = Vec::new();
+        let s = self.support();
+        if self.backend == Backend::Bwrap && s.bwrap.is_none() {
+            gaps.push(
+                "bubblewrap (`bwrap`) is not installed or cannot create a sandbox here, so \
+                 cadre's Landlock launcher is used instead"
+                    .to_string(),
+            );
+        }
+        match self.effective() {
+            Effective::Bwrap(_) => {}
+            Effective::None => gaps
+                .push("no launcher program is configured: processes run without a sandbox".into()),
+            Effective::Launcher(_) => {
+                if !s.landlock_fs {
+                    gaps.push(
+                        "the kernel has no Landlock: sandboxed processes can write (and read) \
+                         wherever the user can"
+                            .into(),
+                    );
+                }
+                if !network && !s.namespaces {
+                    gaps.push(if s.landlock_net {
+                        "user namespaces are not available: TCP is blocked (Landlock) but UDP \
+                         and raw sockets are not"
+                            .into()
+                    } else {
+                        "neither user namespaces nor Landlock TCP rules are available: \
+                         sandboxed processes reach the network"
+                            .into()
+                    });
+                }
+            }
+        }
+        gaps
+    }
+
+    /// With `required`, an error naming what is missing for a policy with or without
+    /// `network`.
+    pub(crate) fn check(&self, network: bool) -> Result<(), SandboxError> {
+        if !self.required {
+            return Ok(());
+        }
+        let gaps = self.gaps_for(network);
+        if gaps.is_empty() {
+            Ok(())
+        } else {
+            Err(SandboxError::Missing(gaps.join("; ")))
+        }
+    }
+
+    /// With `required`, an error if anything is missing for a sandbox without network (for
+    /// refusing to start at all).
+    pub fn check_required(&self) -> Result<(), SandboxError> {
+        self.check(false)
+    }
+}
+
+/// The mechanism commands go through.
+pub(crate) enum Effective<'a> {
+    /// `bwrap` at this path.
+    Bwrap(&'a Path),
+    /// This program in launcher mode.
+    Launcher(&'a Path),
+    /// Nothing: commands run unconfined.
+    None,
+}

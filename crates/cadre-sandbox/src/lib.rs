@@ -1,0 +1,31 @@
+//! The OS sandbox of the processes cadre starts for agents (`bash`, sandboxed MCP servers).
+//!
+//! A [`SandboxPolicy`] says what an agent's processes may write and whether they reach the
+//! network; a [`Launcher`] (one per process) knows which mechanisms this machine offers; a
+//! [`Sandbox`] (one per agent) turns a program into a [`std::process::Command`] that runs it
+//! confined. Two backends:
+//!
+//! - `landlock`: the command starts cadre's own binary in launcher mode
+//!   ([`run_launcher_if_requested`], called first thing in `main`), which enters new user and
+//!   network namespaces, applies a Landlock ruleset to itself and then executes the program.
+//!   No `unsafe` and no `pre_exec` hook: the restrictions are applied by a fresh process
+//!   before `exec`.
+//! - `bwrap`: bubblewrap builds the same view of the file system with bind mounts.
+
+mod bwrap;
+mod credentials;
+mod error;
+mod exec;
+mod launcher;
+mod plan;
+mod policy;
+mod sandbox;
+mod support;
+
+pub use credentials::{CREDENTIAL_DIRS, CREDENTIAL_FILES, home_credentials};
+pub use error::SandboxError;
+pub use exec::run_launcher_if_requested;
+pub use launcher::Launcher;
+pub use policy::{SandboxMode, SandboxPolicy, SandboxSpec};
+pub use sandbox::Sandbox;
+pub use support::{Backend, Mechanism, Support};

@@ -1,0 +1,172 @@
+//! What the launcher applies to itself before it executes the program: the file trees it may
+//! read and write, the devices it may use, and which network barriers to raise. Computed by
+//! the parent from a [`SandboxPolicy`] and the machine's [`Support`], so the launcher only
+//! carries it out.
+
+use crate::policy::SandboxPolicy;
+use crate::support::Support;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Device files every sandboxed process may read and write: shells redirect to them.
+pub(crate) const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
+/// The launcher's instructions, passed to it as one JSON argument.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LaunchPlan {
+    /// Apply Landlock file-system rules (false: the kernel has no Landlock).
+    pub landlock_fs: bool,
+    /// Trees that may be read and executed.
+    pub read: Vec<PathBuf>,
+    /// Directories that may only be listed: the ancestors of hidden paths, whose other
+    /// entries are in `read` (listing them also lists the names, not the contents, of what
+    /// is hidden).
+    pub list: Vec<PathBuf>,
+    /// Trees that may also be written.
+    pub write: Vec<PathBuf>,
+    /// Device files that may be read and written (not `ioctl`ed).
+    pub devices: Vec<PathBuf>,
+    /// Deny TCP bind and connect with Landlock (ABI ≥ 4).
+    pub deny_tcp: bool,
+    /// Enter new user and network namespaces (no interface but a loopback that is down).
+    pub new_netns: bool,
+    /// Forbid signals to processes outside the sandbox (Landlock ABI ≥ 6).
+    pub scope_signals: bool,
+    /// Forbid abstract UNIX sockets created outside the sandbox (Landlock ABI ≥ 6).
+    pub scope_abstract_sockets: bool,
+}
+
+impl LaunchPlan {
+    /// The plan for `policy` on a machine with `support`, with `tmp` as the private temp dir
+    /// and `hidden` the locations nobody in the sandbox may read (credentials).
+    pub fn new(policy: &SandboxPolicy, support: &Support, tmp: &Path, hidden: &[PathBuf]) -> Self {
+        let mut writable = policy.writable.clone();
+        writable.push(tmp.to_path_buf());
+        // A writable root around a hidden path is writable only in its other entries: write
+        // access to the directory itself would let a process create files in the hidden one.
+        let (mut write, mut list) = (Vec::new(), Vec::new());
+        for root in &writable {
+            around(root, hidden, &mut write, &mut list);
+        }
+        let mut read = Vec::new();
+        list.clear();
+        around(Path::new("/"), hidden, &mut read, &mut list);
+        let offline = !policy.network;
+        Self {
+            landlock_fs: support.landlock_fs,
+            read,
+            list,
+            write,
+            devices: DEVICES.iter().map(PathBuf::from).collect(),
+            deny_tcp: offline && support.landlock_net,
+            new_netns: offline && support.namespaces,
+            scope_signals: support.landlock_scopes,
+            scope_abstract_sockets: offline && support.landlock_scopes,
+        }
+    }
+}
+
+/// The trees that together cover `root` except the `hidden` paths: `root` itself when no
+/// hidden path is inside it, otherwise its entries, each treated the same way. Landlock
+/// only grants (it cannot carve a hole in a granted tree), so a hidden path is left out by
+/// granting its siblings and those of each of its ancestors up to `root`. Symlinks are
+/// skipped: access is checked on what they lead to, which has its own rule (or none). The
+/// directories split this way go to `split`.
+pub(crate) fn around(
+    root: &Path,
+    hidden: &[PathBuf],
+    out: &mut Vec<PathBuf>,
+    split: &mut Vec<PathBuf>,
+) {
+    if hidden.iter().any(|h| h == root) {
+        return;
+    }
+    if !hidden.iter().any(|h| h.starts_with(root)) {
+        out.push(root.to_path_buf());
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    split.push(root.to_path_buf());
+    for entry in entries.flatten() {
+        let is_link = entry.file_type().map(|t| t.is_symlink()).unwrap_or(true);
+        if !is_link {
+            around(&entry.path(), hidden, out, split);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    #[test]
+    fn hidden_paths_are_left_out_by_granting_their_siblings() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for d in ["home/me/.ssh", "home/me/src", "home/other", "usr/bin"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
+        fs::write(root.join("home/me/.netrc"), "machine x").unwrap();
+        fs::write(root.join("home/me/notes"), "n").unwrap();
+        std::os::unix::fs::symlink(root.join("home/me/.ssh"), root.join("home/me/keys")).unwrap();
+        let hidden = vec![
+            root.join("home/me/.ssh"),
+            root.join("home/me/.netrc"),
+            root.join("home/me/.aws"),
+        ];
+        let (mut got, mut split) = (Vec::new(), Vec::new());
+        around(&root, &hidden, &mut got, &mut split);
+        got.sort();
+        split.sort();
+        assert_eq!(
+            split,
+            vec![root.clone(), root.join("home"), root.join("home/me")]
+        );
+        let want: Vec<PathBuf> = ["home/me/notes", "home/me/src", "home/other", "usr"]
+            .iter()
+            .map(|p| root.join(p))
+            .collect();
+        // Neither the hidden paths nor the symlink to one of them are granted.
+        assert_eq!(got, want);
+        let (mut got, mut split) = (Vec::new(), Vec::new());
+        around(&root.join("usr"), &hidden, &mut got, &mut split);
+        assert_eq!(got, vec![root.join("usr")]);
+        let mut got = Vec::new();
+        around(&root.join("home/me/.ssh"), &hidden, &mut got, &mut split);
+        assert!(got.is_empty() && split.is_empty());
+    }
+
+    #[test]
+    fn network_barriers_follow_the_policy_and_the_machine() {
+        let full = Support {
+            landlock_fs: true,
+            landlock_net: true,
+            landlock_scopes: true,
+            namespaces: true,
+            bwrap: None,
+        };
+        let mut policy = SandboxPolicy {
+            mode: crate::SandboxMode::WorkspaceWrite,
+            network: false,
+            writable: vec![PathBuf::from("/w")],
+        };
+        let tmp = Path::new("/tmp/private");
+        let p = LaunchPlan::new(&policy, &full, tmp, &[]);
+        assert!(p.deny_tcp && p.new_netns && p.scope_abstract_sockets && p.scope_signals);
+        assert_eq!(p.write, vec![PathBuf::from("/w"), tmp.to_path_buf()]);
+        assert_eq!(p.read, vec![PathBuf::from("/")]);
+        policy.network = true;
+        let p = LaunchPlan::new(&policy, &full, tmp, &[]);
+        assert!(!p.deny_tcp && !p.new_netns && !p.scope_abstract_sockets && p.scope_signals);
+        policy.network = false;
+        let weak = Support {
+            namespaces: false,
+            ..full
+        };
+        let p = LaunchPlan::new(&policy, &weak, tmp, &[]);
+        assert!(p.deny_tcp && !p.new_netns);
+    }
+}

@@ -1,0 +1,103 @@
+//! One agent's sandbox: its [`SandboxPolicy`] on the process-wide [`Launcher`], and the
+//! private temp dir its processes write to. [`Sandbox::command`] is the one way a process
+//! for the agent is started.
+
+use crate::credentials::current_home_credentials;
+use crate::error::SandboxError;
+use crate::exec::LAUNCH_ARG;
+use crate::launcher::{Effective, Launcher};
+use crate::plan::LaunchPlan;
+use crate::policy::SandboxPolicy;
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+/// The sandbox of one agent's processes.
+#[derive(Debug)]
+pub struct Sandbox {
+    launcher: Arc<Launcher>,
+    policy: SandboxPolicy,
+    /// Locations its processes cannot read (the credentials under `$HOME`, and more).
+    hidden: Vec<PathBuf>,
+    /// Created with the first sandboxed command, removed when the sandbox is dropped.
+    tmp: Mutex<Option<Arc<tempfile::TempDir>>>,
+}
+
+impl Sandbox {
+    /// `policy` applied through `launcher`.
+    pub fn new(launcher: Arc<Launcher>, policy: SandboxPolicy) -> Self {
+        Self {
+            launcher,
+            policy,
+            hidden: current_home_credentials(),
+            tmp: Mutex::new(None),
+        }
+    }
+
+    /// Also keep these locations (absolute, canonical) from being read.
+    pub fn hide(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.hidden.extend(paths);
+        self
+    }
+
+    /// What the agent's processes may do.
+    pub fn policy(&self) -> &SandboxPolicy {
+        &self.policy
+    }
+
+    /// The launcher it goes through.
+    pub fn launcher(&self) -> &Arc<Launcher> {
+        &self.launcher
+    }
+
+    /// A command that runs `program` in this sandbox; add its arguments, environment and
+    /// working directory as usual. `TMPDIR` points at the private temp dir. With the `off`
+    /// mode (or, unless required, a machine without any mechanism) it is a plain command.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Result<Command, SandboxError> {
+        let program = program.as_ref();
+        if self.policy.is_off() {
+            return Ok(Command::new(program));
+        }
+        self.launcher.check(self.policy.network)?;
+        let tmp = self.temp_dir()?;
+        let hidden = &self.hidden;
+        let mut cmd = match self.launcher.effective() {
+            Effective::Bwrap(bwrap) => {
+                crate::bwrap::command(bwrap, &self.policy, &tmp, hidden, program)
+            }
+            Effective::Launcher(exe) => {
+                let plan = LaunchPlan::new(&self.policy, self.launcher.support(), &tmp, hidden);
+                let json = serde_json::to_string(&plan).map_err(|_| {
+                    let bad = plan
+                        .read
+                        .iter()
+                        .chain(&plan.write)
+                        .find(|p| p.to_str().is_none());
+                    SandboxError::NonUtf8(bad.cloned().unwrap_or_default())
+                })?;
+                let mut cmd = Command::new(exe);
+                cmd.arg(LAUNCH_ARG).arg(json).arg(program);
+                cmd
+            }
+            Effective::None => Command::new(program),
+        };
+        cmd.env("TMPDIR", &tmp);
+        Ok(cmd)
+    }
+
+    /// The private temp dir (created on first use).
+    pub fn temp_dir(&self) -> Result<PathBuf, SandboxError> {
+        let mut slot = self.tmp.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = slot.as_ref() {
+            return Ok(t.path().to_path_buf());
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("cadre-sandbox-")
+            .tempdir()
+            .map_err(SandboxError::TempDir)?;
+        let path = dir.path().canonicalize().map_err(SandboxError::TempDir)?;
+        *slot = Some(Arc::new(dir));
+        Ok(path)
+    }
+}
