@@ -123,6 +123,9 @@ pub struct AgentDefinition {
     /// Paths its file tools may not write, besides the built-in list (relative to its
     /// workspace root, or absolute).
     pub protected_paths: Vec<String>,
+    /// The OS sandbox its processes ask for (none: the runtime's default for sub-agents);
+    /// always narrowed to its parent's.
+    pub sandbox: Option<cadre_sandbox::SandboxSpec>,
     /// Where it came from.
     pub source: DefinitionSource,
     /// The factory, for `DefinitionSource::Factory` entries.
@@ -143,6 +146,7 @@ impl std::fmt::Debug for AgentDefinition {
             .field("workspace", &self.workspace)
             .field("remote", &self.remote)
             .field("can_delegate", &self.can_delegate)
+            .field("sandbox", &self.sandbox)
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
@@ -167,6 +171,7 @@ impl AgentDefinition {
             remote: None,
             can_delegate: false,
             protected_paths: Vec::new(),
+            sandbox: None,
             source: DefinitionSource::Code,
             factory: None,
             warnings: Vec::new(),

@@ -40,6 +40,7 @@ enum Key {
     MaxTokens,
     WallClock,
     ProtectedPaths,
+    Sandbox,
 }
 
 /// Every accepted key spelling.
@@ -65,6 +66,7 @@ const KEYS: &[(&str, Key)] = &[
     ("timeout_seconds", Key::WallClock),
     ("wall_clock_secs", Key::WallClock),
     ("protected_paths", Key::ProtectedPaths),
+    ("sandbox", Key::Sandbox),
 ];
 
 /// Keys other tools write that change nothing in cadre: accepted without a word.
@@ -318,6 +320,12 @@ pub fn parse_definition(
     }
     if let Some((k, v)) = get(Key::ProtectedPaths) {
         def.protected_paths = string_list(k, v)?.unwrap_or_default();
+    }
+    if let Some((k, v)) = get(Key::Sandbox)
+        && !v.is_null()
+    {
+        def.sandbox =
+            Some(serde_yaml_ng::from_value(v.clone()).map_err(|e| format!("`{k}`: {e}"))?);
     }
 
     let (mode, ws_path) = match get(Key::Workspace) {

@@ -20,13 +20,14 @@
 use crate::SubagentContext;
 use crate::definition::{AgentDefinition, AgentFactory};
 use crate::registry::AgentRegistry;
-use crate::runtime::{Parent, RuntimeConfig, SubagentRuntime};
+use crate::runtime::{Parent, RuntimeConfig, SandboxSettings, SubagentRuntime};
 use crate::skills::SkillSet;
 use cadre_engine::{
     Agent, Limits, NonInteractiveApprovals, Offloader, PermissionPolicy, RunOutcome, Session,
     SessionError, SessionMeta, ToolHook,
 };
 use cadre_llm::{PriceTable, Provider, ProviderConfig, ProviderError, ProviderRegistry};
+use cadre_sandbox::Sandbox;
 use cadre_tools::{
     AccessPolicy, ApprovalHandler, RunContext, ToolRegistry, Workspace, builtin::builtin_tools,
 };
@@ -86,6 +87,7 @@ pub struct HarnessBuilder {
     disable_subagents: bool,
     persist_sessions: bool,
     store: Option<Arc<dyn cadre_store::TaskStore>>,
+    sandbox: Option<SandboxSettings>,
     tweak: Option<RuntimeTweak>,
 }
 
@@ -117,6 +119,7 @@ impl Default for HarnessBuilder {
             disable_subagents: false,
             persist_sessions: true,
             store: None,
+            sandbox: None,
             tweak: None,
         }
     }
@@ -280,6 +283,15 @@ impl HarnessBuilder {
         self
     }
 
+    /// Sandbox the processes agents start (`bash`): the main agent per `settings.main`,
+    /// children per their definition or `settings.subagents`, each narrowed to its
+    /// parent's. Without this nothing is sandboxed. The launcher's program must call
+    /// [`cadre_sandbox::run_launcher_if_requested`] first thing in `main`.
+    pub fn sandbox(mut self, settings: SandboxSettings) -> Self {
+        self.sandbox = Some(settings);
+        self
+    }
+
     /// Adjust the sub-agent runtime's settings (depth cap, concurrency, surfaces, ...).
     pub fn runtime_config(mut self, f: impl FnOnce(&mut RuntimeConfig) + 'static) -> Self {
         self.tweak = Some(Box::new(f));
@@ -350,10 +362,15 @@ impl HarnessBuilder {
         rc.offload_threshold = self.offload_threshold;
         rc.store = self.store;
         rc.max_output_tokens = self.max_output_tokens;
+        rc.sandbox = self.sandbox;
         if let Some(f) = self.tweak {
             f(&mut rc);
         }
         let file_access = rc.file_access(None, &ws);
+        let main_sandbox = rc
+            .sandbox
+            .as_ref()
+            .and_then(|s| rc.sandbox_for(&s.main_policy(&ws)));
         let runtime = SubagentRuntime::new(rc, registry, skills.clone(), providers.clone());
         let delegates = !self.disable_subagents
             && !runtime.registry().is_empty()
@@ -394,6 +411,7 @@ impl HarnessBuilder {
             providers,
             workspace: ws,
             file_access,
+            sandbox: main_sandbox,
             sessions_dir,
             runtime,
             agent: b.build(),
@@ -433,6 +451,8 @@ pub struct Harness {
     providers: Arc<ProviderRegistry>,
     workspace: PathBuf,
     file_access: AccessPolicy,
+    /// The main agent's sandbox (none: its processes are not confined).
+    sandbox: Option<Arc<Sandbox>>,
     sessions_dir: Option<PathBuf>,
     runtime: Arc<SubagentRuntime>,
     agent: Agent,
@@ -479,9 +499,12 @@ impl Harness {
     }
 
     /// The main agent's [`Workspace`]: its root, with the file-access policy for the
-    /// approval mode. Pass it to [`Agent::run`] when driving the agent directly.
+    /// approval mode and the main agent's sandbox. Pass it to [`Agent::run`] when driving
+    /// the agent directly.
     pub fn open_workspace(&self) -> std::io::Result<Workspace> {
-        Ok(Workspace::new(&self.workspace)?.with_policy(self.file_access.clone()))
+        Ok(Workspace::new(&self.workspace)?
+            .with_policy(self.file_access.clone())
+            .with_sandbox(self.sandbox.clone()))
     }
 
     /// Where sessions are saved, if they are.

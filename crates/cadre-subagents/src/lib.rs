@@ -51,8 +51,8 @@ pub use registry::{
 };
 pub use remote::{OnRemoteId, RemoteExecutor, RemoteOutcome, RemoteRequest};
 pub use runtime::{
-    BackgroundApprovals, Child, ChildRunner, Inherited, Parent, RuntimeConfig, SpawnError,
-    SpawnRequest, Started, SubagentRuntime, ToolSurface, Waited,
+    BackgroundApprovals, Child, ChildRunner, Inherited, Parent, RuntimeConfig, SandboxSettings,
+    SpawnError, SpawnRequest, Started, SubagentRuntime, ToolSurface, Waited,
 };
 pub use skills::{SKILL_DIRS, Skill, SkillSet};
 pub use task_tool::{TaskTool, render_result, xml_escape};

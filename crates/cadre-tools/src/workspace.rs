@@ -9,13 +9,11 @@ mod policy;
 pub use files::{EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, Written};
 pub use policy::AccessPolicy;
 
+// Credential names, refused wherever they appear in a path (the sandbox owns the list).
+use cadre_sandbox::{CREDENTIAL_DIRS, CREDENTIAL_FILES, Sandbox, SandboxError};
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
-
-/// Directory names that hold credentials; refused wherever they appear in a path.
-const CREDENTIAL_DIRS: &[&str] = &[".ssh", ".aws", ".gnupg", ".kube"];
-/// File names that hold credentials; refused wherever they appear in a path.
-const CREDENTIAL_FILES: &[&str] = &[".netrc"];
+use std::sync::Arc;
 
 /// Why a path was refused.
 #[derive(Debug, thiserror::Error)]
@@ -124,11 +122,13 @@ pub enum PathError {
     },
 }
 
-/// The root a run's file tools are confined to, and the [`AccessPolicy`] they follow in it.
+/// The root a run's file tools are confined to, the [`AccessPolicy`] they follow in it, and
+/// the [`Sandbox`] of the processes its tools start.
 #[derive(Debug, Clone)]
 pub struct Workspace {
     root: PathBuf,
     policy: AccessPolicy,
+    sandbox: Option<Arc<Sandbox>>,
 }
 
 impl Workspace {
@@ -138,7 +138,33 @@ impl Workspace {
         Ok(Self {
             root: root.canonicalize()?,
             policy: AccessPolicy::default(),
+            sandbox: None,
         })
+    }
+
+    /// The same workspace whose processes run in `sandbox` (none: unconfined).
+    pub fn with_sandbox(mut self, sandbox: Option<Arc<Sandbox>>) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// The sandbox of the processes started here, if any.
+    pub fn sandbox(&self) -> Option<&Arc<Sandbox>> {
+        self.sandbox.as_ref()
+    }
+
+    /// A command that runs `program` in the root, inside the workspace's sandbox: the one
+    /// way tools start processes.
+    pub fn command(
+        &self,
+        program: impl AsRef<OsStr>,
+    ) -> Result<std::process::Command, SandboxError> {
+        let mut cmd = match &self.sandbox {
+            Some(s) => s.command(program)?,
+            None => std::process::Command::new(program),
+        };
+        cmd.current_dir(&self.root);
+        Ok(cmd)
     }
 
     /// The same workspace following `policy`.

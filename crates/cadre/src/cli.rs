@@ -169,6 +169,10 @@ pub struct RunArgs {
     /// Approval mode: ask, auto-approve, read-only or bypass (overrides the config).
     #[arg(long, value_name = "MODE")]
     pub permission_mode: Option<String>,
+    /// The main agent's OS sandbox for this run: read-only, workspace-write or off
+    /// (overrides `[sandbox] mode`; sub-agents are narrowed to it).
+    #[arg(long, value_name = "MODE")]
+    pub sandbox: Option<cadre_sandbox::SandboxMode>,
     /// Continue this session instead of starting a new one (with its model, unless
     /// `--model` is given).
     #[arg(long, value_name = "SESSION_ID", conflicts_with = "agent")]

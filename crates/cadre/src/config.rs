@@ -45,6 +45,9 @@ pub struct Config {
     /// MCP servers (`[mcp_servers.NAME]`, Codex's format; documented in `docs/mcp.md`).
     #[serde(default)]
     pub mcp_servers: BTreeMap<String, cadre_mcp::ServerEntry>,
+    /// The OS sandbox of the processes agents start.
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
     /// The file each of `mcp_servers` comes from (the last one that sets it).
     #[serde(skip)]
     pub mcp_origins: BTreeMap<String, PathBuf>,
@@ -105,6 +108,30 @@ pub enum ServeApprovals {
     Deny,
     /// Approve.
     Approve,
+}
+
+/// `[sandbox]`: the main agent's sandbox (`mode`, `network`, `writable_roots`), the
+/// default of sub-agents without one of their own, and how it is applied (documented in
+/// `docs/isolation.md`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxConfig {
+    /// The main agent's mode (default `off`).
+    pub mode: Option<cadre_sandbox::SandboxMode>,
+    /// Whether the main agent's sandboxed processes reach the network (default false).
+    #[serde(default)]
+    pub network: bool,
+    /// Directories the main agent's processes may also write.
+    #[serde(default)]
+    pub writable_roots: Vec<String>,
+    /// Sub-agents whose definition has no `sandbox:` (default `workspace-write` without
+    /// network): a mode name or a table `{mode, network, writable_roots}`.
+    pub subagents: Option<cadre_sandbox::SandboxSpec>,
+    /// `landlock` (default: cadre's launcher) or `bwrap`.
+    pub backend: Option<cadre_sandbox::Backend>,
+    /// Refuse to run when a mechanism is missing, instead of a weaker sandbox (default false).
+    #[serde(default)]
+    pub required: bool,
 }
 
 /// `[models]`.

@@ -10,7 +10,6 @@ use anyhow::{Context, Result, bail};
 use cadre_engine::NonInteractiveApprovals;
 use cadre_mcp::ServeContext;
 use cadre_mcp::{McpServers, Transport};
-use cadre_tools::Workspace;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -139,7 +138,7 @@ async fn serve(cli: &Cli, http: Option<&str>) -> Result<ExitCode> {
     let shared = Arc::new(ServeContext {
         runtime: Arc::downgrade(h.runtime()),
         workspace: Arc::new(
-            Workspace::new(h.workspace())
+            h.open_workspace()
                 .with_context(|| format!("workspace {}", h.workspace().display()))?,
         ),
         model: h.agent().config().model.spec.clone(),

@@ -97,6 +97,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             max_turns: args.max_turns,
             permission_mode: args.permission_mode.clone(),
             model,
+            sandbox: args.sandbox,
         },
     )
     .await?;

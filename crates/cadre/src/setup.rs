@@ -2,10 +2,12 @@
 //! and the main agent. Shared by the subcommands that run agents.
 
 use crate::cli::Cli;
-use crate::config::{self, BackgroundApprovalsName, Config, SurfaceName};
+use crate::config::{self, BackgroundApprovalsName, Config, SandboxConfig, SurfaceName};
 use anyhow::{Context, Result, bail};
 use cadre_engine::{Limits, PermissionPolicy};
 use cadre_remote::RemoteClient;
+use cadre_sandbox::{Launcher, Mechanism, SandboxMode, SandboxSpec};
+use cadre_subagents::SandboxSettings;
 use cadre_subagents::{BackgroundApprovals, Harness, RemoteExecutor, ToolSurface};
 use cadre_tools::AccessPolicy;
 use std::path::PathBuf;
@@ -51,6 +53,8 @@ pub struct Overrides {
     pub permission_mode: Option<String>,
     /// The model to use when `--model` is not given (a resumed session's own).
     pub model: Option<String>,
+    /// `--sandbox`.
+    pub sandbox: Option<SandboxMode>,
 }
 
 impl Setup {
@@ -77,6 +81,7 @@ impl Setup {
         if let Some(mode) = &overrides.permission_mode {
             policy.mode = mode.parse().map_err(anyhow::Error::msg)?;
         }
+        let sandbox = sandbox_settings(&config.sandbox, overrides.sandbox)?;
         let limits = Limits {
             max_turns: overrides
                 .max_turns
@@ -102,7 +107,8 @@ impl Setup {
             .limits(limits)
             .user_agents_dir(config::user_dir().map(|d| d.join("agents")))
             .model_aliases(config.models.aliases.clone())
-            .prices(config.models.price_table()?);
+            .prices(config.models.price_table()?)
+            .sandbox(sandbox);
         for (name, p) in &config.providers {
             b = b.provider(name.clone(), p.clone());
         }
@@ -172,6 +178,40 @@ impl Setup {
             _maintenance: maintenance,
         })
     }
+}
+
+/// Treat these sandbox mechanisms as missing (comma-separated: `landlock`, `landlock-net`,
+/// `namespaces`, `bwrap`), to see how cadre behaves on a weaker machine.
+pub const SIMULATE_MISSING_ENV: &str = "CADRE_SANDBOX_SIMULATE_MISSING";
+
+/// The sandbox of `[sandbox]` (with `--sandbox` for the main agent) on a launcher that
+/// re-executes this binary. What the machine lacks is reported here, once; with
+/// `required = true` it is an error instead.
+fn sandbox_settings(cfg: &SandboxConfig, mode: Option<SandboxMode>) -> Result<SandboxSettings> {
+    let missing = std::env::var(SIMULATE_MISSING_ENV).unwrap_or_default();
+    let missing = Mechanism::parse_list(&missing)
+        .map_err(|e| anyhow::anyhow!("{SIMULATE_MISSING_ENV}: {e}"))?;
+    let launcher = Launcher::current_exe()
+        .backend(cfg.backend.unwrap_or_default())
+        .required(cfg.required)
+        .simulate_missing(missing);
+    let mut settings = SandboxSettings::new(Arc::new(launcher));
+    settings.main = SandboxSpec {
+        mode: mode.or(cfg.mode).unwrap_or(SandboxMode::Off),
+        network: cfg.network,
+        writable_roots: cfg.writable_roots.clone(),
+    };
+    if let Some(spec) = &cfg.subagents {
+        settings.subagents = spec.clone();
+    }
+    // Nothing to report (and no probe to run) when no agent can be sandboxed.
+    if settings.main.mode != SandboxMode::Off || settings.subagents.mode != SandboxMode::Off {
+        settings.launcher.check_required()?;
+        for gap in settings.launcher.gaps() {
+            eprintln!("cadre: warning: sandbox: {gap}");
+        }
+    }
+    Ok(settings)
 }
 
 /// Open the task store of a workspace (`CADRE_STORE_URL`, `[store] url`, or the SQLite file

@@ -11,6 +11,7 @@ use crate::definition::{AgentDefinition, DefinitionSource, FactoryInput};
 use crate::guard::DelegationGuard;
 use crate::narrowing::child_grant;
 use cadre_engine::{Agent, Limits, Offloader, PermissionPolicy, Session, SessionMeta};
+use cadre_sandbox::SandboxPolicy;
 use cadre_tools::{RunContext, ToolGrant, ToolRegistry, Workspace};
 use cadre_types::{new_sub_session_id, unix_millis};
 use std::path::PathBuf;
@@ -108,8 +109,11 @@ impl SubagentRuntime {
         def: &AgentDefinition,
         parent: &Parent,
         decided: &Decided,
-    ) -> Result<(Agent, PathBuf), SpawnError> {
+    ) -> Result<(Agent, PathBuf, SandboxPolicy), SpawnError> {
         let plan = plan_workspace(def, &self.cfg.main_workspace)?;
+        let sandbox = self
+            .cfg
+            .sandbox_policy(def, &plan.root, &parent.inherited.sandbox);
         let spec = def
             .model
             .clone()
@@ -125,6 +129,7 @@ impl SubagentRuntime {
             hooks: parent.inherited.hooks.clone(),
             permissions: self.permissions_of(def, parent),
             limits: self.limits_of(def, parent),
+            sandbox: sandbox.clone(),
         });
         let tools = self.tools_of(def, parent, decided, &inherited);
         let (skills_section, _missing) = self.skills.preload(&def.skills);
@@ -140,7 +145,7 @@ impl SubagentRuntime {
                 agent: def.name.clone(),
                 message,
             })?;
-            return Ok((agent, plan.root));
+            return Ok((agent, plan.root, sandbox));
         }
         let mut b = Agent::builder(def.name.clone(), model)
             .system_prompt(prompt)
@@ -160,7 +165,7 @@ impl SubagentRuntime {
             decided.may_delegate,
             self.cfg.max_depth,
         )));
-        Ok((b.build(), plan.root))
+        Ok((b.build(), plan.root, sandbox))
     }
 
     /// The agent and workspace of a local child of `def` under `parent`. Everything in them
@@ -200,7 +205,7 @@ impl SubagentRuntime {
         {
             return Ok((agent.clone(), ws.clone()));
         }
-        let (built, root) = self.prepare(def, parent, decided)?;
+        let (built, root, sandbox) = self.prepare(def, parent, decided)?;
         let workspace = Arc::new(
             Workspace::new(&root)
                 .map_err(|e| {
@@ -210,7 +215,8 @@ impl SubagentRuntime {
                         source: e,
                     })
                 })?
-                .with_policy(self.cfg.file_access(Some(def), &root)),
+                .with_policy(self.cfg.file_access(Some(def), &root))
+                .with_sandbox(self.cfg.sandbox_for(&sandbox)),
         );
         if let Some(key) = key {
             // The entry pins what its key's `inherited` address points to.

@@ -3,6 +3,7 @@
 use crate::definition::AgentDefinition;
 use crate::remote::RemoteExecutor;
 use cadre_engine::{ApprovalMode, Limits, PermissionPolicy, ToolHook};
+use cadre_sandbox::{Launcher, SandboxPolicy, SandboxSpec};
 use cadre_tools::{AccessPolicy, ToolRegistry};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,6 +29,34 @@ pub enum ToolSurface {
     /// Both.
     #[default]
     Both,
+}
+
+/// The OS sandbox of the processes agents start.
+#[derive(Debug, Clone)]
+pub struct SandboxSettings {
+    /// Applies the sandbox (shared by every agent).
+    pub launcher: Arc<Launcher>,
+    /// The main agent's sandbox (top-level children are narrowed to it).
+    pub main: SandboxSpec,
+    /// The sandbox of a child whose definition asks for none.
+    pub subagents: SandboxSpec,
+}
+
+impl SandboxSettings {
+    /// The defaults on `launcher`: the main agent unsandboxed, children `workspace-write`
+    /// without network.
+    pub fn new(launcher: Arc<Launcher>) -> Self {
+        Self {
+            launcher,
+            main: SandboxSpec::mode(cadre_sandbox::SandboxMode::Off),
+            subagents: SandboxSpec::mode(cadre_sandbox::SandboxMode::WorkspaceWrite),
+        }
+    }
+
+    /// The main agent's policy in its workspace `root`.
+    pub fn main_policy(&self, root: &Path) -> SandboxPolicy {
+        SandboxPolicy::resolve(&self.main, root)
+    }
 }
 
 /// Settings of the runtime.
@@ -74,6 +103,8 @@ pub struct RuntimeConfig {
     /// How long a foreground `task` call waits before its child is moved to the background
     /// (`None`: wait until it ends).
     pub task_timeout: Option<Duration>,
+    /// The OS sandbox of agents' processes (none: no agent is sandboxed).
+    pub sandbox: Option<SandboxSettings>,
 }
 
 impl RuntimeConfig {
@@ -99,6 +130,7 @@ impl RuntimeConfig {
             remote: None,
             max_output_tokens: None,
             store: None,
+            sandbox: None,
         }
     }
 
@@ -113,5 +145,32 @@ impl RuntimeConfig {
             policy = policy.unprotected();
         }
         policy
+    }
+
+    /// The sandbox of a child of `def` working in `root` under a parent whose processes run
+    /// in `parent`: what the definition (or the default for sub-agents) asks for, narrowed
+    /// to the parent's. Off when the runtime sandboxes nothing.
+    pub fn sandbox_policy(
+        &self,
+        def: &AgentDefinition,
+        root: &Path,
+        parent: &SandboxPolicy,
+    ) -> SandboxPolicy {
+        let Some(settings) = &self.sandbox else {
+            return SandboxPolicy::off();
+        };
+        let spec = def.sandbox.as_ref().unwrap_or(&settings.subagents);
+        SandboxPolicy::resolve(spec, root).within(parent)
+    }
+
+    /// The sandbox object for `policy` (none when it is off).
+    pub fn sandbox_for(&self, policy: &SandboxPolicy) -> Option<Arc<cadre_sandbox::Sandbox>> {
+        let settings = self.sandbox.as_ref()?;
+        (!policy.is_off()).then(|| {
+            Arc::new(cadre_sandbox::Sandbox::new(
+                settings.launcher.clone(),
+                policy.clone(),
+            ))
+        })
     }
 }

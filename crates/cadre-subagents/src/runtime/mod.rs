@@ -7,7 +7,7 @@ mod build;
 mod config;
 mod types;
 
-pub use config::{BackgroundApprovals, RuntimeConfig, ToolSurface};
+pub use config::{BackgroundApprovals, RuntimeConfig, SandboxSettings, ToolSurface};
 pub use types::{Child, ChildRunner, Inherited, Parent, SpawnError, SpawnRequest, Started, Waited};
 pub(crate) use types::{ChildPlan, Decided, JobChild};
 
@@ -108,6 +108,11 @@ impl SubagentRuntime {
             hooks: cfg.hooks.clone(),
             permissions: cfg.permissions.clone(),
             limits: cfg.parent_limits,
+            sandbox: cfg
+                .sandbox
+                .as_ref()
+                .map(|s| s.main_policy(&cfg.main_workspace))
+                .unwrap_or_default(),
         });
         let runtime = Arc::new_cyclic(|me| Self {
             persist,

@@ -79,6 +79,8 @@ pub struct Inherited {
     pub permissions: PermissionPolicy,
     /// The parent's own limits, which `general-purpose` mirrors.
     pub limits: Limits,
+    /// The sandbox the parent's processes run in: a child's is narrowed to it.
+    pub sandbox: cadre_sandbox::SandboxPolicy,
 }
 
 /// The parent side of a spawn: who asks, what it has, and how cancellation reaches a

@@ -108,10 +108,13 @@ impl Tool for BashTool {
             .timeout_ms
             .unwrap_or(DEFAULT_TIMEOUT_MS)
             .clamp(1, MAX_TIMEOUT_MS);
-        let mut child = Command::new("bash")
+        let sandboxed = ctx
+            .workspace
+            .command("bash")
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        let mut child = Command::from(sandboxed)
             .arg("-c")
             .arg(&args.command)
-            .current_dir(ctx.workspace.root())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
