@@ -61,7 +61,8 @@ fn args(policy: &SandboxPolicy, tmp: &Path, hidden: &[PathBuf]) -> Vec<OsString>
     for h in hidden {
         match std::fs::symlink_metadata(h) {
             Ok(m) if m.is_dir() => push(&["--tmpfs".as_ref(), h.as_os_str()]),
-            Ok(m) if m.is_file() => {
+            Ok(_) => {
+                // A file or a socket: nothing to read, nothing to connect to.
                 push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), h.as_os_str()]);
             }
             _ => {}

@@ -1,5 +1,6 @@
-//! Where credentials live: the names file tools refuse wherever they appear in a path, and
-//! the locations under `$HOME` that sandboxed processes cannot read.
+//! Where credentials live: the names file tools refuse wherever they appear in a path, the
+//! locations under `$HOME` that sandboxed processes cannot read, and the service sockets
+//! they cannot connect to (a socket is a credential too: the Docker daemon's is root).
 
 use std::path::{Path, PathBuf};
 
@@ -32,6 +33,44 @@ pub fn home_credentials(home: &Path) -> Vec<PathBuf> {
         .chain(HOME_ONLY)
         .map(|c| home.join(c))
         .collect()
+}
+
+/// UNIX sockets of services that act with more rights than the caller, or on its behalf.
+/// Landlock before ABI 9 does not check `connect` on a socket file, and a read-only mount
+/// does not stop it either, so these are covered with mounts.
+const SERVICE_SOCKETS: &[&str] = &[
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/run/podman/podman.sock",
+    "/run/dbus/system_bus_socket",
+    "/var/run/dbus/system_bus_socket",
+    "/run/snapd.socket",
+    "/run/systemd/private",
+];
+
+/// The sockets (and directories of sockets) to cover, as they exist now: the service
+/// sockets, the user's runtime directory (session bus, agents, per-user daemons) and the SSH
+/// agent's socket. Canonical and without duplicates.
+pub(crate) fn service_sockets() -> Vec<PathBuf> {
+    let uid = nix::unistd::getuid();
+    let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(format!("/run/user/{uid}")));
+    let ssh_agent = std::env::var_os("SSH_AUTH_SOCK")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from);
+    let mut out: Vec<PathBuf> = SERVICE_SOCKETS
+        .iter()
+        .map(PathBuf::from)
+        .chain([runtime_dir])
+        .chain(ssh_agent)
+        .filter_map(|p| p.canonicalize().ok())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// The credential locations of the current `$HOME` (none without one).

@@ -26,7 +26,7 @@ pub fn run_launcher_if_requested() {
     let mut args = std::env::args_os().skip(1);
     match args.next() {
         Some(a) if a == LAUNCH_ARG => launch(args.collect()),
-        Some(a) if a == PROBE_ARG => std::process::exit(match enter_namespaces() {
+        Some(a) if a == PROBE_ARG => std::process::exit(match enter_namespaces(true) {
             Ok(()) => 0,
             Err(_) => 1,
         }),
@@ -52,13 +52,18 @@ fn launch(args: Vec<OsString>) -> ! {
     let Some(program) = argv.first().cloned() else {
         fail(SETUP_FAILED, "no program to run");
     };
-    if plan.new_netns
-        && let Err(e) = enter_namespaces()
+    if plan.new_userns
+        && let Err(e) = enter_namespaces(plan.new_netns)
     {
-        fail(
-            SETUP_FAILED,
-            &format!("cannot enter a network namespace: {e}"),
-        );
+        fail(SETUP_FAILED, &format!("cannot enter namespaces: {e}"));
+    }
+    for path in &plan.cover {
+        if let Err(e) = cover(path) {
+            fail(
+                SETUP_FAILED,
+                &format!("cannot cover {}: {e}", path.display()),
+            );
+        }
     }
     if let Err(e) = confine(&plan) {
         fail(SETUP_FAILED, &format!("cannot apply Landlock rules: {e}"));
@@ -78,15 +83,20 @@ fn fail(code: i32, message: &str) -> ! {
     std::process::exit(code)
 }
 
-/// Enter new user and network namespaces, keeping our own uid and gid: the new network
-/// namespace has only a loopback interface, which is down, so no socket reaches anything.
+/// Enter new user and mount namespaces, keeping our own uid and gid, and with `net` a new
+/// network namespace: it has only a loopback interface, which is down, so no socket
+/// reaches anything. Mounts made here stay here.
 #[cfg(target_os = "linux")]
-fn enter_namespaces() -> Result<(), String> {
+fn enter_namespaces(net: bool) -> Result<(), String> {
+    use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, unshare};
     use nix::unistd::{getgid, getuid};
     let (uid, gid) = (getuid(), getgid());
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET)
-        .map_err(|e| format!("unshare: {}", e.desc()))?;
+    let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
+    if net {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(flags).map_err(|e| format!("unshare: {}", e.desc()))?;
     // Without `deny` here an unprivileged process may not write its gid map.
     match std::fs::write("/proc/self/setgroups", "deny") {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -98,12 +108,54 @@ fn enter_namespaces() -> Result<(), String> {
         .map_err(|e| format!("uid_map: {e}"))?;
     std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
         .map_err(|e| format!("gid_map: {e}"))?;
+    // Already the case for a namespace owned by a new user namespace; said explicitly.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| format!("making mounts private: {}", e.desc()))?;
     Ok(())
 }
 
 #[cfg(not(target_os = "linux"))]
-fn enter_namespaces() -> Result<(), String> {
+fn enter_namespaces(_net: bool) -> Result<(), String> {
     Err("namespaces are a Linux feature".into())
+}
+
+/// Hide `path` in this mount namespace: an empty tmpfs over a directory, `/dev/null` over
+/// anything else (a socket then refuses connections). A path that vanished is fine.
+#[cfg(target_os = "linux")]
+fn cover(path: &std::path::Path) -> Result<(), String> {
+    use nix::mount::{MsFlags, mount};
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    let result = if meta.is_dir() {
+        mount(
+            Some("tmpfs"),
+            path,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some("size=16k,mode=0700"),
+        )
+    } else {
+        mount(
+            Some("/dev/null"),
+            path,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+    };
+    result.map_err(|e| e.desc().to_string())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn cover(_path: &std::path::Path) -> Result<(), String> {
+    Err("mounts are a Linux feature".into())
 }
 
 /// Restrict this process (and whatever it executes) with Landlock: reads, writes and

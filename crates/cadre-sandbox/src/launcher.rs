@@ -112,15 +112,18 @@ impl Launcher {
                             .into(),
                     );
                 }
-                if !network && !s.namespaces {
-                    gaps.push(if s.landlock_net {
-                        "user namespaces are not available: TCP is blocked (Landlock) but UDP \
-                         and raw sockets are not"
-                            .into()
-                    } else {
-                        "neither user namespaces nor Landlock TCP rules are available: \
-                         sandboxed processes reach the network"
-                            .into()
+                if !s.namespaces {
+                    let sockets = "service sockets (Docker, D-Bus, the SSH agent) stay reachable";
+                    gaps.push(match (network, s.landlock_net) {
+                        (true, _) => format!("user namespaces are not available: {sockets}"),
+                        (false, true) => format!(
+                            "user namespaces are not available: TCP is blocked (Landlock) but \
+                             UDP and raw sockets are not, and {sockets}"
+                        ),
+                        (false, false) => format!(
+                            "neither user namespaces nor Landlock TCP rules are available: \
+                             sandboxed processes reach the network, and {sockets}"
+                        ),
                     });
                 }
             }

@@ -28,8 +28,13 @@ pub(crate) struct LaunchPlan {
     pub devices: Vec<PathBuf>,
     /// Deny TCP bind and connect with Landlock (ABI ≥ 4).
     pub deny_tcp: bool,
-    /// Enter new user and network namespaces (no interface but a loopback that is down).
+    /// Enter new user and mount namespaces (to cover `cover`).
+    pub new_userns: bool,
+    /// Also a new network namespace (no interface but a loopback that is down).
     pub new_netns: bool,
+    /// Sockets (bound over with `/dev/null`) and directories (an empty tmpfs on top) to hide
+    /// from the process, in the new mount namespace.
+    pub cover: Vec<PathBuf>,
     /// Forbid signals to processes outside the sandbox (Landlock ABI ≥ 6).
     pub scope_signals: bool,
     /// Forbid abstract UNIX sockets created outside the sandbox (Landlock ABI ≥ 6).
@@ -37,9 +42,16 @@ pub(crate) struct LaunchPlan {
 }
 
 impl LaunchPlan {
-    /// The plan for `policy` on a machine with `support`, with `tmp` as the private temp dir
-    /// and `hidden` the locations nobody in the sandbox may read (credentials).
-    pub fn new(policy: &SandboxPolicy, support: &Support, tmp: &Path, hidden: &[PathBuf]) -> Self {
+    /// The plan for `policy` on a machine with `support`, with `tmp` as the private temp dir,
+    /// `hidden` the locations nobody in the sandbox may read (credentials) and `sockets` the
+    /// ones to cover.
+    pub fn new(
+        policy: &SandboxPolicy,
+        support: &Support,
+        tmp: &Path,
+        hidden: &[PathBuf],
+        sockets: &[PathBuf],
+    ) -> Self {
         let mut writable = policy.writable.clone();
         writable.push(tmp.to_path_buf());
         // A writable root around a hidden path is writable only in its other entries: write
@@ -59,7 +71,13 @@ impl LaunchPlan {
             write,
             devices: DEVICES.iter().map(PathBuf::from).collect(),
             deny_tcp: offline && support.landlock_net,
+            new_userns: support.namespaces,
             new_netns: offline && support.namespaces,
+            cover: if support.namespaces {
+                sockets.to_vec()
+            } else {
+                Vec::new()
+            },
             scope_signals: support.landlock_scopes,
             scope_abstract_sockets: offline && support.landlock_scopes,
         }
@@ -154,19 +172,23 @@ mod tests {
             writable: vec![PathBuf::from("/w")],
         };
         let tmp = Path::new("/tmp/private");
-        let p = LaunchPlan::new(&policy, &full, tmp, &[]);
+        let sockets = vec![PathBuf::from("/run/docker.sock")];
+        let p = LaunchPlan::new(&policy, &full, tmp, &[], &sockets);
         assert!(p.deny_tcp && p.new_netns && p.scope_abstract_sockets && p.scope_signals);
+        assert_eq!(p.cover, sockets);
         assert_eq!(p.write, vec![PathBuf::from("/w"), tmp.to_path_buf()]);
         assert_eq!(p.read, vec![PathBuf::from("/")]);
         policy.network = true;
-        let p = LaunchPlan::new(&policy, &full, tmp, &[]);
+        let p = LaunchPlan::new(&policy, &full, tmp, &[], &sockets);
         assert!(!p.deny_tcp && !p.new_netns && !p.scope_abstract_sockets && p.scope_signals);
+        // Sockets are covered with the network allowed too: they are not the network.
+        assert!(p.new_userns && p.cover == sockets);
         policy.network = false;
         let weak = Support {
             namespaces: false,
             ..full
         };
-        let p = LaunchPlan::new(&policy, &weak, tmp, &[]);
-        assert!(p.deny_tcp && !p.new_netns);
+        let p = LaunchPlan::new(&policy, &weak, tmp, &[], &sockets);
+        assert!(p.deny_tcp && !p.new_netns && !p.new_userns && p.cover.is_empty());
     }
 }

@@ -2,7 +2,7 @@
 //! private temp dir its processes write to. [`Sandbox::command`] is the one way a process
 //! for the agent is started.
 
-use crate::credentials::current_home_credentials;
+use crate::credentials::{current_home_credentials, service_sockets};
 use crate::error::SandboxError;
 use crate::exec::LAUNCH_ARG;
 use crate::launcher::{Effective, Launcher};
@@ -20,6 +20,8 @@ pub struct Sandbox {
     policy: SandboxPolicy,
     /// Locations its processes cannot read (the credentials under `$HOME`, and more).
     hidden: Vec<PathBuf>,
+    /// Sockets its processes cannot connect to.
+    sockets: Vec<PathBuf>,
     /// Created with the first sandboxed command, removed when the sandbox is dropped.
     tmp: Mutex<Option<Arc<tempfile::TempDir>>>,
 }
@@ -31,6 +33,7 @@ impl Sandbox {
             launcher,
             policy,
             hidden: current_home_credentials(),
+            sockets: service_sockets(),
             tmp: Mutex::new(None),
         }
     }
@@ -38,6 +41,13 @@ impl Sandbox {
     /// Also keep these locations (absolute, canonical) from being read.
     pub fn hide(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
         self.hidden.extend(paths);
+        self
+    }
+
+    /// Also keep these sockets (or directories of sockets; absolute, canonical) from being
+    /// connected to.
+    pub fn cover_sockets(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.sockets.extend(paths);
         self
     }
 
@@ -64,10 +74,17 @@ impl Sandbox {
         let hidden = &self.hidden;
         let mut cmd = match self.launcher.effective() {
             Effective::Bwrap(bwrap) => {
-                crate::bwrap::command(bwrap, &self.policy, &tmp, hidden, program)
+                let covered: Vec<PathBuf> = hidden.iter().chain(&self.sockets).cloned().collect();
+                crate::bwrap::command(bwrap, &self.policy, &tmp, &covered, program)
             }
             Effective::Launcher(exe) => {
-                let plan = LaunchPlan::new(&self.policy, self.launcher.support(), &tmp, hidden);
+                let plan = LaunchPlan::new(
+                    &self.policy,
+                    self.launcher.support(),
+                    &tmp,
+                    hidden,
+                    &self.sockets,
+                );
                 let json = serde_json::to_string(&plan).map_err(|_| {
                     let bad = plan
                         .read

@@ -111,3 +111,24 @@ fn the_network_is_unreachable_unless_allowed() {
     assert!(ok && text.contains("connected"), "{text}");
     assert!(listener.accept().is_ok());
 }
+
+#[test]
+fn covered_sockets_refuse_connections() {
+    let f = fixture();
+    let path = f.outside.join("daemon.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let connect = format!(
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print('connected')\"",
+        path.display()
+    );
+    let plain = Sandbox::new(launcher(), policy(&f.root, false));
+    let (ok, text) = sh(&plain, &f.root, &connect);
+    // A read-only mount does not stop a connect to a socket file: covering it does.
+    assert!(ok && text.contains("connected"), "{text}");
+    assert!(listener.accept().is_ok());
+    let covered = Sandbox::new(launcher(), policy(&f.root, true)).cover_sockets([path]);
+    let (ok, text) = sh(&covered, &f.root, &connect);
+    assert!(!ok && !text.contains("connected\n"), "{text}");
+    assert!(listener.accept().is_err(), "the daemon saw a connection");
+}

@@ -218,3 +218,25 @@ fn a_required_sandbox_refuses_to_run_without_its_mechanisms() {
     let (ok, seen, text) = try_connect(&sandbox, &f.root);
     assert!(!ok && !seen, "the namespace still cuts the network: {text}");
 }
+
+#[test]
+fn covered_sockets_refuse_connections() {
+    let f = fixture();
+    let path = f.outside.join("daemon.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let connect = format!(
+        "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print('connected')\"",
+        path.display()
+    );
+    let plain = Sandbox::new(full(), policy(SandboxMode::WorkspaceWrite, &f.root, false));
+    let (ok, text) = bash(&plain, &f.root, &connect);
+    // Landlock (before ABI 9) does not stop a connect to a socket file: the mount does.
+    assert!(ok && text.contains("connected"), "{text}");
+    assert!(listener.accept().is_ok());
+    let covered = Sandbox::new(full(), policy(SandboxMode::WorkspaceWrite, &f.root, true))
+        .cover_sockets([path]);
+    let (ok, text) = bash(&covered, &f.root, &connect);
+    assert!(!ok && !text.contains("connected\n"), "{text}");
+    assert!(listener.accept().is_err(), "the daemon saw a connection");
+}
