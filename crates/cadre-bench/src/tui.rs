@@ -76,7 +76,6 @@ pub fn run(args: &TuiArgs) -> anyhow::Result<()> {
         model: "openai:gpt-4o-mini".into(),
         session_id: "s-bench".into(),
         approval_mode: "ask".into(),
-        cost: None,
     };
     let mut app = App::new(status, vec!["explorer".into()], Vec::new());
     // About 17 lines a round at 120 columns; the count drawn is reported.

@@ -225,15 +225,11 @@ fn command(app: &mut App, cmd: SlashCommand) -> Vec<Action> {
         SlashCommand::Resume(None) => return vec![Action::ListSessions],
         SlashCommand::Resume(Some(id)) => return vec![Action::Resume(id)],
         SlashCommand::Cost => {
-            let u = app.total_usage();
-            let children = app.tasks.usage();
-            let cost = match app.status.cost {
-                Some(c) => format!("${c:.4}"),
-                None => "cost unknown".into(),
-            };
+            let (all, children) = (app.total_usage(), app.subagent_usage);
             app.notice(format!(
-                "this session: {} tokens in, {} out (sub-agents: {} in, {} out) · {cost}",
-                u.input_tokens, u.output_tokens, children.input_tokens, children.output_tokens
+                "this session: {}\nof which sub-agents: {}",
+                all.summary(),
+                children.summary()
             ));
         }
         SlashCommand::Compact if app.compaction => return vec![Action::Compact],

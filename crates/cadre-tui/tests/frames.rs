@@ -21,7 +21,6 @@ fn app() -> App {
             model: "openai:gpt-4o-mini".into(),
             session_id: "s-1234abcd-0000-0000-0000-000000000000".into(),
             approval_mode: "ask".into(),
-            cost: None,
         },
         vec!["auditor".into(), "explorer".into()],
         Vec::new(),
@@ -89,12 +88,18 @@ fn snapshot(
         background,
         created_at: START,
         updated_at: START + 12_500,
-        usage: Usage {
-            input_tokens: tokens,
-            output_tokens: tokens / 10,
-            ..Usage::default()
-        },
+        usage: priced(tokens, tokens / 10),
         end_state: None,
+    }
+}
+
+/// A model call's usage at $1 per million tokens in and $2 out.
+fn priced(input: u64, output: u64) -> Usage {
+    Usage {
+        input_tokens: input,
+        output_tokens: output,
+        cost_nano_usd: input * 1_000 + output * 2_000,
+        ..Usage::default()
     }
 }
 
@@ -187,6 +192,18 @@ fn two_live_children() -> App {
         a.apply(&ev);
     }
     a.now_ms = NOW;
+    // The main agent's call and the children's, as the engine reports each model call.
+    for (usage, subagent) in [
+        (priced(1_500, 150), None),
+        (priced(1_200, 120), Some("auditor")),
+        (priced(2_400, 240), Some("explorer")),
+    ] {
+        a.apply(&main_event(Event::Usage {
+            usage,
+            total: usage,
+            subagent: subagent.map(str::to_string),
+        }));
+    }
     a.tasks.sync(&[
         snapshot(
             "task_aaaa1111",
@@ -231,15 +248,16 @@ fn transcript_with_markdown_and_a_folded_tool_call() {
     for chunk in md.split_inclusive(' ') {
         a.apply(&main_event(Event::TextDelta { text: chunk.into() }));
     }
+    a.apply(&main_event(Event::Usage {
+        usage: priced(1_830, 95),
+        total: priced(1_830, 95),
+        subagent: None,
+    }));
     a.apply(&main_event(Event::Done {
         state: EndState::Completed,
         output: String::new(),
         turns: 2,
-        usage: Usage {
-            input_tokens: 1_830,
-            output_tokens: 95,
-            ..Usage::default()
-        },
+        usage: priced(1_830, 95),
     }));
     a.end_turn();
     insta::assert_snapshot!(frame(&a, 80, 30));
@@ -309,12 +327,8 @@ fn approval_dialog_for_a_sub_agent_with_a_diff() {
 
 #[test]
 fn status_bar_with_rolled_up_tokens_and_waiting_approvals() {
+    // The main agent's calls and each child's (5.1k in, 510 out, $0.0061), counted once each.
     let mut a = two_live_children();
-    a.usage = Usage {
-        input_tokens: 3_000,
-        output_tokens: 400,
-        ..Usage::default()
-    };
     a.approvals.push(PendingApproval {
         id: 9,
         request: ApprovalRequest {

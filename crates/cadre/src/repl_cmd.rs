@@ -112,6 +112,8 @@ struct Repl {
     events: Arc<dyn EventSink>,
     approvals: Arc<dyn ApprovalHandler>,
     interrupts: Interrupts,
+    /// Tokens and cost of this session's runs (each run's total includes its sub-agents).
+    spent: cadre_types::Usage,
 }
 
 /// Run the REPL.
@@ -128,6 +130,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         input,
         events: Arc::new(TextSink::default()),
         interrupts: Interrupts::new()?,
+        spent: Default::default(),
     };
     let tty = std::io::stdin().is_terminal();
     if tty {
@@ -231,6 +234,7 @@ impl Repl {
                 Ok(s) => {
                     eprintln!("{}\nnew session {}", resume_hint(self.session.id()), s.id());
                     self.session = s;
+                    self.spent = Default::default();
                 }
                 Err(e) => eprintln!("cadre: {e}"),
             },
@@ -252,6 +256,7 @@ impl Repl {
                 Ok(s) => {
                     eprintln!("resumed {} ({} messages)", s.id(), s.messages().len());
                     self.session = s;
+                    self.spent = Default::default();
                 }
                 Err(e) => eprintln!("cadre: {e}"),
             },
@@ -266,10 +271,8 @@ impl Repl {
                         u += t.usage;
                         u
                     });
-                println!(
-                    "sub-agents: {} tokens in, {} out (cost unknown)",
-                    children.input_tokens, children.output_tokens
-                );
+                println!("this session: {}", self.spent.summary());
+                println!("of which sub-agents: {}", children.summary());
             }
             SlashCommand::Compact => eprintln!("cadre: /compact is not available yet"),
             SlashCommand::Exit => {}
@@ -314,6 +317,7 @@ impl Repl {
         };
         match out {
             Ok(snap) => {
+                self.spent += snap.usage;
                 println!("{}", snap.result.unwrap_or_default());
                 eprintln!("— [{agent}] {}", snap.status);
             }
@@ -343,6 +347,7 @@ impl Repl {
                 }
             }
         };
+        self.spent += out.usage;
         if !matches!(out.state, cadre_types::EndState::Completed) {
             eprintln!("cadre: {}", out.state);
         }

@@ -37,7 +37,7 @@ fn repl_runs_the_main_agent_and_direct_sub_agents_with_stdin_approvals() {
         .arg(dir.path())
         .arg("--model")
         .arg(format!("scripted:{}", script.display()))
-        .write_stdin("hello\n@helper write the file\ny\nagain\n/tasks\n/exit\n")
+        .write_stdin("hello\n@helper write the file\ny\nagain\n/tasks\n/cost\n/exit\n")
         .output()
         .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -61,6 +61,12 @@ fn repl_runs_the_main_agent_and_direct_sub_agents_with_stdin_approvals() {
         stdout.contains("[completed] helper: write the file"),
         "{stdout}"
     );
+    // The scripted model has no price: tokens are counted, the cost is unknown.
+    assert!(
+        stdout.contains("this session: ") && stdout.contains("cost unknown"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("of which sub-agents: "), "{stdout}");
 }
 
 fn repl_command(dir: &std::path::Path, script: &std::path::Path) -> std::process::Command {

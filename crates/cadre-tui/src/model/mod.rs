@@ -68,8 +68,6 @@ pub struct Status {
     pub session_id: String,
     /// The approval mode (`ask`, `auto-approve`, ...).
     pub approval_mode: String,
-    /// Dollars spent, once cost accounting exists.
-    pub cost: Option<f64>,
 }
 
 /// The task panel's state.
@@ -147,10 +145,11 @@ pub struct App {
     pub busy: bool,
     /// Inputs typed during the turn, sent after it in order.
     pub queued: VecDeque<String>,
-    /// The main agent's usage this session (sub-agents are in `tasks`).
+    /// Every model call of this session (the main agent's and its sub-agents'), added up
+    /// from the per-call usage events: each call is reported once, whoever made it.
     pub usage: Usage,
-    /// Usage of the runs of this session before the current one.
-    pub usage_before: Usage,
+    /// The calls that sub-agents made (part of `usage`).
+    pub subagent_usage: Usage,
     /// The time the view is drawn for, Unix ms (set by the shell on each tick).
     pub now_ms: u64,
     /// Sub-agent names for `@` completion.
@@ -180,12 +179,9 @@ impl App {
         }
     }
 
-    /// Tokens of the session with the children rolled up.
+    /// Tokens and cost of the session with the children rolled up.
     pub fn total_usage(&self) -> Usage {
-        let mut u = self.usage_before;
-        u += self.usage;
-        u += self.tasks.usage();
-        u
+        self.usage
     }
 
     /// Say something in the transcript.
@@ -244,9 +240,14 @@ impl App {
                     }
                 }
             }
-            Event::Usage { total, .. } => {
-                if env.agent == "main" || env.task_id.is_none() {
-                    self.usage = *total;
+            // Not `total`: the run's total includes its children, whose calls arrive here
+            // too, and a direct `@agent` run has a total of its own.
+            Event::Usage {
+                usage, subagent, ..
+            } => {
+                self.usage += *usage;
+                if subagent.is_some() {
+                    self.subagent_usage += *usage;
                 }
             }
             Event::ResultsDelivered { task_ids } => {
@@ -265,7 +266,6 @@ impl App {
             Event::Error { message } => self.error(message.clone()),
             Event::Done { state, usage, .. } => {
                 if env.task_id.is_none() {
-                    self.usage = *usage;
                     self.transcript.push(EntryKind::TurnEnd {
                         state: state.to_string(),
                         usage: *usage,
@@ -381,8 +381,6 @@ impl App {
     /// A turn is starting for `line` (as typed).
     pub fn start_turn(&mut self, line: &str) {
         self.busy = true;
-        self.usage_before += self.usage;
-        self.usage = Usage::default();
         self.transcript.push(EntryKind::User(line.to_string()));
         self.scroll = 0;
     }
@@ -440,6 +438,71 @@ mod tests {
             task_id: None,
             event,
         }
+    }
+
+    fn call(input: u64, output: u64, nano_usd: u64) -> Usage {
+        Usage {
+            input_tokens: input,
+            output_tokens: output,
+            cost_nano_usd: nano_usd,
+            ..Usage::default()
+        }
+    }
+
+    #[test]
+    fn each_model_call_counts_once_in_the_session_total() {
+        let mut app = App::default();
+        app.start_turn("go");
+        // The main agent's call, then a child's, reported with the run's total (which
+        // includes the child), and the tracker's total of the child.
+        app.apply(&env(Event::Usage {
+            usage: call(100, 10, 1_000),
+            total: call(100, 10, 1_000),
+            subagent: None,
+        }));
+        app.apply(&env(Event::Usage {
+            usage: call(50, 5, 500),
+            total: call(150, 15, 1_500),
+            subagent: Some("explorer".into()),
+        }));
+        let mut child = cadre_subagents::TaskSnapshot {
+            id: "task_1".into(),
+            agent: "explorer".into(),
+            parent_session_id: "s-1".into(),
+            child_session_id: "sub-1".into(),
+            description: "map".into(),
+            status: cadre_subagents::TaskStatus::Completed,
+            result: None,
+            error: None,
+            cancel_requested: false,
+            background: false,
+            created_at: 0,
+            updated_at: 0,
+            usage: call(50, 5, 500),
+            end_state: None,
+        };
+        app.tasks.sync(std::slice::from_ref(&child));
+        app.apply(&env(Event::Done {
+            state: cadre_types::EndState::Completed,
+            output: String::new(),
+            turns: 1,
+            usage: call(150, 15, 1_500),
+        }));
+        // A second turn, and a grandchild's call forwarded by the child.
+        app.end_turn();
+        app.start_turn("again");
+        app.apply(&env(Event::Usage {
+            usage: call(10, 1, 100),
+            total: call(10, 1, 100),
+            subagent: Some("grep-helper".into()),
+        }));
+        child.usage = call(60, 6, 600);
+        app.tasks.sync(&[child]);
+        let total = app.total_usage();
+        assert_eq!((total.input_tokens, total.output_tokens), (160, 16));
+        assert_eq!(total.cost_nano_usd, 1_600);
+        let children = app.subagent_usage;
+        assert_eq!((children.input_tokens, children.output_tokens), (60, 6));
     }
 
     #[test]

@@ -240,15 +240,6 @@ impl TaskBoard {
         (running, self.tasks.len() - running)
     }
 
-    /// Tokens of every task (the roll-up).
-    pub fn usage(&self) -> Usage {
-        let mut u = Usage::default();
-        for t in &self.tasks {
-            u += t.usage;
-        }
-        u
-    }
-
     /// Forget everything (a new session).
     pub fn clear(&mut self) {
         self.tasks.clear();

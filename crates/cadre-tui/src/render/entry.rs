@@ -28,7 +28,7 @@ pub fn status_style(s: TaskStatus) -> Style {
     }
 }
 
-/// `explorer · task_1a2b3c4d · running · 3.2s · 1.2k tok · cost unknown`.
+/// `explorer · task_1a2b3c4d · running · 3.2s · 1.2k tok · $0.0042` (or `cost unknown`).
 pub fn task_summary(t: &TaskView, now_ms: u64) -> Vec<Span<'static>> {
     vec![
         Span::styled(
@@ -41,9 +41,10 @@ pub fn task_summary(t: &TaskView, now_ms: u64) -> Vec<Span<'static>> {
         Span::styled(t.status.to_string(), status_style(t.status)),
         Span::styled(
             format!(
-                " · {} · {} tok · cost unknown{}",
+                " · {} · {} tok · {}{}",
                 elapsed(t.elapsed_ms(now_ms)),
-                tokens(t.usage.input_tokens + t.usage.output_tokens),
+                tokens(t.usage.total()),
+                t.usage.cost_text(),
                 if t.background { " · background" } else { "" }
             ),
             dim(),
@@ -126,9 +127,10 @@ pub fn lines(
         EntryKind::TurnEnd { state, usage } => add(
             Line::styled(
                 format!(
-                    "── {state} · {} in · {} out",
+                    "── {state} · {} in · {} out · {}",
                     tokens(usage.input_tokens),
-                    tokens(usage.output_tokens)
+                    tokens(usage.output_tokens),
+                    usage.cost_text()
                 ),
                 dim(),
             ),

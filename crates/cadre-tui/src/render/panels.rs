@@ -124,11 +124,8 @@ pub fn tasks(frame: &mut Frame<'_>, app: &App, panel: &TaskPanel, area: Rect) {
                         status_style(t.status),
                     ),
                     Span::raw(format!("{:>7}  ", elapsed(t.elapsed_ms(app.now_ms)))),
-                    Span::raw(format!(
-                        "{:>7} tok  ",
-                        tokens(t.usage.input_tokens + t.usage.output_tokens)
-                    )),
-                    Span::styled("cost unknown  ", dim()),
+                    Span::raw(format!("{:>7} tok  ", tokens(t.usage.total()))),
+                    Span::styled(format!("{:<12}  ", t.usage.cost_text()), dim()),
                     Span::raw(if t.background { "bg  " } else { "fg  " }),
                     Span::styled(short(&t.description, 40), dim()),
                 ]);

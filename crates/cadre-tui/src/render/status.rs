@@ -115,10 +115,6 @@ pub fn status_bar(frame: &mut Frame<'_>, app: &App, area: Rect) {
     let (running, done) = app.tasks.counts();
     let u = app.total_usage();
     let sep = || Span::styled(" │ ", dim());
-    let cost = match app.status.cost {
-        Some(c) => format!("${c:.4}"),
-        None => "cost unknown".to_string(),
-    };
     let mut spans = vec![Span::styled(
         format!(" {} ", app.status.model),
         Style::default().fg(Color::Black).bg(Color::Cyan),
@@ -140,10 +136,7 @@ pub fn status_bar(frame: &mut Frame<'_>, app: &App, area: Rect) {
         sep(),
         Span::raw(format!("{running} running · {done} done")),
         sep(),
-        Span::raw(format!(
-            "{} tok · {cost}",
-            tokens(u.input_tokens + u.output_tokens)
-        )),
+        Span::raw(format!("{} tok · {}", tokens(u.total()), u.cost_text())),
         sep(),
         Span::raw(app.status.approval_mode.clone()),
     ]);

@@ -116,7 +116,6 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
         model: h.agent().config().model.spec.clone(),
         session_id: opts.session.id().to_string(),
         approval_mode: opts.approval_mode,
-        cost: None,
     };
     let mut app = App::new(status, agents, history::load(&opts.history_file));
     app.first_run = crate::first_run::message(&h.agent().config().model);
@@ -446,7 +445,7 @@ impl Shell {
         self.app.transcript.clear();
         self.app.tasks.clear();
         self.app.usage = Default::default();
-        self.app.usage_before = Default::default();
+        self.app.subagent_usage = Default::default();
         self.app.status.session_id = self.session_id.clone();
         self.app.scroll = 0;
         self.app.selected_entry = None;
