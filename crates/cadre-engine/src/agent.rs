@@ -18,7 +18,7 @@ pub const DEFAULT_MAX_PARALLEL_TOOLS: usize = 16;
 /// wall-clock budgets count everything run on the run's behalf too (see [`Budget`]).
 ///
 /// [`Budget`]: cadre_tools::Budget
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Limits {
     /// Maximum model turns (default 50).
     pub max_turns: u32,
@@ -27,6 +27,9 @@ pub struct Limits {
     /// Token budget (input + output, summed over the run's model calls and those of
     /// everything run on its behalf).
     pub max_tokens: Option<u64>,
+    /// Budget in dollars, counted like the token budget over the calls whose model has a
+    /// price (a model without one is announced with a notice at the start of its run).
+    pub max_cost_usd: Option<f64>,
 }
 
 impl Limits {
@@ -35,6 +38,7 @@ impl Limits {
         cadre_tools::BudgetLimits {
             max_tokens: self.max_tokens,
             wall_clock: self.wall_clock,
+            max_cost_nano_usd: self.max_cost_usd.map(cadre_types::usd_to_nanos),
         }
     }
 }
@@ -45,6 +49,7 @@ impl Default for Limits {
             max_turns: 50,
             wall_clock: None,
             max_tokens: None,
+            max_cost_usd: None,
         }
     }
 }

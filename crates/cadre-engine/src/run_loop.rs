@@ -185,6 +185,15 @@ async fn run_inner(
         budget,
     };
     let _budget_watch = stop.watch_budget();
+    if stop.budget.is_cost_limited() && cfg.model.price.is_none() {
+        emitter.emit(Event::Notice {
+            message: format!(
+                "the budget in dollars does not count {}: its price is unknown (add it under \
+                 [models.prices])",
+                cfg.model.spec
+            ),
+        });
+    }
     let started = Instant::now();
     let mut turns = 0u32;
     let mut last_text = String::new();

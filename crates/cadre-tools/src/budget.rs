@@ -5,9 +5,10 @@
 //! reaches every descendant at once. So a child's effective budget is the smaller of its own
 //! limit and what each ancestor has left, whatever runs it (foreground or background).
 //!
-//! Only model calls spend. To add a dimension (dollars, say): a field in [`Spend`] and its
-//! sum in `Spend::add`, a field in [`BudgetLimits`], one line in `BudgetLimits::reached`, and
-//! a `LimitKind` variant; charging, roll-up and cascade need no change.
+//! Only model calls spend: tokens, and dollars (a priced call's `Usage` carries its cost). To
+//! add a dimension: a field in [`Spend`] and its sum in `Spend::add`, a field in
+//! [`BudgetLimits`], one line in `BudgetLimits::reached`, and a `LimitKind` variant;
+//! charging, roll-up and cascade need no change.
 
 use cadre_types::{LimitKind, Usage};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -39,6 +40,9 @@ pub struct BudgetLimits {
     pub max_tokens: Option<u64>,
     /// Wall-clock time from the node's creation.
     pub wall_clock: Option<Duration>,
+    /// Dollars, in nano-dollars, of the model calls whose price is known (a call without a
+    /// price adds nothing: see [`Budget::is_cost_limited`]).
+    pub max_cost_nano_usd: Option<u64>,
 }
 
 impl BudgetLimits {
@@ -49,6 +53,12 @@ impl BudgetLimits {
             .is_some_and(|max| spent.usage.total() >= max)
         {
             return Some(LimitKind::Tokens);
+        }
+        if self
+            .max_cost_nano_usd
+            .is_some_and(|max| spent.usage.cost_nano_usd >= max)
+        {
+            return Some(LimitKind::Cost);
         }
         None
     }
@@ -197,6 +207,19 @@ impl Budget {
     pub fn is_limited(&self) -> bool {
         self.node.limited
     }
+
+    /// True when this node or an ancestor has a budget in dollars: a run on a model without
+    /// a price spends from it without adding to it, which its caller should say.
+    pub fn is_cost_limited(&self) -> bool {
+        let mut node = Some(&self.node);
+        while let Some(n) = node {
+            if n.limits.max_cost_nano_usd.is_some() {
+                return true;
+            }
+            node = n.parent.as_ref();
+        }
+        false
+    }
 }
 
 #[cfg(test)]
@@ -214,7 +237,7 @@ mod tests {
     fn max(tokens: u64) -> BudgetLimits {
         BudgetLimits {
             max_tokens: Some(tokens),
-            wall_clock: None,
+            ..BudgetLimits::default()
         }
     }
 
@@ -272,15 +295,41 @@ mod tests {
         assert_eq!(parent.spent(), tokens(4400));
     }
 
+    #[test]
+    fn dollars_are_a_budget_down_the_tree_and_unpriced_calls_add_nothing() {
+        let dollars = |n: u64| {
+            Spend::tokens(
+                Usage {
+                    input_tokens: 1,
+                    ..Usage::default()
+                }
+                .priced(Some(n as f64)),
+            )
+        };
+        let parent = Budget::unlimited().child(BudgetLimits {
+            max_cost_nano_usd: Some(cadre_types::usd_to_nanos(2.0)),
+            ..BudgetLimits::default()
+        });
+        let child = parent.child(BudgetLimits::default());
+        assert!(child.is_cost_limited());
+        assert!(!Budget::unlimited().child(max(10)).is_cost_limited());
+        child.charge(dollars(1));
+        child.charge(Spend::tokens(Usage::default().priced(None)));
+        assert_eq!(parent.exceeded(), None);
+        child.charge(dollars(1));
+        assert_eq!(child.exceeded(), Some(LimitKind::Cost));
+        assert_eq!(parent.exceeded(), Some(LimitKind::Cost));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn the_deadline_of_a_node_ends_it_and_everything_under_it() {
         let parent = Budget::unlimited().child(BudgetLimits {
-            max_tokens: None,
             wall_clock: Some(Duration::from_secs(30)),
+            ..BudgetLimits::default()
         });
         let child = parent.child(BudgetLimits {
-            max_tokens: None,
             wall_clock: Some(Duration::from_secs(600)),
+            ..BudgetLimits::default()
         });
         let started = tokio::time::Instant::now();
         child.exhausted().await;

@@ -13,6 +13,8 @@ pub enum LimitKind {
     WallClock,
     /// The token budget.
     Tokens,
+    /// The budget in dollars.
+    Cost,
 }
 
 impl std::fmt::Display for LimitKind {
@@ -21,6 +23,7 @@ impl std::fmt::Display for LimitKind {
             LimitKind::MaxTurns => "max turns",
             LimitKind::WallClock => "time budget",
             LimitKind::Tokens => "token budget",
+            LimitKind::Cost => "cost budget",
         })
     }
 }

@@ -17,4 +17,4 @@ pub use event::{
 pub use ids::{new_session_id, new_sub_session_id, new_task_id, unix_millis};
 pub use message::{Message, ToolCall};
 pub use tool::ToolDefinition;
-pub use usage::{Usage, format_usd};
+pub use usage::{Usage, format_usd, usd_to_nanos};

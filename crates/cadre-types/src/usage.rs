@@ -102,7 +102,8 @@ impl Usage {
     }
 }
 
-fn usd_to_nanos(usd: f64) -> u64 {
+/// Dollars as nano-dollars, the unit costs are summed in (negative and non-finite: 0).
+pub fn usd_to_nanos(usd: f64) -> u64 {
     if usd.is_finite() && usd > 0.0 {
         (usd * NANOS_PER_USD).round() as u64
     } else {

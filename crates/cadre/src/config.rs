@@ -215,8 +215,22 @@ pub struct LimitsConfig {
     pub wall_clock_secs: Option<u64>,
     /// Token budget of a run (input + output).
     pub max_tokens: Option<u64>,
+    /// Budget in dollars of a run, sub-agents included (calls of models with a price).
+    pub max_cost_usd: Option<f64>,
     /// Output token cap per model call (sent as `max_tokens` to the provider).
     pub max_output_tokens: Option<u32>,
+}
+
+impl LimitsConfig {
+    /// `max_cost_usd`, checked: a positive number of dollars.
+    pub fn cost_budget(&self) -> Result<Option<f64>> {
+        match self.max_cost_usd {
+            Some(usd) if !(usd.is_finite() && usd > 0.0) => Err(anyhow::anyhow!(
+                "[limits] max_cost_usd must be a positive number of dollars, not {usd}"
+            )),
+            other => Ok(other),
+        }
+    }
 }
 
 /// `[tools]`.

@@ -89,6 +89,7 @@ impl Setup {
                 .unwrap_or(50),
             wall_clock: config.limits.wall_clock_secs.map(Duration::from_secs),
             max_tokens: config.limits.max_tokens,
+            max_cost_usd: config.limits.cost_budget()?,
         };
         let mut b = Harness::builder()
             .model(

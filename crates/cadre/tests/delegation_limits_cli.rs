@@ -248,3 +248,72 @@ fn the_repl_summary_of_a_prompt_counts_that_prompt_and_its_children_only() {
         "{stderr}"
     );
 }
+
+/// The children of `TWO_CHILDREN` at $1 per million input tokens: c1 spends $0.0022 of a
+/// $0.003 budget, c2's first call takes the run past it.
+#[test]
+fn a_cost_budget_counts_the_children_and_the_run_ends_limit_reached_with_exit_3() {
+    let (c1, c2) = (shared_agent("c1"), shared_agent("c2"));
+    let (dir, model) = workspace(&[("c1", &c1), ("c2", &c2)], "", TWO_CHILDREN);
+    std::fs::write(
+        dir.path().join(".cadre/config.toml"),
+        format!(
+            "[limits]\nmax_cost_usd = 0.003\n[models.prices.{model:?}]\ninput = 1.0\noutput = 1.0\n"
+        ),
+    )
+    .unwrap();
+    let out = cadre(dir.path())
+        .args(["--model", &model, "run", "--output", "jsonl", "go"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("cost budget reached"), "{stderr}");
+    let events = jsonl(&out.stdout);
+    let done = events.last().unwrap();
+    assert_eq!(done["state"], "limit_reached", "{done}");
+    assert_eq!(done["limit"], "cost", "{done}");
+    assert!(
+        done["usage"]["cost_usd"].as_f64().unwrap() >= 0.003,
+        "{done}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["type"] == "notice" && e["message"].as_str().unwrap().contains("price")),
+        "every model here has a price"
+    );
+}
+
+#[test]
+fn a_cost_budget_with_an_unpriced_model_says_it_cannot_count_it() {
+    let (dir, model) = workspace(&[], "[limits]\nmax_cost_usd = 1.0\n", TWO_PROMPTS);
+    let out = cadre(dir.path())
+        .args(["--model", &model, "run", "--output", "jsonl", "go"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let events = jsonl(&out.stdout);
+    let notice = events
+        .iter()
+        .find(|e| e["type"] == "notice")
+        .expect("a notice");
+    assert!(
+        notice["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not count scripted:"),
+        "{notice}"
+    );
+    let (dir, model) = workspace(&[], "[limits]\nmax_cost_usd = -1\n", TWO_PROMPTS);
+    let out = cadre(dir.path())
+        .args(["--model", &model, "run", "go"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("max_cost_usd must be a positive"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -58,6 +58,8 @@ impl SubagentRuntime {
                 max_turns: def.max_turns.unwrap_or(self.cfg.default_max_turns),
                 wall_clock: def.wall_clock_secs.map(Duration::from_secs),
                 max_tokens: def.max_tokens,
+                // Dollars are budgeted from the top: the parent's budget holds it down.
+                max_cost_usd: None,
             }
         }
     }
