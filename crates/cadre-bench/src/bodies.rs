@@ -122,7 +122,7 @@ pub fn build(
     let system = format!(
         "{}\n\n{}",
         parent_cfg.system_prompt,
-        section(wiring.runtime.registry())
+        section(wiring.runtime.registry(), wiring.runtime.config().surface)
     );
     let parent_tools: Vec<Value> = parent_cfg
         .tools

@@ -8,7 +8,7 @@
 
 use crate::persist::snapshot_of;
 use crate::registry::AgentRegistry;
-use crate::runtime::SubagentRuntime;
+use crate::runtime::{SubagentRuntime, ToolSurface};
 use crate::task_tool::xml_escape;
 use crate::tracker::{BackgroundStatus, TaskSnapshot, TaskStatus};
 use async_trait::async_trait;
@@ -54,7 +54,7 @@ pub struct SubagentContext {
 impl SubagentContext {
     /// The extension over `runtime`.
     pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        let section = section(runtime.registry());
+        let section = section(runtime.registry(), runtime.config().surface);
         Self { runtime, section }
     }
 }
@@ -68,10 +68,12 @@ fn task_line(t: &TaskSnapshot) -> String {
         .chars()
         .take(MAX_DESCRIPTION_CHARS)
         .collect();
+    // No pending/running: both mean "open, its result will be delivered", and a status
+    // that changed only there would be appended (and re-sent with every later request) for
+    // nothing the model can act on; task_list shows it.
     format!(
-        "- {} [{}] {}: {}",
+        "- {} {}: {}",
         t.id,
-        t.status,
         xml_escape(&t.agent),
         xml_escape(&description)
     )
@@ -79,9 +81,11 @@ fn task_line(t: &TaskSnapshot) -> String {
 
 /// The status message of a session's background tasks (pure), or `None` when it has none
 /// or it would repeat `history`'s last status: the counts, then the newest open tasks (at
-/// most [`MAX_TASK_LINES`], then "N more"). When every open task shown is listed, in the
-/// same state, by the last status that listed tasks — only finished tasks left the list, and
-/// their results are delivered beside it — the counts alone say what changed.
+/// most [`MAX_TASK_LINES`], then "N more"). When the model has seen every open task already
+/// — listed by the last status that listed tasks, or named in a tool result, as the `task`
+/// call that started it answers — only finished tasks can have changed, and their results
+/// are delivered beside the status: the counts alone say what changed, and nothing at all
+/// while none finished (the model just started them).
 pub fn status_message(status: &BackgroundStatus, history: &[Message]) -> Option<String> {
     if status.open_total == 0 && status.finished_total == 0 {
         return None;
@@ -95,9 +99,19 @@ pub fn status_message(status: &BackgroundStatus, history: &[Message]) -> Option<
         })
         .find(|l| !l.is_empty())
         .unwrap_or_default();
-    let known =
-        status.open_total == lines.len() && lines.iter().all(|l| listed.contains(&l.as_str()));
-    let head = format!("{STATUS_TAG}\nBackground tasks of this session: ");
+    let in_tool_result = |id: &str| {
+        history.iter().any(|m| match m {
+            Message::Tool { content, .. } => content.contains(id),
+            _ => false,
+        })
+    };
+    let known = status.open_total == lines.len()
+        && status
+            .open
+            .iter()
+            .zip(&lines)
+            .all(|(t, l)| listed.contains(&l.as_str()) || in_tool_result(&t.id));
+    let head = format!("{STATUS_TAG}\nBackground tasks: ");
     let mut full = format!(
         "{head}{} open, {} finished.",
         status.open_total, status.finished_total
@@ -118,8 +132,11 @@ pub fn status_message(status: &BackgroundStatus, history: &[Message]) -> Option<
         return None;
     }
     if known && !lines.is_empty() {
+        if last.is_none() && status.finished_total == 0 {
+            return None;
+        }
         let counts = format!(
-            "{head}{} open (as listed before), {} finished.\n</background-tasks>",
+            "{head}{} open (as seen before), {} finished.\n</background-tasks>",
             status.open_total, status.finished_total
         );
         return (last != Some(counts.as_str())).then_some(counts);
@@ -136,8 +153,11 @@ fn statuses(history: &[Message]) -> impl Iterator<Item = &str> {
 }
 
 /// The sub-agents section of the system prompt (pure): how to use sub-agents and the
-/// available agents. It depends on the registry only, so it is the same on every turn.
-pub fn section(registry: &AgentRegistry) -> String {
+/// available agents. It depends on the registry and the surface only, so it is the same on
+/// every turn. The agents are listed once per request: in the `task` tool's description when
+/// the model has that tool (the tool must describe itself to MCP clients, which see no
+/// system prompt), else here.
+pub fn section(registry: &AgentRegistry, surface: ToolSurface) -> String {
     let mut s = String::from(
         "# Sub-agents\n\
          You can delegate self-contained jobs to sub-agents. Each starts with a fresh context and \
@@ -145,11 +165,13 @@ pub fn section(registry: &AgentRegistry) -> String {
          - Prefer background runs for independent work that can go on in parallel; start several at once.\n\
          - Results of background tasks are delivered to you automatically when they finish; do not poll in a loop.\n\
          - The status of your background tasks is appended to the conversation as a \
-         <background-tasks> message whenever it changes; an earlier status may be stale.\n\n\
-         Available agents:\n",
+         <background-tasks> message whenever it changes; an earlier status may be stale.\n\n",
     );
-    for d in registry.list() {
-        s.push_str(&format!("- {}: {}\n", d.name, d.description.trim()));
+    if surface == ToolSurface::Lifecycle {
+        s.push_str("Available agents (the agent_id of agent_spawn):\n");
+        s.push_str(&registry.catalogue());
+    } else {
+        s.push_str("The available agents are listed in the description of the task tool.");
     }
     s.trim_end().to_string()
 }

@@ -85,6 +85,13 @@ impl AgentRegistry {
         self.inner.defs.values()
     }
 
+    /// The agents as the model reads them: `- name: description`, one a line, by name.
+    pub fn catalogue(&self) -> String {
+        self.list()
+            .map(|d| format!("- {}: {}\n", d.name, d.description.trim()))
+            .collect()
+    }
+
     /// All names, in order.
     pub fn names(&self) -> Vec<&str> {
         self.inner.defs.keys().map(String::as_str).collect()

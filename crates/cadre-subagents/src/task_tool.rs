@@ -83,10 +83,7 @@ impl Tool for TaskTool {
     fn definition(&self) -> ToolDefinition {
         let defs: Vec<_> = self.runtime.registry().list().collect();
         let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
-        let mut catalogue = String::new();
-        for d in &defs {
-            catalogue.push_str(&format!("- {}: {}\n", d.name, d.description.trim()));
-        }
+        let catalogue = self.runtime.registry().catalogue();
         ToolDefinition {
             name: "task".into(),
             description: format!(

@@ -5,7 +5,7 @@
 
 mod common;
 
-use cadre_subagents::{NewTask, TaskStatus, section, status_message};
+use cadre_subagents::{NewTask, TaskStatus, ToolSurface, section, status_message};
 use cadre_types::Message;
 use common::*;
 use tokio_util::sync::CancellationToken;
@@ -15,9 +15,9 @@ You can delegate self-contained jobs to sub-agents. Each starts with a fresh con
 - Prefer background runs for independent work that can go on in parallel; start several at once.
 - Results of background tasks are delivered to you automatically when they finish; do not poll in a loop.
 - The status of your background tasks is appended to the conversation as a <background-tasks> message whenever it changes; an earlier status may be stale.
+";
 
-Available agents:
-- general-purpose: A capable all-round agent for open-ended work: investigating questions that need several searches, finding code or files when the first guess may miss, and carrying out multi-step tasks. It has the same tools as you (except delegation) and works in the same workspace.
+const AGENTS: &str = "- general-purpose: A capable all-round agent for open-ended work: investigating questions that need several searches, finding code or files when the first guess may miss, and carrying out multi-step tasks. It has the same tools as you (except delegation) and works in the same workspace.
 - worker: The worker agent.";
 
 fn add_tasks(f: &Fixture, session: &str, n: usize) {
@@ -64,11 +64,28 @@ fn status_after(f: &Fixture, session: &str, history: &[Message]) -> Option<Strin
 #[test]
 fn the_section_holds_rules_and_agents_only() {
     let f = worker_fixture();
-    assert_eq!(section(f.runtime.registry()), RULES);
+    // With the task tool, its description lists the agents (once per request).
+    let with_task =
+        format!("{RULES}\nThe available agents are listed in the description of the task tool.");
+    for surface in [ToolSurface::Both, ToolSurface::Task] {
+        assert_eq!(section(f.runtime.registry(), surface), with_task);
+    }
+    let task = f.runtime.delegation_tools();
+    let task = task.get("task").unwrap().definition().description;
+    assert!(
+        task.ends_with(&format!("Available agents:\n{AGENTS}\n")),
+        "{task}"
+    );
+    // Without it, the section does.
+    let lifecycle = format!("{RULES}\nAvailable agents (the agent_id of agent_spawn):\n{AGENTS}");
+    assert_eq!(
+        section(f.runtime.registry(), ToolSurface::Lifecycle),
+        lifecycle
+    );
     add_tasks(&f, "s-1", 3);
     assert_eq!(
-        section(f.runtime.registry()),
-        RULES,
+        section(f.runtime.registry(), ToolSurface::Lifecycle),
+        lifecycle,
         "tasks do not change it"
     );
 }
@@ -95,9 +112,9 @@ fn status_with_three_tasks_one_finished() {
         )
         .unwrap();
     let want = "<background-tasks>\n\
-                Background tasks of this session: 2 open, 1 finished. Open, newest first:\n\
-                - task_02 [pending] worker: job 2\n\
-                - task_01 [pending] worker: job 1\n\
+                Background tasks: 2 open, 1 finished. Open, newest first:\n\
+                - task_02 worker: job 2\n\
+                - task_01 worker: job 1\n\
                 </background-tasks>";
     assert_eq!(status(&f, "s-1").unwrap(), want);
     for id in ["task_01", "task_02"] {
@@ -108,7 +125,7 @@ fn status_with_three_tasks_one_finished() {
     }
     assert_eq!(
         status(&f, "s-1").unwrap(),
-        "<background-tasks>\nBackground tasks of this session: 0 open, 3 finished.\n</background-tasks>"
+        "<background-tasks>\nBackground tasks: 0 open, 3 finished.\n</background-tasks>"
     );
 }
 
@@ -129,25 +146,76 @@ fn a_status_is_not_repeated_and_shrinks_to_counts_when_only_tasks_finished() {
     let counts = status_after(&f, "s-1", &history).unwrap();
     assert_eq!(
         counts,
-        "<background-tasks>\nBackground tasks of this session: 2 open (as listed before), 1 finished.\n</background-tasks>"
+        "<background-tasks>\nBackground tasks: 2 open (as seen before), 1 finished.\n</background-tasks>"
     );
     history.push(Message::user(counts));
     assert_eq!(status_after(&f, "s-1", &history), None, "unchanged again");
-    // A state change among the open ones lists them again.
+    // A pending task that starts running is still open: nothing to tell.
     f.runtime
         .tracker()
         .transition("task_02", TaskStatus::Running, None, None, None)
         .unwrap();
+    assert_eq!(status_after(&f, "s-1", &history), None, "started");
+    // A new open task lists them again.
+    f.runtime.tracker().insert(
+        NewTask {
+            id: "task_09".into(),
+            agent: "worker".into(),
+            parent_session_id: "s-1".into(),
+            child_session_id: "sub-9".into(),
+            description: "job 9".into(),
+            background: true,
+        },
+        CancellationToken::new(),
+    );
     let full = status_after(&f, "s-1", &history).unwrap();
     assert!(
-        full.contains("- task_02 [running] worker: job 2\n- task_00 [running]"),
+        full.contains("3 open, 1 finished. Open, newest first:\n- task_09 worker: job 9\n- task_02 worker: job 2\n- task_00 worker: job 0\n"),
         "{full}"
     );
     history.push(Message::user(full));
+    done("task_09");
     done("task_00");
     done("task_02");
     let all_done = status_after(&f, "s-1", &history).unwrap();
-    assert!(all_done.contains(": 0 open, 3 finished."), "{all_done}");
+    assert!(all_done.contains(": 0 open, 4 finished."), "{all_done}");
+}
+
+#[test]
+fn tasks_the_model_saw_start_are_not_listed_again() {
+    let f = worker_fixture();
+    add_tasks(&f, "s-1", 2);
+    let started = |id: &str| Message::Tool {
+        tool_call_id: format!("call_{id}"),
+        name: "task".into(),
+        content: format!("<task id=\"{id}\" state=\"running\"/>"),
+        is_error: false,
+    };
+    let mut history = vec![Message::user("go"), started("task_00")];
+    // task_01 is unknown to the model: the full list.
+    let full = status_after(&f, "s-1", &history).unwrap();
+    assert!(
+        full.contains("- task_01 worker: job 1\n- task_00 worker: job 0"),
+        "{full}"
+    );
+    history.pop();
+    history.push(started("task_00"));
+    history.push(started("task_01"));
+    assert_eq!(status_after(&f, "s-1", &history), None, "both just started");
+    f.runtime
+        .tracker()
+        .transition(
+            "task_00",
+            TaskStatus::Completed,
+            Some("r".into()),
+            None,
+            None,
+        )
+        .unwrap();
+    assert_eq!(
+        status_after(&f, "s-1", &history).unwrap(),
+        "<background-tasks>\nBackground tasks: 1 open (as seen before), 1 finished.\n</background-tasks>"
+    );
 }
 
 #[test]
@@ -158,8 +226,8 @@ fn status_with_twelve_open_tasks_lists_ten_and_counts_the_rest() {
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(lines.len(), 14, "{s}");
     assert!(lines[1].contains("12 open, 0 finished"), "{s}");
-    assert_eq!(lines[2], "- task_11 [pending] worker: job 11");
-    assert_eq!(lines[11], "- task_02 [pending] worker: job 2");
+    assert_eq!(lines[2], "- task_11 worker: job 11");
+    assert_eq!(lines[11], "- task_02 worker: job 2");
     assert_eq!(lines[12], "… 2 more");
 }
 
@@ -219,14 +287,16 @@ async fn the_system_prompt_stays_the_same_and_the_status_is_appended_when_it_cha
         6,
         "five turns, then one more for the delivered result"
     );
-    let want = format!("PARENT SYSTEM PROMPT\n\n{RULES}");
+    let want = format!(
+        "PARENT SYSTEM PROMPT\n\n{RULES}\nThe available agents are listed in the description of the task tool."
+    );
     for r in &reqs {
         assert_eq!(r.system, want);
         assert_eq!(r.tools, reqs[0].tools);
     }
     assert_eq!(f.parent.config().system_prompt, "PARENT SYSTEM PROMPT");
-    // The status reached the model after the task started and again after it ended, each
-    // time as a new message; never twice the same in a row.
+    // The model saw the task start in its tool result, so the status first reached it when
+    // the task ended; never twice the same in a row.
     let statuses: Vec<&str> = session
         .messages()
         .iter()
@@ -237,16 +307,10 @@ async fn the_system_prompt_stays_the_same_and_the_status_is_appended_when_it_cha
             _ => None,
         })
         .collect();
-    // (Pending, then running, may show as two statuses.)
-    assert!((2..=3).contains(&statuses.len()), "{statuses:?}");
-    assert!(
-        statuses[0].contains("1 open, 0 finished"),
-        "{}",
-        statuses[0]
+    assert_eq!(
+        statuses,
+        ["<background-tasks>\nBackground tasks: 0 open, 1 finished.\n</background-tasks>"]
     );
-    assert!(statuses[0].contains("worker: job a"), "{}", statuses[0]);
-    let last = statuses[statuses.len() - 1];
-    assert!(last.contains("0 open, 1 finished"), "{last}");
     for pair in statuses.windows(2) {
         assert_ne!(pair[0], pair[1], "an unchanged status is not sent again");
     }

@@ -3,7 +3,8 @@
 //! arrive, through the real harness (built-in tools, sub-agent runtime, providers) against
 //! the testkit's recording mock server, on the OpenAI and Anthropic wire formats, streamed
 //! and not. Reports prefix efficiency, bytes sent, `cache_control` breakpoints and the
-//! tokens a prefix-caching provider would bill (see [`metrics`]).
+//! tokens a prefix-caching provider would bill (see [`metrics`]), with their input cost at a
+//! common model's list price, cached and not.
 
 pub mod metrics;
 mod responder;
@@ -30,6 +31,47 @@ pub struct CacheResult {
     pub parent_turns: u32,
     /// The measurements.
     pub metrics: CacheMetrics,
+    /// The model whose list price `input_cost_usd` uses.
+    pub priced_as: String,
+    /// Estimated input cost of the job at that price: with the cache as billed in
+    /// `metrics.billing`, and with every token uncached.
+    pub input_cost_usd: InputCost,
+}
+
+/// Estimated dollars of a job's input tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct InputCost {
+    /// With the prompt cache.
+    pub cached: f64,
+    /// Without it.
+    pub uncached: f64,
+}
+
+/// The model each wire format is priced as (a common model of that provider).
+fn priced_as(kind: ProviderKind) -> (&'static str, &'static str) {
+    match kind {
+        ProviderKind::Anthropic => ("anthropic", "claude-sonnet-4-5"),
+        _ => ("openai", "gpt-4.1"),
+    }
+}
+
+/// The input cost of `billing` at `price`, with the cache and without.
+fn input_cost(billing: &metrics::Billing, price: &cadre_llm::ModelPrice) -> InputCost {
+    let input = billing.cached + billing.written + billing.uncached;
+    let with = cadre_types::Usage {
+        input_tokens: input,
+        cached_input_tokens: billing.cached,
+        cache_write_tokens: billing.written,
+        ..cadre_types::Usage::default()
+    };
+    let without = cadre_types::Usage {
+        input_tokens: input,
+        ..cadre_types::Usage::default()
+    };
+    InputCost {
+        cached: price.cost_usd(&with),
+        uncached: price.cost_usd(&without),
+    }
 }
 
 /// The parent's prompt.
@@ -157,24 +199,31 @@ async fn run_cell(kind: ProviderKind, stream: bool, dump: Option<&Path>) -> Resu
         ProviderKind::Anthropic => CacheRule::Breakpoints,
         _ => CacheRule::Automatic,
     };
+    let metrics = measure(&sent, rule);
+    let (provider, model) = priced_as(kind);
+    let price = cadre_llm::PriceTable::built_in()
+        .lookup(provider, model)
+        .with_context(|| format!("no built-in price for {provider}:{model}"))?;
     Ok(CacheResult {
         wire: wire.into(),
         stream,
         parent_turns: outcome.turns,
-        metrics: measure(&sent, rule),
+        input_cost_usd: input_cost(&metrics.billing, &price),
+        priced_as: format!("{provider}:{model}"),
+        metrics,
     })
 }
 
 /// The markdown table of `results`.
 pub fn table(results: &[CacheResult]) -> String {
     let mut s = String::from(
-        "| wire | stream | requests (parent) | bytes sent | prefix efficiency, parent min / mean | rendered, min / mean | all, by bytes | fan-out first requests | with cache_control | max breakpoints | est. tokens cached / written / uncached |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| wire | stream | requests (parent) | bytes sent | prefix efficiency, parent min / mean | rendered, min / mean | all, by bytes | fan-out first requests | with cache_control | max breakpoints | est. tokens cached / written / uncached | est. input cost, cached / uncached |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in results {
         let m = &r.metrics;
         s.push_str(&format!(
-            "| {} | {} | {} ({}) | {:.3} MB | {:.4} / {:.4} | {:.4} / {:.4} | {:.4} | {:.3} | {} of {} | {} | {} / {} / {} |\n",
+            "| {} | {} | {} ({}) | {:.3} MB | {:.4} / {:.4} | {:.4} / {:.4} | {:.4} | {:.3} | {} of {} | {} | {} / {} / {} | {} / {} ({}) |\n",
             r.wire,
             r.stream,
             m.requests,
@@ -192,6 +241,9 @@ pub fn table(results: &[CacheResult]) -> String {
             m.billing.cached,
             m.billing.written,
             m.billing.uncached,
+            cadre_types::format_usd(r.input_cost_usd.cached),
+            cadre_types::format_usd(r.input_cost_usd.uncached),
+            r.priced_as,
         ));
     }
     s
