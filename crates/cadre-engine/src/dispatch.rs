@@ -6,7 +6,9 @@ use crate::agent::AgentConfig;
 use crate::hooks::{HookDecision, ToolCallInfo};
 use crate::permissions::{ApprovalMode, PolicyDecision};
 use crate::run_loop::Emitter;
-use cadre_tools::{RunContext, Tool, ToolContext, ToolOutput, ToolRegistry, Workspace};
+use cadre_tools::{
+    HiddenPaths, RunContext, Tool, ToolContext, ToolOutput, ToolRegistry, Workspace,
+};
 use cadre_types::{ApprovalDecision, ApprovalRequest, Event, Message, RiskLevel, ToolCall};
 use futures::StreamExt;
 use std::collections::HashSet;
@@ -40,6 +42,8 @@ pub(crate) struct Dispatcher<'a> {
     approved: Arc<Mutex<HashSet<String>>>,
     exclusive: RwLock<()>,
     emitter: Emitter,
+    /// What reading tools leave out, from the policy (nothing in bypass mode).
+    hidden: Arc<HiddenPaths>,
 }
 
 /// The result of one call, plus a tool newly approved for the session.
@@ -54,8 +58,13 @@ impl<'a> Dispatcher<'a> {
     ) -> Self {
         let grant = &run.tool_grant;
         let tools = Arc::new(cfg.tools.filtered(|t| grant.allows(t.name())));
+        let hidden = match cfg.permissions.mode {
+            ApprovalMode::Bypass => Arc::default(),
+            _ => cfg.permissions.rules.hidden(),
+        };
         Self {
             cfg,
+            hidden,
             emitter: Emitter::new(run.clone()),
             tools,
             run,
@@ -166,19 +175,21 @@ impl<'a> Dispatcher<'a> {
                 HookDecision::ModifyArgs(v) => info.args = v,
             }
         }
-        let subject = tool.permission_subject(&info.args);
+        // What the call acts on, resolved; a path outside the workspace is refused here,
+        // before any rule is consulted.
+        let subject = match tool.permission_subject(&info.args, &self.workspace) {
+            Ok(s) => s,
+            Err(e) => {
+                return self.finish(call, &call.name, ToolOutput::error(e.to_string()), None);
+            }
+        };
         let session_ok = self
             .approved
             .lock()
             .map(|a| a.contains(&call.name))
             .unwrap_or(false);
         let policy = &self.cfg.permissions;
-        match policy.decide(
-            &call.name,
-            subject.as_deref(),
-            tool.is_read_only(),
-            session_ok,
-        ) {
+        match policy.decide(&call.name, &subject, tool.is_read_only(), session_ok) {
             PolicyDecision::Allow => {}
             PolicyDecision::Deny(reason) => {
                 return self.finish(
@@ -206,7 +217,7 @@ impl<'a> Dispatcher<'a> {
                 call_id: call.id.clone(),
                 tool: call.name.clone(),
                 args: info.args.clone(),
-                subject: subject.clone(),
+                subject: subject.display(),
                 reason,
                 risk,
                 agent: self.run.agent.clone(),
@@ -288,6 +299,7 @@ impl<'a> Dispatcher<'a> {
             cancel: call_cancel.clone(),
             run: self.run.clone(),
             tools: self.tools.clone(),
+            hidden: self.hidden.clone(),
         };
         let fut = tool.call(info.args.clone(), &ctx);
         tokio::pin!(fut);

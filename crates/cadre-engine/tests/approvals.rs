@@ -116,7 +116,10 @@ async fn deny_rules_win_over_allow_rules() {
     let r = results(session.messages());
     assert_eq!(r[0], ("echo:a.txt".to_string(), false));
     assert!(
-        r[1].1 && r[1].0.contains("denied by a permission rule"),
+        r[1].1
+            && r[1]
+                .0
+                .contains("denied by the permission rule `write(b.*)`"),
         "{:?}",
         r[1]
     );

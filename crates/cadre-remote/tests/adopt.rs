@@ -212,6 +212,7 @@ async fn a_running_remote_task_has_its_remote_id_in_the_store() {
             .unwrap();
         let tools = harness.runtime().delegation_tools();
         let ctx = ToolContext {
+            hidden: Default::default(),
             call_id: "c1".into(),
             tools: Arc::new(harness.agent().config().tools.clone()),
             workspace: Arc::new(Workspace::new(b.dir.path()).unwrap()),

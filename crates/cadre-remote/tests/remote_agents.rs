@@ -56,6 +56,7 @@ fn node_a(b: &Node, url: &str, protocol: RemoteProtocol) -> NodeA {
     let harness = builder.build().unwrap();
     let tools = harness.runtime().delegation_tools();
     let ctx = ToolContext {
+        hidden: Default::default(),
         call_id: "c1".into(),
         tools: Arc::new(harness.agent().config().tools.clone()),
         workspace: Arc::new(Workspace::new(b.dir.path()).unwrap()),

@@ -29,7 +29,8 @@ use cadre_engine::{
 use cadre_llm::{PriceTable, Provider, ProviderConfig, ProviderError, ProviderRegistry};
 use cadre_sandbox::Sandbox;
 use cadre_tools::{
-    AccessPolicy, ApprovalHandler, RunContext, ToolRegistry, Workspace, builtin::builtin_tools,
+    AccessPolicy, ApprovalHandler, RunContext, SecretEnv, ToolRegistry, Workspace,
+    builtin::builtin_tools_with_secrets,
 };
 use cadre_types::{EventSink, NullSink, new_session_id, unix_millis};
 use std::collections::HashMap;
@@ -69,6 +70,7 @@ pub struct HarnessBuilder {
     provider_instances: Vec<(String, Arc<dyn Provider>)>,
     system_prompt: Option<String>,
     tools: Option<ToolRegistry>,
+    secret_env: SecretEnv,
     hooks: Vec<Arc<dyn ToolHook>>,
     permissions: PermissionPolicy,
     file_access: AccessPolicy,
@@ -101,6 +103,7 @@ impl Default for HarnessBuilder {
             provider_instances: Vec::new(),
             system_prompt: None,
             tools: None,
+            secret_env: SecretEnv::default(),
             hooks: Vec::new(),
             permissions: PermissionPolicy::default(),
             file_access: AccessPolicy::default(),
@@ -165,6 +168,13 @@ impl HarnessBuilder {
     /// Replace the built-in tools (children narrow from these).
     pub fn tools(mut self, tools: ToolRegistry) -> Self {
         self.tools = Some(tools);
+        self
+    }
+
+    /// The environment variables the built-in `bash` drops (default [`SecretEnv::default`]);
+    /// the `api_key_env` of every provider table is added to them at build time.
+    pub fn secret_env(mut self, secrets: SecretEnv) -> Self {
+        self.secret_env = secrets;
         self
     }
 
@@ -318,6 +328,12 @@ impl HarnessBuilder {
             _ => "openai".to_string(),
         };
         let default_provider = default_provider.as_str();
+        // Providers' key variables are secrets the model's processes must not inherit.
+        let secrets = self
+            .provider_configs
+            .values()
+            .filter_map(|c| c.api_key_env.clone())
+            .fold(self.secret_env, SecretEnv::with_secret);
         let providers = Arc::new(
             ProviderRegistry::new(self.provider_configs, default_provider).with_prices(self.prices),
         );
@@ -326,7 +342,9 @@ impl HarnessBuilder {
         }
         let model = providers.resolve(&self.model)?;
         let sessions_dir = self.persist_sessions.then(|| Harness::sessions_dir_of(&ws));
-        let base_tools = self.tools.unwrap_or_else(builtin_tools);
+        let base_tools = self
+            .tools
+            .unwrap_or_else(|| builtin_tools_with_secrets(secrets));
         let skills = SkillSet::discover(&ws);
 
         let mut registry = AgentRegistry::builder()

@@ -25,6 +25,7 @@ impl<'a> Caller<'a> {
         Self {
             f,
             ctx: ToolContext {
+                hidden: Default::default(),
                 call_id: "call".into(),
                 tools: Arc::new(f.parent.config().tools.clone()),
                 workspace: Arc::new(Workspace::new(&f.ws).unwrap()),

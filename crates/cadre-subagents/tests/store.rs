@@ -61,6 +61,7 @@ async fn call(f: &Fixture, session: &str, tool: &str, args: Value) -> ToolOutput
     let mut run = (*f.run_context(&f.session())).clone();
     run.session_id = session.to_string();
     let ctx = ToolContext {
+        hidden: Default::default(),
         call_id: "c".into(),
         tools: Arc::new(f.parent.config().tools.clone()),
         workspace: Arc::new(Workspace::new(&f.ws).unwrap()),

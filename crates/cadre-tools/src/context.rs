@@ -1,7 +1,7 @@
 //! The context every tool call receives: where it runs, how to cancel it, and the
 //! cross-cutting channels of its run (events, approvals, ids). Carried explicitly, never global.
 
-use crate::{Budget, ToolGrant, ToolRegistry, Workspace};
+use crate::{Budget, HiddenPaths, ToolGrant, ToolRegistry, Workspace};
 use async_trait::async_trait;
 use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink};
 use std::sync::Arc;
@@ -70,4 +70,6 @@ pub struct ToolContext {
     /// The tools the calling agent can call (its registry, within its grant): a tool that
     /// starts another agent narrows that agent's tools from these.
     pub tools: Arc<ToolRegistry>,
+    /// Paths reading tools leave out of what they print (set from the agent's deny rules).
+    pub hidden: Arc<HiddenPaths>,
 }

@@ -4,20 +4,28 @@
 
 mod budget;
 pub mod builtin;
+mod command_line;
 mod context;
 mod grant;
+mod hidden;
 mod read_capped;
 mod registry;
+mod secret_env;
+mod subject;
 #[cfg(test)]
 mod testutil;
 mod tool;
 mod workspace;
 
 pub use budget::{Budget, BudgetLimits, Spend};
+pub use command_line::{CommandLine, MAX_LINE_BYTES, SimpleCommand, Spelling, Word, WordKind};
 pub use context::{ApprovalHandler, RunContext, ToolContext};
 pub use grant::ToolGrant;
+pub use hidden::{HiddenPaths, path_pattern};
 pub use read_capped::{CappedReadError, read_capped, read_to_string_capped};
 pub use registry::ToolRegistry;
+pub use secret_env::{DEFAULT_SECRET_VARS, SecretEnv};
+pub use subject::PermissionSubject;
 pub use tool::{Tool, ToolError, ToolOutput, parse_args};
 pub use workspace::{
     AccessPolicy, EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, PathError,

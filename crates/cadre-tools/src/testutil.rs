@@ -38,6 +38,16 @@ pub(crate) fn ctx(root: &Path) -> ToolContext {
             approvals: Arc::new(AllowAll),
         }),
         tools: Arc::new(ToolRegistry::new()),
+        hidden: Arc::default(),
+    }
+}
+
+/// A context confined to `root` whose reading tools hide what `patterns` match.
+pub(crate) fn ctx_hiding(root: &Path, patterns: &[&str]) -> ToolContext {
+    let patterns: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
+    ToolContext {
+        hidden: Arc::new(crate::HiddenPaths::new(&patterns).unwrap()),
+        ..ctx(root)
     }
 }
 

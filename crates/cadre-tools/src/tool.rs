@@ -1,6 +1,6 @@
 //! The trait every tool implements, and what a call returns.
 
-use crate::{PathError, ToolContext};
+use crate::{PathError, PermissionSubject, ToolContext, Workspace};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 
@@ -94,10 +94,16 @@ pub trait Tool: Send + Sync {
         false
     }
 
-    /// What a call acts on, matched by `tool(glob)` permission rules: the command for
-    /// `bash`, the path for file tools.
-    fn permission_subject(&self, _args: &serde_json::Value) -> Option<String> {
-        None
+    /// What a call with `args` acts on, matched by `tool(glob)` permission rules: the
+    /// parsed command line for `bash`, the path resolved inside `workspace` for file tools.
+    /// An error (arguments that do not parse, a path outside the workspace) refuses the
+    /// call before any rule is consulted. The default is [`PermissionSubject::None`].
+    fn permission_subject(
+        &self,
+        _args: &serde_json::Value,
+        _workspace: &Workspace,
+    ) -> Result<PermissionSubject, ToolError> {
+        Ok(PermissionSubject::None)
     }
 
     /// Run the tool.

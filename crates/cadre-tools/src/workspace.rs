@@ -243,6 +243,16 @@ impl Workspace {
         named || under_home_credentials(path)
     }
 
+    /// `abs` (a path from [`Workspace::resolve`]) relative to the root, `.` for the root
+    /// itself; paths outside the root are returned unchanged.
+    pub fn relative(&self, abs: &Path) -> PathBuf {
+        match abs.strip_prefix(&self.root) {
+            Ok(rel) if rel.as_os_str().is_empty() => PathBuf::from("."),
+            Ok(rel) => rel.to_path_buf(),
+            Err(_) => abs.to_path_buf(),
+        }
+    }
+
     /// `abs` relative to the root for messages (`.` for the root itself); paths outside the
     /// root are shown in full.
     pub fn display(&self, abs: &Path) -> String {

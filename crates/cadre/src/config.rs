@@ -246,6 +246,10 @@ pub struct ToolsConfig {
     /// Let file tools read files with more than one hard link (default false).
     #[serde(default)]
     pub allow_hardlink_reads: bool,
+    /// Secret variables `bash` may see after all (by default cadre's own secrets are
+    /// dropped from its environment: see [`Config::secret_env`]).
+    #[serde(default)]
+    pub pass_env: Vec<String>,
 }
 
 /// `[permissions]`.
@@ -276,6 +280,20 @@ impl PermissionsConfig {
             mode: self.mode.unwrap_or_default(),
             rules: PermissionRules::parse(&self.allow, &self.deny, &self.ask)?,
         })
+    }
+}
+
+impl Config {
+    /// The variables kept from model-controlled processes: the defaults
+    /// (`CADRE_SERVE_TOKEN`, `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), the serve token's
+    /// `token_env`, and (added by the harness) every provider's `api_key_env`; minus
+    /// `[tools] pass_env`.
+    pub fn secret_env(&self) -> cadre_tools::SecretEnv {
+        let mut env = cadre_tools::SecretEnv::default();
+        if let Some(var) = &self.serve.token_env {
+            env = env.with_secret(var.clone());
+        }
+        env.pass(self.tools.pass_env.iter().cloned())
     }
 }
 

@@ -105,6 +105,7 @@ impl Setup {
                     .allow_hardlink_reads(config.tools.allow_hardlink_reads)
                     .protect_paths(&ws, &config.permissions.protected_paths),
             )
+            .secret_env(config.secret_env())
             .limits(limits)
             .user_agents_dir(config::user_dir().map(|d| d.join("agents")))
             .model_aliases(config.models.aliases.clone())

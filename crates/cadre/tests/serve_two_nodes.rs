@@ -229,6 +229,7 @@ async fn task_cancel_on_node_a_stops_the_task_on_node_b() {
     let tools = rt.delegation_tools();
     let cancel_tool = tools.get("task_cancel").unwrap();
     let ctx = ToolContext {
+        hidden: Default::default(),
         call_id: "call_cancel".into(),
         tools: Arc::new(rt.top_level_tools()),
         workspace: Arc::new(Workspace::new(a.path()).unwrap()),

@@ -7,7 +7,8 @@ use cadre_engine::{Agent, AgentBuilder, Session, SessionMeta};
 use cadre_llm::scripted::{ScriptFile, ScriptedProvider};
 use cadre_llm::{ModelRequest, ModelStream, Provider, ResolvedModel};
 use cadre_tools::{
-    ApprovalHandler, RunContext, Tool, ToolContext, ToolError, ToolOutput, Workspace,
+    ApprovalHandler, PermissionSubject, RunContext, Tool, ToolContext, ToolError, ToolOutput,
+    Workspace,
 };
 use cadre_types::{
     ApprovalDecision, ApprovalRequest, Event, EventEnvelope, EventSink, ToolDefinition,
@@ -232,8 +233,17 @@ impl Tool for TestTool {
     fn timeout_exempt(&self) -> bool {
         self.exempt
     }
-    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
-        args.get("text").and_then(|t| t.as_str()).map(String::from)
+    fn permission_subject(
+        &self,
+        args: &serde_json::Value,
+        _workspace: &Workspace,
+    ) -> Result<PermissionSubject, ToolError> {
+        Ok(args
+            .get("text")
+            .and_then(|t| t.as_str())
+            .map_or(PermissionSubject::None, |t| {
+                PermissionSubject::Path(t.into())
+            }))
     }
     async fn call(
         &self,

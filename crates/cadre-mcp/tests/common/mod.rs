@@ -188,6 +188,7 @@ impl Collect {
 /// A context for calling a tool directly.
 pub fn ctx(root: &Path, events: Arc<dyn EventSink>) -> ToolContext {
     ToolContext {
+        hidden: Default::default(),
         call_id: "call-1".into(),
         workspace: Arc::new(Workspace::new(root).unwrap()),
         cancel: CancellationToken::new(),

@@ -1,8 +1,10 @@
 //! `bash`: run a shell command in the workspace, in its own process group, with a timeout,
 //! cancellation and bounded output.
 
-use super::common::{definition, string_arg};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use super::common::definition;
+use crate::{
+    PermissionSubject, SecretEnv, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args,
+};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 use nix::sys::signal::{Signal, killpg};
@@ -35,9 +37,18 @@ processes after `timeout_ms` (default 120000, max 600000). Background processes 
 the output open are killed when the shell exits; redirect their output (`cmd > log 2>&1 &`) \
 to keep them running. Long output keeps its first and last 16 KiB per stream.";
 
-/// Runs shell commands.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct BashTool;
+/// Runs shell commands, in an environment without cadre's own secrets.
+#[derive(Debug, Clone, Default)]
+pub struct BashTool {
+    secrets: SecretEnv,
+}
+
+impl BashTool {
+    /// A bash tool whose commands do not see the variables `secrets` removes.
+    pub fn new(secrets: SecretEnv) -> Self {
+        Self { secrets }
+    }
+}
 
 #[derive(Deserialize)]
 struct Args {
@@ -88,8 +99,18 @@ impl Tool for BashTool {
         )
     }
 
-    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
-        string_arg(args, "command", None)
+    fn permission_subject(
+        &self,
+        args: &serde_json::Value,
+        _workspace: &Workspace,
+    ) -> Result<PermissionSubject, ToolError> {
+        #[derive(Deserialize)]
+        struct CommandArg {
+            command: String,
+        }
+        let arg =
+            CommandArg::deserialize(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
+        Ok(PermissionSubject::command(&arg.command))
     }
 
     async fn call(
@@ -108,10 +129,12 @@ impl Tool for BashTool {
             .timeout_ms
             .unwrap_or(DEFAULT_TIMEOUT_MS)
             .clamp(1, MAX_TIMEOUT_MS);
-        let sandboxed = ctx
+        let mut sandboxed = ctx
             .workspace
             .command("bash")
             .map_err(|e| ToolError::Failed(e.to_string()))?;
+        // The sandbox launcher (bwrap or cadre's own) passes its environment on to bash.
+        self.secrets.apply(&mut sandboxed);
         let mut child = Command::from(sandboxed)
             .arg("-c")
             .arg(&args.command)

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::Instant as StdInstant;
 
 async fn run(dir: &tempfile::TempDir, args: serde_json::Value) -> Result<ToolOutput, ToolError> {
-    BashTool.call(args, &ctx(dir.path())).await
+    BashTool::default().call(args, &ctx(dir.path())).await
 }
 
 /// True while `pid` exists and is not a zombie.
@@ -87,7 +87,7 @@ async fn cancellation_kills_the_whole_process_group() {
     let cancel = c.cancel.clone();
     let task = tokio::spawn(async move {
         let args = json!({"command": "sleep 100 & echo $! > pid; wait"});
-        BashTool.call(args, &c).await
+        BashTool::default().call(args, &c).await
     });
     let pid_file = dir.path().join("pid");
     for _ in 0..100 {
@@ -175,4 +175,27 @@ fn bounded_buffer_without_overflow_keeps_everything() {
     assert!(!text.contains("omitted"));
     assert_eq!(seconds(120_000), "120s");
     assert_eq!(seconds(1500), "1.5s");
+}
+
+#[tokio::test]
+async fn secret_variables_are_not_inherited() {
+    // cargo sets CARGO_PKG_NAME for the test process; treat it as a secret.
+    let dir = tree(&[]);
+    let args = json!({"command": "echo \"[$CARGO_PKG_NAME]\""});
+    let plain = run(&dir, args.clone()).await.unwrap();
+    assert!(
+        plain.content.starts_with("[cadre-tools]"),
+        "{}",
+        plain.content
+    );
+    let scrubbed = BashTool::new(SecretEnv::default().with_secret("CARGO_PKG_NAME"));
+    let out = scrubbed.call(args.clone(), &ctx(dir.path())).await.unwrap();
+    assert!(out.content.starts_with("[]"), "{}", out.content);
+    let passed = BashTool::new(
+        SecretEnv::default()
+            .with_secret("CARGO_PKG_NAME")
+            .pass(["CARGO_PKG_NAME"]),
+    );
+    let out = passed.call(args, &ctx(dir.path())).await.unwrap();
+    assert!(out.content.starts_with("[cadre-tools]"), "{}", out.content);
 }

@@ -1,11 +1,13 @@
 //! Helpers shared by the built-in tools: definitions, permission subjects, path globs,
-//! directory walks and output caps.
+//! directory walks (which leave out the paths deny rules hide) and output caps.
 
-use crate::ToolError;
+use crate::{HiddenPaths, PermissionSubject, ToolError, Workspace};
 use cadre_types::ToolDefinition;
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkBuilder;
+use serde::Deserialize;
 use std::path::Path;
+use std::sync::Arc;
 
 /// A tool definition from its parts.
 pub(crate) fn definition(
@@ -20,16 +22,44 @@ pub(crate) fn definition(
     }
 }
 
-/// The string argument `key` (or `default` when absent), as a permission subject.
-pub(crate) fn string_arg(
+/// The permission subject of a call whose `path` argument (or `default` when it has none)
+/// names what it acts on, resolved inside the workspace.
+pub(crate) fn path_subject(
     args: &serde_json::Value,
-    key: &str,
+    workspace: &Workspace,
     default: Option<&str>,
-) -> Option<String> {
-    args.get(key)
-        .and_then(|v| v.as_str())
+) -> Result<PermissionSubject, ToolError> {
+    #[derive(Deserialize)]
+    struct PathArg {
+        #[serde(default)]
+        path: Option<String>,
+    }
+    let arg = PathArg::deserialize(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
+    let path = arg
+        .path
+        .as_deref()
         .or(default)
-        .map(str::to_string)
+        .ok_or_else(|| ToolError::InvalidArgs("missing field `path`".into()))?;
+    Ok(PermissionSubject::path(workspace, path)?)
+}
+
+/// Refuse to read or search what was opened at the canonical path `abs` when deny rules
+/// hide it (checked on what was opened, so a path swapped after the permission check is
+/// caught too).
+pub(crate) fn refuse_hidden(
+    workspace: &Workspace,
+    hidden: &HiddenPaths,
+    abs: &Path,
+    is_dir: bool,
+) -> Result<(), ToolError> {
+    let rel = workspace.relative(abs);
+    if hidden.hides_entry(&rel, is_dir) {
+        return Err(ToolError::Failed(format!(
+            "{} is hidden by a permission deny rule",
+            rel.display()
+        )));
+    }
+    Ok(())
 }
 
 /// A matcher for a path glob with ripgrep's `--glob` conventions: a pattern without `/`
@@ -75,15 +105,40 @@ impl PathGlob {
     }
 }
 
+/// True when `path` is a symlink leading to a path that `hidden` hides (listing the link
+/// would show the hidden path's name).
+pub(crate) fn link_to_hidden(workspace: &Workspace, hidden: &HiddenPaths, path: &Path) -> bool {
+    if hidden.is_empty() || !path.is_symlink() {
+        return false;
+    }
+    let Some(given) = path.to_str() else {
+        return false;
+    };
+    match workspace.resolve(given) {
+        Ok(real) => hidden.hides_entry(&workspace.relative(&real), real.is_dir()),
+        Err(_) => false,
+    }
+}
+
 /// A deterministic walker over `root` that honours `.gitignore` (even outside a git
-/// repository), `.ignore` and skips hidden files, like ripgrep.
-pub(crate) fn walker(root: &Path) -> WalkBuilder {
+/// repository), `.ignore` and skips hidden files, like ripgrep, and never enters or yields
+/// what `hidden` hides.
+pub(crate) fn walker(root: &Path, workspace: &Workspace, hidden: &Arc<HiddenPaths>) -> WalkBuilder {
     let mut builder = WalkBuilder::new(root);
     builder
         .require_git(false)
         .hidden(true)
         .follow_links(false)
         .sort_by_file_name(|a, b| a.cmp(b));
+    if !hidden.is_empty() {
+        let hidden = hidden.clone();
+        let base = workspace.root().to_path_buf();
+        builder.filter_entry(move |entry| {
+            let rel = entry.path().strip_prefix(&base).unwrap_or(entry.path());
+            let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
+            !hidden.hides_entry(rel, is_dir)
+        });
+    }
     builder
 }
 

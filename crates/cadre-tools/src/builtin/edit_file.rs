@@ -1,7 +1,7 @@
 //! `edit_file`: replace an exact string in a file and show the change as a unified diff.
 
-use super::common::{definition, string_arg};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
+use super::common::{definition, path_subject};
+use crate::{PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 use serde::Deserialize;
@@ -67,8 +67,12 @@ impl Tool for EditFileTool {
         )
     }
 
-    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
-        string_arg(args, "path", None)
+    fn permission_subject(
+        &self,
+        args: &serde_json::Value,
+        workspace: &Workspace,
+    ) -> Result<PermissionSubject, ToolError> {
+        path_subject(args, workspace, None)
     }
 
     async fn call(

@@ -1,12 +1,16 @@
 //! `glob`: find files by name pattern, honouring ignore files like ripgrep.
 
-use super::common::{PathGlob, definition, string_arg, walker};
-use crate::{FileKind, Opened, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
+use super::common::{PathGlob, definition, link_to_hidden, path_subject, refuse_hidden, walker};
+use crate::{
+    FileKind, HiddenPaths, Opened, PermissionSubject, Tool, ToolContext, ToolError, ToolOutput,
+    Workspace, parse_args,
+};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 use serde::Deserialize;
 use serde_json::json;
 use std::path::Path;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Matches listed at most.
@@ -62,8 +66,12 @@ impl Tool for GlobTool {
         true
     }
 
-    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
-        string_arg(args, "path", Some("."))
+    fn permission_subject(
+        &self,
+        args: &serde_json::Value,
+        workspace: &Workspace,
+    ) -> Result<PermissionSubject, ToolError> {
+        path_subject(args, workspace, Some("."))
     }
 
     async fn call(
@@ -74,6 +82,7 @@ impl Tool for GlobTool {
         let args: Args = parse_args(args)?;
         let glob = PathGlob::new(&args.pattern)?;
         let workspace = ctx.workspace.clone();
+        let hidden = ctx.hidden.clone();
         let cancel = ctx.cancel.clone();
         let session = ctx.run.session_id.clone();
         let path = args.path.unwrap_or_else(|| ".".to_string());
@@ -87,7 +96,8 @@ impl Tool for GlobTool {
                     )));
                 }
             };
-            let found = search(&workspace, &session, &root.path, &glob, &cancel)?;
+            refuse_hidden(&workspace, &hidden, &root.path, true)?;
+            let found = search(&workspace, &session, &hidden, &root.path, &glob, &cancel)?;
             Ok((found, root.shown))
         })
         .await
@@ -96,19 +106,21 @@ impl Tool for GlobTool {
     }
 }
 
-/// The files below `root` whose path matches `glob`. The walk goes by name, so each match is
-/// checked to be where the walk saw it, beneath the workspace root without a symlink on the
-/// way, before it is listed: a directory swapped for a symlink mid-walk lists nothing outside.
+/// The files below `root` whose path matches `glob`, leaving out what `hidden` hides and
+/// symlinks to it. The walk goes by name, so each match is checked to be where the walk saw
+/// it, beneath the workspace root without a symlink on the way, before it is listed: a
+/// directory swapped for a symlink mid-walk lists nothing outside.
 fn search(
     workspace: &Workspace,
     session: &str,
+    hidden: &Arc<HiddenPaths>,
     root: &Path,
     glob: &PathGlob,
     cancel: &CancellationToken,
 ) -> Result<Vec<String>, ToolError> {
     let mut opener = workspace.opener(&workspace.display(root), session)?;
     let mut found = Vec::new();
-    for entry in walker(root).build().flatten() {
+    for entry in walker(root, workspace, hidden).build().flatten() {
         if cancel.is_cancelled() {
             return Err(ToolError::Cancelled);
         }
@@ -120,6 +132,7 @@ fn search(
         };
         if is_file
             && glob.is_match(rel)
+            && !link_to_hidden(workspace, hidden, entry.path())
             && matches!(
                 opener.kind_of(entry.path()),
                 Some(FileKind::File | FileKind::Symlink)

@@ -1,7 +1,10 @@
 //! `grep`: search file contents with a regular expression, ripgrep style.
 
-use super::common::{PathGlob, definition, string_arg, truncate_line, walker};
-use crate::{Opened, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
+use super::common::{PathGlob, definition, path_subject, refuse_hidden, truncate_line, walker};
+use crate::{
+    HiddenPaths, Opened, PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace,
+    parse_args,
+};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
@@ -93,8 +96,12 @@ impl Tool for GrepTool {
         true
     }
 
-    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
-        string_arg(args, "path", Some("."))
+    fn permission_subject(
+        &self,
+        args: &serde_json::Value,
+        workspace: &Workspace,
+    ) -> Result<PermissionSubject, ToolError> {
+        path_subject(args, workspace, Some("."))
     }
 
     async fn call(
@@ -118,13 +125,15 @@ impl Tool for GrepTool {
             context: args.context.unwrap_or(0).min(MAX_CONTEXT),
             workspace: ctx.workspace.clone(),
             session: ctx.run.session_id.clone(),
+            hidden: ctx.hidden.clone(),
             cancel: ctx.cancel.clone(),
         };
         let out = tokio::task::spawn_blocking(move || {
-            let root = match search.workspace.open(&path, &search.session)? {
-                Opened::Dir(dir) => dir.path,
-                Opened::File(file) => file.path,
+            let (root, is_dir) = match search.workspace.open(&path, &search.session)? {
+                Opened::Dir(dir) => (dir.path, true),
+                Opened::File(file) => (file.path, false),
             };
+            refuse_hidden(&search.workspace, &search.hidden, &root, is_dir)?;
             search.run(&root)
         })
         .await
@@ -143,6 +152,7 @@ struct Search {
     workspace: Arc<Workspace>,
     /// The session searching (for what it may read).
     session: String,
+    hidden: Arc<HiddenPaths>,
     cancel: CancellationToken,
 }
 
@@ -165,7 +175,10 @@ impl Search {
         let mut opener = self
             .workspace
             .opener(&self.workspace.display(root), &self.session)?;
-        for entry in walker(root).build().flatten() {
+        for entry in walker(root, &self.workspace, &self.hidden)
+            .build()
+            .flatten()
+        {
             if self.cancel.is_cancelled() {
                 return Err(ToolError::Cancelled);
             }
@@ -187,6 +200,10 @@ impl Search {
             let Ok(Opened::File(file)) = opener.open(entry.path()) else {
                 continue;
             };
+            // What was opened, not only what the walk saw, must not be hidden.
+            if self.hidden.hides(&self.workspace.relative(&file.path)) {
+                continue;
+            }
             let shown = file.shown.clone();
             let mut sink = FileSink::new(&shown, self.mode);
             let reader = Cancellable {

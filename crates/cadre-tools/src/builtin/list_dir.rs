@@ -1,9 +1,9 @@
 //! `list_dir`: list one directory's entries with kinds and sizes.
 
-use super::common::{definition, string_arg};
+use super::common::{definition, link_to_hidden, path_subject, refuse_hidden};
 use crate::{
-    FileKind, Opened, OpenedDir, Opener, Tool, ToolContext, ToolError, ToolOutput, Workspace,
-    parse_args,
+    FileKind, HiddenPaths, Opened, OpenedDir, Opener, PermissionSubject, Tool, ToolContext,
+    ToolError, ToolOutput, Workspace, parse_args,
 };
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
@@ -60,8 +60,12 @@ impl Tool for ListDirTool {
         true
     }
 
-    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
-        string_arg(args, "path", Some("."))
+    fn permission_subject(
+        &self,
+        args: &serde_json::Value,
+        workspace: &Workspace,
+    ) -> Result<PermissionSubject, ToolError> {
+        path_subject(args, workspace, Some("."))
     }
 
     async fn call(
@@ -74,9 +78,13 @@ impl Tool for ListDirTool {
         let workspace = ctx.workspace.clone();
         let session = ctx.run.session_id.clone();
         let cancel = ctx.cancel.clone();
+        let hidden = ctx.hidden.clone();
         let listing =
             tokio::task::spawn_blocking(move || match workspace.open(&path, &session)? {
-                Opened::Dir(dir) => list(&workspace, &session, &dir, &cancel),
+                Opened::Dir(dir) => {
+                    refuse_hidden(&workspace, &hidden, &dir.path, true)?;
+                    list(&workspace, &session, &hidden, &dir, &cancel)
+                }
                 Opened::File(file) => Err(ToolError::Failed(format!(
                     "{} is a file, not a directory; use read_file",
                     file.shown
@@ -90,10 +98,12 @@ impl Tool for ListDirTool {
 
 /// Render the listing of the opened directory `dir`: the first [`MAX_ENTRIES`] names in
 /// order (kept in a bounded heap however large the directory is), each described by looking
-/// at it through the directory's descriptor.
+/// at it through the directory's descriptor. Entries `hidden` hides, and symlinks to them,
+/// are left out.
 fn list(
     workspace: &Workspace,
     session: &str,
+    hidden: &HiddenPaths,
     dir: &OpenedDir,
     cancel: &CancellationToken,
 ) -> Result<String, ToolError> {
@@ -109,6 +119,9 @@ fn list(
         let entry = entry.map_err(|e| io(e.into()))?;
         let name = entry.file_name().to_bytes();
         if name == b"." || name == b".." {
+            continue;
+        }
+        if is_hidden(workspace, hidden, dir, OsStr::from_bytes(name)) {
             continue;
         }
         total += 1;
@@ -178,6 +191,19 @@ fn describe(
         }
         special => format!("{shown}  ({})", special.describe()),
     }
+}
+
+/// True when the entry `name` of `dir` is hidden by deny rules, or is a symlink to a hidden
+/// path.
+fn is_hidden(workspace: &Workspace, hidden: &HiddenPaths, dir: &OpenedDir, name: &OsStr) -> bool {
+    if hidden.is_empty() {
+        return false;
+    }
+    let path = dir.path.join(name);
+    let is_dir = rustix::fs::statat(&dir.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|st| FileKind::of_stat(&st) == FileKind::Dir);
+    hidden.hides_entry(&workspace.relative(&path), is_dir)
+        || link_to_hidden(workspace, hidden, &path)
 }
 
 /// `123 B`, `4.0 KiB`, `1.5 MiB`, ...

@@ -19,12 +19,23 @@ pub use list_dir::ListDirTool;
 pub use read_file::ReadFileTool;
 pub use write_file::WriteFileTool;
 
-use crate::ToolRegistry;
+use crate::{SecretEnv, ToolRegistry};
 use std::sync::Arc;
 
+/// The reading tools whose path deny rules hide paths from all of them: a deny rule on a
+/// path of any of these (`read_file(secrets/**)`) denies the path to every one and leaves
+/// it out of what `grep`, `glob` and `list_dir` print.
+pub const READING_TOOLS: &[&str] = &["read_file", "grep", "glob", "list_dir"];
+
 /// A registry with all built-in tools, in this order: `read_file`, `write_file`,
-/// `edit_file`, `glob`, `grep`, `list_dir`, `bash`.
+/// `edit_file`, `glob`, `grep`, `list_dir`, `bash`; `bash` drops the default secrets
+/// ([`SecretEnv::default`]) from its environment.
 pub fn builtin_tools() -> ToolRegistry {
+    builtin_tools_with_secrets(SecretEnv::default())
+}
+
+/// As [`builtin_tools`], with `bash` dropping the variables `secrets` removes.
+pub fn builtin_tools_with_secrets(secrets: SecretEnv) -> ToolRegistry {
     ToolRegistry::new()
         .with(Arc::new(ReadFileTool))
         .with(Arc::new(WriteFileTool))
@@ -32,12 +43,13 @@ pub fn builtin_tools() -> ToolRegistry {
         .with(Arc::new(GlobTool))
         .with(Arc::new(GrepTool))
         .with(Arc::new(ListDirTool))
-        .with(Arc::new(BashTool))
+        .with(Arc::new(BashTool::new(secrets)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn registry_has_all_tools_in_order_with_object_schemas() {
@@ -69,16 +81,113 @@ mod tests {
     }
 
     #[test]
-    fn permission_subjects_are_the_command_or_path() {
+    fn permission_subjects_are_resolved_paths_and_parsed_commands() {
+        use crate::{PermissionSubject, Workspace};
+        use std::path::PathBuf;
+        let dir = crate::testutil::tree(&[("src/a.rs", b""), ("secrets/key", b"k")]);
+        std::os::unix::fs::symlink(dir.path().join("secrets"), dir.path().join("pub")).unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
         let reg = builtin_tools();
         let subject = |tool: &str, args: serde_json::Value| {
-            reg.get(tool).and_then(|t| t.permission_subject(&args))
+            reg.get(tool).unwrap().permission_subject(&args, &ws)
         };
-        let cmd = serde_json::json!({"command": "ls -la"});
-        assert_eq!(subject("bash", cmd).as_deref(), Some("ls -la"));
-        let path = serde_json::json!({"path": "src/a.rs", "content": ""});
-        assert_eq!(subject("write_file", path).as_deref(), Some("src/a.rs"));
-        let none = serde_json::json!({"pattern": "*.rs"});
-        assert_eq!(subject("glob", none).as_deref(), Some("."));
+        let abs = ws.root().join("secrets/key").display().to_string();
+        let path_cases: &[(&str, serde_json::Value, &str)] = &[
+            (
+                "write_file",
+                json!({"path": "src/a.rs", "content": ""}),
+                "src/a.rs",
+            ),
+            (
+                "write_file",
+                json!({"path": "./src/../src/new.rs", "content": ""}),
+                "src/new.rs",
+            ),
+            ("read_file", json!({"path": abs}), "secrets/key"),
+            ("read_file", json!({"path": "pub/key"}), "secrets/key"),
+            (
+                "edit_file",
+                json!({"path": "./secrets/key", "old_string": "a", "new_string": "b"}),
+                "secrets/key",
+            ),
+            ("grep", json!({"pattern": "x"}), "."),
+            ("glob", json!({"pattern": "*"}), "."),
+            ("list_dir", json!({}), "."),
+            ("list_dir", json!({"path": "pub"}), "secrets"),
+        ];
+        for (tool, args, want) in path_cases {
+            let got = subject(tool, args.clone()).unwrap_or_else(|e| panic!("{tool} {args}: {e}"));
+            assert_eq!(
+                got,
+                PermissionSubject::Path(PathBuf::from(want)),
+                "{tool} {args}"
+            );
+        }
+        for args in [
+            json!({"path": "../x"}),
+            json!({"path": "/etc/passwd"}),
+            json!({}),
+        ] {
+            assert!(subject("read_file", args.clone()).is_err(), "{args}");
+        }
+        let PermissionSubject::Command(line) =
+            subject("bash", json!({"command": "ls  -la"})).unwrap()
+        else {
+            panic!("bash has a command subject");
+        };
+        assert_eq!(line.commands()[0].text(), "ls -la");
+        assert!(subject("bash", json!({"cmd": "ls"})).is_err());
+    }
+
+    #[tokio::test]
+    async fn reading_tools_leave_hidden_paths_out() {
+        use crate::testutil::{ctx_hiding, tree};
+        let dir = tree(&[
+            ("a.txt", b"needle\n"),
+            ("secrets/key", b"needle secret\n"),
+            ("secrets/deep/more", b"needle\n"),
+            ("keys/a.pem", b"needle\n"),
+            ("keys/a.pub", b"needle\n"),
+        ]);
+        std::os::unix::fs::symlink(dir.path().join("secrets"), dir.path().join("link")).unwrap();
+        let ctx = ctx_hiding(dir.path(), &["secrets/**", "keys/*.pem"]);
+        let reg = builtin_tools();
+        let call = |tool: &'static str, args: serde_json::Value| {
+            let t = reg.get(tool).unwrap();
+            let ctx = ctx.clone();
+            async move { t.call(args, &ctx).await }
+        };
+        let out = call(
+            "grep",
+            json!({"pattern": "needle", "output_mode": "files_with_matches"}),
+        );
+        assert_eq!(out.await.unwrap().content, "a.txt\nkeys/a.pub\n");
+        let out = call("glob", json!({"pattern": "**/*"})).await.unwrap();
+        assert_eq!(out.content, "a.txt\nkeys/a.pub\n");
+        let out = call("list_dir", json!({})).await.unwrap();
+        assert!(
+            !out.content.contains("secrets") && !out.content.contains("link"),
+            "{}",
+            out.content
+        );
+        let out = call("list_dir", json!({"path": "keys"})).await.unwrap();
+        assert!(
+            out.content.contains("a.pub") && !out.content.contains("a.pem"),
+            "{}",
+            out.content
+        );
+        for (tool, args) in [
+            ("grep", json!({"pattern": "needle", "path": "secrets"})),
+            ("grep", json!({"pattern": "needle", "path": "link/key"})),
+            ("glob", json!({"pattern": "*", "path": "link"})),
+            ("list_dir", json!({"path": "secrets/deep"})),
+            ("read_file", json!({"path": "keys/a.pem"})),
+        ] {
+            let err = call(tool, args.clone()).await.unwrap_err();
+            assert!(
+                err.to_string().contains("hidden by a permission deny rule"),
+                "{tool} {args}: {err}"
+            );
+        }
     }
 }

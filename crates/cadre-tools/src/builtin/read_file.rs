@@ -1,8 +1,11 @@
 //! `read_file`: read a text file with line numbers, a window at a time.
 
-use super::common::{definition, string_arg};
+use super::common::{definition, path_subject, refuse_hidden};
 use super::line_window::{Total, Window, WindowSpec, read_window};
-use crate::{Opened, OpenedFile, Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{
+    Opened, OpenedFile, PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace,
+    parse_args,
+};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 use serde::Deserialize;
@@ -80,8 +83,12 @@ impl Tool for ReadFileTool {
         true
     }
 
-    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
-        string_arg(args, "path", None)
+    fn permission_subject(
+        &self,
+        args: &serde_json::Value,
+        workspace: &Workspace,
+    ) -> Result<PermissionSubject, ToolError> {
+        path_subject(args, workspace, None)
     }
 
     async fn call(
@@ -97,6 +104,7 @@ impl Tool for ReadFileTool {
         let offset = args.offset.unwrap_or(1).max(1);
         let workspace = ctx.workspace.clone();
         let session = ctx.run.session_id.clone();
+        let hidden = ctx.hidden.clone();
         let cancel = ctx.cancel.clone();
         // Opening is non-blocking and only regular files are read, so this thread ends with
         // the file or with the call's cancellation, never later.
@@ -110,6 +118,7 @@ impl Tool for ReadFileTool {
                     )));
                 }
             };
+            refuse_hidden(&workspace, &hidden, &file.path, false)?;
             read(file, offset, limit, &cancel)
         })
         .await

@@ -1,7 +1,7 @@
 //! `write_file`: create or overwrite a file, creating missing parent directories.
 
-use super::common::{definition, string_arg};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use super::common::{definition, path_subject};
+use crate::{PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 use serde::Deserialize;
@@ -50,8 +50,12 @@ impl Tool for WriteFileTool {
         )
     }
 
-    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
-        string_arg(args, "path", None)
+    fn permission_subject(
+        &self,
+        args: &serde_json::Value,
+        workspace: &Workspace,
+    ) -> Result<PermissionSubject, ToolError> {
+        path_subject(args, workspace, None)
     }
 
     async fn call(

@@ -23,6 +23,7 @@ impl ApprovalHandler for AllowAll {
 /// A context confined to `workspace`, in session `s-test`.
 pub fn ctx(workspace: Workspace) -> ToolContext {
     ToolContext {
+        hidden: Default::default(),
         call_id: "call-1".into(),
         workspace: Arc::new(workspace),
         cancel: CancellationToken::new(),

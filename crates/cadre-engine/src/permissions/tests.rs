@@ -1,0 +1,275 @@
+use super::*;
+use PolicyDecision::*;
+use std::path::PathBuf;
+
+fn policy(mode: ApprovalMode, allow: &[&str], deny: &[&str], ask: &[&str]) -> PermissionPolicy {
+    let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    PermissionPolicy {
+        mode,
+        rules: PermissionRules::parse(&v(allow), &v(deny), &v(ask)).unwrap(),
+    }
+}
+
+fn kind(d: PolicyDecision) -> &'static str {
+    match d {
+        Allow => "allow",
+        Deny(_) => "deny",
+        Ask(_) => "ask",
+    }
+}
+
+fn path(p: &str) -> PermissionSubject {
+    PermissionSubject::Path(PathBuf::from(p))
+}
+
+fn cmd(c: &str) -> PermissionSubject {
+    PermissionSubject::command(c)
+}
+
+#[test]
+fn default_mode_asks_for_mutating_tools_only() {
+    let p = policy(ApprovalMode::Ask, &[], &[], &[]);
+    assert_eq!(
+        kind(p.decide("read_file", &path("a"), true, false)),
+        "allow"
+    );
+    assert_eq!(kind(p.decide("bash", &cmd("ls"), false, false)), "ask");
+    assert_eq!(
+        kind(p.decide("write_file", &path("a"), false, false)),
+        "ask"
+    );
+}
+
+#[test]
+fn deny_wins_over_allow_and_session_approval() {
+    let p = policy(ApprovalMode::Ask, &["bash"], &["bash(rm *)"], &[]);
+    assert_eq!(
+        kind(p.decide("bash", &cmd("ls -la"), false, false)),
+        "allow"
+    );
+    assert_eq!(
+        kind(p.decide("bash", &cmd("rm -rf /"), false, false)),
+        "deny"
+    );
+    assert_eq!(
+        kind(p.decide("bash", &cmd("rm -rf /"), false, true)),
+        "deny"
+    );
+    // A command a deny rule cannot be checked against asks even after a session approval.
+    assert_eq!(kind(p.decide("bash", &cmd("rm $X"), false, false)), "deny");
+    assert_eq!(
+        kind(p.decide("bash", &cmd("$RM -rf /"), false, true)),
+        "ask"
+    );
+}
+
+type Case = (
+    ApprovalMode,
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static str,
+    bool,
+    bool,
+    &'static str,
+);
+
+#[test]
+fn table_of_modes_and_rules() {
+    use ApprovalMode::*;
+    let cases: &[Case] = &[
+        // mode, allow, deny, ask, tool, read_only, session_approved, expected
+        (ReadOnly, &["bash"], &[], &[], "bash", false, false, "deny"),
+        (ReadOnly, &[], &[], &[], "grep", true, false, "allow"),
+        (ReadOnly, &[], &["grep"], &[], "grep", true, false, "deny"),
+        (AutoApprove, &[], &[], &[], "bash", false, false, "allow"),
+        (
+            AutoApprove,
+            &[],
+            &[],
+            &["bash"],
+            "bash",
+            false,
+            false,
+            "ask",
+        ),
+        (
+            AutoApprove,
+            &[],
+            &["bash"],
+            &[],
+            "bash",
+            false,
+            false,
+            "deny",
+        ),
+        (Bypass, &[], &["bash"], &[], "bash", false, false, "allow"),
+        (Ask, &[], &[], &[], "bash", false, true, "allow"),
+        (
+            Ask,
+            &[],
+            &[],
+            &["read_file"],
+            "read_file",
+            true,
+            false,
+            "ask",
+        ),
+        (
+            Ask,
+            &["mcp__gh"],
+            &[],
+            &[],
+            "mcp__gh__create",
+            false,
+            false,
+            "allow",
+        ),
+        (
+            Ask,
+            &["mcp__gh__*"],
+            &[],
+            &[],
+            "mcp__gh__x",
+            false,
+            false,
+            "allow",
+        ),
+        (
+            Ask,
+            &["mcp__gh"],
+            &[],
+            &[],
+            "mcp__ghx__y",
+            false,
+            false,
+            "ask",
+        ),
+        (
+            Ask,
+            &[],
+            &["mcp__gh"],
+            &[],
+            "mcp__gh__delete",
+            false,
+            true,
+            "deny",
+        ),
+    ];
+    for (i, (mode, allow, deny, ask, tool, ro, sess, want)) in cases.iter().enumerate() {
+        let p = policy(*mode, allow, deny, ask);
+        let subject = PermissionSubject::None;
+        assert_eq!(
+            kind(p.decide(tool, &subject, *ro, *sess)),
+            *want,
+            "case {i}"
+        );
+    }
+}
+
+#[test]
+fn subject_globs_match_commands_and_paths() {
+    let p = policy(
+        ApprovalMode::Ask,
+        &["bash(git status*)", "write_file(src/**)"],
+        &[],
+        &[],
+    );
+    assert_eq!(
+        kind(p.decide("bash", &cmd("git status -s"), false, false)),
+        "allow"
+    );
+    assert_eq!(
+        kind(p.decide("bash", &cmd("git push"), false, false)),
+        "ask"
+    );
+    assert_eq!(
+        kind(p.decide("write_file", &path("src/a/b.rs"), false, false)),
+        "allow"
+    );
+    assert_eq!(
+        kind(p.decide("write_file", &path("docs/x.md"), false, false)),
+        "ask"
+    );
+    let none = PermissionSubject::None;
+    assert_eq!(kind(p.decide("write_file", &none, false, false)), "ask");
+}
+
+#[test]
+fn unparseable_commands_ask_in_auto_approve_and_are_denied_read_only() {
+    let broken = cmd("git status '");
+    let auto = policy(ApprovalMode::AutoApprove, &[], &[], &[]);
+    assert_eq!(kind(auto.decide("bash", &broken, false, false)), "ask");
+    // Run-time values alone only ask when a rule needs checking.
+    assert_eq!(
+        kind(auto.decide("bash", &cmd("echo $((1+2))"), false, false)),
+        "allow"
+    );
+    let read_only = policy(ApprovalMode::ReadOnly, &["bash"], &[], &[]);
+    assert_eq!(
+        kind(read_only.decide("bash", &broken, false, false)),
+        "deny"
+    );
+}
+
+#[test]
+fn deny_reasons_name_the_rule_and_what_it_matched() {
+    let p = policy(ApprovalMode::AutoApprove, &[], &["bash(rm -rf *)"], &[]);
+    let Deny(reason) = p.decide(
+        "bash",
+        &cmd("git status; /bin/rm  -rf victim"),
+        false,
+        false,
+    ) else {
+        panic!("denied");
+    };
+    assert_eq!(
+        reason,
+        "bash is denied by the permission rule `bash(rm -rf *)` (it matches `rm -rf victim`)"
+    );
+}
+
+#[test]
+fn reading_tool_deny_rules_hide_paths_from_all_reading_tools() {
+    let p = policy(
+        ApprovalMode::Ask,
+        &[],
+        &["read_file(secrets/**)", "write_file(src/**)"],
+        &[],
+    );
+    assert_eq!(p.rules.hidden().patterns(), ["secrets/**"]);
+    assert_eq!(
+        kind(p.decide("grep", &path("secrets"), true, false)),
+        "deny"
+    );
+    assert_eq!(
+        kind(p.decide("list_dir", &path("secrets/a"), true, false)),
+        "deny"
+    );
+    assert_eq!(kind(p.decide("glob", &path("."), true, false)), "allow");
+    // Write rules hide nothing, and hidden paths only concern reading tools.
+    assert_eq!(kind(p.decide("grep", &path("src"), true, false)), "allow");
+    assert_eq!(
+        kind(p.decide("edit_file", &path("secrets/key"), false, true)),
+        "allow"
+    );
+    let all = policy(ApprovalMode::Ask, &[], &["*(secrets/**)"], &[]);
+    assert_eq!(all.rules.hidden().patterns(), ["secrets/**"]);
+    let bypass = policy(ApprovalMode::Bypass, &[], &["read_file(secrets/**)"], &[]);
+    assert_eq!(
+        kind(bypass.decide("read_file", &path("secrets/k"), true, false)),
+        "allow"
+    );
+}
+
+#[test]
+fn bad_rules_are_reported() {
+    assert!(PermissionRules::parse(&["bash(ls".into()], &[], &[]).is_err());
+    assert!(PermissionRules::parse(&["(x)".into()], &[], &[]).is_err());
+    assert!(PermissionRules::parse(&[], &["read_file(a[)".into()], &[]).is_err());
+    assert!("sideways".parse::<ApprovalMode>().is_err());
+    assert_eq!(
+        "read-only".parse::<ApprovalMode>(),
+        Ok(ApprovalMode::ReadOnly)
+    );
+}

@@ -1,0 +1,202 @@
+use super::*;
+
+fn texts(line: &CommandLine) -> Vec<String> {
+    line.commands().iter().map(|c| c.text()).collect()
+}
+
+fn indirect(line: &CommandLine) -> Vec<String> {
+    line.indirect_commands().iter().map(|c| c.text()).collect()
+}
+
+fn spellings(cmd: &SimpleCommand) -> Vec<&str> {
+    cmd.spellings().iter().map(|s| s.text.as_str()).collect()
+}
+
+#[test]
+fn splits_lists_pipelines_and_nested_commands() {
+    let cases: &[(&str, &[&str])] = &[
+        ("git status", &["git status"]),
+        ("git   status\t-s", &["git status -s"]),
+        (
+            "git status; echo X > /outside/file",
+            &["git status", "echo X"],
+        ),
+        (
+            "git status*; rm -rf victim",
+            &["git status*", "rm -rf victim"],
+        ),
+        ("a && b || c | d & e", &["a", "b", "c", "d", "e"]),
+        ("a\nb", &["a", "b"]),
+        ("git status#;rm -rf v", &["git status#", "rm -rf v"]),
+        ("git status # ; rm -rf v", &["git status"]),
+        ("git status\\;rm", &["git status;rm"]),
+        (
+            "echo $(rm -rf v) `id`",
+            &["rm -rf v", "id", "echo $(rm -rf v) `id`"],
+        ),
+        ("diff <(ls a) >(wc)", &["ls a", "wc", "diff <(...) <(...)"]),
+        ("f() { rm -rf v; }; f", &["rm -rf v", "f"]),
+        ("(cd a && ls) | { cat; }", &["cd a", "ls", "cat"]),
+        (
+            "if true; then x; elif y; then z; else w; fi",
+            &["true", "x", "y", "z", "w"],
+        ),
+        ("for f in a b; do wc $f; done", &["wc $f"]),
+        (
+            "while read l; do echo $l; done < in",
+            &["read l", "echo $l"],
+        ),
+        ("case $x in a) rm v;; esac", &["rm v"]),
+        ("[[ -f x ]] && ls", &["ls"]),
+        ("\\rm 'r'm \"-rf\" a\\ b", &["rm rm -rf a b"]),
+        ("A=1 B='x y' git status", &["A=1 B=x y git status"]),
+        ("echo a\\\nb", &["echo ab"]),
+        ("cargo test 2>&1 | tail -50", &["cargo test", "tail -50"]),
+        ("time -p ls", &["ls"]),
+        ("! ls", &["ls"]),
+    ];
+    for (line, want) in cases {
+        let parsed = CommandLine::parse(line);
+        assert_eq!(parsed.unknown(), None, "{line}");
+        assert_eq!(texts(&parsed), *want, "{line}");
+    }
+}
+
+#[test]
+fn word_kinds_say_what_is_known() {
+    let kinds = |line: &str| -> Vec<WordKind> {
+        let parsed = CommandLine::parse(line);
+        let last = parsed.commands().last().unwrap();
+        last.words().iter().map(|w| w.kind).collect()
+    };
+    use WordKind::*;
+    assert_eq!(kinds("ls 'a' \"b\" c\\ d"), [Literal; 4]);
+    assert_eq!(
+        kinds("ls *.rs ~/x {a,b} f?"),
+        [Literal, Pattern, Pattern, Pattern, Pattern]
+    );
+    assert_eq!(kinds("ls \"*.rs\" '{a,b}'"), [Literal, Literal, Literal]);
+    assert_eq!(
+        kinds("ls $x \"${y}\" $(id) $'\\x72'"),
+        [Literal, Expanded, Expanded, Expanded, Expanded]
+    );
+    assert_eq!(kinds("ls $'plain'"), [Literal, Literal]);
+}
+
+#[test]
+fn spellings_resolve_paths_and_wrappers() {
+    let first = |line: &str| CommandLine::parse(line).commands()[0].clone();
+    assert_eq!(
+        spellings(&first("/bin/rm -rf v")),
+        ["/bin/rm -rf v", "rm -rf v"]
+    );
+    assert_eq!(spellings(&first("A=1 rm x")), ["A=1 rm x", "rm x"]);
+    let sudo = first("sudo -u root /bin/rm -rf v");
+    let s = spellings(&sudo);
+    assert!(s.contains(&"rm -rf v"), "{s:?}");
+    assert!(s.contains(&"root /bin/rm -rf v"), "{s:?}");
+    for wrapped in [
+        "command rm -rf v",
+        "env -i FOO=1 rm -rf v",
+        "exec rm -rf v",
+        "nice -n 5 rm -rf v",
+        "nohup rm -rf v",
+        "command time rm -rf v",
+        "sudo rm -rf v",
+        "timeout 5 nice rm -rf v",
+        "xargs rm -rf v",
+    ] {
+        let cmd = first(wrapped);
+        assert!(
+            spellings(&cmd).contains(&"rm -rf v"),
+            "{wrapped}: {:?}",
+            spellings(&cmd)
+        );
+    }
+    let echo = first("echo rm -rf v");
+    assert_eq!(spellings(&echo), ["echo rm -rf v"]);
+    let dynamic = first("$CMD -rf v");
+    assert_eq!(dynamic.spellings()[0].command_word, None);
+}
+
+#[test]
+fn finds_code_in_arguments() {
+    let cases: &[(&str, &[&str])] = &[
+        ("bash -c 'rm -rf v; ls'", &["rm -rf v", "ls"]),
+        ("sudo sh -lc \"rm -rf v\"", &["rm -rf v"]),
+        ("bash -o pipefail -c 'rm v'", &["rm v"]),
+        ("bash script.sh", &[]),
+        ("eval 'rm -rf' v", &["rm -rf v"]),
+        ("trap 'rm -rf v' EXIT", &["rm -rf v"]),
+        ("alias ll='rm -rf v'", &["rm -rf v"]),
+        ("watch -n 1 'rm -rf v'", &["rm -rf v"]),
+        ("env -S 'rm -rf v'", &["rm -rf v"]),
+        ("su -c 'rm -rf v' root", &["rm -rf v"]),
+        ("find . -name x -exec rm -rf {} + -print", &["rm -rf {}"]),
+        (
+            "find . -execdir sh -c 'rm \"$0\"' {} \\;",
+            &["rm $0", "sh -c rm \"$0\" {}"],
+        ),
+        ("ls | xargs rm -rf", &["rm -rf"]),
+    ];
+    for (line, want) in cases {
+        let parsed = CommandLine::parse(line);
+        assert_eq!(indirect(&parsed), *want, "{line}");
+    }
+    let xargs = CommandLine::parse("ls | xargs rm -rf");
+    assert!(!xargs.indirect_commands()[0].is_known());
+    let dynamic = CommandLine::parse("bash -c \"$CODE\"");
+    assert_eq!(
+        dynamic.unknown(),
+        Some("bash runs code only known at run time")
+    );
+}
+
+#[test]
+fn unknown_parts_are_reported() {
+    for line in [
+        "git status '",
+        "echo $(",
+        "echo ((",
+        "(( x = y + 1 ))",
+        "echo $((x))",
+        "echo $[x]",
+        "[[ $x -eq 1 ]]",
+        "echo ${a[$(id)]}",
+        "a[$(id)]=1",
+        "cat <<EOF\n$(rm v)\nEOF",
+        "eval \"$X\"",
+    ] {
+        let parsed = CommandLine::parse(line);
+        assert!(parsed.unknown().is_some(), "{line}");
+        assert_eq!(parsed.allow_texts(), None, "{line}");
+    }
+    let deep = format!("{}x{}", "(".repeat(200), ")".repeat(200));
+    assert!(CommandLine::parse(&deep).unknown().is_some());
+    let long = "a".repeat(MAX_LINE_BYTES + 1);
+    assert!(CommandLine::parse(&long).unknown().is_some());
+}
+
+#[test]
+fn allow_texts_need_fixed_commands_without_file_redirects() {
+    let allow = |line: &str| CommandLine::parse(line).allow_texts();
+    assert_eq!(
+        allow("git status -s"),
+        Some(vec!["git status -s".to_string()])
+    );
+    assert_eq!(
+        allow("cargo test 2>&1 | tail -50 > /dev/null"),
+        Some(vec!["cargo test".to_string(), "tail -50".to_string()])
+    );
+    assert_eq!(allow("ls *.rs"), Some(vec!["ls *.rs".to_string()]));
+    assert_eq!(allow("git status > out"), None);
+    assert_eq!(allow("git status < in"), None);
+    assert_eq!(allow("git status &> log"), None);
+    assert_eq!(allow("git status >&log"), None);
+    assert_eq!(allow("{ git status; } > out"), None);
+    assert_eq!(allow("git log $(id)"), None);
+    assert_eq!(allow("git $SUB"), None);
+    assert_eq!(allow("$GIT status"), None);
+    assert_eq!(allow(""), None);
+    assert_eq!(allow("# comment"), None);
+}
