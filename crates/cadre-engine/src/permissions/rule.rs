@@ -138,10 +138,11 @@ impl SubjectGlob {
         if self.command.is_match(&whole) {
             return Some(whole);
         }
+        // Words may hold whitespace of their own (`echo "a  b"`): compare as the pattern is.
         line.all_commands()
             .flat_map(|c| c.spellings())
-            .find(|s| self.command.is_match(&s.text))
-            .map(|s| s.text.clone())
+            .map(|s| normalize_whitespace(&s.text))
+            .find(|text| self.command.is_match(text))
     }
 
     /// Why this glob might match `line` once it runs although it matches nothing now: a

@@ -28,7 +28,7 @@ pub struct CommandLine {
     indirect: Vec<SimpleCommand>,
     unknown: Option<String>,
     unparsed: bool,
-    compound_redirects: bool,
+    not_per_command: bool,
 }
 
 impl CommandLine {
@@ -84,10 +84,11 @@ impl CommandLine {
 
     /// The texts that per-command allow rules must match, one per direct command; `None`
     /// when the line cannot be allowed command by command: part of it is unknown, it is
-    /// empty, or some command takes values at run time (`$VAR`, `$(...)`), redirects to or
-    /// from a file, or has a command word that is not a fixed word.
+    /// empty, a group or loop redirects to or from a file, a `for` loop assigns a variable,
+    /// or some command takes values at run time (`$VAR`, `$(...)`), redirects to or from a
+    /// file, or has a command word that is not a fixed word.
     pub fn allow_texts(&self) -> Option<Vec<String>> {
-        if self.unknown.is_some() || self.compound_redirects || self.direct.is_empty() {
+        if self.unknown.is_some() || self.not_per_command || self.direct.is_empty() {
             return None;
         }
         self.direct

@@ -194,6 +194,7 @@ fn allow_texts_need_fixed_commands_without_file_redirects() {
     assert_eq!(allow("git status &> log"), None);
     assert_eq!(allow("git status >&log"), None);
     assert_eq!(allow("{ git status; } > out"), None);
+    assert_eq!(allow("for PATH in /tmp; do git status; done"), None);
     assert_eq!(allow("git log $(id)"), None);
     assert_eq!(allow("git $SUB"), None);
     assert_eq!(allow("$GIT status"), None);

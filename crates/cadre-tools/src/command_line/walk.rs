@@ -23,7 +23,7 @@ pub(super) fn parse(text: &str, depth: u32) -> CommandLine {
         indirect: walker.indirect,
         unknown: walker.unknown,
         unparsed: walker.unparsed,
-        compound_redirects: walker.compound_redirects,
+        not_per_command: walker.not_per_command,
     }
 }
 
@@ -34,7 +34,7 @@ pub(super) struct Walker {
     indirect: Vec<SimpleCommand>,
     unknown: Option<String>,
     unparsed: bool,
-    compound_redirects: bool,
+    not_per_command: bool,
 }
 
 impl Walker {
@@ -45,7 +45,7 @@ impl Walker {
             indirect: Vec::new(),
             unknown: None,
             unparsed: false,
-            compound_redirects: false,
+            not_per_command: false,
         }
     }
 
@@ -78,7 +78,7 @@ impl Walker {
         if direct {
             self.direct.extend(inner.direct);
             self.indirect.extend(inner.indirect);
-            self.compound_redirects |= inner.compound_redirects;
+            self.not_per_command |= inner.not_per_command;
         } else {
             self.indirect.extend(inner.direct);
             self.indirect.extend(inner.indirect);
@@ -146,10 +146,12 @@ impl Walker {
         }
     }
 
+    /// A compound command's redirections: one to or from a file applies to commands no
+    /// per-command rule sees it with.
     fn compound_redirect_list(&mut self, redirects: Option<&ast::RedirectList>) {
         for r in redirects.into_iter().flat_map(|l| &l.0) {
             if self.redirect(r) {
-                self.compound_redirects = true;
+                self.not_per_command = true;
             }
         }
     }
@@ -162,6 +164,9 @@ impl Walker {
             CompoundCommand::BraceGroup(g) => self.list(&g.list),
             CompoundCommand::Subshell(s) => self.list(&s.list),
             CompoundCommand::ForClause(f) => {
+                // The loop assigns its variable (`for PATH in /tmp`), which no per-command
+                // rule sees.
+                self.not_per_command = true;
                 for w in f.values.iter().flatten() {
                     analyse(&w.value, self);
                 }
