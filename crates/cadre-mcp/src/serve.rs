@@ -261,6 +261,8 @@ impl ServerHandler for McpSession {
             run,
             // Children narrow from the main agent's tools, as for `cadre serve`.
             tools: Arc::new(runtime.top_level_tools()),
+            // The delegation tools read no files; each child hides what its own rules deny.
+            hidden: Default::default(),
         };
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
         let out = tool.call(args, &ctx).await;

@@ -15,8 +15,9 @@ pub use words::{Word, WordKind};
 
 /// Lines longer than this are not analysed (they count as unknown).
 pub const MAX_LINE_BYTES: usize = 64 * 1024;
-/// Deeper bracket nesting than this is not analysed (it keeps the parser's recursion bounded).
-const MAX_NESTING: usize = 64;
+/// Deeper bracket nesting than this is not analysed: the parser backtracks over every open
+/// `(` (subshell, `((`, process substitution), so its work doubles with each level.
+const MAX_NESTING: usize = 12;
 /// Command strings nested in command strings (`bash -c "eval '...'"`) analysed at most.
 const MAX_DEPTH: u32 = 8;
 

@@ -177,6 +177,31 @@ fn unknown_parts_are_reported() {
     assert!(CommandLine::parse(&long).unknown().is_some());
 }
 
+/// The parser backtracks over `(` (subshell, `((`, process substitution), doubling its work
+/// per open bracket: lines nesting more than a dozen are refused before it sees them (the
+/// first one is a fuzzer's find that took half a minute).
+#[test]
+fn bracket_nesting_that_would_stall_the_parser_is_refused() {
+    for line in [
+        "cat <((((EOF (((c 2c> <>huue(((((((((((((((EOF (((c 2c> f".to_string(),
+        format!("(({}", "(".repeat(20)),
+        format!("cat <({}", "(".repeat(20)),
+        format!("{{ {}", "(".repeat(20)),
+    ] {
+        let parsed = CommandLine::parse(&line);
+        assert_eq!(
+            parsed.unknown(),
+            Some("the command nests brackets too deeply"),
+            "{line}"
+        );
+        assert!(!parsed.is_parsed());
+    }
+    let nested = format!("{}ls{}", "(true; ".repeat(MAX_NESTING), ")".repeat(MAX_NESTING));
+    let parsed = CommandLine::parse(&nested);
+    assert_eq!(parsed.unknown(), None);
+    assert_eq!(texts(&parsed).last().map(String::as_str), Some("ls"));
+}
+
 #[test]
 fn allow_texts_need_fixed_commands_without_file_redirects() {
     let allow = |line: &str| CommandLine::parse(line).allow_texts();
