@@ -196,7 +196,11 @@ fn bracket_nesting_that_would_stall_the_parser_is_refused() {
         );
         assert!(!parsed.is_parsed());
     }
-    let nested = format!("{}ls{}", "(true; ".repeat(MAX_NESTING), ")".repeat(MAX_NESTING));
+    let nested = format!(
+        "{}ls{}",
+        "(true; ".repeat(MAX_NESTING),
+        ")".repeat(MAX_NESTING)
+    );
     let parsed = CommandLine::parse(&nested);
     assert_eq!(parsed.unknown(), None);
     assert_eq!(texts(&parsed).last().map(String::as_str), Some("ls"));
