@@ -29,7 +29,7 @@ use cadre_engine::{
 use cadre_llm::{PriceTable, Provider, ProviderConfig, ProviderError, ProviderRegistry};
 use cadre_sandbox::Sandbox;
 use cadre_tools::{
-    AccessPolicy, ApprovalHandler, RunContext, SecretEnv, ToolRegistry, Workspace,
+    AccessPolicy, ApprovalHandler, RunContext, SecretEnv, Tool, ToolRegistry, Workspace,
     builtin::builtin_tools_with_secrets,
 };
 use cadre_types::{EventSink, NullSink, new_session_id, unix_millis};
@@ -70,6 +70,7 @@ pub struct HarnessBuilder {
     provider_instances: Vec<(String, Arc<dyn Provider>)>,
     system_prompt: Option<String>,
     tools: Option<ToolRegistry>,
+    extra_tools: Vec<Arc<dyn Tool>>,
     secret_env: SecretEnv,
     hooks: Vec<Arc<dyn ToolHook>>,
     permissions: PermissionPolicy,
@@ -103,6 +104,7 @@ impl Default for HarnessBuilder {
             provider_instances: Vec::new(),
             system_prompt: None,
             tools: None,
+            extra_tools: Vec::new(),
             secret_env: SecretEnv::default(),
             hooks: Vec::new(),
             permissions: PermissionPolicy::default(),
@@ -168,6 +170,14 @@ impl HarnessBuilder {
     /// Replace the built-in tools (children narrow from these).
     pub fn tools(mut self, tools: ToolRegistry) -> Self {
         self.tools = Some(tools);
+        self
+    }
+
+    /// Add tools to the built-in ones (or to those given to [`tools`](Self::tools)), such as
+    /// an MCP server's: the built-in `bash` still drops the secrets of
+    /// [`secret_env`](Self::secret_env).
+    pub fn extra_tools(mut self, tools: impl IntoIterator<Item = Arc<dyn Tool>>) -> Self {
+        self.extra_tools.extend(tools);
         self
     }
 
@@ -342,9 +352,12 @@ impl HarnessBuilder {
         }
         let model = providers.resolve(&self.model)?;
         let sessions_dir = self.persist_sessions.then(|| Harness::sessions_dir_of(&ws));
-        let base_tools = self
+        let mut base_tools = self
             .tools
             .unwrap_or_else(|| builtin_tools_with_secrets(secrets));
+        for t in self.extra_tools {
+            base_tools.register(t);
+        }
         let skills = SkillSet::discover(&ws);
 
         let mut registry = AgentRegistry::builder()

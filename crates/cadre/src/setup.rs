@@ -129,11 +129,7 @@ impl Setup {
         // MCP tools join the built-in ones; children narrow from them like from any tool.
         // The tools hold their servers, which stop when the harness is dropped.
         let mcp = crate::mcp_cmd::start_servers(&ws, &config).await;
-        let mut tools = cadre_tools::builtin::builtin_tools();
-        for t in mcp.tools() {
-            tools.register(t);
-        }
-        b = b.tools(tools);
+        b = b.extra_tools(mcp.tools());
         let store = open_store(&ws, &config.store).await?;
         let maintenance = cadre_store::start_maintenance(
             store.clone(),
