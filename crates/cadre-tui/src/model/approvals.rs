@@ -2,6 +2,7 @@
 //! rest (escalated by background children, or asked in parallel) are counted in the status
 //! bar. The answer goes back through the shell, which holds each request's reply channel.
 
+use cadre_tools::CommandLine;
 use cadre_types::{ApprovalDecision, ApprovalRequest};
 use std::collections::VecDeque;
 
@@ -71,8 +72,9 @@ pub struct Answer {
     pub id: u64,
     /// The decision returned to the engine.
     pub decision: ApprovalDecision,
-    /// An allow rule to write to the project configuration ("always").
-    pub allow_rule: Option<String>,
+    /// The allow rules to write to the project configuration, for "always" (empty for a
+    /// command no allow rule can cover); `None` for the other choices.
+    pub allow_rules: Option<Vec<String>>,
 }
 
 impl Approvals {
@@ -106,17 +108,20 @@ impl Approvals {
         let p = self.queue.pop_front()?;
         let feedback = self.feedback.take().filter(|f| !f.trim().is_empty());
         self.choice = 0;
-        let (decision, allow_rule) = match choice {
+        let (decision, allow_rules) = match choice {
             Choice::Once => (ApprovalDecision::AllowOnce, None),
             Choice::Session => (ApprovalDecision::AllowSession, None),
-            Choice::Always => (ApprovalDecision::AllowSession, Some(allow_rule(&p.request))),
+            Choice::Always => (
+                ApprovalDecision::AllowSession,
+                Some(allow_rules(&p.request)),
+            ),
             Choice::Deny => (ApprovalDecision::Deny { feedback: None }, None),
             Choice::DenyWithFeedback => (ApprovalDecision::Deny { feedback }, None),
         };
         Some(Answer {
             id: p.id,
             decision,
-            allow_rule,
+            allow_rules,
         })
     }
 
@@ -126,27 +131,45 @@ impl Approvals {
     }
 }
 
-/// The permission rule that allows exactly this call again: `tool(subject)` with the
-/// subject's glob characters escaped, or the bare tool when it has no subject.
-pub fn allow_rule(req: &ApprovalRequest) -> String {
-    match req.subject.as_deref() {
-        Some(s) if !s.is_empty() => {
-            let mut escaped = String::with_capacity(s.len());
-            for c in s.chars() {
-                if c == '\\' {
-                    escaped.push_str("\\\\");
-                } else if matches!(c, '*' | '?' | '[' | ']' | '{' | '}') {
-                    escaped.push('[');
-                    escaped.push(c);
-                    escaped.push(']');
-                } else {
-                    escaped.push(c);
-                }
-            }
-            format!("{}({escaped})", req.tool)
+/// The permission rules that allow exactly this call again: `tool(subject)` with the
+/// subject's glob characters escaped, or the bare tool when it has no subject. Allow rules
+/// match a `bash` line command by command, so a line gets one rule per simple command, and
+/// none when no allow rule can cover it (it writes a file, or takes values at run time).
+pub fn allow_rules(req: &ApprovalRequest) -> Vec<String> {
+    let subject = req.subject.as_deref().filter(|s| !s.is_empty());
+    let Some(subject) = subject else {
+        return vec![req.tool.clone()];
+    };
+    let subjects = if req.tool == "bash" {
+        let mut texts = CommandLine::parse(subject)
+            .allow_texts()
+            .unwrap_or_default();
+        texts.dedup();
+        texts
+    } else {
+        vec![subject.to_string()]
+    };
+    subjects
+        .iter()
+        .map(|s| format!("{}({})", req.tool, escape_glob(s)))
+        .collect()
+}
+
+/// `text` as a glob matching only itself.
+fn escape_glob(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c == '\\' {
+            escaped.push_str("\\\\");
+        } else if matches!(c, '*' | '?' | '[' | ']' | '{' | '}') {
+            escaped.push('[');
+            escaped.push(c);
+            escaped.push(']');
+        } else {
+            escaped.push(c);
         }
-        _ => req.tool.clone(),
     }
+    escaped
 }
 
 #[cfg(test)]
@@ -178,7 +201,10 @@ mod tests {
             request: req(None),
         });
         let first = a.answer(Choice::Always).unwrap();
-        assert_eq!(first.allow_rule.as_deref(), Some("bash(rm [*].tmp)"));
+        assert_eq!(
+            first.allow_rules,
+            Some(vec!["bash(rm [*].tmp)".to_string()])
+        );
         assert_eq!(first.decision, ApprovalDecision::AllowSession);
         assert!(a.answer(Choice::DenyWithFeedback).is_none());
         a.feedback = Some("use trash instead".into());
@@ -193,25 +219,28 @@ mod tests {
     }
 
     #[test]
-    fn the_always_rule_matches_that_subject_only() {
+    fn the_always_rules_match_that_command_only() {
         use cadre_engine::{ApprovalMode, PermissionPolicy, PermissionRules, PolicyDecision};
-        let rule = allow_rule(&req(Some(r"cat src/*.py | wc -l [x] \n")));
+        use cadre_tools::PermissionSubject;
+        let line = r"cat src/*.py | wc -l [x] \n";
+        let rules = allow_rules(&req(Some(line)));
+        assert_eq!(rules, [r"bash(cat src/[*].py)", r"bash(wc -l [[]x[]] n)"]);
         let policy = PermissionPolicy {
             mode: ApprovalMode::Ask,
-            rules: PermissionRules::parse(&[rule], &[], &[]).unwrap(),
+            rules: PermissionRules::parse(&rules, &[], &[]).unwrap(),
         };
-        let decide = |s: &str| policy.decide("bash", Some(s), false, false);
-        assert_eq!(
-            decide(r"cat src/*.py | wc -l [x] \n"),
-            PolicyDecision::Allow
-        );
-        assert!(matches!(
-            decide("cat src/a.py | wc -l [x] \\n"),
-            PolicyDecision::Ask(_)
-        ));
-        assert!(matches!(
-            decide("cat src/*.py | wc -l x \\n"),
-            PolicyDecision::Ask(_)
-        ));
+        let decide = |s: &str| policy.decide("bash", &PermissionSubject::command(s), false, false);
+        assert_eq!(decide(line), PolicyDecision::Allow);
+        assert_eq!(decide("cat src/*.py"), PolicyDecision::Allow);
+        for other in [
+            r"cat src/a.py | wc -l [x] \n",
+            r"cat src/*.py | wc -l x \n",
+            r"cat src/*.py; rm -rf src",
+        ] {
+            assert!(matches!(decide(other), PolicyDecision::Ask(_)), "{other}");
+        }
+        // A line that writes a file cannot be allowed by a rule: "always" writes none.
+        assert!(allow_rules(&req(Some("echo x > out"))).is_empty());
+        assert_eq!(allow_rules(&req(None)), ["bash"]);
     }
 }

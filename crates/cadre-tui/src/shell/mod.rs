@@ -511,7 +511,15 @@ impl Shell {
             }
             Action::FollowUp { task_id, text } => self.follow_up(&task_id, text).await,
             Action::Answer(answer) => {
-                if let Some(rule) = &answer.allow_rule {
+                let rules = answer.allow_rules.as_deref().unwrap_or_default();
+                if answer.allow_rules.as_ref().is_some_and(Vec::is_empty) {
+                    self.app.notice(
+                        "no allow rule can cover this command (it writes a file or takes \
+                         values at run time): allowed for this session only"
+                            .to_string(),
+                    );
+                }
+                for rule in rules {
                     match (self.save_allow_rule)(rule) {
                         Ok(place) => self
                             .app
