@@ -4,6 +4,7 @@
 //! until a server is started, so secrets are expanded only into the process or request that
 //! needs them.
 
+use cadre_tools::SecretEnv;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -97,6 +98,9 @@ pub struct ServerConfig {
     pub enabled_tools: Option<Vec<String>>,
     /// Tools never offered.
     pub disabled_tools: Vec<String>,
+    /// cadre's secrets, removed from a stdio server's environment (its own `env` may set
+    /// them again explicitly).
+    pub secrets: SecretEnv,
 }
 
 /// A configuration that cannot be used.
@@ -186,6 +190,7 @@ impl ServerEntry {
             enabled: self.enabled.unwrap_or(true),
             enabled_tools: self.enabled_tools.clone(),
             disabled_tools: self.disabled_tools.clone(),
+            secrets: SecretEnv::default(),
         })
     }
 }

@@ -120,7 +120,8 @@ fn expand(server: &str, what: &str, value: &str) -> Result<String, String> {
     expand_env(value).map_err(|e| format!("MCP server {server}: {what}: {e}"))
 }
 
-/// The environment of a stdio server: cadre's own, then the configured variables.
+/// The variables a stdio server's `env` sets: they are added to cadre's environment minus
+/// cadre's secrets, so a secret reaches a server only when its entry names it.
 fn child_env(
     cfg: &ServerConfig,
     env: &std::collections::BTreeMap<String, String>,
@@ -142,6 +143,7 @@ async fn connect_stdio(cfg: &ServerConfig, handler: Handler) -> Result<Connectio
     };
     let program = expand(&cfg.name, "command", command)?;
     let mut cmd = tokio::process::Command::new(&program);
+    cfg.secrets.apply(cmd.as_std_mut());
     for a in args {
         cmd.arg(expand(&cfg.name, "args", a)?);
     }

@@ -7,7 +7,7 @@ use crate::config::{ConfigError, ServerConfig, ServerEntry};
 use crate::naming::server_part;
 use crate::server::McpServer;
 use crate::tool::tools_of;
-use cadre_tools::Tool;
+use cadre_tools::{SecretEnv, Tool};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -35,18 +35,23 @@ pub struct McpServers {
 }
 
 impl McpServers {
-    /// Servers from configuration entries `(name, entry, origin)`, in order; an entry that
-    /// cannot be used, or whose tool names would collide with an earlier server's, is an
-    /// error in [`errors`](Self::errors) and left out.
+    /// Servers from configuration entries `(name, entry, origin)`, in order, whose stdio
+    /// processes start without `secrets`; an entry that cannot be used, or whose tool names
+    /// would collide with an earlier server's, is an error in [`errors`](Self::errors) and
+    /// left out.
     pub fn from_entries(
         entries: impl IntoIterator<Item = (String, ServerEntry, String)>,
         workspace: &Path,
+        secrets: &SecretEnv,
     ) -> Self {
         let mut out = Self::default();
         let mut parts: HashMap<String, String> = HashMap::new();
         for (name, entry, origin) in entries {
             let cfg = match entry.resolve(&name, &origin, workspace) {
-                Ok(c) => c,
+                Ok(c) => ServerConfig {
+                    secrets: secrets.clone(),
+                    ..c
+                },
                 Err(e) => {
                     out.errors.push(e);
                     continue;

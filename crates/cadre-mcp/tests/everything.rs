@@ -84,7 +84,8 @@ async fn check_tools_and_calls(servers: &McpServers) {
 async fn stdio_tools_echo_image_and_structured_content() {
     let Some(index) = everything() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let servers = McpServers::from_entries([everything_stdio(&index)], dir.path());
+    let servers =
+        McpServers::from_entries([everything_stdio(&index)], dir.path(), &Default::default());
     check_tools_and_calls(&servers).await;
 }
 
@@ -100,6 +101,7 @@ async fn http_tools_echo_image_and_structured_content() {
     let servers = McpServers::from_entries(
         [("everything".to_string(), entry, "test".to_string())],
         dir.path(),
+        &Default::default(),
     );
     check_tools_and_calls(&servers).await;
 }
@@ -117,7 +119,8 @@ text = "main done: {{tool_results}}"
 async fn progress_of_a_long_call_reaches_the_parent_as_updates_of_the_child() {
     let Some(index) = everything() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let servers = McpServers::from_entries([everything_stdio(&index)], dir.path());
+    let servers =
+        McpServers::from_entries([everything_stdio(&index)], dir.path(), &Default::default());
     let script = format!(
         r#"{DELEGATE}
 [[scripts]]
@@ -176,7 +179,8 @@ text = "worker saw: {{{{tool_results}}}}"
 async fn a_child_allowed_only_echo_sees_only_echo() {
     let Some(index) = everything() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let servers = McpServers::from_entries([everything_stdio(&index)], dir.path());
+    let servers =
+        McpServers::from_entries([everything_stdio(&index)], dir.path(), &Default::default());
     let script = format!(
         r#"{DELEGATE}
 [[scripts]]

@@ -24,7 +24,11 @@ fn py_servers(py: &Path, marker: &Path, ws: &Path) -> McpServers {
             &marker.display().to_string(),
         ],
     );
-    McpServers::from_entries([("py".to_string(), entry, "test".to_string())], ws)
+    McpServers::from_entries(
+        [("py".to_string(), entry, "test".to_string())],
+        ws,
+        &Default::default(),
+    )
 }
 
 #[tokio::test]
@@ -81,6 +85,7 @@ async fn a_server_that_never_starts_is_a_failure_naming_it_and_gets_one_more_try
     let servers = McpServers::from_entries(
         [("ghost".to_string(), entry, "test".to_string())],
         ws.path(),
+        &Default::default(),
     );
     let failures = servers.start_all().await;
     assert_eq!(failures.len(), 1);

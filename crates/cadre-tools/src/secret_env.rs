@@ -1,6 +1,6 @@
 //! cadre's own secrets in the environment (the serve token, the providers' API keys), which
-//! processes the model controls must not inherit: `bash` drops them, and so should any
-//! child process cadre starts for a model (MCP servers).
+//! processes the model controls must not inherit: `bash` and stdio MCP servers start without
+//! them.
 
 use std::collections::BTreeSet;
 

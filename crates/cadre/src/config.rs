@@ -284,14 +284,18 @@ impl PermissionsConfig {
 }
 
 impl Config {
-    /// The variables kept from model-controlled processes: the defaults
-    /// (`CADRE_SERVE_TOKEN`, `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), the serve token's
-    /// `token_env`, and (added by the harness) every provider's `api_key_env`; minus
-    /// `[tools] pass_env`.
+    /// The variables kept from model-controlled processes (`bash`, stdio MCP servers): the
+    /// defaults (`CADRE_SERVE_TOKEN`, `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`), the serve
+    /// token's `token_env` and every provider's `api_key_env`; minus `[tools] pass_env`.
     pub fn secret_env(&self) -> cadre_tools::SecretEnv {
         let mut env = cadre_tools::SecretEnv::default();
         if let Some(var) = &self.serve.token_env {
             env = env.with_secret(var.clone());
+        }
+        for p in self.providers.values() {
+            if let Some(var) = &p.api_key_env {
+                env = env.with_secret(var.clone());
+            }
         }
         env.pass(self.tools.pass_env.iter().cloned())
     }

@@ -14,7 +14,8 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// The servers configured for `ws`, not started.
+/// The servers configured for `ws`, not started; their processes never see cadre's secrets
+/// (those of [`Config::secret_env`]) unless their own `env` sets them.
 pub fn configured_servers(ws: &Path, config: &Config) -> McpServers {
     let (from_json, json_errors) = cadre_mcp::load_mcp_json(ws);
     let mut entries: Vec<(String, cadre_mcp::ServerEntry, String)> = from_json
@@ -29,7 +30,7 @@ pub fn configured_servers(ws: &Path, config: &Config) -> McpServers {
             .unwrap_or_else(|| "configuration".into());
         entries.push((name.clone(), entry.clone(), origin));
     }
-    let servers = McpServers::from_entries(entries, ws);
+    let servers = McpServers::from_entries(entries, ws, &config.secret_env());
     for e in json_errors.iter().chain(servers.errors()) {
         eprintln!("cadre: warning: skipped {e}");
     }

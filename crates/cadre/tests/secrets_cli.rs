@@ -68,3 +68,118 @@ fn pass_env_lets_named_secrets_through() {
         "{out}"
     );
 }
+
+/// `server-everything` from `.ci/run` (`target/mcp-npm`, or `$CADRE_MCP_EVERYTHING`).
+fn everything() -> Option<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let path = std::env::var_os("CADRE_MCP_EVERYTHING")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            root.join(
+                "target/mcp-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+            )
+        });
+    if path.exists() {
+        return Some(path);
+    }
+    let msg = format!(
+        "server-everything missing at {} (see .ci/run)",
+        path.display()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}");
+    }
+    eprintln!("\n!!!!!!!! SKIPPED: {msg}\n");
+    None
+}
+
+/// What server-everything's `get-env` tool (its whole environment as JSON) reports when
+/// cadre runs with secrets in its environment, the server's `env` being `env` (JSON) and
+/// `[tools] pass_env` being `pass_env` (TOML).
+fn mcp_server_sees(index: &std::path::Path, env: &str, pass_env: &str) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        "[[turns]]\ntool_calls = [{ name = \"mcp__everything__get-env\", args = {} }]\n\
+         [[turns]]\ntext = \"{{tool_results}}\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join(".mcp.json"),
+        format!(
+            r#"{{"mcpServers": {{"everything": {{"command": "node", "args": [{:?}, "stdio"], "env": {env}}}}}}}"#,
+            index.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join(".cadre")).unwrap();
+    // The environment JSON stays inline instead of going to an offload file.
+    std::fs::write(
+        dir.path().join(".cadre/config.toml"),
+        format!("[tools]\npass_env = {pass_env}\noffload_threshold = 10000000\n{PROVIDER}"),
+    )
+    .unwrap();
+    let out = Command::cargo_bin("cadre")
+        .unwrap()
+        .arg("--workspace")
+        .arg(dir.path())
+        .env("XDG_CONFIG_HOME", dir.path().join(".no-user-config"))
+        .env_remove("CADRE_MODEL")
+        .env("CADRE_SERVE_TOKEN", "serve-secret")
+        .env("OPENAI_API_KEY", "sk-openai-secret")
+        .env("ANTHROPIC_API_KEY", "sk-ant-secret")
+        .env("MY_PROVIDER_KEY", "provider-secret")
+        .env("MY_SERVE_TOKEN", "custom-serve-secret")
+        .env("UNRELATED_VAR", "visible")
+        .args(["--model", &format!("scripted:{}", script.display())])
+        .args(["run", "--approval", "auto", "show the environment"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let start = stdout
+        .find('{')
+        .unwrap_or_else(|| panic!("no JSON: {stdout}"));
+    let end = stdout.rfind('}').unwrap();
+    serde_json::from_str(&stdout[start..=end]).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn a_stdio_mcp_server_does_not_see_cadres_secrets_unless_its_env_names_them() {
+    let Some(index) = everything() else { return };
+    let env = mcp_server_sees(
+        &index,
+        r#"{"ANTHROPIC_API_KEY": "${ANTHROPIC_API_KEY}", "SET_HERE": "x"}"#,
+        "[]",
+    );
+    for secret in [
+        "CADRE_SERVE_TOKEN",
+        "OPENAI_API_KEY",
+        "MY_PROVIDER_KEY",
+        "MY_SERVE_TOKEN",
+    ] {
+        assert!(
+            env.get(secret).is_none(),
+            "{secret} reached the server: {env}"
+        );
+    }
+    assert_eq!(
+        env["ANTHROPIC_API_KEY"], "sk-ant-secret",
+        "its own env sets it"
+    );
+    assert_eq!(env["SET_HERE"], "x");
+    assert_eq!(env["UNRELATED_VAR"], "visible");
+}
+
+#[test]
+fn pass_env_lets_named_secrets_through_to_mcp_servers_too() {
+    let Some(index) = everything() else { return };
+    let env = mcp_server_sees(&index, "{}", r#"["OPENAI_API_KEY"]"#);
+    assert_eq!(env["OPENAI_API_KEY"], "sk-openai-secret");
+    assert!(env.get("CADRE_SERVE_TOKEN").is_none(), "{env}");
+}
