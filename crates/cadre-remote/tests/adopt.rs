@@ -168,6 +168,9 @@ async fn remote_id_reaches_the_callback() {
             on_remote_id: Some(OnRemoteId::new(move |id| {
                 ids2.lock().unwrap().push(id.to_string())
             })),
+            approvals: cadre_subagents::RemoteApprovals(Arc::new(
+                cadre_engine::NonInteractiveApprovals::new(false),
+            )),
         };
         let out = tokio::time::timeout(
             Duration::from_secs(10),

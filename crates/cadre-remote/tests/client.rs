@@ -53,6 +53,9 @@ fn request(url: &str, protocol: RemoteProtocol, prompt: &str) -> RemoteRequest {
         session_id: "sub-local".into(),
         context_id: None,
         on_remote_id: None,
+        approvals: cadre_subagents::RemoteApprovals(std::sync::Arc::new(
+            cadre_engine::NonInteractiveApprovals::new(false),
+        )),
     }
 }
 

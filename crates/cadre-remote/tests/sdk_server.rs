@@ -99,6 +99,9 @@ fn request(url: &str, prompt: &str) -> RemoteRequest {
         session_id: "sub-x".into(),
         context_id: None,
         on_remote_id: None,
+        approvals: cadre_subagents::RemoteApprovals(std::sync::Arc::new(
+            cadre_engine::NonInteractiveApprovals::new(false),
+        )),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::forward::ForwardSink;
 use crate::persist::Persist;
-use crate::remote::{OnRemoteId, RemoteRequest};
+use crate::remote::{OnRemoteId, RemoteApprovals, RemoteRequest};
 use crate::runtime::{Child, ChildRunner, JobChild, SubagentRuntime};
 use crate::tracker::{TaskStatus, TaskTracker};
 use cadre_engine::RunOutcome;
@@ -173,6 +173,7 @@ impl ChildJob {
                     session_id: sid.clone(),
                     context_id: context,
                     on_remote_id: self.persist.as_ref().map(|p| record_remote_id(p, id)),
+                    approvals: RemoteApprovals(run.approvals.clone()),
                 };
                 let events = run.events.clone();
                 // The remote run spends from the parent's budget: stopped when it runs out,

@@ -49,7 +49,7 @@ pub use registry::{
     AgentRegistry, AgentRegistryBuilder, AgentWarning, GENERAL_PURPOSE, general_purpose,
     validate_declaration,
 };
-pub use remote::{OnRemoteId, RemoteExecutor, RemoteOutcome, RemoteRequest};
+pub use remote::{OnRemoteId, RemoteApprovals, RemoteExecutor, RemoteOutcome, RemoteRequest};
 pub use runtime::{
     BackgroundApprovals, Child, ChildRunner, Inherited, Parent, RuntimeConfig, SandboxSettings,
     SpawnError, SpawnRequest, Started, SubagentRuntime, ToolSurface, Waited,

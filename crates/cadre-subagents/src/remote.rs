@@ -4,6 +4,7 @@
 
 use crate::definition::RemoteSpec;
 use async_trait::async_trait;
+use cadre_tools::ApprovalHandler;
 use cadre_types::{EndState, EventSink, Usage};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -27,6 +28,19 @@ pub struct RemoteRequest {
     /// Told the remote task id as soon as the remote has accepted or named the task (at most
     /// once per run), so it can be recorded while the task runs.
     pub on_remote_id: Option<OnRemoteId>,
+    /// Answers the approval requests the remote agent sends back: the child's own approval
+    /// channel (its parent's, or the background policy), as for a local child.
+    pub approvals: RemoteApprovals,
+}
+
+/// The approval channel of a remote run (see [`RemoteRequest::approvals`]).
+#[derive(Clone)]
+pub struct RemoteApprovals(pub Arc<dyn ApprovalHandler>);
+
+impl std::fmt::Debug for RemoteApprovals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RemoteApprovals(..)")
+    }
 }
 
 /// A callback told the remote task id of a run (see [`RemoteRequest::on_remote_id`]).

@@ -25,6 +25,14 @@ agent = "slow"
 [[scripts.turns]]
 delay_ms = 30000
 text = "too late"
+
+[[scripts]]
+agent = "builder"
+[[scripts.turns]]
+text = "Building."
+tool_calls = [{ name = "bash", args = { command = "echo built | tee built.txt" } }]
+[[scripts.turns]]
+text = "builder: {{tool_results}}"
 "#;
 
 fn node() -> tempfile::TempDir {
@@ -37,6 +45,10 @@ fn node() -> tempfile::TempDir {
         (
             ".cadre/agents/slow.md",
             "---\nname: slow\ndescription: Takes its time.\n---\nYou are slow.\n",
+        ),
+        (
+            ".cadre/agents/builder.md",
+            "---\nname: builder\ndescription: Builds.\nworkspace: {mode: shared}\n---\nYou build.\n",
         ),
         (".cadre/config.toml", "[serve]\ndefault_agent = \"echo\"\n"),
     ])
@@ -150,5 +162,60 @@ fn the_v03_sdk_reads_the_old_card_and_gets_answers() {
     // Without the token the SDK is refused.
     let (ok, out, _) = python(&py, "a2a03_client.py", &[&srv.url, "--text", "x"]);
     assert!(!ok, "{out}");
+    assert!(srv.terminate(Duration::from_secs(20)));
+}
+
+#[test]
+fn the_sdk_client_answers_an_approval_by_hand() {
+    let Some(py) = venv_python() else { return };
+    let ws = node();
+    let mut srv = start(&ws);
+    let built = ws.path().join("built.txt");
+    // A data part refuses it, with a reason the agent sees.
+    let (ok, out, log) = python(
+        &py,
+        "a2a_approve.py",
+        &[
+            &srv.url,
+            "--token",
+            TOKEN,
+            "--agent",
+            "builder",
+            "--data",
+            r#"{"approve": false, "feedback": "not now"}"#,
+        ],
+    );
+    assert!(ok, "{log}\nserver: {}", srv.stderr());
+    assert_eq!(out["asked_state"], "TASK_STATE_INPUT_REQUIRED", "{out}");
+    let q = out["question"].as_str().unwrap();
+    assert!(q.contains("`builder`") && q.contains("echo built"), "{q}");
+    assert_eq!(out["question_data"]["approval"]["tool"], "bash", "{out}");
+    assert_eq!(out["same_task"], true);
+    assert_eq!(out["state"], "TASK_STATE_COMPLETED", "{out}");
+    assert!(
+        out["answer"]
+            .as_str()
+            .unwrap()
+            .contains("denied by the user: not now"),
+        "{out}"
+    );
+    assert!(!built.exists());
+    // A text yes lets it run.
+    let (ok, out, log) = python(
+        &py,
+        "a2a_approve.py",
+        &[
+            &srv.url, "--token", TOKEN, "--agent", "builder", "--answer", "yes",
+        ],
+    );
+    assert!(ok, "{log}");
+    assert_eq!(out["state"], "TASK_STATE_COMPLETED", "{out}");
+    assert!(out["answer"].as_str().unwrap().contains("built"), "{out}");
+    assert!(built.exists(), "approved, the command ran");
+    assert_eq!(
+        out["roles"],
+        serde_json::json!(["ROLE_USER", "ROLE_AGENT", "ROLE_USER", "ROLE_AGENT"]),
+        "input, question, answer, result: {out}"
+    );
     assert!(srv.terminate(Duration::from_secs(20)));
 }

@@ -3,6 +3,8 @@
 //! calls `task` on an A2A agent and a task-protocol agent declared in files (the token comes
 //! from `${B_TOKEN}`); then a library harness whose parent starts a background task on B and
 //! cancels it with `task_cancel` — B's task ends cancelled and B's model hears nothing more.
+//! Last, B's agent asks for approval: the question reaches the person at node A's REPL,
+//! naming B's agent, and their answer decides whether B's tool runs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod serve_support;
@@ -291,4 +293,99 @@ async fn task_cancel_on_node_a_stops_the_task_on_node_b() {
         "B's cancelled child asked its model again"
     );
     assert!(b.terminate(Duration::from_secs(20)));
+}
+
+const SCRIPT_B_ASKS: &str = r#"
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+text = "I will run it."
+tool_calls = [{ name = "bash", args = { command = "echo from-b | tee b.txt" } }]
+[[scripts.turns]]
+text = "B says: {{tool_results}}"
+"#;
+
+const SCRIPT_A_DELEGATES: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "far", description = "on B", prompt = "run it on B" } }]
+[[scripts.turns]]
+text = "A got: {{tool_results}}"
+"#;
+
+/// Node B asks its caller (a token is set, so `approvals` defaults to `ask`); node A's REPL
+/// delegates to B's agent and answers the question on its stdin with `answer`. Returns A's
+/// stdout and stderr and whether B's tool ran.
+fn delegate_and_answer(answer: &str) -> (String, String, bool) {
+    let b_ws = workspace(&[
+        ("script.toml", SCRIPT_B_ASKS),
+        (
+            ".cadre/agents/worker.md",
+            "---\nname: worker\ndescription: Works on node B.\nworkspace: {mode: shared}\n---\nYou work.\n",
+        ),
+        (
+            ".cadre/config.toml",
+            "[serve]\ndefault_agent = \"worker\"\n",
+        ),
+    ]);
+    let model = format!("scripted:{}", b_ws.path().join("script.toml").display());
+    let mut b = Served::start(b_ws.path(), &model, &[("CADRE_SERVE_TOKEN", TOKEN)]);
+    assert!(
+        b.stderr().contains("approvals: ask the A2A caller"),
+        "{}",
+        b.stderr()
+    );
+    let far = remote_file("far", &b.url, "a2a");
+    let a = workspace(&[
+        ("script.toml", SCRIPT_A_DELEGATES),
+        (".cadre/agents/far.md", &far),
+    ]);
+    let model = format!("scripted:{}", a.path().join("script.toml").display());
+    let mut cmd = cadre(a.path());
+    cmd.args(["--model", &model])
+        .env("B_TOKEN", TOKEN)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        write!(stdin, "delegate\n{answer}\n/exit\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(
+        out.status.success(),
+        "stdout: {stdout}\nstderr: {stderr}\nB: {}",
+        b.stderr()
+    );
+    let ran = b_ws.path().join("b.txt").exists();
+    assert!(b.terminate(Duration::from_secs(20)));
+    (stdout, stderr, ran)
+}
+
+#[test]
+fn node_b_asks_node_a_and_an_approval_lets_its_tool_run() {
+    let (stdout, stderr, ran) = delegate_and_answer("y");
+    assert!(
+        stderr.contains("[worker on http://127.0.0.1:")
+            && stderr.contains("(via far)] wants to run bash(echo from-b | tee b.txt)"),
+        "A's person sees which remote agent asks: {stderr}"
+    );
+    assert!(ran, "approved on A, the tool ran on B");
+    assert!(stdout.contains("B says: from-b"), "{stdout}");
+}
+
+#[test]
+fn node_b_asks_node_a_and_a_refusal_reaches_b_with_its_reason() {
+    let (stdout, stderr, ran) = delegate_and_answer("not on my build box");
+    assert!(stderr.contains("(via far)] wants to run bash"), "{stderr}");
+    assert!(!ran, "refused on A, nothing ran on B");
+    assert!(
+        stdout.contains("denied by the user: not on my build box"),
+        "B's agent got the reason: {stdout}"
+    );
 }

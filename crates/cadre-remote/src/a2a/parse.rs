@@ -250,6 +250,44 @@ pub fn send_params(params: &Value) -> Result<SendParams, BadParams> {
     })
 }
 
+/// An approval a remote cadre agent asks its caller for: the `approval` data part of an
+/// input-required status message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteQuestion {
+    /// The asking agent, on the remote.
+    pub agent: String,
+    /// The tool it wants to run.
+    pub tool: String,
+    /// The tool's arguments.
+    pub args: Value,
+    /// What the call acts on (a command, a path), when the remote says.
+    pub subject: Option<String>,
+    /// Why it needs approval.
+    pub reason: String,
+    /// `low`, `medium` or `high`.
+    pub risk: String,
+    /// The remote's id of the call: the question's identity.
+    pub call_id: String,
+}
+
+fn question_of(message: Option<&Value>) -> Option<RemoteQuestion> {
+    let a = message?
+        .get("parts")?
+        .as_array()?
+        .iter()
+        .find_map(|p| p.get("data")?.get("approval"))?;
+    let s = |k: &str| a.get(k).and_then(Value::as_str).map(str::to_string);
+    Some(RemoteQuestion {
+        agent: s("agent").unwrap_or_default(),
+        tool: s("tool")?,
+        args: a.get("args").cloned().unwrap_or(Value::Null),
+        subject: s("subject"),
+        reason: s("reason").unwrap_or_default(),
+        risk: s("risk").unwrap_or_default(),
+        call_id: s("callId")?,
+    })
+}
+
 /// A task as a remote agent reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RemoteTask {
@@ -267,6 +305,8 @@ pub struct RemoteTask {
     pub last_agent_text: Option<String>,
     /// Usage reported in the metadata (cadre servers report it).
     pub usage: Option<Usage>,
+    /// The approval the remote asks for, when it waits for one.
+    pub question: Option<RemoteQuestion>,
 }
 
 impl RemoteTask {
@@ -310,6 +350,8 @@ pub enum Item {
         state: A2aState,
         /// Text of the status message.
         text: Option<String>,
+        /// The approval the remote asks for, when it waits for one.
+        question: Option<RemoteQuestion>,
     },
     /// A piece of an artifact.
     Artifact {
@@ -324,7 +366,7 @@ pub enum Item {
     },
 }
 
-fn status_of(v: &Value) -> (A2aState, Option<String>) {
+fn status_of(v: &Value) -> (A2aState, Option<String>, Option<RemoteQuestion>) {
     let status = v.get("status");
     let state = status
         .and_then(|s| s.get("state"))
@@ -335,12 +377,13 @@ fn status_of(v: &Value) -> (A2aState, Option<String>) {
         .and_then(|m| m.get("parts"))
         .map(parts_text)
         .filter(|t| !t.is_empty());
-    (state, text)
+    let question = question_of(status.and_then(|s| s.get("message")));
+    (state, text, question)
 }
 
 fn task(v: &Value) -> Option<RemoteTask> {
     let id = str_field(v, "id")?;
-    let (state, status_text) = status_of(v);
+    let (state, status_text, question) = status_of(v);
     let artifacts = v
         .get("artifacts")
         .and_then(Value::as_array)
@@ -376,6 +419,7 @@ fn task(v: &Value) -> Option<RemoteTask> {
         artifacts,
         last_agent_text,
         usage,
+        question,
     })
 }
 
@@ -387,8 +431,9 @@ fn message(v: &Value) -> Item {
 }
 
 fn status_event(v: &Value) -> Item {
-    let (state, text) = status_of(v);
+    let (state, text, question) = status_of(v);
     Item::Status {
+        question,
         task_id: str_field(v, "taskId"),
         context_id: str_field(v, "contextId"),
         state,
@@ -535,6 +580,34 @@ mod tests {
     }
 
     #[test]
+    fn an_approval_question_is_read_from_the_status_message() {
+        let ev = json!({"statusUpdate": {"taskId": "t", "contextId": "c", "status": {
+            "state": "TASK_STATE_INPUT_REQUIRED", "message": {"messageId": "q", "role": "ROLE_AGENT",
+            "parts": [{"text": "Agent `w` asks to run `bash`"},
+                      {"data": {"approval": {"agent": "w", "tool": "bash", "args": {"command": "ls"},
+                       "subject": "ls", "reason": "bash runs commands", "risk": "medium",
+                       "callId": "call_1"}}}]}}}});
+        let Some(Item::Status {
+            state, question, ..
+        }) = item(&ev)
+        else {
+            panic!()
+        };
+        assert_eq!(state, A2aState::InputRequired);
+        let q = question.unwrap();
+        assert_eq!((q.agent.as_str(), q.tool.as_str()), ("w", "bash"));
+        assert_eq!(q.args, json!({"command": "ls"}));
+        assert_eq!(q.call_id, "call_1");
+        // A question in words only is no approval question.
+        let plain = json!({"kind": "status-update", "taskId": "t", "status": {"state": "input-required",
+            "message": {"parts": [{"kind": "text", "text": "Which file?"}]}}});
+        assert!(matches!(
+            item(&plain),
+            Some(Item::Status { question: None, .. })
+        ));
+    }
+
+    #[test]
     fn results_of_both_versions() {
         let v1 = json!({"task": {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"},
             "artifacts": [{"artifactId": "a", "parts": [{"text": "done"}]}]}});
@@ -551,7 +624,8 @@ mod tests {
                 task_id: Some("t".into()),
                 context_id: Some("c".into()),
                 state: A2aState::Failed,
-                text: Some("bad".into())
+                text: Some("bad".into()),
+                question: None,
             })
         );
         let art = json!({"artifactUpdate": {"taskId": "t", "artifact": {"artifactId": "a",

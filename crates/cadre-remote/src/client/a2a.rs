@@ -1,6 +1,8 @@
 //! The A2A side of the client: `SendStreamingMessage` when the card says it streams (text
 //! of artifact updates becomes text deltas, status messages become notices), else a
-//! non-blocking `SendMessage` and `GetTask` polling with backoff. Cancellation sends
+//! non-blocking `SendMessage` and `GetTask` polling with backoff. An approval the remote
+//! agent asks for (`input-required` with an `approval` data part, as cadre servers send) goes
+//! to the run's approval channel, and the answer back on the same task. Cancellation sends
 //! `CancelTask` (best effort) and ends the run cancelled. Method names and shapes follow the
 //! card's protocol version.
 
@@ -10,9 +12,10 @@ use super::progress::Progress;
 use crate::a2a::Version;
 use crate::a2a::card::CardInfo;
 use crate::a2a::parse::{Item, item};
-use crate::a2a::render::{self, Role};
+use crate::a2a::render::{self, Role, Said};
 use crate::jsonrpc;
 use cadre_subagents::RemoteOutcome;
+use cadre_types::{ApprovalDecision, ApprovalRequest, RiskLevel};
 use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -49,12 +52,91 @@ fn send_params(call: &Call<'_>, card: &CardInfo, streaming: bool) -> Value {
     }
     let mut params = json!({"message": msg});
     if !streaming {
-        params["configuration"] = match v {
-            Version::V1 => json!({"returnImmediately": true}),
-            Version::V03 => json!({"blocking": false}),
-        };
+        params["configuration"] = no_wait(v);
     }
     params
+}
+
+fn no_wait(version: Version) -> Value {
+    match version {
+        Version::V1 => json!({"returnImmediately": true}),
+        Version::V03 => json!({"blocking": false}),
+    }
+}
+
+/// Answer the approval the remote asks for, if it asks one: the run's approval channel
+/// decides (the person sees which remote agent asks), and the decision goes back on the same
+/// task as a data part `{"approve", "feedback"}` with the same in words. True when the
+/// remote's reply shows the run is over.
+async fn ask(call: &Call<'_>, card: &CardInfo, p: &mut Progress) -> Result<bool, Stop> {
+    let (Some(q), Some(task_id)) = (p.take_question(), p.task_id.clone()) else {
+        return Ok(false);
+    };
+    let remote_agent = if q.agent.is_empty() {
+        "the agent"
+    } else {
+        &q.agent
+    };
+    let request = ApprovalRequest {
+        call_id: q.call_id.clone(),
+        tool: q.tool.clone(),
+        args: q.args.clone(),
+        subject: q.subject.clone(),
+        reason: q.reason.clone(),
+        risk: match q.risk.as_str() {
+            "low" => RiskLevel::Low,
+            "high" => RiskLevel::High,
+            _ => RiskLevel::Medium,
+        },
+        agent: format!(
+            "{remote_agent} on {} (via {})",
+            call.base, call.request.agent
+        ),
+        task_id: Some(call.request.task_id.clone()),
+    };
+    tracing::debug!(url = %call.base, tool = %q.tool, "remote agent asks for approval");
+    let decision = tokio::select! {
+        d = call.request.approvals.0.decide(request) => d,
+        _ = call.cancel.cancelled() => return Err(Stop::Cancelled),
+    };
+    let (text, data) = match &decision {
+        ApprovalDecision::AllowOnce | ApprovalDecision::AllowSession => {
+            ("yes".to_string(), json!({"approve": true}))
+        }
+        ApprovalDecision::Deny { feedback } => {
+            let f = feedback.clone().unwrap_or_default();
+            let text = if f.is_empty() {
+                "no".to_string()
+            } else {
+                format!("no: {f}")
+            };
+            (text, json!({"approve": false, "feedback": f}))
+        }
+        ApprovalDecision::Refused { .. } => {
+            let f = decision.refusal_text().unwrap_or_default();
+            (format!("no: {f}"), json!({"approve": false, "feedback": f}))
+        }
+    };
+    let v = card.version;
+    let message = render::said(
+        &Said {
+            role: Role::User,
+            text,
+            data: Some(data),
+            message_id: uuid::Uuid::new_v4().to_string(),
+        },
+        &task_id,
+        p.context_id.as_deref().unwrap_or_default(),
+        v,
+    );
+    let reply = rpc(
+        call,
+        card,
+        method(v, "SendMessage", "message/send"),
+        json!({"message": message, "configuration": no_wait(v)}),
+    )
+    .await?;
+    Ok(p.apply(reply, call))
 }
 
 fn post(call: &Call<'_>, card: &CardInfo, body: &Value) -> reqwest::RequestBuilder {
@@ -177,6 +259,9 @@ async fn stream(call: &Call<'_>, card: &CardInfo, p: &mut Progress) -> Result<()
         if cancelled_at.is_some() {
             return Err(Stop::Cancelled);
         }
+        if ask(call, card, p).await? {
+            return Ok(());
+        }
         return follow(call, card, p).await;
     }
     let mut events = resp.bytes_stream().eventsource();
@@ -206,6 +291,11 @@ async fn stream(call: &Call<'_>, card: &CardInfo, p: &mut Progress) -> Result<()
             Some(Ok(ev)) => {
                 let v: Value = serde_json::from_str(&ev.data).unwrap_or(Value::Null);
                 if p.apply(result_of(call, &v)?, call) {
+                    return Ok(());
+                }
+                // The stream goes on after the answer (a server that ends it at the
+                // question is polled instead, below).
+                if cancelled_at.is_none() && ask(call, card, p).await? {
                     return Ok(());
                 }
             }
@@ -257,6 +347,9 @@ async fn poll(call: &Call<'_>, card: &CardInfo, p: &mut Progress) -> Result<(), 
     if cancelled_at.is_some() {
         return Err(Stop::Cancelled);
     }
+    if ask(call, card, p).await? {
+        return Ok(());
+    }
     follow(call, card, p).await
 }
 
@@ -290,18 +383,18 @@ async fn follow(call: &Call<'_>, card: &CardInfo, p: &mut Progress) -> Result<()
         match got {
             Ok(Item::Task(t)) => {
                 errors = 0;
-                let note = t.status_text.clone();
+                let note = t.status_text.clone().filter(|_| t.question.is_none());
                 let over = p.apply(Item::Task(t), call);
                 if !over && note.is_some() && note != last_note {
                     call.notice(note.as_deref().unwrap_or(""));
                     last_note = note;
                 }
-                if over {
+                if over || ask(call, card, p).await? {
                     return Ok(());
                 }
             }
             Ok(other) => {
-                if p.apply(other, call) {
+                if p.apply(other, call) || ask(call, card, p).await? {
                     return Ok(());
                 }
             }

@@ -5,11 +5,12 @@
 
 use super::call::Call;
 use super::{Discovered, RemoteClient, a2a, tasks};
+use cadre_engine::NonInteractiveApprovals;
 use cadre_store::{
     REDACTED, TaskFilter, TaskRecord, TaskStatus, TaskStore, Transition, Transport,
     current_instance, end_state_text, instance_alive,
 };
-use cadre_subagents::{RemoteOutcome, RemoteProtocol, RemoteRequest, RemoteSpec};
+use cadre_subagents::{RemoteApprovals, RemoteOutcome, RemoteProtocol, RemoteRequest, RemoteSpec};
 use cadre_types::{EndState, NullSink};
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,6 +103,10 @@ fn request_of(record: &TaskRecord, url: &str) -> RemoteRequest {
         session_id: record.child_session_id.clone().unwrap_or_default(),
         context_id: None,
         on_remote_id: None,
+        // Only polled, never continued: nobody here could answer a question anyway.
+        approvals: RemoteApprovals(Arc::new(
+            NonInteractiveApprovals::new(false).policy("adopted remote task: nobody to ask"),
+        )),
     }
 }
 

@@ -1,9 +1,9 @@
 //! What a remote A2A agent has reported during one run — task and conversation ids, state,
-//! status text, artifacts — and how that becomes the run's outcome. Streamed text and status
-//! messages are passed on as events while they arrive.
+//! status text, artifacts, the approval it asks for — and how that becomes the run's outcome.
+//! Streamed text and status messages are passed on as events while they arrive.
 
 use super::call::Call;
-use crate::a2a::parse::Item;
+use crate::a2a::parse::{Item, RemoteQuestion};
 use crate::a2a::{A2aState, Version};
 use cadre_subagents::RemoteOutcome;
 use cadre_types::{EndState, Usage};
@@ -21,6 +21,12 @@ pub(crate) struct Progress {
     pub(crate) usage: Option<Usage>,
     /// Whether any answer text was passed on as a delta yet.
     pub(crate) streamed: bool,
+    /// An approval the remote asks for that has not been answered yet.
+    pub(crate) question: Option<RemoteQuestion>,
+    /// The remote call ids whose approval was answered (a late copy is not asked again).
+    pub(crate) answered: Vec<String>,
+    /// The call id of the question the remote showed last, if its last state asked one.
+    pub(crate) last_asked: Option<String>,
 }
 
 impl Progress {
@@ -36,7 +42,8 @@ impl Progress {
                     self.usage = Some(u);
                 }
                 self.state = Some(t.state);
-                if t.status_text.is_some() {
+                self.consider(t.state, t.question.clone());
+                if t.status_text.is_some() && t.question.is_none() {
                     self.status_text = t.status_text.clone();
                 }
                 if !t.artifacts.is_empty() {
@@ -69,7 +76,10 @@ impl Progress {
                 context_id,
                 state,
                 text,
+                question,
             } => {
+                let asks = question.is_some();
+                self.consider(state, question);
                 if self.task_id.is_none() {
                     self.task_id = task_id;
                 }
@@ -77,7 +87,8 @@ impl Progress {
                     self.context_id = context_id;
                 }
                 self.state = Some(state);
-                if let Some(t) = text {
+                // A question is asked through the approval channel, not shown as a notice.
+                if let Some(t) = text.filter(|_| !asks) {
                     if !state.is_terminal() {
                         call.notice(&t);
                     }
@@ -105,8 +116,39 @@ impl Progress {
         if let Some(id) = &self.task_id {
             call.report_remote_id(id);
         }
-        self.state
-            .is_some_and(|s| s.is_terminal() || s.is_interrupted())
+        // Waiting for an approval is not the end: the run answers it and goes on.
+        self.state.is_some_and(|s| {
+            s.is_terminal()
+                || (s.is_interrupted() && self.question.is_none() && !self.waits_on_answered())
+        })
+    }
+
+    /// Note the approval the remote asks for, unless it was answered already.
+    fn consider(&mut self, state: A2aState, question: Option<RemoteQuestion>) {
+        self.last_asked = None;
+        if state != A2aState::InputRequired {
+            return;
+        }
+        if let Some(q) = question {
+            self.last_asked = Some(q.call_id.clone());
+            if !self.answered.contains(&q.call_id) {
+                self.question = Some(q);
+            }
+        }
+    }
+
+    /// Whether the remote still shows a question this run has answered (a stale copy).
+    fn waits_on_answered(&self) -> bool {
+        self.last_asked
+            .as_ref()
+            .is_some_and(|id| self.answered.contains(id))
+    }
+
+    /// The approval to ask for now, marked as answered.
+    pub(crate) fn take_question(&mut self) -> Option<RemoteQuestion> {
+        let q = self.question.take()?;
+        self.answered.push(q.call_id.clone());
+        Some(q)
     }
 
     fn answer(&self) -> String {
