@@ -2,7 +2,8 @@
 //! `SendStreamingMessage` / `message/stream` (start or continue a task and follow it) and
 //! `SubscribeToTask` / `tasks/resubscribe` (follow a task from now on).
 //!
-//! Both send the task snapshot first; then every state change as a status update (`working`
+//! Both send the task snapshot first (a stream that starts the work shows the task as its
+//! message was accepted, since it follows that work from the start); then every state change as a status update (`working`
 //! when the child starts, `input-required` with the question when it waits for the caller,
 //! `working` again once answered), the child's text as chunks of the answer artifact (a tool
 //! call starts the artifact over, since only the last turn's text is the answer) and tool
@@ -46,7 +47,14 @@ pub(crate) async fn respond(
     let sub = launched
         .follow
         .unwrap_or_else(|| state.sink.subscribe(&launched.task.session_id));
-    sse(state, id, launched.task, sub, version)
+    // The stream follows the work from when the message was accepted (its subscription
+    // began before the work did), so the snapshot shows the task as of then.
+    let accepted = if params.message.task_id.is_some() {
+        A2aState::Working
+    } else {
+        A2aState::Submitted
+    };
+    sse(state, id, launched.task, sub, version, Some(accepted))
 }
 
 /// Follow a task that is already running.
@@ -57,7 +65,7 @@ pub(crate) fn subscribe(
     version: Version,
 ) -> Response {
     let sub = state.sink.subscribe(&task.session_id);
-    sse(state, id, task, sub, version)
+    sse(state, id, task, sub, version, None)
 }
 
 fn sse(
@@ -66,6 +74,7 @@ fn sse(
     task: Arc<ServedTask>,
     sub: Subscription,
     version: Version,
+    accepted: Option<A2aState>,
 ) -> Response {
     let (tx, rx) = mpsc::channel::<RpcResponse>(64);
     let feed = TaskFeed {
@@ -79,7 +88,7 @@ fn sse(
         version,
         tx,
     };
-    tokio::spawn(produce(state, task, feed, out));
+    tokio::spawn(produce(state, task, feed, out, accepted));
     let events = futures::stream::unfold(rx, |mut rx| async move {
         let v = rx.recv().await?;
         let event = SseEvent::default()
@@ -184,7 +193,8 @@ impl Emitter {
         .await
     }
 
-    /// Forward one update of the task's child; false when the client is gone.
+    /// Forward one update of the task's child (one of `task`'s turns); false when the
+    /// client is gone.
     async fn update(
         &self,
         u: SubagentUpdate,
@@ -195,8 +205,16 @@ impl Emitter {
         if !u.task_id.as_deref().is_some_and(|t| task.has_turn(t)) {
             return true;
         }
+        self.forward(u, answer, shown).await
+    }
+
+    /// Forward one update. Once the stream has shown a terminal state (the snapshot of a task
+    /// that ended before its stream began), updates that were still buffered send no status:
+    /// a state never follows a terminal one.
+    async fn forward(&self, u: SubagentUpdate, answer: &mut Answer, shown: &mut A2aState) -> bool {
+        let ended = shown.is_terminal();
         match u.kind {
-            UpdateKind::Start if *shown != A2aState::Working => {
+            UpdateKind::Start if *shown != A2aState::Working && !ended => {
                 *shown = A2aState::Working;
                 self.working(None).await
             }
@@ -208,6 +226,9 @@ impl Emitter {
             }
             UpdateKind::ToolStart => {
                 *answer = Answer::default();
+                if ended {
+                    return true;
+                }
                 let tool = u.tool.unwrap_or_default();
                 self.working(Some(&format!("using tool {tool}"))).await
             }
@@ -216,16 +237,29 @@ impl Emitter {
     }
 }
 
-/// Send the snapshot, then the task's changes until it ends.
-async fn produce(state: Arc<State>, task: Arc<ServedTask>, mut feed: TaskFeed, out: Emitter) {
+/// Send the snapshot, then the task's changes until it ends. With `accepted`, the stream
+/// follows the task from when its message was accepted: the snapshot shows it in that state
+/// (without the answer, which the updates then bring), however far a fast agent has got.
+async fn produce(
+    state: Arc<State>,
+    task: Arc<ServedTask>,
+    mut feed: TaskFeed,
+    out: Emitter,
+    accepted: Option<A2aState>,
+) {
     let version = out.version;
-    let Some(first) = state.view(&task) else {
+    let Some(mut first) = state.view(&task) else {
         return;
     };
+    let mut detail = Detail::default();
+    if let Some(s) = accepted {
+        first.state = s;
+        detail.artifacts = false;
+    }
     let mut shown = first.state;
     if !out
         .send(render::task_result(
-            render::task(&first, Detail::default(), version),
+            render::task(&first, detail, version),
             version,
         ))
         .await
@@ -234,6 +268,12 @@ async fn produce(state: Arc<State>, task: Arc<ServedTask>, mut feed: TaskFeed, o
     }
     let mut answer = Answer::default();
     loop {
+        // Updates already buffered happened before the state seen next: they go first.
+        while let Some(u) = feed.buffered() {
+            if !out.update(u, &task, &mut answer, &mut shown).await {
+                return;
+            }
+        }
         let Some(view) = state.view(&task) else {
             return;
         };
@@ -290,4 +330,84 @@ async fn produce(state: Arc<State>, task: Arc<ServedTask>, mut feed: TaskFeed, o
         version,
     ))
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn update(kind: UpdateKind, text: &str) -> SubagentUpdate {
+        SubagentUpdate {
+            agent: "a".into(),
+            task_id: Some("t".into()),
+            session_id: "s".into(),
+            kind,
+            text: text.into(),
+            tool: Some("bash".into()),
+            usage: None,
+        }
+    }
+
+    fn states(rx: &mut mpsc::Receiver<RpcResponse>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(r) = rx.try_recv() {
+            let v = serde_json::to_value(&r).unwrap_or_default();
+            if let Some(s) = v["result"]["statusUpdate"]["status"]["state"].as_str() {
+                out.push(s.to_string());
+            } else if v["result"]["artifactUpdate"].is_object() {
+                out.push("artifact".into());
+            }
+        }
+        out
+    }
+
+    fn emitter() -> (Emitter, mpsc::Receiver<RpcResponse>) {
+        let (tx, rx) = mpsc::channel(16);
+        let out = Emitter {
+            id: RpcId::Null,
+            task_id: "t".into(),
+            context_id: "c".into(),
+            version: Version::V1,
+            tx,
+        };
+        (out, rx)
+    }
+
+    /// A task that ended before its stream's snapshot was taken still has its child's
+    /// updates buffered; replaying them must not show `working` after the terminal snapshot
+    /// (the TCK's STREAM-ORDER-001 saw exactly that against a fast scripted model).
+    #[tokio::test]
+    async fn buffered_updates_after_a_terminal_snapshot_send_no_state() {
+        let (out, mut rx) = emitter();
+        let mut answer = Answer::default();
+        let mut shown = A2aState::Completed;
+        for u in [
+            update(UpdateKind::Start, ""),
+            update(UpdateKind::ToolStart, ""),
+            update(UpdateKind::Delta, "hi"),
+        ] {
+            assert!(out.forward(u, &mut answer, &mut shown).await);
+        }
+        assert_eq!(states(&mut rx), ["artifact"]);
+        assert_eq!(shown, A2aState::Completed);
+    }
+
+    #[tokio::test]
+    async fn a_running_task_shows_working_then_tool_notes() {
+        let (out, mut rx) = emitter();
+        let mut answer = Answer::default();
+        let mut shown = A2aState::Submitted;
+        for u in [
+            update(UpdateKind::Start, ""),
+            update(UpdateKind::Delta, "a"),
+            update(UpdateKind::ToolStart, ""),
+        ] {
+            assert!(out.forward(u, &mut answer, &mut shown).await);
+        }
+        assert_eq!(
+            states(&mut rx),
+            ["TASK_STATE_WORKING", "artifact", "TASK_STATE_WORKING"]
+        );
+        assert!(answer.text.is_empty(), "a tool call starts the answer over");
+    }
 }
