@@ -15,4 +15,6 @@ pub mod server;
 mod time;
 
 pub use client::{ClientSettings, RemoteClient, adopt_remote_tasks};
-pub use server::{ApprovalPolicy, RequestGuard, ServeError, ServeOptions, Server};
+pub use server::{
+    AnswerForm, AnswerStyle, ApprovalPolicy, RequestGuard, ServeError, ServeOptions, Server,
+};

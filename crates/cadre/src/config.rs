@@ -96,6 +96,39 @@ pub struct ServeConfig {
     pub idle_timeout_secs: Option<u64>,
     /// Connections open at once (default 512; never more than half the open-file limit).
     pub max_connections: Option<usize>,
+    /// `[serve.agents.NAME]`: how each agent's answers reach an A2A caller.
+    #[serde(default)]
+    pub agents: BTreeMap<String, ServeAgentConfig>,
+}
+
+/// `[serve.agents.NAME]`: how one served agent answers A2A callers.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeAgentConfig {
+    /// `text` (default) or `parts`: the agent's answer is a JSON array of A2A parts.
+    pub answer: Option<ServeAnswer>,
+    /// `task` (default) or `message`: a completed blocking send is answered with a Message.
+    pub reply: Option<ServeReply>,
+}
+
+/// `serve.agents.NAME.answer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServeAnswer {
+    /// The answer is text.
+    Text,
+    /// The answer spells A2A parts (text, data, files) as JSON.
+    Parts,
+}
+
+/// `serve.agents.NAME.reply`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServeReply {
+    /// A Task.
+    Task,
+    /// A Message, once the task completed.
+    Message,
 }
 
 /// `serve.approvals`.

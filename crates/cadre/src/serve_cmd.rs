@@ -3,10 +3,10 @@
 //! environment (`CADRE_SERVE_TOKEN`, or the variable `serve.token_env` names) or the config.
 
 use crate::cli::{Cli, ServeArgs};
-use crate::config::{self, ServeApprovals, ServeConfig};
+use crate::config::{self, ServeAnswer, ServeApprovals, ServeConfig, ServeReply};
 use crate::setup::{self, Overrides, Setup};
 use anyhow::{Context, Result, bail};
-use cadre_remote::{ApprovalPolicy, ServeOptions, Server};
+use cadre_remote::{AnswerForm, AnswerStyle, ApprovalPolicy, ServeOptions, Server};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -62,6 +62,20 @@ fn options(cfg: &ServeConfig, token: Option<String>) -> ServeOptions {
             .idle_timeout_secs
             .map_or(d.idle_timeout, |s| Duration::from_secs(s.max(1))),
         max_connections: cfg.max_connections.unwrap_or(d.max_connections),
+        answers: cfg
+            .agents
+            .iter()
+            .map(|(name, a)| {
+                let style = AnswerStyle {
+                    form: match a.answer {
+                        Some(ServeAnswer::Parts) => AnswerForm::Parts,
+                        Some(ServeAnswer::Text) | None => AnswerForm::Text,
+                    },
+                    message: a.reply == Some(ServeReply::Message),
+                };
+                (name.clone(), style)
+            })
+            .collect(),
         ..d
     }
 }

@@ -12,6 +12,7 @@
 
 pub mod card;
 pub mod parse;
+pub mod parts;
 pub mod render;
 pub mod usage;
 

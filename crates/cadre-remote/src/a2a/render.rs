@@ -1,6 +1,7 @@
 //! Building A2A JSON (the server side): tasks, messages, parts, status and artifact update
 //! events, each in the shape of the requested [`Version`].
 
+use super::parts::{AnswerForm, render_parts};
 use super::{A2aState, Version};
 use crate::time::rfc3339;
 use cadre_types::Usage;
@@ -29,13 +30,16 @@ impl Role {
     }
 }
 
-/// One message of a task's history (or its status): text, and optionally a data part.
+/// One message of a task's history (or its status): text (or the parts its text spells), and
+/// optionally a data part.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Said {
     /// Who wrote it.
     pub role: Role,
-    /// Its text part.
+    /// Its text.
     pub text: String,
+    /// How its text becomes parts (an agent's answer may spell A2A parts).
+    pub form: AnswerForm,
     /// A data part after the text, when there is one.
     pub data: Option<Value>,
     /// Its id.
@@ -59,6 +63,8 @@ pub struct TaskView {
     pub note: Option<Said>,
     /// The answer (or partial output) of the latest turn, once there is one.
     pub output: Option<String>,
+    /// How the agent's answers become parts.
+    pub form: AnswerForm,
     /// Why it failed.
     pub error: Option<String>,
     /// Tokens the agent used.
@@ -101,20 +107,20 @@ pub fn data_part(data: &Value, version: Version) -> Value {
     }
 }
 
-/// A message of a task: its text, and its data part when it has one.
+/// A message of a task: its text (or parts), and its data part when it has one.
 pub fn said(s: &Said, task_id: &str, context_id: &str, version: Version) -> Value {
-    let mut m = message(
+    let mut parts = render_parts(&s.text, s.form, version);
+    if let Some(d) = &s.data {
+        parts.push(data_part(d, version));
+    }
+    message_of(
         s.role,
-        &s.text,
+        parts,
         &s.message_id,
         Some(task_id),
         Some(context_id),
         version,
-    );
-    if let (Some(d), Some(parts)) = (&s.data, m["parts"].as_array_mut()) {
-        parts.push(data_part(d, version));
-    }
-    m
+    )
 }
 
 /// A one-part text message.
@@ -126,13 +132,26 @@ pub fn message(
     context_id: Option<&str>,
     version: Version,
 ) -> Value {
+    let parts = vec![text_part(text, version)];
+    message_of(role, parts, message_id, task_id, context_id, version)
+}
+
+/// A message of the given parts.
+pub fn message_of(
+    role: Role,
+    parts: Vec<Value>,
+    message_id: &str,
+    task_id: Option<&str>,
+    context_id: Option<&str>,
+    version: Version,
+) -> Value {
     let mut m = Map::new();
     if version == Version::V03 {
         m.insert("kind".into(), json!("message"));
     }
     m.insert("messageId".into(), json!(message_id));
     m.insert("role".into(), json!(role.wire(version)));
-    m.insert("parts".into(), json!([text_part(text, version)]));
+    m.insert("parts".into(), Value::Array(parts));
     if let Some(t) = task_id {
         m.insert("taskId".into(), json!(t));
     }
@@ -176,12 +195,12 @@ pub fn view_status(view: &TaskView, version: Version) -> Value {
     status(view.state, message, view.updated_at, version)
 }
 
-/// An artifact holding one text part.
-pub fn artifact(artifact_id: &str, text: &str, version: Version) -> Value {
+/// An artifact of the given parts.
+pub fn artifact(artifact_id: &str, parts: Vec<Value>) -> Value {
     json!({
         "artifactId": artifact_id,
         "name": artifact_id,
-        "parts": [text_part(text, version)],
+        "parts": parts,
     })
 }
 
@@ -199,7 +218,10 @@ pub fn task(view: &TaskView, detail: Detail, version: Version) -> Value {
     {
         t.insert(
             "artifacts".into(),
-            json!([artifact(ANSWER_ARTIFACT, out, version)]),
+            json!([artifact(
+                ANSWER_ARTIFACT,
+                render_parts(out, view.form, version)
+            )]),
         );
     }
     let all = view.history.len();
@@ -223,6 +245,14 @@ pub fn task_result(task: Value, version: Version) -> Value {
     match version {
         Version::V1 => json!({"task": task}),
         Version::V03 => task,
+    }
+}
+
+/// The result of a `SendMessage` answered with a message instead of a task.
+pub fn message_result(message: Value, version: Version) -> Value {
+    match version {
+        Version::V1 => json!({"message": message}),
+        Version::V03 => message,
     }
 }
 
@@ -250,11 +280,12 @@ pub fn status_update(
     }
 }
 
-/// An artifact update event carrying a piece of text.
+/// An artifact update event carrying parts of the answer (a piece of its text, or all of
+/// its parts).
 pub fn artifact_update(
     task_id: &str,
     context_id: &str,
-    text: &str,
+    parts: Vec<Value>,
     append: bool,
     last_chunk: bool,
     version: Version,
@@ -262,7 +293,7 @@ pub fn artifact_update(
     let mut ev = json!({
         "taskId": task_id,
         "contextId": context_id,
-        "artifact": artifact(ANSWER_ARTIFACT, text, version),
+        "artifact": artifact(ANSWER_ARTIFACT, parts),
         "append": append,
         "lastChunk": last_chunk,
     });
@@ -285,6 +316,7 @@ mod tests {
         let said = |role, text: &str, id: &str| Said {
             role,
             text: text.into(),
+            form: AnswerForm::Text,
             data: None,
             message_id: id.into(),
         };
@@ -299,6 +331,7 @@ mod tests {
             ],
             note: None,
             output: Some("hello".into()),
+            form: AnswerForm::Text,
             error: Some("boom".into()),
             usage: Usage::default(),
             updated_at: 0,
@@ -328,7 +361,14 @@ mod tests {
         let u = status_update("t", "c", json!({}), true, Version::V03);
         assert_eq!(u["kind"], "status-update");
         assert_eq!(u["final"], true);
-        let a = artifact_update("t", "c", "x", true, false, Version::V1);
+        let a = artifact_update(
+            "t",
+            "c",
+            vec![text_part("x", Version::V1)],
+            true,
+            false,
+            Version::V1,
+        );
         assert_eq!(a["artifactUpdate"]["artifact"]["parts"][0]["text"], "x");
     }
 
@@ -338,6 +378,7 @@ mod tests {
         v.note = Some(Said {
             role: Role::Agent,
             text: "May I?".into(),
+            form: AnswerForm::Text,
             data: Some(json!({"approval": {"tool": "bash"}})),
             message_id: "q1".into(),
         });

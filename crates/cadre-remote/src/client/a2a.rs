@@ -122,6 +122,7 @@ async fn ask(call: &Call<'_>, card: &CardInfo, p: &mut Progress) -> Result<bool,
         &Said {
             role: Role::User,
             text,
+            form: crate::a2a::parts::AnswerForm::Text,
             data: Some(data),
             message_id: uuid::Uuid::new_v4().to_string(),
         },

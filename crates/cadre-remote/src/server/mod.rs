@@ -43,7 +43,19 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
+pub use crate::a2a::parts::AnswerForm;
 pub use approval::ApprovalPolicy;
+
+/// How a served agent's answers reach an A2A caller (`[serve.agents.NAME]`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AnswerStyle {
+    /// Whether the answer is text or spells A2A parts (default text).
+    pub form: AnswerForm,
+    /// Answer a blocking `SendMessage` whose task completed with a Message (the answer's
+    /// parts, in the task's context) instead of the Task; streams, non-blocking sends and
+    /// tasks that did not complete still get the task.
+    pub message: bool,
+}
 
 /// Settings of the server.
 #[derive(Debug, Clone)]
@@ -77,6 +89,8 @@ pub struct ServeOptions {
     pub approvals: Option<ApprovalPolicy>,
     /// How long an asked caller has to answer before the call is denied (default 300 s).
     pub approval_timeout: Duration,
+    /// How each agent's answers are delivered over A2A (default: text, in a task).
+    pub answers: std::collections::BTreeMap<String, AnswerStyle>,
     /// The name in the agent card.
     pub name: String,
     /// The version in the agent card.
@@ -111,6 +125,7 @@ impl Default for ServeOptions {
             expose: None,
             approvals: None,
             approval_timeout: Duration::from_secs(300),
+            answers: Default::default(),
             name: "cadre".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             allowed_origins: Vec::new(),

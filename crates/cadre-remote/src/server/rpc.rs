@@ -12,7 +12,7 @@ use super::state::State;
 use super::stream;
 use crate::a2a::card::{self, CardSpec};
 use crate::a2a::parse::{BadParams, SendParams, member, non_negative, send_params};
-use crate::a2a::render::{self, Detail};
+use crate::a2a::render::{self, Detail, Role};
 use crate::a2a::{A2aState, SUPPORTED_VERSIONS, VERSION_HEADER, Version};
 use crate::jsonrpc::{self, ErrorKind, RpcError, RpcId};
 use crate::time::{http_date, parse_rfc3339};
@@ -407,6 +407,11 @@ async fn send(
         // Blocking: until the task ends or is interrupted, or max_wait (the caller then
         // polls GetTask).
         state.settled(&task, state.opts.max_wait).await;
+        if state.answer_style(&task.agent).message
+            && let Some(m) = answer_message(state, &task, version)
+        {
+            return Ok(render::message_result(m, version));
+        }
     }
     let detail = Detail {
         history: p.history_length,
@@ -419,6 +424,25 @@ async fn send(
         rendered["status"]["state"] = json!(A2aState::Working.wire(version));
     }
     Ok(render::task_result(rendered, version))
+}
+
+/// A completed task's answer as a Message of the agent in the task's context: what an agent
+/// served with `reply = "message"` answers a blocking send with. `None` while the task has
+/// not completed (the caller then gets the task).
+fn answer_message(state: &State, task: &ServedTask, version: Version) -> Option<Value> {
+    let view = state.view(task)?;
+    if view.state != A2aState::Completed {
+        return None;
+    }
+    let answer = view.output.unwrap_or_default();
+    Some(render::message_of(
+        Role::Agent,
+        crate::a2a::parts::render_parts(&answer, view.form, version),
+        &format!("{}-answer", task.last_turn()),
+        None,
+        Some(&task.context_id),
+        version,
+    ))
 }
 
 fn task_id(params: &Value) -> Result<String, RpcError> {

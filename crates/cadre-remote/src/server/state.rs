@@ -5,9 +5,10 @@ use super::approval::{ApprovalGate, TaskApprovals};
 use super::book::{Said as Logged, ServedTask, TaskBook};
 use super::origin::SiteRules;
 use super::sink::ServeSink;
-use super::{ApprovalPolicy, ServeError, ServeOptions};
+use super::{AnswerStyle, ApprovalPolicy, ServeError, ServeOptions};
 use crate::a2a::A2aState;
 use crate::a2a::card::SkillInfo;
+use crate::a2a::parts::AnswerForm;
 use crate::a2a::render::{Role, Said, TaskView};
 use cadre_subagents::{GENERAL_PURPOSE, Parent, SubagentRuntime, TaskSnapshot, TaskStatus};
 use cadre_tools::RunContext;
@@ -68,6 +69,20 @@ impl State {
             .collect();
         if skills.is_empty() {
             return Err(ServeError::NoAgents);
+        }
+        if let Some(name) = opts
+            .answers
+            .keys()
+            .find(|n| !skills.iter().any(|s| &s.name == *n))
+        {
+            return Err(ServeError::UnknownAgent {
+                name: name.clone(),
+                available: skills
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
         }
         let default_agent = match &opts.default_agent {
             Some(name) if skills.iter().any(|s| &s.name == name) => name.clone(),
@@ -159,6 +174,11 @@ impl State {
         }
     }
 
+    /// How `agent`'s answers are delivered.
+    pub(crate) fn answer_style(&self, agent: &str) -> AnswerStyle {
+        self.opts.answers.get(agent).copied().unwrap_or_default()
+    }
+
     /// The runtime's view of a served task's last turn (the one whose status is the task's).
     pub(crate) fn snapshot(&self, task: &ServedTask) -> Option<TaskSnapshot> {
         self.runtime.tracker().get(&task.last_turn())
@@ -170,6 +190,7 @@ impl State {
     pub(crate) fn view(&self, task: &ServedTask) -> Option<TaskView> {
         let log = task.journal.copy();
         let tracker = self.runtime.tracker();
+        let form = self.answer_style(&task.agent).form;
         let snaps: Vec<Option<TaskSnapshot>> = log.turns.iter().map(|t| tracker.get(t)).collect();
         let last = snaps.last()?.as_ref()?;
         let mut usage = cadre_types::Usage::default();
@@ -183,6 +204,7 @@ impl State {
             (snap.status == TaskStatus::Completed).then(|| Said {
                 role: Role::Agent,
                 text,
+                form,
                 data: None,
                 message_id: format!("{}-answer", snap.id),
             })
@@ -216,6 +238,7 @@ impl State {
             history,
             note: question.map(|q| rendered(q.said())),
             output: last.result.clone(),
+            form,
             error: last.error.clone(),
             usage,
             updated_at: last.updated_at.max(task.journal.touched_at()),
@@ -276,6 +299,7 @@ fn rendered(l: Logged) -> Said {
         } => Said {
             role: Role::User,
             text,
+            form: AnswerForm::Text,
             data: None,
             message_id,
         },
@@ -286,6 +310,7 @@ fn rendered(l: Logged) -> Said {
         } => Said {
             role: Role::Agent,
             text,
+            form: AnswerForm::Text,
             data,
             message_id,
         },

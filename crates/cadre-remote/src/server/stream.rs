@@ -21,6 +21,7 @@ use super::rpc::start;
 use super::sink::Subscription;
 use super::state::State;
 use crate::a2a::parse::SendParams;
+use crate::a2a::parts::{AnswerForm, render_parts};
 use crate::a2a::render::{self, Detail, Role};
 use crate::a2a::{A2aState, Version};
 use crate::jsonrpc::{self, RpcId, RpcResponse};
@@ -86,6 +87,7 @@ fn sse(
         task_id: task.id.clone(),
         context_id: task.context_id.clone(),
         version,
+        form: state.answer_style(&task.agent).form,
         tx,
     };
     tokio::spawn(produce(state, task, feed, out, accepted));
@@ -147,6 +149,9 @@ struct Emitter {
     task_id: String,
     context_id: String,
     version: Version,
+    /// How the agent's answer becomes parts: an answer that spells parts is sent whole at
+    /// the end, never as chunks of its JSON.
+    form: AnswerForm,
     tx: mpsc::Sender<RpcResponse>,
 }
 
@@ -181,13 +186,28 @@ impl Emitter {
         .await
     }
 
-    async fn chunk(&self, text: &str, append: bool, last: bool) -> bool {
+    async fn chunk(&self, text: &str, append: bool) -> bool {
+        let parts = vec![render::text_part(text, self.version)];
         self.send(render::artifact_update(
             &self.task_id,
             &self.context_id,
-            text,
+            parts,
             append,
-            last,
+            false,
+            self.version,
+        ))
+        .await
+    }
+
+    /// The whole answer, as the last chunk of the answer artifact.
+    async fn whole(&self, answer: &str) -> bool {
+        let parts = render_parts(answer, self.form, self.version);
+        self.send(render::artifact_update(
+            &self.task_id,
+            &self.context_id,
+            parts,
+            false,
+            true,
             self.version,
         ))
         .await
@@ -218,11 +238,11 @@ impl Emitter {
                 *shown = A2aState::Working;
                 self.working(None).await
             }
-            UpdateKind::Delta if !u.text.is_empty() => {
+            UpdateKind::Delta if !u.text.is_empty() && self.form == AnswerForm::Text => {
                 let append = answer.started;
                 answer.started = true;
                 answer.text.push_str(&u.text);
-                self.chunk(&u.text, append, false).await
+                self.chunk(&u.text, append).await
             }
             UpdateKind::ToolStart => {
                 *answer = Answer::default();
@@ -317,7 +337,7 @@ async fn produce(
     };
     if let Some(result) = view.output.as_deref().filter(|r| !r.is_empty())
         && result != answer.text
-        && !out.chunk(result, false, true).await
+        && !out.whole(result).await
     {
         return;
     }
@@ -361,13 +381,14 @@ mod tests {
         out
     }
 
-    fn emitter() -> (Emitter, mpsc::Receiver<RpcResponse>) {
+    fn emitter(form: AnswerForm) -> (Emitter, mpsc::Receiver<RpcResponse>) {
         let (tx, rx) = mpsc::channel(16);
         let out = Emitter {
             id: RpcId::Null,
             task_id: "t".into(),
             context_id: "c".into(),
             version: Version::V1,
+            form,
             tx,
         };
         (out, rx)
@@ -378,7 +399,7 @@ mod tests {
     /// (the TCK's STREAM-ORDER-001 saw exactly that against a fast scripted model).
     #[tokio::test]
     async fn buffered_updates_after_a_terminal_snapshot_send_no_state() {
-        let (out, mut rx) = emitter();
+        let (out, mut rx) = emitter(AnswerForm::Text);
         let mut answer = Answer::default();
         let mut shown = A2aState::Completed;
         for u in [
@@ -394,7 +415,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_running_task_shows_working_then_tool_notes() {
-        let (out, mut rx) = emitter();
+        let (out, mut rx) = emitter(AnswerForm::Text);
         let mut answer = Answer::default();
         let mut shown = A2aState::Submitted;
         for u in [
@@ -409,5 +430,27 @@ mod tests {
             ["TASK_STATE_WORKING", "artifact", "TASK_STATE_WORKING"]
         );
         assert!(answer.text.is_empty(), "a tool call starts the answer over");
+    }
+
+    /// An answer that spells parts streams no chunks of its JSON: the parts come whole.
+    #[tokio::test]
+    async fn a_parts_answer_is_sent_whole() {
+        let (out, mut rx) = emitter(AnswerForm::Parts);
+        let mut answer = Answer::default();
+        let mut shown = A2aState::Working;
+        assert!(
+            out.forward(
+                update(UpdateKind::Delta, "[{\"data\""),
+                &mut answer,
+                &mut shown
+            )
+            .await
+        );
+        assert!(states(&mut rx).is_empty());
+        assert!(out.whole(r#"[{"data": {"n": 1}}]"#).await);
+        let r = serde_json::to_value(rx.try_recv().unwrap()).unwrap();
+        let a = &r["result"]["artifactUpdate"];
+        assert_eq!(a["artifact"]["parts"][0]["data"]["n"], 1);
+        assert_eq!(a["lastChunk"], true);
     }
 }
