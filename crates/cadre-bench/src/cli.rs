@@ -1,6 +1,6 @@
 //! Command-line interface of `cadre-bench`: the `fanout` benchmark (one run or the whole
-//! matrix with `--sweep`), the `cache` benchmark of prompt-cache friendliness, and the
-//! `coldstart` benchmark of the `cadre` binary.
+//! matrix with `--sweep`), the `cache` benchmark of prompt-cache friendliness, the
+//! `coldstart` benchmark of the `cadre` binary and the `loader` benchmark of definition files.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
@@ -28,6 +28,9 @@ pub enum Command {
     Cache(CacheArgs),
     /// Frame times of the full-screen UI: scrolling a long transcript, streaming deltas.
     Tui(TuiArgs),
+    /// Loading agent definition directories: many ordinary files, many hostile ones, and
+    /// single worst cases (deep nesting, size limits, sparse files).
+    Loader(LoaderArgs),
     /// The mock model server of `fanout`, run as its own process (used by `fanout`).
     #[command(hide = true)]
     MockServer(MockServerArgs),
@@ -243,6 +246,18 @@ pub struct CacheArgs {
     /// Also write every request body, as sent, to `DIR/<wire>-<stream>/NNN.json`.
     #[arg(long)]
     pub dump: Option<PathBuf>,
+/// Options of `loader`.
+#[derive(Debug, Clone, Args)]
+pub struct LoaderArgs {
+    /// Files in each of the many-file directories.
+    #[arg(long, default_value_t = 10_000)]
+    pub files: usize,
+    /// Timed loads of each case (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    pub runs: usize,
+    /// Where to write the JSON result (default target/bench/loader.json).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// Options of `coldstart`.

@@ -10,6 +10,7 @@
 //! * `coldstart` — whole-process start-up of `cadre --version` and `cadre agents list`.
 //! * `tui` — frame times of the full-screen UI: a 20 000-line transcript scrolled, 200
 //!   deltas/s streamed while keys are typed.
+//! * `loader` — loading definition directories of ordinary and hostile files.
 //!
 //! See BENCHMARKS.md at the repository root for the commands and results.
 
@@ -19,6 +20,7 @@ mod cli;
 mod coldstart;
 mod fanout;
 mod floor;
+mod loader;
 mod responder;
 mod scenario;
 mod server;
@@ -44,6 +46,7 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Coldstart(args) => coldstart::run(args),
         cli::Command::Cache(args) => cache::run(args),
         cli::Command::Tui(args) => tui::run(args),
+        cli::Command::Loader(args) => loader::run(args),
         cli::Command::MockServer(args) => server::serve(args.variant, args.latency_ms),
     }
 }

@@ -69,7 +69,10 @@ pub enum ProviderError {
         /// The idle limit that fired.
         after: Duration,
     },
-    /// Bad configuration (unknown provider, missing key, bad URL).
+    /// The model cannot be used here: an unknown provider, a missing key or base URL.
+    #[error(transparent)]
+    NotReady(#[from] crate::registry::NotReady),
+    /// Bad configuration (a bad URL or header).
     #[error("provider configuration: {0}")]
     Config(String),
     /// A scripted model could not answer (no matching script, turns exhausted, bad file).

@@ -23,6 +23,8 @@ pub use pricing::{ModelPrice, PriceTable};
 pub use provider::{
     ModelRequest, ModelResponse, ModelStream, Provider, RequestMetadata, StreamEvent, collect,
 };
-pub use registry::{ProviderConfig, ProviderKind, ProviderRegistry, ResolvedModel};
+pub use registry::{
+    BUILTIN_PROVIDERS, NotReady, ProviderConfig, ProviderKind, ProviderRegistry, ResolvedModel,
+};
 pub use retry::RetryPolicy;
 pub use schema::normalize_tool_schema;

@@ -30,6 +30,26 @@ pub const OPENAI_API_HOST: &str = "api.openai.com";
 /// Default base URL of the `ollama` provider.
 pub const OLLAMA_DEFAULT_BASE: &str = "http://127.0.0.1:11434/v1";
 
+/// The base URL of provider `name` (see the module documentation); `None` when a provider
+/// other than `openai` and `ollama` sets none.
+pub(crate) fn base_url(name: &str, cfg: &ProviderConfig) -> Option<String> {
+    match (&cfg.base_url, name) {
+        (Some(base), _) => Some(base.clone()),
+        (None, "openai") => {
+            Some(http::env_value("OPENAI_BASE_URL").unwrap_or_else(|| OPENAI_DEFAULT_BASE.into()))
+        }
+        (None, "ollama") => Some(OLLAMA_DEFAULT_BASE.into()),
+        (None, _) => None,
+    }
+}
+
+/// The variable holding the key of provider `name`, if it has one.
+pub(crate) fn key_env(name: &str, cfg: &ProviderConfig) -> Option<String> {
+    cfg.api_key_env
+        .clone()
+        .or_else(|| (name == "openai").then(|| "OPENAI_API_KEY".to_string()))
+}
+
 /// A provider speaking the OpenAI Chat Completions protocol.
 pub struct OpenAiProvider {
     core: Arc<HttpCore>,
@@ -54,22 +74,12 @@ impl OpenAiProvider {
     /// Build from a provider table (see the module documentation for defaults). Fails on
     /// a missing or bad base URL or a header that references an unset variable.
     pub fn from_config(name: &str, cfg: &ProviderConfig) -> Result<Self, ProviderError> {
-        let base = match (&cfg.base_url, name) {
-            (Some(base), _) => base.clone(),
-            (None, "openai") => {
-                http::env_value("OPENAI_BASE_URL").unwrap_or_else(|| OPENAI_DEFAULT_BASE.into())
-            }
-            (None, "ollama") => OLLAMA_DEFAULT_BASE.into(),
-            (None, _) => {
-                return Err(ProviderError::Config(format!(
-                    "provider {name} needs a base_url (e.g. https://host/v1)"
-                )));
-            }
-        };
-        let key_env = cfg
-            .api_key_env
-            .clone()
-            .or_else(|| (name == "openai").then(|| "OPENAI_API_KEY".to_string()));
+        let base = base_url(name, cfg).ok_or_else(|| {
+            ProviderError::Config(format!(
+                "provider {name} needs a base_url (e.g. https://host/v1)"
+            ))
+        })?;
+        let key_env = key_env(name, cfg);
         let auth_hint = key_env
             .clone()
             .unwrap_or_else(|| format!("the api_key_env setting of [providers.{name}]"));

@@ -1,7 +1,8 @@
 //! Provider configuration and the registry that builds each provider once and routes
-//! `provider:model` names to it.
+//! `provider:model` names to it, after checking (without any request) that the provider is
+//! known and has what it needs: see [`ProviderRegistry::preflight`].
 
-use crate::{ModelPrice, PriceTable, Provider, ProviderError, anthropic, openai, scripted};
+use crate::{ModelPrice, PriceTable, Provider, ProviderError, anthropic, http, openai, scripted};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -73,7 +74,48 @@ impl std::fmt::Debug for ResolvedModel {
     }
 }
 
-const BUILTIN: [&str; 4] = ["openai", "anthropic", "ollama", "scripted"];
+/// Providers that work without a `[providers.NAME]` table.
+pub const BUILTIN_PROVIDERS: [&str; 4] = ["openai", "anthropic", "ollama", "scripted"];
+
+/// Why a model spec cannot be used here, found before any request is sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotReady {
+    /// The part before the first `:` names no provider.
+    #[error("unknown provider `{prefix}` in model `{spec}`; known providers: {}", .known.join(", "))]
+    UnknownProvider {
+        /// The spec as written.
+        spec: String,
+        /// Its prefix.
+        prefix: String,
+        /// The providers that exist here, sorted.
+        known: Vec<String>,
+    },
+    /// The provider needs an API key and its variable is unset or empty.
+    #[error("no API key for provider {provider}: set {env}")]
+    MissingKey {
+        /// The provider.
+        provider: String,
+        /// The variable to set.
+        env: String,
+    },
+    /// An OpenAI-compatible provider other than `openai` and `ollama` without `base_url`.
+    #[error(
+        "provider {provider} needs a base_url (e.g. https://host/v1) in [providers.{provider}]"
+    )]
+    MissingBaseUrl {
+        /// The provider.
+        provider: String,
+    },
+}
+
+/// The wire protocol of provider `name`: its table's `kind`, else from the name.
+fn kind_of(name: &str, cfg: &ProviderConfig) -> ProviderKind {
+    cfg.kind.unwrap_or(match name {
+        "anthropic" => ProviderKind::Anthropic,
+        "scripted" => ProviderKind::Scripted,
+        _ => ProviderKind::Openai,
+    })
+}
 
 /// Builds providers on first use and shares them; looks models up by name.
 pub struct ProviderRegistry {
@@ -110,6 +152,26 @@ impl ProviderRegistry {
         self
     }
 
+    /// A registry whose default provider is the one `main_spec` names (`openai` when it has
+    /// no known prefix): model names without a prefix go where the main model goes.
+    pub fn for_model(
+        configs: HashMap<String, ProviderConfig>,
+        instances: &[&str],
+        main_spec: &str,
+    ) -> Self {
+        let default = match main_spec.split_once(':') {
+            Some((p, _))
+                if BUILTIN_PROVIDERS.contains(&p)
+                    || configs.contains_key(p)
+                    || instances.contains(&p) =>
+            {
+                p.to_string()
+            }
+            _ => "openai".to_string(),
+        };
+        Self::new(configs, &default)
+    }
+
     /// Register an already-built provider under `name` (library use, tests).
     pub fn insert(&self, name: &str, provider: Arc<dyn Provider>) {
         if let Ok(mut built) = self.built.lock() {
@@ -122,30 +184,101 @@ impl ProviderRegistry {
         &self.default_provider
     }
 
-    /// Split `spec` into (provider, model). A prefix counts only when it names a known
-    /// provider, so `openai/gpt-4o` or `gpt-4o` go unchanged to the default provider.
-    pub fn split<'a>(&'a self, spec: &'a str) -> (&'a str, &'a str) {
-        if let Some((prefix, model)) = spec.split_once(':')
-            && self.is_known(prefix)
-        {
-            return (prefix, model);
+    /// Split `spec` into (provider, model) at the first `:`. Without a colon (`gpt-4o`,
+    /// harness9's `openai/gpt-4o`) the whole spec goes to the default provider; with one, the
+    /// prefix must name a provider here, so a misspelled `anthropc:claude-…` is an error
+    /// rather than a request (with another provider's key) to the default provider.
+    pub fn split<'a>(&'a self, spec: &'a str) -> Result<(&'a str, &'a str), NotReady> {
+        match spec.split_once(':') {
+            None => Ok((self.default_provider.as_str(), spec)),
+            Some((prefix, model)) if self.is_known(prefix) => Ok((prefix, model)),
+            Some((prefix, _)) => Err(NotReady::UnknownProvider {
+                spec: spec.to_string(),
+                prefix: prefix.to_string(),
+                known: self.known(),
+            }),
         }
-        (self.default_provider.as_str(), spec)
+    }
+
+    fn is_built(&self, name: &str) -> bool {
+        self.built
+            .lock()
+            .map(|b| b.contains_key(name))
+            .unwrap_or(false)
     }
 
     fn is_known(&self, name: &str) -> bool {
-        BUILTIN.contains(&name)
-            || self.configs.contains_key(name)
-            || self
-                .built
-                .lock()
-                .map(|b| b.contains_key(name))
-                .unwrap_or(false)
+        BUILTIN_PROVIDERS.contains(&name) || self.configs.contains_key(name) || self.is_built(name)
     }
 
-    /// Resolve a model spec to its (shared) provider and the model name to send.
+    /// Every provider name that exists here, sorted.
+    pub fn known(&self) -> Vec<String> {
+        let mut names: Vec<String> = BUILTIN_PROVIDERS.iter().map(|s| s.to_string()).collect();
+        names.extend(self.configs.keys().cloned());
+        if let Ok(built) = self.built.lock() {
+            names.extend(built.keys().filter(|k| !k.contains(':')).cloned());
+        }
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Is `spec` routable here, and does its provider have what it needs: a key, or a base
+    /// URL that needs none? Nothing is sent. [`resolve`](Self::resolve) checks this first;
+    /// front ends call it at start-up to explain a missing key before any request, and the
+    /// agent loader uses it to decide whether an alias such as `sonnet` can reach its
+    /// provider or the agent inherits its parent's model.
+    ///
+    /// A key is required when the provider's table names `api_key_env`, and when it talks to
+    /// the vendor's public endpoint (`api.openai.com`, `api.anthropic.com`); a provider on
+    /// another base URL (a local server, a proxy) may run without one. Scripted providers
+    /// and providers registered as instances need nothing.
+    pub fn preflight(&self, spec: &str) -> Result<(), NotReady> {
+        let (name, _) = self.split(spec)?;
+        if !self.configs.contains_key(name) && self.is_built(name) {
+            return Ok(());
+        }
+        let cfg = self.configs.get(name).cloned().unwrap_or_default();
+        let missing = |env: String| NotReady::MissingKey {
+            provider: name.to_string(),
+            env,
+        };
+        match kind_of(name, &cfg) {
+            ProviderKind::Scripted => Ok(()),
+            ProviderKind::Openai => {
+                let base =
+                    openai::base_url(name, &cfg).ok_or_else(|| NotReady::MissingBaseUrl {
+                        provider: name.to_string(),
+                    })?;
+                let public = base.trim_end_matches('/') == openai::OPENAI_DEFAULT_BASE;
+                match openai::key_env(name, &cfg) {
+                    Some(env)
+                        if (cfg.api_key_env.is_some() || public)
+                            && http::env_value(&env).is_none() =>
+                    {
+                        Err(missing(env))
+                    }
+                    _ => Ok(()),
+                }
+            }
+            ProviderKind::Anthropic => {
+                let base = anthropic::base_url(&cfg);
+                let public = base.trim_end_matches('/') == anthropic::ANTHROPIC_DEFAULT_BASE;
+                let env = anthropic::key_env(&cfg);
+                if (cfg.api_key_env.is_some() || public) && http::env_value(&env).is_none() {
+                    Err(missing(env))
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Resolve a model spec to its (shared) provider and the model name to send, after
+    /// [`preflight`](Self::preflight).
     pub fn resolve(&self, spec: &str) -> Result<ResolvedModel, ProviderError> {
-        let (provider_name, model) = self.split(spec);
+        self.preflight(spec)?;
+        let (provider_name, model) = self.split(spec)?;
         let key = if provider_name == "scripted" {
             format!("scripted:{model}")
         } else {
@@ -181,15 +314,10 @@ impl ProviderRegistry {
 
     fn build(&self, name: &str, model: &str) -> Result<Arc<dyn Provider>, ProviderError> {
         let cfg = self.configs.get(name).cloned().unwrap_or_default();
-        let kind = cfg.kind.unwrap_or(match name {
-            "anthropic" => ProviderKind::Anthropic,
-            "scripted" => ProviderKind::Scripted,
-            _ => ProviderKind::Openai,
-        });
-        if !BUILTIN.contains(&name) && !self.configs.contains_key(name) {
+        if !BUILTIN_PROVIDERS.contains(&name) && !self.configs.contains_key(name) {
             return Err(ProviderError::Config(format!("unknown provider {name}")));
         }
-        Ok(match kind {
+        Ok(match kind_of(name, &cfg) {
             ProviderKind::Openai => Arc::new(openai::OpenAiProvider::from_config(name, &cfg)?),
             ProviderKind::Anthropic => {
                 Arc::new(anthropic::AnthropicProvider::from_config(name, &cfg)?)
@@ -207,15 +335,109 @@ mod tests {
     use super::*;
 
     #[test]
-    fn split_only_honours_known_prefixes() {
+    fn unknown_prefixes_are_errors_naming_the_known_providers() {
         let mut cfgs = HashMap::new();
         cfgs.insert("openrouter".to_string(), ProviderConfig::default());
         let reg = ProviderRegistry::new(cfgs, "openai");
-        assert_eq!(reg.split("openai:gpt-4o"), ("openai", "gpt-4o"));
-        assert_eq!(reg.split("ollama:qwen3:8b"), ("ollama", "qwen3:8b"));
-        assert_eq!(reg.split("openrouter:x/y"), ("openrouter", "x/y"));
-        assert_eq!(reg.split("openai/gpt-4o"), ("openai", "openai/gpt-4o"));
-        assert_eq!(reg.split("weird:thing"), ("openai", "weird:thing"));
+        assert_eq!(reg.split("openai:gpt-4o"), Ok(("openai", "gpt-4o")));
+        assert_eq!(reg.split("ollama:qwen3:8b"), Ok(("ollama", "qwen3:8b")));
+        assert_eq!(reg.split("openrouter:x/y"), Ok(("openrouter", "x/y")));
+        assert_eq!(reg.split("openai/gpt-4o"), Ok(("openai", "openai/gpt-4o")));
+        assert_eq!(reg.split("gpt-4o"), Ok(("openai", "gpt-4o")));
+        let err = reg.split("anthropc:claude-x").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown provider `anthropc` in model `anthropc:claude-x`; known providers: anthropic, ollama, openai, openrouter, scripted"
+        );
+        assert!(matches!(
+            reg.resolve("foo:bar"),
+            Err(ProviderError::NotReady(NotReady::UnknownProvider { .. }))
+        ));
+    }
+
+    #[test]
+    fn preflight_needs_a_key_only_where_one_is_needed() {
+        // Variables that exist in no environment stand for unset keys; PATH for a set one.
+        let cfg = |base: Option<&str>, key: Option<&str>| ProviderConfig {
+            base_url: base.map(str::to_string),
+            api_key_env: key.map(str::to_string),
+            ..Default::default()
+        };
+        let mut cfgs = HashMap::new();
+        cfgs.insert("openai".into(), cfg(None, Some("CADRE_TEST_UNSET_KEY_1")));
+        cfgs.insert(
+            "anthropic".into(),
+            cfg(None, Some("CADRE_TEST_UNSET_KEY_2")),
+        );
+        cfgs.insert("local".into(), cfg(Some("http://127.0.0.1:9/v1"), None));
+        cfgs.insert(
+            "vllm".into(),
+            cfg(
+                Some("http://127.0.0.1:9/v1"),
+                Some("CADRE_TEST_UNSET_KEY_3"),
+            ),
+        );
+        cfgs.insert(
+            "keyed".into(),
+            cfg(Some("http://127.0.0.1:9/v1"), Some("PATH")),
+        );
+        cfgs.insert("nourl".into(), cfg(None, None));
+        cfgs.insert(
+            "proxy".into(),
+            ProviderConfig {
+                kind: Some(ProviderKind::Anthropic),
+                ..cfg(Some("http://127.0.0.1:9"), None)
+            },
+        );
+        let reg = ProviderRegistry::new(cfgs, "openai");
+        let missing = |p: &str, e: &str| {
+            Err(NotReady::MissingKey {
+                provider: p.into(),
+                env: e.into(),
+            })
+        };
+        assert_eq!(
+            reg.preflight("openai:gpt-4o"),
+            missing("openai", "CADRE_TEST_UNSET_KEY_1")
+        );
+        assert_eq!(
+            reg.preflight("gpt-4o"),
+            missing("openai", "CADRE_TEST_UNSET_KEY_1")
+        );
+        assert_eq!(
+            reg.preflight("anthropic:c"),
+            missing("anthropic", "CADRE_TEST_UNSET_KEY_2")
+        );
+        assert_eq!(
+            reg.preflight("vllm:m"),
+            missing("vllm", "CADRE_TEST_UNSET_KEY_3")
+        );
+        assert_eq!(reg.preflight("local:m"), Ok(()));
+        assert_eq!(reg.preflight("keyed:m"), Ok(()));
+        assert_eq!(reg.preflight("proxy:m"), Ok(()));
+        assert_eq!(reg.preflight("ollama:qwen3:8b"), Ok(()));
+        assert_eq!(reg.preflight("scripted:x.toml"), Ok(()));
+        assert_eq!(
+            reg.preflight("nourl:m"),
+            Err(NotReady::MissingBaseUrl {
+                provider: "nourl".into()
+            })
+        );
+        // A missing key fails resolve too, so nothing is ever sent without one.
+        assert!(matches!(
+            reg.resolve("anthropic:c"),
+            Err(ProviderError::NotReady(NotReady::MissingKey { .. }))
+        ));
+    }
+
+    #[test]
+    fn the_default_provider_follows_the_main_model() {
+        let reg = ProviderRegistry::for_model(HashMap::new(), &["rec"], "rec:m");
+        assert_eq!(reg.default_provider(), "rec");
+        let reg = ProviderRegistry::for_model(HashMap::new(), &[], "anthropic:c");
+        assert_eq!(reg.default_provider(), "anthropic");
+        let reg = ProviderRegistry::for_model(HashMap::new(), &[], "gpt-4o");
+        assert_eq!(reg.default_provider(), "openai");
     }
 
     #[test]

@@ -8,6 +8,11 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+/// The longest description, in characters, offered to a parent model (in the `task` tool and
+/// the sub-agents prompt section). Longer ones are cut there, with a load warning; `agents
+/// show` prints them whole.
+pub const MAX_OFFERED_DESCRIPTION: usize = 1000;
+
 /// Where a child's runtime workspace root is (SPEC §4.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WorkspaceMode {
@@ -52,6 +57,44 @@ pub struct RemoteSpec {
     pub protocol: RemoteProtocol,
 }
 
+/// Claude Code's `permissionMode` (and Codex's `sandbox_mode = "read-only"`): the approval
+/// mode an agent asks for. It can only narrow its parent's mode, never widen it (see
+/// docs/agents.md for the mapping).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestedMode {
+    /// `default`: mutating calls ask.
+    Default,
+    /// `acceptEdits`: file edits run, other mutating calls ask.
+    AcceptEdits,
+    /// `plan`: read-only.
+    Plan,
+    /// `bypassPermissions`: asks for no checks, which a child never gets beyond its parent's.
+    BypassPermissions,
+}
+
+/// Permission rules a definition adds for its own agent, on top of its parent's policy.
+/// They are ordinary permission rules (`bash(git *)`, `write_file(docs/**)`), so they match
+/// what a call acts on exactly as configured rules do.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentPermissions {
+    /// Confining rules: a tool named by one of these may only make calls that one of them
+    /// allows; its other calls are refused (from `tools: Bash(git *)`).
+    pub only: Vec<String>,
+    /// Extra deny rules (from `disallowedTools: Bash(rm *)` or OpenCode's `permission:`).
+    pub deny: Vec<String>,
+    /// Extra ask rules (from OpenCode's `permission:`).
+    pub ask: Vec<String>,
+    /// The approval mode the definition asks for.
+    pub mode: Option<RequestedMode>,
+}
+
+impl AgentPermissions {
+    /// True when the definition adds nothing to its parent's policy.
+    pub fn is_empty(&self) -> bool {
+        self.only.is_empty() && self.deny.is_empty() && self.ask.is_empty() && self.mode.is_none()
+    }
+}
+
 /// Where a definition came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DefinitionSource {
@@ -94,7 +137,9 @@ pub type AgentFactory = Arc<dyn Fn(&FactoryInput) -> Result<Agent, String> + Sen
 /// One sub-agent definition.
 #[derive(Clone)]
 pub struct AgentDefinition {
-    /// The id, matching `^[a-z0-9][a-z0-9_-]*$`.
+    /// The id: lower-case, without `:`, `/`, `\` or whitespace (see [`is_valid_name`]).
+    ///
+    /// [`is_valid_name`]: crate::is_valid_name
     pub name: String,
     /// What the parent model reads to decide whether to delegate here (required).
     pub description: String,
@@ -126,6 +171,11 @@ pub struct AgentDefinition {
     /// The OS sandbox its processes ask for (none: the runtime's default for sub-agents);
     /// always narrowed to its parent's.
     pub sandbox: Option<cadre_sandbox::SandboxSpec>,
+    /// Rules and approval mode it adds to its parent's policy.
+    pub permissions: AgentPermissions,
+    /// An OpenCode `mode: primary` agent: listed by `cadre agents`, never offered for
+    /// delegation (the registry keeps it apart).
+    pub primary: bool,
     /// Where it came from.
     pub source: DefinitionSource,
     /// The factory, for `DefinitionSource::Factory` entries.
@@ -147,12 +197,24 @@ impl std::fmt::Debug for AgentDefinition {
             .field("remote", &self.remote)
             .field("can_delegate", &self.can_delegate)
             .field("sandbox", &self.sandbox)
+            .field("permissions", &self.permissions)
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
 }
 
 impl AgentDefinition {
+    /// The description as offered to a parent model: trimmed, and cut after
+    /// [`MAX_OFFERED_DESCRIPTION`] characters (with `…`) so one huge file cannot fill every
+    /// turn's prompt.
+    pub fn offered_description(&self) -> std::borrow::Cow<'_, str> {
+        let text = self.description.trim();
+        match text.char_indices().nth(MAX_OFFERED_DESCRIPTION) {
+            None => std::borrow::Cow::Borrowed(text),
+            Some((cut, _)) => std::borrow::Cow::Owned(format!("{}…", &text[..cut])),
+        }
+    }
+
     /// A definition with a name and description and everything else at its default
     /// (isolated workspace, inherited tools and model, a leaf).
     pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
@@ -172,6 +234,8 @@ impl AgentDefinition {
             can_delegate: false,
             protected_paths: Vec::new(),
             sandbox: None,
+            permissions: AgentPermissions::default(),
+            primary: false,
             source: DefinitionSource::Code,
             factory: None,
             warnings: Vec::new(),

@@ -1,11 +1,16 @@
-//! One definition file → one [`AgentDefinition`]: the keys of every supported format, their
-//! value shapes, and the validation rules that make a file broken.
+//! One definition file → one [`AgentDefinition`]: the keys of every supported format
+//! (cadre, Claude Code, harness9, the Java seed, OpenCode, Gemini CLI, and Codex roles once
+//! read from TOML), their value shapes, and the validation rules that make a file broken.
 
+use crate::definition::{MAX_OFFERED_DESCRIPTION, RequestedMode};
 use crate::frontmatter::{self, boolean, positive_int, scalar_text, show, string_list};
-use crate::loader::DirKind;
+use crate::loader::{DirKind, FileFormat};
+use crate::model_spec::{ModelDialect, resolve_model};
+use crate::opencode;
 use crate::paths::{check_relative_path, resolve_workspace_path};
 use crate::tool_names::{map_allowlist, map_denylist};
 use crate::{AgentDefinition, DefinitionSource, RemoteProtocol, RemoteSpec, WorkspaceMode};
+use cadre_llm::ProviderRegistry;
 use serde_yaml_ng::{Mapping, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -13,14 +18,19 @@ use std::path::{Path, PathBuf};
 /// What the parser needs besides the text.
 #[derive(Debug, Clone, Copy)]
 pub struct ParseContext<'a> {
-    /// The directory kind the file was found in (decides the id rule and default mode).
+    /// The directory kind the file was found in (decides the format, the id rule and the
+    /// default workspace mode).
     pub kind: DirKind,
     /// The main workspace, for checking `workspace.path`.
     pub workspace: Option<&'a Path>,
-    /// Model aliases (`sonnet` → `anthropic:…`).
+    /// Model aliases from `[models.aliases]` (they replace the built-in `sonnet`, `opus`,
+    /// `haiku`).
     pub aliases: &'a HashMap<String, String>,
     /// Tool names the caller registers beyond the built-in ones.
     pub extra_tools: &'a [String],
+    /// The providers, to tell whether a model alias can reach its provider here (else the
+    /// agent inherits its parent's model); `None` takes aliases as they are.
+    pub providers: Option<&'a ProviderRegistry>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -39,6 +49,13 @@ enum Key {
     CanDelegate,
     MaxTokens,
     WallClock,
+    TimeoutMins,
+    PermissionMode,
+    SandboxMode,
+    Mode,
+    Permission,
+    Kind,
+    Prompt,
     ProtectedPaths,
     Sandbox,
 }
@@ -54,6 +71,7 @@ const KEYS: &[(&str, Key)] = &[
     ("max_turns", Key::MaxTurns),
     ("maxTurns", Key::MaxTurns),
     ("maxIters", Key::MaxTurns),
+    ("maxSteps", Key::MaxTurns),
     ("skills", Key::Skills),
     ("workspace", Key::Workspace),
     ("url", Key::Url),
@@ -65,17 +83,23 @@ const KEYS: &[(&str, Key)] = &[
     ("maxTokens", Key::MaxTokens),
     ("timeout_seconds", Key::WallClock),
     ("wall_clock_secs", Key::WallClock),
+    ("timeout_mins", Key::TimeoutMins),
+    ("permissionMode", Key::PermissionMode),
+    ("sandbox_mode", Key::SandboxMode),
+    ("mode", Key::Mode),
+    ("permission", Key::Permission),
+    ("kind", Key::Kind),
+    ("prompt", Key::Prompt),
     ("protected_paths", Key::ProtectedPaths),
     ("sandbox", Key::Sandbox),
 ];
 
 /// Keys other tools write that change nothing in cadre: accepted without a word.
-const SILENT_KEYS: &[&str] = &["color"];
+const SILENT_KEYS: &[&str] = &["color", "nickname_candidates", "hidden"];
 
-/// Claude Code keys with a behaviour cadre does not reproduce: accepted, with a warning
-/// saying what applies instead.
+/// Keys with a behaviour cadre does not reproduce: accepted, with a warning saying what
+/// applies instead.
 const UNSUPPORTED_KEYS: &[(&str, &str)] = &[
-    ("permissionMode", "the parent's approval mode applies"),
     (
         "mcpServers",
         "the child gets the parent's MCP tools, narrowed by `tools`",
@@ -85,18 +109,36 @@ const UNSUPPORTED_KEYS: &[(&str, &str)] = &[
     ("background", "the caller chooses foreground or background"),
     ("isolation", "use `workspace: {mode: isolated}`"),
     ("effort", "the model's default applies"),
+    ("model_reasoning_effort", "the model's default applies"),
+    ("temperature", "the model's default applies"),
+    ("top_p", "the model's default applies"),
 ];
 
-/// True when `name` matches `^[a-z0-9][a-z0-9_-]*$`.
+/// Longest agent name, in characters.
+const MAX_NAME_CHARS: usize = 128;
+
+/// True when `name` can be an agent id: what Claude Code accepts — not empty, at most 128
+/// characters, without `:` (it separates the parts of an agent key), `/` or `\` (names
+/// become directory names), whitespace or control characters, and not `.` or `..`. Dots and
+/// capitals are fine (`powershell-5.1-expert`); ids are compared in lower case.
 pub fn is_valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_lowercase() || c.is_ascii_digit())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+    !name.is_empty()
+        && name.chars().count() <= MAX_NAME_CHARS
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| matches!(c, ':' | '/' | '\\') || c.is_whitespace() || c.is_control())
+}
+
+/// The id a valid name is looked up by: its lower-case form.
+pub fn normalise_name(name: &str) -> String {
+    name.to_lowercase()
 }
 
 fn name_error(what: &str, name: &str) -> String {
     format!(
-        "{what} `{name}` is not a valid agent name (lowercase letters, digits, `-` and `_`, starting with a letter or digit)"
+        "{what} `{name}` is not a valid agent name (it must not be empty or contain `:`, `/`, `\\` or spaces)"
     )
 }
 
@@ -131,25 +173,49 @@ fn as_text(key: &str, value: &Value) -> Result<String, String> {
     scalar_text(value).ok_or_else(|| format!("`{key}` must be text, found {}", show(value)))
 }
 
-/// Resolve a `model` value: `None` for inherit, an alias through `aliases`, a spec as is.
-pub fn resolve_model(
-    raw: &str,
-    aliases: &HashMap<String, String>,
-    warnings: &mut Vec<String>,
-) -> Option<String> {
-    let raw = raw.trim();
-    if raw.is_empty() || raw.eq_ignore_ascii_case("inherit") {
-        return None;
+/// Claude Code's `permissionMode` values.
+fn requested_mode(key: &str, value: &Value, warnings: &mut Vec<String>) -> Option<RequestedMode> {
+    let text = scalar_text(value)?;
+    match text.trim() {
+        "default" => Some(RequestedMode::Default),
+        "acceptEdits" => Some(RequestedMode::AcceptEdits),
+        "plan" => Some(RequestedMode::Plan),
+        "bypassPermissions" => {
+            warnings.push(
+                "`permissionMode: bypassPermissions` cannot widen the parent's approval mode; the parent's mode applies"
+                    .into(),
+            );
+            Some(RequestedMode::BypassPermissions)
+        }
+        other => {
+            warnings.push(format!(
+                "`{key}: {other}` is not a mode cadre knows (default, acceptEdits, plan, bypassPermissions); the parent's mode applies"
+            ));
+            None
+        }
     }
-    if let Some(target) = aliases.get(raw) {
-        return Some(target.clone());
+}
+
+/// Codex's `sandbox_mode`: only `read-only` narrows anything.
+fn sandbox_mode(value: &Value, warnings: &mut Vec<String>) -> Option<RequestedMode> {
+    match scalar_text(value).as_deref().map(str::trim) {
+        Some("read-only") => Some(RequestedMode::Plan),
+        Some("workspace-write") => None,
+        Some("danger-full-access") => {
+            warnings.push(
+                "`sandbox_mode = \"danger-full-access\"` cannot widen the parent's approval mode; the parent's mode applies"
+                    .into(),
+            );
+            None
+        }
+        other => {
+            warnings.push(format!(
+                "`sandbox_mode` {} is not a Codex sandbox mode; ignored",
+                other.unwrap_or("(not text)")
+            ));
+            None
+        }
     }
-    if !raw.contains(':') && !raw.contains('/') {
-        warnings.push(format!(
-            "model `{raw}` is not a configured alias (see [models.aliases]); kept as written"
-        ));
-    }
-    Some(raw.to_string())
 }
 
 /// The parsed `workspace:` value and whether it was given at all.
@@ -235,8 +301,8 @@ fn u32_turns(key: &str, value: &Value) -> Result<u32, String> {
     u32::try_from(n).map_err(|_| format!("`{key}` is too large: {n}"))
 }
 
-/// Parse the text of the definition file at `path`. On failure, the reason (without the
-/// path) is returned.
+/// Parse the text of the Markdown definition file at `path`. On failure, the reason
+/// (without the path) is returned.
 pub fn parse_definition(
     path: &Path,
     text: &str,
@@ -246,35 +312,86 @@ pub fn parse_definition(
     let mut warnings: Vec<String> = doc
         .requoted
         .iter()
-        .map(|k| format!("the value of `{k}` is not valid YAML as written (it contains `: ` or ` #`); read as quoted text"))
+        .map(|k| format!("the value of `{k}` contains `: `, which YAML does not allow unquoted; read as text (quote it to silence this)"))
         .collect();
-    let keys = collect(&doc.front, &mut warnings)?;
+    for key in &doc.duplicates {
+        if SILENT_KEYS.contains(&key.as_str()) {
+            warnings.push(format!(
+                "`{key}` is given more than once; the last value is used"
+            ));
+        } else {
+            return Err(format!("`{key}` is given more than once; keep one"));
+        }
+    }
+    definition_from(path, &doc.front, doc.body, warnings, cx)
+}
+
+/// The id of a definition: the file stem where the format says so, else `name` (the file
+/// stem, with a warning, when there is none); checked and lower-cased.
+fn agent_name(
+    path: &Path,
+    declared: Option<String>,
+    cx: &ParseContext<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<String, String> {
+    let stem = || -> Result<String, String> {
+        path.file_stem()
+            .and_then(|s| s.to_str())
+            .map(str::to_string)
+            .ok_or_else(|| "the file name is not valid UTF-8".to_string())
+    };
+    let declared = declared
+        .map(|d| d.trim().to_string())
+        .filter(|d| !d.is_empty());
+    let name = match (cx.kind.format(), declared) {
+        (FileFormat::Java | FileFormat::OpenCode, declared) => {
+            let stem = stem()?;
+            if !is_valid_name(&stem) {
+                return Err(name_error("file name", &stem));
+            }
+            if let Some(declared) = declared.filter(|d| *d != stem) {
+                warnings.push(format!(
+                    "`name: {declared}` ignored: in {} the id is the file name (`{stem}`)",
+                    cx.kind.label()
+                ));
+            }
+            stem
+        }
+        (_, Some(name)) => {
+            if !is_valid_name(&name) {
+                return Err(name_error("name", &name));
+            }
+            name
+        }
+        (_, None) => {
+            let stem = stem()?;
+            if !is_valid_name(&stem) {
+                return Err(format!(
+                    "missing `name`, and the file name `{stem}` is not a valid agent name"
+                ));
+            }
+            warnings.push(format!("no `name`: the file name `{stem}` is used"));
+            stem
+        }
+    };
+    Ok(normalise_name(&name))
+}
+
+/// Build a definition from parsed front matter (or a Codex role turned into the same
+/// shape) and its prompt body.
+pub(crate) fn definition_from(
+    path: &Path,
+    front: &Mapping,
+    body: String,
+    mut warnings: Vec<String>,
+    cx: &ParseContext<'_>,
+) -> Result<AgentDefinition, String> {
+    let format = cx.kind.format();
+    let keys = collect(front, &mut warnings)?;
     let get = |k: Key| keys.get(&k).copied();
 
     let declared_name = get(Key::Name).map(|(k, v)| as_text(k, v)).transpose()?;
-    let name = if cx.kind == DirKind::Subagents {
-        let stem = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .ok_or_else(|| "the file name is not valid UTF-8".to_string())?
-            .to_string();
-        if !is_valid_name(&stem) {
-            return Err(name_error("file name", &stem));
-        }
-        if let Some(declared) = declared_name.filter(|d| d.trim() != stem) {
-            warnings.push(format!(
-                "`name: {declared}` ignored: in subagents/ the id is the file name (`{stem}`)"
-            ));
-        }
-        stem
-    } else {
-        let name = declared_name.ok_or_else(|| "missing `name`".to_string())?;
-        let name = name.trim().to_string();
-        if !is_valid_name(&name) {
-            return Err(name_error("name", &name));
-        }
-        name
-    };
+    let name = agent_name(path, declared_name, cx, &mut warnings)?;
 
     let description = match get(Key::Description) {
         Some((k, v)) => as_text(k, v)?.trim().to_string(),
@@ -283,25 +400,69 @@ pub fn parse_definition(
     if description.is_empty() {
         return Err("`description` is empty".into());
     }
+    let chars = description.chars().count();
+    if chars > MAX_OFFERED_DESCRIPTION {
+        warnings.push(format!(
+            "the description has {chars} characters; the parent model is offered the first {MAX_OFFERED_DESCRIPTION}"
+        ));
+    }
 
     let mut def = AgentDefinition::new(name, description);
     def.source = DefinitionSource::File(path.to_path_buf());
 
     if let Some((k, v)) = get(Key::Tools) {
-        def.tools = match string_list(k, v)? {
-            None => None,
-            Some(list) if list.iter().any(|t| t == "*") => None,
-            Some(list) => Some(map_allowlist(&list, cx.extra_tools, &mut warnings)),
-        };
+        match v {
+            Value::Mapping(m) => {
+                let mapped = opencode::tools_map(m, cx.extra_tools, &mut warnings)?;
+                def.tools = mapped.allow;
+                def.disallowed_tools.extend(mapped.deny);
+            }
+            _ => {
+                def.tools = match string_list(k, v)? {
+                    None => None,
+                    Some(list) if list.iter().any(|t| t == "*") => None,
+                    Some(list) => {
+                        let mapped = map_allowlist(&list, cx.extra_tools, &mut warnings);
+                        def.permissions.only = mapped.only;
+                        Some(mapped.tools)
+                    }
+                };
+            }
+        }
     }
     if let Some((k, v)) = get(Key::DisallowedTools) {
         let list = string_list(k, v)?.unwrap_or_default();
-        def.disallowed_tools = map_denylist(&list, cx.extra_tools, &mut warnings);
+        let mapped = map_denylist(&list, cx.extra_tools, &mut warnings);
+        for t in mapped.tools {
+            if !def.disallowed_tools.contains(&t) {
+                def.disallowed_tools.push(t);
+            }
+        }
+        def.permissions.deny.extend(mapped.rules);
+    }
+    if let Some((_, v)) = get(Key::Permission) {
+        let mapped = opencode::permission_map(v, cx.extra_tools, &mut warnings)?;
+        def.permissions.only.extend(mapped.only);
+        def.permissions.deny.extend(mapped.deny);
+        def.permissions.ask.extend(mapped.ask);
+    }
+    if let Some((k, v)) = get(Key::PermissionMode) {
+        def.permissions.mode = requested_mode(k, v, &mut warnings);
+    }
+    if let Some((_, v)) = get(Key::SandboxMode) {
+        def.permissions.mode = def.permissions.mode.or(sandbox_mode(v, &mut warnings));
     }
     if let Some((k, v)) = get(Key::Model)
         && !v.is_null()
     {
-        def.model = resolve_model(&as_text(k, v)?, cx.aliases, &mut warnings);
+        let dialect = match format {
+            FileFormat::OpenCode => ModelDialect::OpenCode,
+            FileFormat::Codex => ModelDialect::Codex,
+            _ => ModelDialect::Cadre,
+        };
+        let choice = resolve_model(&as_text(k, v)?, cx.aliases, dialect, cx.providers);
+        def.model = choice.spec;
+        warnings.extend(choice.warning);
     }
     if let Some((k, v)) = get(Key::MaxTurns) {
         def.max_turns = Some(u32_turns(k, v)?);
@@ -309,8 +470,15 @@ pub fn parse_definition(
     if let Some((k, v)) = get(Key::MaxTokens) {
         def.max_tokens = Some(positive_int(k, v)?);
     }
-    if let Some((k, v)) = get(Key::WallClock) {
-        def.wall_clock_secs = Some(positive_int(k, v)?);
+    match (get(Key::WallClock), get(Key::TimeoutMins)) {
+        (Some((a, _)), Some((b, _))) => {
+            return Err(format!("both `{a}` and `{b}` are given; keep one"));
+        }
+        (Some((k, v)), None) => def.wall_clock_secs = Some(positive_int(k, v)?),
+        (None, Some((k, v))) => {
+            def.wall_clock_secs = Some(positive_int(k, v)?.saturating_mul(60));
+        }
+        (None, None) => {}
     }
     if let Some((k, v)) = get(Key::Skills) {
         def.skills = string_list(k, v)?.unwrap_or_default();
@@ -327,13 +495,43 @@ pub fn parse_definition(
         def.sandbox =
             Some(serde_yaml_ng::from_value(v.clone()).map_err(|e| format!("`{k}`: {e}"))?);
     }
+    if let Some((k, v)) = get(Key::Mode) {
+        match as_text(k, v)?.trim() {
+            "subagent" | "all" => {}
+            "primary" => def.primary = true,
+            other => warnings.push(format!(
+                "`mode: {other}` is not an OpenCode agent mode (subagent, primary, all); read as `subagent`"
+            )),
+        }
+    }
+    if let Some((k, v)) = get(Key::Kind) {
+        match as_text(k, v)?.trim() {
+            "local" => {}
+            "remote" => {
+                return Err(
+                    "Gemini CLI remote agents (`kind: remote`) are not supported; describe the remote agent with `url`"
+                        .into(),
+                );
+            }
+            other => warnings.push(format!("`kind: {other}` ignored (expected `local`)")),
+        }
+    }
 
     let (mode, ws_path) = match get(Key::Workspace) {
         Some((_, v)) => parse_workspace(v, cx.kind.default_mode(), &mut warnings)?,
         None => (cx.kind.default_mode(), None),
     };
     def.workspace.mode = mode;
-    let has_body = !doc.body.trim().is_empty();
+    let mut body = body;
+    if let Some((k, v)) = get(Key::Prompt) {
+        let text = as_text(k, v)?;
+        if body.trim().is_empty() {
+            body = text.trim().to_string();
+        } else {
+            warnings.push(format!("`{k}` ignored: the file has a prompt body"));
+        }
+    }
+    let has_body = !body.trim().is_empty();
 
     match get(Key::Url) {
         Some((k, v)) if !v.is_null() => {
@@ -396,8 +594,17 @@ pub fn parse_definition(
             }
         });
     } else {
-        def.prompt = doc.body;
+        def.prompt = body;
     }
+    check_rules(&def)?;
     def.warnings = warnings;
     Ok(def)
+}
+
+/// Every per-agent rule must be one cadre can apply.
+fn check_rules(def: &AgentDefinition) -> Result<(), String> {
+    let p = &def.permissions;
+    cadre_engine::PermissionRules::parse(&p.only, &p.deny, &p.ask)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }

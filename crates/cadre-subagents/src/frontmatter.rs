@@ -1,11 +1,34 @@
 //! Markdown files with YAML front matter: splitting the `---` block from the body and
 //! parsing it with a real YAML parser (BOM and CRLF tolerant), plus helpers that read
 //! the value shapes definition files use (strings, comma lists, positive integers).
+//!
+//! Every file here may come from a cloned repository, so parsing is bounded: the front matter
+//! is at most [`MAX_FRONT_MATTER_BYTES`], nests at most [`MAX_NESTING`] levels and expands
+//! (through aliases) to at most [`MAX_NODES`] values. The depth
+//! bound matters because libyaml (inside `serde_yaml_ng`) does work proportional to the flow
+//! depth (`[`, `{`) for every token, and `serde_yaml_ng` reads a whole document before its
+//! own recursion limit applies, so deep nesting costs quadratic time (200 KB of `[` took
+//! 47 s). The depth is therefore measured first with a streaming event parser that stops at
+//! the bound.
 
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_yaml_ng::{Mapping, Value};
+use std::fmt;
 
-/// Files larger than this are refused rather than parsed.
-pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+/// Files larger than this are refused without being read.
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Front matter (the text between the `---` lines) larger than this is refused before any
+/// YAML parsing.
+pub const MAX_FRONT_MATTER_BYTES: usize = 64 * 1024;
+
+/// Deepest nesting of mappings and lists (block or flow, the top-level mapping counting as
+/// one) that front matter may have. Real definition files use three or four.
+pub const MAX_NESTING: usize = 32;
+
+/// Most values (scalars, lists and mappings, with every alias counted as a copy of what it
+/// names) that front matter may expand to.
+pub const MAX_NODES: u64 = 100_000;
 
 /// Why a front-matter document could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,6 +39,15 @@ pub enum FrontMatterError {
     /// No line `---` closes the block.
     #[error("front matter is not closed: no line `---` after the opening one")]
     Unclosed,
+    /// The block is larger than [`MAX_FRONT_MATTER_BYTES`].
+    #[error("front matter is larger than {} KiB", MAX_FRONT_MATTER_BYTES / 1024)]
+    TooLarge,
+    /// Mappings and lists nest deeper than [`MAX_NESTING`].
+    #[error("front matter nests lists and mappings more than {MAX_NESTING} levels deep")]
+    TooDeep,
+    /// Aliases would expand it to more than [`MAX_NODES`] values.
+    #[error("front matter expands to more than {MAX_NODES} values through aliases")]
+    TooManyNodes,
     /// The YAML does not parse.
     #[error("invalid YAML in front matter: {0}")]
     Yaml(String),
@@ -32,9 +64,11 @@ pub struct Document {
     /// The text after the closing `---`, with leading blank lines and trailing whitespace
     /// removed. Further `---` lines stay in it.
     pub body: String,
-    /// Keys whose one-line value was not valid YAML as written (typically a Claude Code
-    /// `description` containing `: `) and was read as a quoted string instead.
+    /// Keys whose one-line value contains `: ` (invalid in plain YAML, common in Claude Code
+    /// descriptions) and was therefore read as quoted text.
     pub requoted: Vec<String>,
+    /// Top-level keys given more than once, in the order found; the last value is kept.
+    pub duplicates: Vec<String>,
 }
 
 /// Normalise line endings and drop a leading UTF-8 byte-order mark.
@@ -52,7 +86,8 @@ fn is_delimiter(line: &str) -> bool {
 }
 
 /// Split `text` into its front-matter source and its body (both after BOM and CRLF
-/// normalisation).
+/// normalisation). Front matter larger than [`MAX_FRONT_MATTER_BYTES`] is refused as soon as
+/// the limit is passed.
 pub fn split(text: &str) -> Result<(String, String), FrontMatterError> {
     let text = normalise(text);
     let mut lines = text.split_inclusive('\n');
@@ -66,6 +101,9 @@ pub fn split(text: &str) -> Result<(String, String), FrontMatterError> {
         if is_delimiter(line.trim_end_matches('\n')) {
             closed = true;
             break;
+        }
+        if front.len() + line.len() > MAX_FRONT_MATTER_BYTES {
+            return Err(FrontMatterError::TooLarge);
         }
         front.push_str(line);
     }
@@ -101,45 +139,193 @@ fn kind_of(value: &Value) -> &'static str {
     }
 }
 
+/// Check that `yaml` nests at most [`MAX_NESTING`] levels and expands to at most
+/// [`MAX_NODES`] values (aliases counted as copies of what they name, so an alias bomb is
+/// refused before `serde_yaml_ng` starts expanding it), reading its events one at a time and
+/// stopping at the first bound passed, so the cost is linear whatever the input.
+///
+/// When the event parser rejects the text for another reason (it is stricter than libyaml in
+/// a few corners), the rest cannot be measured; the text then passes only if it holds too few
+/// `[`, `{` and `*` to nest deeply or expand at all, and is otherwise refused with that
+/// parser's message.
+fn check_structure(yaml: &str) -> Result<(), FrontMatterError> {
+    use yaml_rust2::parser::{Event, Parser};
+    let mut parser = Parser::new_from_str(yaml);
+    // Open collections: (anchor id, node count when it started).
+    let mut open: Vec<(usize, u64)> = Vec::new();
+    let mut anchored: std::collections::HashMap<usize, u64> = std::collections::HashMap::new();
+    let mut nodes: u64 = 0;
+    loop {
+        let event = match parser.next_token() {
+            Ok((event, _)) => event,
+            // Its scanner reads ahead and has its own flow-depth limit (255).
+            Err(e) if e.info().contains("recursion limit") => {
+                return Err(FrontMatterError::TooDeep);
+            }
+            Err(e) => {
+                let risky = yaml
+                    .bytes()
+                    .filter(|b| matches!(b, b'[' | b'{' | b'*'))
+                    .count();
+                if risky <= MAX_NESTING {
+                    return Ok(());
+                }
+                return Err(FrontMatterError::Yaml(e.to_string()));
+            }
+        };
+        match event {
+            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
+                if open.len() >= MAX_NESTING {
+                    return Err(FrontMatterError::TooDeep);
+                }
+                open.push((anchor, nodes));
+                nodes += 1;
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                if let Some((anchor, start)) = open.pop()
+                    && anchor > 0
+                {
+                    anchored.insert(anchor, nodes - start);
+                }
+            }
+            Event::Scalar(_, _, anchor, _) => {
+                if anchor > 0 {
+                    anchored.insert(anchor, 1);
+                }
+                nodes += 1;
+            }
+            Event::Alias(id) => {
+                nodes = nodes.saturating_add(anchored.get(&id).copied().unwrap_or(1));
+            }
+            Event::StreamEnd => return Ok(()),
+            _ => {}
+        }
+        if nodes > MAX_NODES {
+            return Err(FrontMatterError::TooManyNodes);
+        }
+    }
+}
+
+/// The top level of a front-matter block: its pairs in order (duplicates kept, unlike
+/// [`Mapping`], which refuses them), or what it is instead of a mapping.
+enum TopLevel {
+    Pairs(Vec<(Value, Value)>),
+    Null,
+    Other(&'static str),
+}
+
+impl<'de> Deserialize<'de> for TopLevel {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Top;
+        impl<'de> Visitor<'de> for Top {
+            type Value = TopLevel;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping of keys to values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<TopLevel, A::Error> {
+                let mut pairs = Vec::new();
+                while let Some(pair) = map.next_entry::<Value, Value>()? {
+                    pairs.push(pair);
+                }
+                Ok(TopLevel::Pairs(pairs))
+            }
+            fn visit_unit<E>(self) -> Result<TopLevel, E> {
+                Ok(TopLevel::Null)
+            }
+            fn visit_none<E>(self) -> Result<TopLevel, E> {
+                Ok(TopLevel::Null)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<TopLevel, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(TopLevel::Other("a list"))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<TopLevel, E> {
+                Ok(TopLevel::Other("a string"))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<TopLevel, E> {
+                Ok(TopLevel::Other("a boolean"))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<TopLevel, E> {
+                Ok(TopLevel::Other("a number"))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<TopLevel, E> {
+                Ok(TopLevel::Other("a number"))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<TopLevel, E> {
+                Ok(TopLevel::Other("a number"))
+            }
+            fn visit_enum<A: serde::de::EnumAccess<'de>>(
+                self,
+                data: A,
+            ) -> Result<TopLevel, A::Error> {
+                use serde::de::VariantAccess;
+                let (_, variant) = data.variant::<IgnoredAny>()?;
+                variant.newtype_variant::<IgnoredAny>()?;
+                Ok(TopLevel::Other("a tagged value"))
+            }
+        }
+        d.deserialize_any(Top)
+    }
+}
+
+/// Parse one front-matter block: bounded nesting, then the YAML itself.
+fn parse_yaml(front: &str) -> Result<TopLevel, FrontMatterError> {
+    check_structure(front)?;
+    serde_yaml_ng::from_str::<TopLevel>(front).map_err(|e| FrontMatterError::Yaml(e.to_string()))
+}
+
 /// Parse a whole document: front matter (as a YAML mapping) and body.
 ///
 /// When the YAML does not parse, one repair is tried: top-level `key: value` lines whose
-/// plain value contains `: ` or ` #` (invalid or misleading in YAML, yet common in files
-/// written for Claude Code) are quoted. If that parses, the repaired keys are listed in
-/// [`Document::requoted`]; otherwise the original YAML error is returned.
+/// plain one-line value contains `: ` (invalid in YAML, yet common in files written for
+/// Claude Code) are quoted. If that parses, the repaired keys are listed in
+/// [`Document::requoted`]. If it still does not parse, the error of the repaired text is
+/// returned: the repair removed the first problem, so what remains is the real one (lines
+/// keep their numbers).
 pub fn parse(text: &str) -> Result<Document, FrontMatterError> {
     let (front, body) = split(text)?;
-    let (value, requoted) = if front.trim().is_empty() {
-        (Value::Null, Vec::new())
+    let (top, requoted) = if front.trim().is_empty() {
+        (TopLevel::Null, Vec::new())
     } else {
-        match serde_yaml_ng::from_str::<Value>(&front) {
-            Ok(v) => (v, Vec::new()),
-            Err(e) => {
-                let original = FrontMatterError::Yaml(e.to_string());
+        match parse_yaml(&front) {
+            Ok(top) => (top, Vec::new()),
+            Err(FrontMatterError::Yaml(original)) => {
                 let (repaired, keys) = requote_plain_values(&front);
                 if keys.is_empty() {
-                    return Err(original);
+                    return Err(FrontMatterError::Yaml(original));
                 }
-                match serde_yaml_ng::from_str::<Value>(&repaired) {
-                    Ok(v) => (v, keys),
-                    Err(_) => return Err(original),
-                }
+                (parse_yaml(&repaired)?, keys)
             }
+            Err(other) => return Err(other),
         }
     };
-    let front = match value {
-        Value::Null => Mapping::new(),
-        Value::Mapping(m) => m,
-        other => return Err(FrontMatterError::NotMapping(kind_of(&other))),
+    let pairs = match top {
+        TopLevel::Null => Vec::new(),
+        TopLevel::Pairs(pairs) => pairs,
+        TopLevel::Other(kind) => return Err(FrontMatterError::NotMapping(kind)),
     };
+    let mut front = Mapping::with_capacity(pairs.len());
+    let mut duplicates = Vec::new();
+    for (k, v) in pairs {
+        if front.contains_key(&k) {
+            duplicates.push(scalar_text(&k).unwrap_or_else(|| show(&k)));
+        }
+        front.insert(k, v);
+    }
     Ok(Document {
         front,
         body,
         requoted,
+        duplicates,
     })
 }
 
-/// Quote the one-line plain values of top-level keys that contain `: ` or ` #`.
+/// Quote the one-line plain values of top-level keys that contain `: ` (or end in `:`),
+/// which plain YAML scalars cannot. Values that are valid as written, comments included
+/// (`model: inherit # same as parent`), are left alone.
 fn requote_plain_values(front: &str) -> (String, Vec<String>) {
     let lines: Vec<&str> = front.lines().collect();
     let mut out = String::with_capacity(front.len() + 16);
@@ -158,8 +344,9 @@ fn requote_plain_values(front: &str) -> (String, Vec<String>) {
             })
             .map(|(key, value)| (key, value.trim()))
             .filter(|(_, value)| {
-                !value.starts_with(['\'', '"', '[', '{', '|', '>', '&', '*', '!', '%', '@', '`'])
-                    && (value.contains(": ") || value.contains(" #"))
+                !value.starts_with([
+                    '\'', '"', '[', '{', '|', '>', '&', '*', '!', '%', '@', '`', '#',
+                ]) && (value.contains(": ") || value.ends_with(':'))
             });
         match candidate {
             Some((key, value)) if !continued => {
@@ -319,6 +506,72 @@ mod tests {
             parse("---\nname: [a: b\n---\n"),
             Err(FrontMatterError::Yaml(_))
         ));
+    }
+
+    #[test]
+    fn the_repair_leaves_valid_lines_with_comments_alone() {
+        let text = "---\nname: x\ndescription: Use this when: reviewing\nmodel: inherit # same as parent\ntools: Read, Grep, Bash # no writes\n---\n";
+        let doc = parse(text).unwrap();
+        assert_eq!(doc.requoted, ["description"]);
+        let get = |k: &str| doc.front.get(k).and_then(Value::as_str).map(str::to_string);
+        assert_eq!(get("model").as_deref(), Some("inherit"));
+        assert_eq!(get("tools").as_deref(), Some("Read, Grep, Bash"));
+        assert_eq!(
+            get("description").as_deref(),
+            Some("Use this when: reviewing")
+        );
+    }
+
+    #[test]
+    fn the_error_after_a_repair_is_the_one_that_remains() {
+        // The repair fixes line 2; line 3 is broken on its own and is what gets reported.
+        let err = parse("---\ndescription: Use when: x\ntools: [a\n---\n").unwrap_err();
+        let FrontMatterError::Yaml(message) = err else {
+            panic!("{err:?}")
+        };
+        assert!(
+            message.contains("line 3") || message.contains("line 4"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn duplicate_top_level_keys_are_reported_not_fatal() {
+        let doc = parse("---\nname: x\ncolor: red\ndescription: d\ncolor: blue\n---\n").unwrap();
+        assert_eq!(doc.duplicates, ["color"]);
+        assert_eq!(doc.front.get("color").and_then(Value::as_str), Some("blue"));
+        // Nested duplicates stay YAML errors.
+        assert!(parse("---\nworkspace: {mode: a, mode: b}\n---\n").is_err());
+    }
+
+    #[test]
+    fn size_and_nesting_are_bounded_before_parsing() {
+        let big = format!(
+            "---\ndescription: {}\n---\n",
+            "a".repeat(MAX_FRONT_MATTER_BYTES)
+        );
+        assert_eq!(parse(&big), Err(FrontMatterError::TooLarge));
+        for open in ["[", "{", "[a, ", "- "] {
+            let deep = format!("---\na: {}\n---\n", open.repeat(60_000 / open.len()));
+            assert!(parse(&deep).is_err(), "{open}");
+        }
+        let deep = format!("---\na: {}\n---\n", "[".repeat(40));
+        assert_eq!(parse(&deep), Err(FrontMatterError::TooDeep));
+        // Quoted brackets are text, not nesting.
+        let quoted = format!("---\na: \"{}\"\nb: [[x]]\n---\n", "[".repeat(200));
+        assert!(parse(&quoted).is_ok());
+        let ok = format!("---\na: {}x{}\n---\n", "[".repeat(30), "]".repeat(30));
+        assert!(parse(&ok).is_ok());
+        let mut bomb = String::from("---\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for l in 1..8 {
+            let p = l - 1;
+            bomb.push_str(&format!("a{l}: &a{l} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"));
+        }
+        assert_eq!(
+            parse(&(bomb + "---\n")),
+            Err(FrontMatterError::TooManyNodes)
+        );
+        assert!(parse("---\na: &x [1, 2]\nb: *x\n---\n").is_ok());
     }
 
     #[test]

@@ -86,6 +86,7 @@ pub struct HarnessBuilder {
     user_dir: Option<PathBuf>,
     aliases: HashMap<String, String>,
     prices: PriceTable,
+    memory_files: Vec<String>,
     disable_general_purpose: bool,
     disable_subagents: bool,
     persist_sessions: bool,
@@ -120,6 +121,10 @@ impl Default for HarnessBuilder {
             user_dir: crate::loader::default_user_agents_dir(),
             aliases: HashMap::new(),
             prices: PriceTable::built_in(),
+            memory_files: cadre_engine::prompt::DEFAULT_MEMORY_FILES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             disable_general_purpose: false,
             disable_subagents: false,
             persist_sessions: true,
@@ -273,6 +278,14 @@ impl HarnessBuilder {
         self
     }
 
+    /// The project-memory files of the workspace, in order of preference (default
+    /// `AGENTS.md`, then `CLAUDE.md`): the first present and not empty goes into the main
+    /// prompt, once. An empty list reads none.
+    pub fn project_memory(mut self, files: Vec<String>) -> Self {
+        self.memory_files = files;
+        self
+    }
+
     /// Model aliases used by definition files (`sonnet` → `anthropic:...`).
     pub fn model_aliases(mut self, aliases: HashMap<String, String>) -> Self {
         self.aliases = aliases;
@@ -327,25 +340,20 @@ impl HarnessBuilder {
                 path: self.workspace.clone(),
                 source,
             })?;
-        // A prefix counts only when it names a provider: `qwen3:8b` goes to `openai` whole.
-        let known = |p: &str| {
-            ["openai", "anthropic", "ollama", "scripted"].contains(&p)
-                || self.provider_configs.contains_key(p)
-                || self.provider_instances.iter().any(|(n, _)| n == p)
-        };
-        let default_provider = match self.model.split_once(':') {
-            Some((p, _)) if known(p) => p.to_string(),
-            _ => "openai".to_string(),
-        };
-        let default_provider = default_provider.as_str();
         // Providers' key variables are secrets the model's processes must not inherit.
         let secrets = self
             .provider_configs
             .values()
             .filter_map(|c| c.api_key_env.clone())
             .fold(self.secret_env, SecretEnv::with_secret);
+        let instances: Vec<&str> = self
+            .provider_instances
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
         let providers = Arc::new(
-            ProviderRegistry::new(self.provider_configs, default_provider).with_prices(self.prices),
+            ProviderRegistry::for_model(self.provider_configs, &instances, &self.model)
+                .with_prices(self.prices),
         );
         for (name, p) in self.provider_instances {
             providers.insert(&name, p);
@@ -363,6 +371,7 @@ impl HarnessBuilder {
         let mut registry = AgentRegistry::builder()
             .workspace(&ws)
             .user_dir(self.user_dir)
+            .providers(providers.clone())
             .aliases(self.aliases)
             .skills(skills.clone());
         if !self.load_files || self.disable_subagents {
@@ -413,7 +422,7 @@ impl HarnessBuilder {
             runtime.top_level_tools()
         };
         let prompt = self.system_prompt.unwrap_or_else(|| {
-            let mut p = cadre_engine::prompt::main_system_prompt(&ws);
+            let mut p = cadre_engine::prompt::main_system_prompt_with(&ws, &self.memory_files);
             if let Some(index) = skills.index_section() {
                 p.push_str("\n\n");
                 p.push_str(index.trim_end());
@@ -628,21 +637,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_model_without_a_known_prefix_goes_whole_to_the_default_provider() {
+    fn models_route_by_their_prefix_and_unknown_prefixes_are_refused() {
         let dir = tempfile::tempdir().unwrap();
+        // Local base URLs: no key is needed, whatever the environment holds.
+        let local = |url: &str| ProviderConfig {
+            base_url: Some(url.into()),
+            ..Default::default()
+        };
+        let builder = |spec: &str| {
+            Harness::builder()
+                .model(spec)
+                .workspace(dir.path())
+                .provider("openai", local("http://127.0.0.1:9/v1"))
+                .provider("anthropic", local("http://127.0.0.1:9"))
+                .without_agent_files()
+                .in_memory_sessions()
+        };
         for (spec, provider, model) in [
-            ("qwen3:8b", "openai", "qwen3:8b"),
+            ("gpt-4o", "openai", "gpt-4o"),
             ("openai/gpt-4o", "openai", "openai/gpt-4o"),
             ("ollama:qwen3:8b", "ollama", "qwen3:8b"),
             ("anthropic:claude-x", "anthropic", "claude-x"),
         ] {
-            let h = Harness::builder()
-                .model(spec)
-                .workspace(dir.path())
-                .without_agent_files()
-                .in_memory_sessions()
-                .build()
-                .unwrap();
+            let h = builder(spec).build().unwrap();
             let m = &h.agent().config().model;
             assert_eq!(
                 (m.provider.name(), m.model.as_str()),
@@ -650,5 +667,10 @@ mod tests {
                 "{spec}"
             );
         }
+        let Err(err) = builder("qwen3:8b").build() else {
+            panic!("an unknown prefix must be refused")
+        };
+        let err = err.to_string();
+        assert!(err.contains("unknown provider `qwen3`"), "{err}");
     }
 }

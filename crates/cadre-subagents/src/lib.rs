@@ -6,6 +6,7 @@
 pub mod agent_tools;
 mod child_job;
 mod child_setup;
+mod codex_file;
 mod context_ext;
 mod definition;
 mod definition_file;
@@ -15,7 +16,9 @@ mod guard;
 mod harness;
 pub mod live;
 pub mod loader;
+pub mod model_spec;
 mod narrowing;
+mod opencode;
 mod paths;
 mod persist;
 pub mod progress;
@@ -32,13 +35,15 @@ mod tracker;
 pub use child_setup::{SetupError, WorkspacePlan, child_prompt, plan_workspace};
 pub use context_ext::{SubagentContext, delivery_message, section, status_message};
 pub use definition::{
-    AgentDefinition, AgentFactory, DefinitionSource, FactoryInput, RemoteProtocol, RemoteSpec,
-    WorkspaceMode, WorkspaceSpec,
+    AgentDefinition, AgentFactory, AgentPermissions, DefinitionSource, FactoryInput,
+    MAX_OFFERED_DESCRIPTION, RemoteProtocol, RemoteSpec, RequestedMode, WorkspaceMode,
+    WorkspaceSpec,
 };
-pub use definition_file::{ParseContext, is_valid_name, parse_definition, resolve_model};
+pub use definition_file::{ParseContext, is_valid_name, normalise_name, parse_definition};
 pub use guard::DelegationGuard;
 pub use harness::{Harness, HarnessBuilder, HarnessError, RunOptions};
-pub use loader::{DirKind, LoadError, default_user_agents_dir};
+pub use loader::{DirKind, FileFormat, LoadError, default_user_agents_dir};
+pub use model_spec::{BUILTIN_ALIASES, ModelChoice, ModelDialect, resolve_model};
 pub use narrowing::{child_grant, entry_matches, narrow, narrow_names};
 pub use paths::{
     check_relative_path, display_path, display_source, prompt_file, resolve_workspace_path,

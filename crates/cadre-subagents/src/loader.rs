@@ -1,23 +1,51 @@
-//! Finding and loading definition files: the directories cadre reads (user dir, then the
-//! compatibility directories, then `.cadre/agents`), their order, and per-file errors that
-//! never stop the other files from loading.
+//! Finding and loading definition files: the directories cadre reads (the user dirs, then
+//! the compatibility directories, then `.cadre/agents`), their order and formats, and
+//! per-file errors that never stop the other files from loading.
 
 use crate::AgentDefinition;
 use crate::WorkspaceMode;
 use crate::definition_file::{ParseContext, parse_definition};
 use crate::frontmatter::MAX_FILE_BYTES;
+use cadre_llm::ProviderRegistry;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// A directory of definition files, by the tool whose format it holds.
+/// Which harness's format a directory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileFormat {
+    /// cadre's own.
+    Cadre,
+    /// harness9 (the Go seed).
+    Harness9,
+    /// The Java seed: the id is the file name.
+    Java,
+    /// Claude Code.
+    Claude,
+    /// OpenCode: the id is the file name; `tools` and `permission` are mappings.
+    OpenCode,
+    /// Gemini CLI.
+    Gemini,
+    /// Codex roles (TOML).
+    Codex,
+}
+
+/// A directory (or file) of definitions, by where it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DirKind {
-    /// `~/.config/cadre/agents` (lowest precedence).
+    /// `~/.config/opencode/agent(s)/` (lowest precedence).
+    UserOpenCode,
+    /// `~/.config/cadre/agents`.
     User,
     /// `<ws>/.harness9/agents` (the Go seed).
     Harness9,
     /// `<ws>/subagents` (the Java seed; the id is the file name).
     Subagents,
+    /// `<ws>/.opencode/agent` and `<ws>/.opencode/agents` (OpenCode).
+    OpenCode,
+    /// `<ws>/.gemini/agents` (Gemini CLI).
+    Gemini,
+    /// `<ws>/.codex/config.toml` `[agents.NAME]` and `<ws>/.codex/agents/*.toml` (Codex).
+    Codex,
     /// `<ws>/.claude/agents` (Claude Code).
     Claude,
     /// `<ws>/.cadre/agents` (highest precedence).
@@ -26,15 +54,40 @@ pub enum DirKind {
 
 impl DirKind {
     /// Project directory kinds, from low to high precedence.
-    pub const PROJECT: [DirKind; 4] = [
+    pub const PROJECT: [DirKind; 7] = [
         DirKind::Harness9,
         DirKind::Subagents,
+        DirKind::OpenCode,
+        DirKind::Gemini,
+        DirKind::Codex,
         DirKind::Claude,
         DirKind::Cadre,
     ];
 
+    /// The format of the files found here.
+    pub fn format(self) -> FileFormat {
+        match self {
+            DirKind::User | DirKind::Cadre => FileFormat::Cadre,
+            DirKind::Harness9 => FileFormat::Harness9,
+            DirKind::Subagents => FileFormat::Java,
+            DirKind::Claude => FileFormat::Claude,
+            DirKind::UserOpenCode | DirKind::OpenCode => FileFormat::OpenCode,
+            DirKind::Gemini => FileFormat::Gemini,
+            DirKind::Codex => FileFormat::Codex,
+        }
+    }
+
+    /// A short name for messages (`subagents/`, `OpenCode files`).
+    pub fn label(self) -> &'static str {
+        match self.format() {
+            FileFormat::Java => "subagents/",
+            FileFormat::OpenCode => "OpenCode files",
+            _ => "this directory",
+        }
+    }
+
     /// The workspace mode of a file that does not say: isolated in `subagents/` (as the Java
-    /// seed does), shared everywhere else (Claude Code and harness9 agents work on the project).
+    /// seed does), shared everywhere else (the other harnesses' agents work on the project).
     pub fn default_mode(self) -> WorkspaceMode {
         match self {
             DirKind::Subagents => WorkspaceMode::Isolated,
@@ -42,17 +95,32 @@ impl DirKind {
         }
     }
 
-    /// The directory relative to the workspace (`None` for the user dir).
-    pub fn project_dir(self) -> Option<&'static str> {
+    /// The directories relative to the workspace, in the order read (none for user dirs).
+    /// Codex's `.codex/config.toml` is read as well; see [`CODEX_CONFIG`].
+    pub fn project_dirs(self) -> &'static [&'static str] {
         match self {
-            DirKind::User => None,
-            DirKind::Harness9 => Some(".harness9/agents"),
-            DirKind::Subagents => Some("subagents"),
-            DirKind::Claude => Some(".claude/agents"),
-            DirKind::Cadre => Some(".cadre/agents"),
+            DirKind::User | DirKind::UserOpenCode => &[],
+            DirKind::Harness9 => &[".harness9/agents"],
+            DirKind::Subagents => &["subagents"],
+            DirKind::OpenCode => &[".opencode/agent", ".opencode/agents"],
+            DirKind::Gemini => &[".gemini/agents"],
+            DirKind::Codex => &[".codex/agents"],
+            DirKind::Claude => &[".claude/agents"],
+            DirKind::Cadre => &[".cadre/agents"],
+        }
+    }
+
+    /// The file extension of its definitions.
+    pub fn extension(self) -> &'static str {
+        match self {
+            DirKind::Codex => "toml",
+            _ => "md",
         }
     }
 }
+
+/// Codex's project configuration, whose `[agents.NAME]` tables are roles.
+pub const CODEX_CONFIG: &str = ".codex/config.toml";
 
 /// A definition file that could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,24 +132,48 @@ pub struct LoadError {
     pub reason: String,
 }
 
+fn config_home() -> Option<PathBuf> {
+    match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
+        Some(x) => Some(PathBuf::from(x)),
+        None => {
+            Some(PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".config"))
+        }
+    }
+}
+
 /// `$XDG_CONFIG_HOME/cadre/agents`, or `~/.config/cadre/agents`.
 pub fn default_user_agents_dir() -> Option<PathBuf> {
-    let base = match std::env::var_os("XDG_CONFIG_HOME").filter(|v| !v.is_empty()) {
-        Some(x) => PathBuf::from(x),
-        None => PathBuf::from(std::env::var_os("HOME").filter(|v| !v.is_empty())?).join(".config"),
-    };
-    Some(base.join("cadre").join("agents"))
+    Some(config_home()?.join("cadre").join("agents"))
+}
+
+/// OpenCode's user agent directories: `$XDG_CONFIG_HOME/opencode/agent` and `…/agents`.
+pub fn default_opencode_user_dirs() -> Vec<PathBuf> {
+    config_home()
+        .map(|c| {
+            vec![
+                c.join("opencode").join("agent"),
+                c.join("opencode").join("agents"),
+            ]
+        })
+        .unwrap_or_default()
 }
 
 /// The directories to read, from low to high precedence.
-pub fn agent_dirs(workspace: Option<&Path>, user_dir: Option<&Path>) -> Vec<(DirKind, PathBuf)> {
-    let mut dirs = Vec::with_capacity(5);
+pub fn agent_dirs(
+    workspace: Option<&Path>,
+    user_dir: Option<&Path>,
+    opencode_user_dirs: &[PathBuf],
+) -> Vec<(DirKind, PathBuf)> {
+    let mut dirs = Vec::with_capacity(12);
+    for d in opencode_user_dirs {
+        dirs.push((DirKind::UserOpenCode, d.clone()));
+    }
     if let Some(u) = user_dir {
         dirs.push((DirKind::User, u.to_path_buf()));
     }
     if let Some(ws) = workspace {
         for kind in DirKind::PROJECT {
-            if let Some(rel) = kind.project_dir() {
+            for rel in kind.project_dirs() {
                 dirs.push((kind, ws.join(rel)));
             }
         }
@@ -89,8 +181,8 @@ pub fn agent_dirs(workspace: Option<&Path>, user_dir: Option<&Path>) -> Vec<(Dir
     dirs
 }
 
-/// The `*.md` files directly in `dir`, sorted by name. A missing directory has none.
-pub fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+/// The `*.EXT` files directly in `dir`, sorted by name. A missing directory has none.
+pub fn definition_files(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, LoadError> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -105,22 +197,30 @@ pub fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let mut files: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "md") && p.is_file())
+        // Everything but directories: a FIFO or device named `*.md` is reported, not skipped.
+        .filter(|p| p.extension().is_some_and(|x| x == ext) && !p.is_dir())
         .collect();
     files.sort();
     Ok(files)
 }
 
-/// Read a text file for parsing, refusing huge and non-UTF-8 files.
+/// The `*.md` files directly in `dir`, sorted by name.
+pub fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
+    definition_files(dir, "md")
+}
+
+/// Read a file cadre loads itself (a definition, a skill): a regular file of at most
+/// [`MAX_FILE_BYTES`], checked from its metadata and never read beyond the cap, in UTF-8.
+/// The error is the reason alone (callers add the path).
 pub fn read_text(path: &Path) -> Result<String, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read: {e}"))?;
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "file too large ({} bytes, at most {MAX_FILE_BYTES})",
-            bytes.len()
-        ));
-    }
-    String::from_utf8(bytes).map_err(|_| "not valid UTF-8".to_string())
+    use cadre_tools::CappedReadError as E;
+    cadre_tools::read_to_string_capped(path, MAX_FILE_BYTES).map_err(|e| match e {
+        E::NotFound { .. } => "cannot read: the file no longer exists".to_string(),
+        E::NotRegular { kind, .. } => format!("not a regular file (it is a {kind})"),
+        E::TooLarge { max, .. } => format!("file too large (more than {} KiB)", max / 1024),
+        E::NotText { .. } => "not valid UTF-8".to_string(),
+        E::Io { source, .. } => format!("cannot read: {source}"),
+    })
 }
 
 /// Options shared by every file of one load.
@@ -132,6 +232,21 @@ pub struct LoadOptions<'a> {
     pub aliases: &'a HashMap<String, String>,
     /// Tool names known besides the built-in, delegation and MCP ones.
     pub extra_tools: &'a [String],
+    /// The providers, to check that aliases can reach theirs.
+    pub providers: Option<&'a ProviderRegistry>,
+}
+
+impl<'a> LoadOptions<'a> {
+    /// The parse context of a file in a `kind` directory.
+    pub fn context(&self, kind: DirKind) -> ParseContext<'a> {
+        ParseContext {
+            kind,
+            workspace: self.workspace,
+            aliases: self.aliases,
+            extra_tools: self.extra_tools,
+            providers: self.providers,
+        }
+    }
 }
 
 /// Load one file.
@@ -145,16 +260,16 @@ pub fn load_file(
         reason,
     };
     let text = read_text(path).map_err(fail)?;
-    let cx = ParseContext {
-        kind,
-        workspace: opts.workspace,
-        aliases: opts.aliases,
-        extra_tools: opts.extra_tools,
-    };
-    parse_definition(path, &text, &cx).map_err(fail)
+    let cx = opts.context(kind);
+    match kind {
+        DirKind::Codex => crate::codex_file::parse_role_file(path, &text, &cx),
+        _ => parse_definition(path, &text, &cx),
+    }
+    .map_err(fail)
 }
 
-/// Load every `*.md` file of `dir` (sorted). Broken files become errors; the others load.
+/// Load every definition file of `dir` (sorted). Broken files become errors; the others
+/// load.
 pub fn load_dir(
     dir: &Path,
     kind: DirKind,
@@ -162,7 +277,7 @@ pub fn load_dir(
 ) -> (Vec<AgentDefinition>, Vec<LoadError>) {
     let mut defs = Vec::new();
     let mut errors = Vec::new();
-    match markdown_files(dir) {
+    match definition_files(dir, kind.extension()) {
         Ok(files) => {
             for f in files {
                 match load_file(&f, kind, opts) {

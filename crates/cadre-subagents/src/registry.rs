@@ -2,11 +2,16 @@
 //! files and custom factories merged into one table ordered by name. A later source replaces
 //! an earlier entry of the same name, and every replacement is logged and recorded.
 
-use crate::definition_file::is_valid_name;
-use crate::loader::{LoadError, LoadOptions, agent_dirs, default_user_agents_dir, load_dir};
+use crate::codex_file::load_codex_config;
+use crate::definition_file::{is_valid_name, normalise_name};
+use crate::loader::{
+    CODEX_CONFIG, DirKind, LoadError, LoadOptions, agent_dirs, default_opencode_user_dirs,
+    default_user_agents_dir, load_dir,
+};
 use crate::paths::{check_relative_path, display_source, resolve_workspace_path};
 use crate::skills::SkillSet;
 use crate::{AgentDefinition, AgentFactory, DefinitionSource, WorkspaceMode};
+use cadre_llm::ProviderRegistry;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -43,6 +48,7 @@ pub struct AgentWarning {
 #[derive(Default)]
 struct Inner {
     defs: BTreeMap<String, AgentDefinition>,
+    primaries: BTreeMap<String, AgentDefinition>,
     errors: Vec<LoadError>,
     warnings: Vec<AgentWarning>,
     overrides: Vec<String>,
@@ -70,14 +76,32 @@ impl AgentRegistry {
         AgentRegistryBuilder::default()
     }
 
-    /// A definition by name.
+    /// A definition by name (compared in lower case). OpenCode primary agents are not
+    /// here: they are never offered for delegation (see [`primaries`](Self::primaries)).
     pub fn get(&self, name: &str) -> Option<&AgentDefinition> {
-        self.inner.defs.get(name)
+        match self.inner.defs.get(name) {
+            Some(d) => Some(d),
+            None if name.chars().any(char::is_uppercase) => {
+                self.inner.defs.get(&normalise_name(name))
+            }
+            None => None,
+        }
     }
 
     /// True when an agent has this name.
     pub fn contains(&self, name: &str) -> bool {
-        self.inner.defs.contains_key(name)
+        self.get(name).is_some()
+    }
+
+    /// OpenCode `mode: primary` agents: listed by `cadre agents`, not delegable.
+    pub fn primaries(&self) -> impl Iterator<Item = &AgentDefinition> {
+        self.inner.primaries.values()
+    }
+
+    /// A delegable or primary definition by name (for `cadre agents show`).
+    pub fn lookup(&self, name: &str) -> Option<&AgentDefinition> {
+        self.get(name)
+            .or_else(|| self.inner.primaries.get(&normalise_name(name)))
     }
 
     /// All definitions, ordered by name.
@@ -88,7 +112,7 @@ impl AgentRegistry {
     /// The agents as the model reads them: `- name: description`, one a line, by name.
     pub fn catalogue(&self) -> String {
         self.list()
-            .map(|d| format!("- {}: {}\n", d.name, d.description.trim()))
+            .map(|d| format!("- {}: {}\n", d.name, d.offered_description()))
             .collect()
     }
 
@@ -117,7 +141,8 @@ impl AgentRegistry {
         &self.inner.warnings
     }
 
-    /// One line per replaced entry: `"NAME: NEW overrides OLD"`.
+    /// One line per replaced entry: `"NAME: NEW overrides OLD"` (with a note when both
+    /// files are in one directory, or the names differ only in case).
     pub fn overrides(&self) -> &[String] {
         &self.inner.overrides
     }
@@ -132,6 +157,8 @@ impl AgentRegistry {
 pub struct AgentRegistryBuilder {
     workspace: Option<PathBuf>,
     user_dir: Option<PathBuf>,
+    opencode_user_dirs: Vec<PathBuf>,
+    providers: Option<Arc<ProviderRegistry>>,
     aliases: HashMap<String, String>,
     general_purpose: bool,
     declared: Vec<AgentDefinition>,
@@ -146,6 +173,8 @@ impl Default for AgentRegistryBuilder {
         Self {
             workspace: None,
             user_dir: default_user_agents_dir(),
+            opencode_user_dirs: default_opencode_user_dirs(),
+            providers: None,
             aliases: HashMap::new(),
             general_purpose: true,
             declared: Vec::new(),
@@ -172,9 +201,27 @@ impl AgentRegistryBuilder {
     }
 
     /// The user's agent directory (default: `$XDG_CONFIG_HOME/cadre/agents` or
-    /// `~/.config/cadre/agents`); `None` reads no user directory.
+    /// `~/.config/cadre/agents`); `None` reads no user directory, OpenCode's included.
     pub fn user_dir(mut self, dir: Option<PathBuf>) -> Self {
+        if dir.is_none() {
+            self.opencode_user_dirs.clear();
+        }
         self.user_dir = dir;
+        self
+    }
+
+    /// OpenCode's user agent directories (default: `$XDG_CONFIG_HOME/opencode/agent` and
+    /// `…/agents`).
+    pub fn opencode_user_dirs(mut self, dirs: Vec<PathBuf>) -> Self {
+        self.opencode_user_dirs = dirs;
+        self
+    }
+
+    /// The providers: a model alias whose provider cannot be used here (no key, no such
+    /// provider) makes its agent inherit the parent's model, with a warning. Without them
+    /// aliases are taken as they are.
+    pub fn providers(mut self, providers: Arc<ProviderRegistry>) -> Self {
+        self.providers = Some(providers);
         self
     }
 
@@ -237,6 +284,7 @@ impl AgentRegistryBuilder {
                 ..Inner::default()
             },
             skills: self.skills.as_ref(),
+            spelled: HashMap::new(),
         };
         if self.general_purpose {
             m.insert(general_purpose());
@@ -254,13 +302,28 @@ impl AgentRegistryBuilder {
             workspace: self.workspace.as_deref(),
             aliases: &self.aliases,
             extra_tools: &self.extra_tools,
+            providers: self.providers.as_deref(),
         };
         let dirs = if self.files {
-            agent_dirs(self.workspace.as_deref(), self.user_dir.as_deref())
+            agent_dirs(
+                self.workspace.as_deref(),
+                self.user_dir.as_deref(),
+                &self.opencode_user_dirs,
+            )
         } else {
             Vec::new()
         };
         for (kind, dir) in dirs {
+            if kind == DirKind::Codex
+                && let Some(ws) = self.workspace.as_deref()
+            {
+                // The roles of `.codex/config.toml` rank just below `.codex/agents/`.
+                let (defs, errors) = load_codex_config(&ws.join(CODEX_CONFIG), &opts);
+                m.inner.errors.extend(errors);
+                for def in defs {
+                    m.insert(def);
+                }
+            }
             let (defs, errors) = load_dir(&dir, kind, &opts);
             m.inner.errors.extend(errors);
             for def in defs {
@@ -286,6 +349,8 @@ impl AgentRegistryBuilder {
 struct Merger<'a> {
     inner: Inner,
     skills: Option<&'a SkillSet>,
+    /// The spelling each entry was given, to notice names that differ only in case.
+    spelled: HashMap<String, String>,
 }
 
 impl Merger<'_> {
@@ -297,6 +362,8 @@ impl Merger<'_> {
                 }
             }
         }
+        let spelling = std::mem::replace(&mut def.name, String::new());
+        def.name = normalise_name(&spelling);
         for w in &def.warnings {
             self.inner.warnings.push(AgentWarning {
                 agent: def.name.clone(),
@@ -305,17 +372,35 @@ impl Merger<'_> {
             });
         }
         let ws = self.inner.workspace.as_deref();
-        if let Some(old) = self.inner.defs.get(&def.name) {
+        let table = if def.primary {
+            &mut self.inner.primaries
+        } else {
+            &mut self.inner.defs
+        };
+        if let Some(old) = table.get(&def.name) {
+            let same_dir = match (&def.source, &old.source) {
+                (DefinitionSource::File(a), DefinitionSource::File(b)) => a.parent() == b.parent(),
+                _ => false,
+            };
+            let old_spelling = self.spelled.get(&def.name).cloned().unwrap_or_default();
+            let note = if old_spelling != spelling {
+                format!(" (`{spelling}` and `{old_spelling}` differ only in case)")
+            } else if same_dir {
+                " (same name in one directory: the later file wins)".to_string()
+            } else {
+                String::new()
+            };
             let line = format!(
-                "{}: {} overrides {}",
+                "{}: {} overrides {}{note}",
                 def.name,
                 display_source(&def.source, ws),
-                display_source(&old.source, ws)
+                display_source(&old.source, ws),
             );
             tracing::info!("{line}");
             self.inner.overrides.push(line);
         }
-        self.inner.defs.insert(def.name.clone(), def);
+        self.spelled.insert(def.name.clone(), spelling);
+        table.insert(def.name.clone(), def);
     }
 }
 
@@ -329,6 +414,8 @@ pub fn validate_declaration(def: &AgentDefinition, workspace: Option<&Path>) -> 
     if def.description.trim().is_empty() {
         return Err("the description is empty".into());
     }
+    let p = &def.permissions;
+    cadre_engine::PermissionRules::parse(&p.only, &p.deny, &p.ask).map_err(|e| e.to_string())?;
     let has_body = !def.prompt.trim().is_empty();
     if def.remote.is_some() && def.workspace.path.is_some() {
         return Err("`url` cannot be combined with `workspace.path`".into());

@@ -1,5 +1,7 @@
-//! Tool names in definition files: cadre's own names, the names Claude Code and the Java
-//! seed use for the same tools, MCP names, and the delegation tools.
+//! Tool names in definition files: cadre's own names, the names Claude Code, OpenCode, Gemini
+//! CLI and the Java seed use for the same tools, MCP names, and the delegation tools; and
+//! Claude Code's restricted forms (`Bash(git *)`), which keep their tool under a per-agent
+//! permission rule.
 
 pub use crate::DELEGATION_TOOLS;
 
@@ -14,7 +16,21 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "bash",
 ];
 
-/// Names other harnesses use, with the cadre tool that does the same job.
+/// Tools whose calls have a subject (a command or a path) that a permission rule can match,
+/// so a restricted form like `Bash(git *)` or `Read(src/**)` can be kept as a rule.
+const SUBJECT_TOOLS: &[&str] = &[
+    "bash",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "glob",
+    "grep",
+    "list_dir",
+];
+
+/// Names other harnesses use, with the cadre tool that does the same job. A target cadre
+/// does not have (here, `web_fetch`, `web_search`, `todo_write`) is known only when the
+/// caller registers it.
 const FOREIGN_NAMES: &[(&str, &str)] = &[
     // Claude Code.
     ("Read", "read_file"),
@@ -27,6 +43,27 @@ const FOREIGN_NAMES: &[(&str, &str)] = &[
     ("LS", "list_dir"),
     ("Task", "task"),
     ("Agent", "task"),
+    ("WebFetch", "web_fetch"),
+    ("WebSearch", "web_search"),
+    ("TodoWrite", "todo_write"),
+    // OpenCode.
+    ("read", "read_file"),
+    ("write", "write_file"),
+    ("edit", "edit_file"),
+    ("patch", "edit_file"),
+    ("list", "list_dir"),
+    ("webfetch", "web_fetch"),
+    ("websearch", "web_search"),
+    ("todowrite", "todo_write"),
+    // Gemini CLI.
+    ("replace", "edit_file"),
+    ("run_shell_command", "bash"),
+    ("grep_search", "grep"),
+    ("search_file_content", "grep"),
+    ("list_directory", "list_dir"),
+    ("read_many_files", "read_file"),
+    ("google_web_search", "web_search"),
+    ("write_todos", "todo_write"),
     // The Java seed.
     ("grep_files", "grep"),
 ];
@@ -36,15 +73,20 @@ const FOREIGN_NAMES: &[(&str, &str)] = &[
 pub enum ToolName {
     /// A cadre tool name (possibly mapped from another harness's name) or MCP pattern.
     Known(String),
-    /// A tool with an argument restricting it, as in Claude Code's `Bash(git *)` or
-    /// `Task(reviewer)`: cadre cannot express the restriction.
+    /// A tool with an argument restricting it, as in Claude Code's `Bash(git *)`: the tool,
+    /// and the permission-rule patterns the argument stands for.
     Restricted {
         /// The cadre tool.
         name: String,
-        /// The argument, as written.
-        arg: String,
+        /// Glob patterns over the call's subject (`git *`; Claude Code's `git:*` becomes
+        /// `git` and `git *`).
+        patterns: Vec<String>,
     },
-    /// A tool cadre does not have.
+    /// A restricted form of a tool whose calls have nothing a rule can match (`Task(x)`).
+    Unrestrictable(String),
+    /// Another harness's name for a tool this cadre does not have.
+    Missing(String),
+    /// A tool cadre does not know at all.
     Unknown,
 }
 
@@ -59,83 +101,167 @@ pub fn is_delegation_tool(name: &str) -> bool {
     DELEGATION_TOOLS.contains(&name)
 }
 
-fn plain_name(entry: &str, extra: &[String]) -> Option<String> {
-    if BUILTIN_TOOLS.contains(&entry)
-        || is_delegation_tool(entry)
-        || is_mcp_name(entry)
-        || extra.iter().any(|e| e == entry)
-    {
-        return Some(entry.to_string());
+fn is_cadre_name(name: &str, extra: &[String]) -> bool {
+    BUILTIN_TOOLS.contains(&name)
+        || is_delegation_tool(name)
+        || is_mcp_name(name)
+        || extra.iter().any(|e| e == name)
+}
+
+/// A plain name: `Ok(cadre name)`, `Err(Some(target))` for a foreign name whose target is
+/// missing here, `Err(None)` for an unknown name.
+fn plain_name(entry: &str, extra: &[String]) -> Result<String, Option<String>> {
+    if is_cadre_name(entry, extra) {
+        return Ok(entry.to_string());
     }
-    FOREIGN_NAMES
-        .iter()
-        .find(|(foreign, _)| *foreign == entry)
-        .map(|(_, ours)| (*ours).to_string())
+    match FOREIGN_NAMES.iter().find(|(foreign, _)| *foreign == entry) {
+        Some((_, ours)) if is_cadre_name(ours, extra) => Ok((*ours).to_string()),
+        Some((_, ours)) => Err(Some((*ours).to_string())),
+        None => Err(None),
+    }
+}
+
+/// The rule patterns of a restriction argument: Claude Code's prefix form `git:*` means the
+/// command `git` alone or followed by arguments.
+fn patterns_of(arg: &str) -> Vec<String> {
+    let arg = arg.trim();
+    match arg.strip_suffix(":*") {
+        Some(prefix) if !prefix.trim().is_empty() => {
+            let prefix = prefix.trim();
+            vec![prefix.to_string(), format!("{prefix} *")]
+        }
+        _ => vec![arg.to_string()],
+    }
 }
 
 /// Map one entry of a tool list to cadre's name. `extra` lists further names the caller
 /// knows (tools it registers itself); they pass through like built-in names.
 pub fn map_tool_name(entry: &str, extra: &[String]) -> ToolName {
     let entry = entry.trim();
-    if let Some(name) = plain_name(entry, extra) {
-        return ToolName::Known(name);
-    }
-    if let Some((base, rest)) = entry.split_once('(')
-        && let Some(arg) = rest.strip_suffix(')')
-        && let Some(name) = plain_name(base.trim(), extra)
-    {
-        return ToolName::Restricted {
+    let (base, arg) = match entry.split_once('(') {
+        Some((base, rest)) if rest.ends_with(')') => (base.trim(), Some(&rest[..rest.len() - 1])),
+        _ => (entry, None),
+    };
+    let name = match plain_name(base, extra) {
+        Ok(name) => name,
+        Err(Some(target)) => return ToolName::Missing(target),
+        Err(None) => return ToolName::Unknown,
+    };
+    match arg.map(str::trim) {
+        None | Some("") | Some("*") => ToolName::Known(name),
+        Some(_) if !SUBJECT_TOOLS.contains(&name.as_str()) => ToolName::Unrestrictable(name),
+        Some(arg) => ToolName::Restricted {
+            patterns: patterns_of(arg),
             name,
-            arg: arg.to_string(),
-        };
+        },
     }
-    ToolName::Unknown
 }
 
-/// Map an allowlist. Unknown names and restricted forms are dropped with a warning; the
-/// result never grows because of a drop (an allowlist emptied by dropping stays an empty
-/// allowlist, meaning no tools).
+/// The permission rules `tool(pattern)` for each pattern.
+fn rules_of(name: &str, patterns: &[String]) -> Vec<String> {
+    patterns.iter().map(|p| format!("{name}({p})")).collect()
+}
+
+/// A mapped allowlist: the tools, and the confining rules of restricted entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MappedAllowlist {
+    /// cadre tool names, in order, without repeats.
+    pub tools: Vec<String>,
+    /// Rules confining restricted tools (`bash(git *)`).
+    pub only: Vec<String>,
+}
+
+/// Map an allowlist. Unknown and missing names are dropped with a warning; the result never
+/// grows because of a drop (an allowlist emptied by dropping stays an empty allowlist,
+/// meaning no tools). A restricted entry keeps its tool and adds confining rules; the same
+/// tool also listed plainly is not confined.
 pub fn map_allowlist(
     entries: &[String],
     extra: &[String],
     warnings: &mut Vec<String>,
-) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(entries.len());
+) -> MappedAllowlist {
+    let mut out = MappedAllowlist::default();
+    let mut plain: Vec<String> = Vec::new();
+    let mut only: Vec<(String, String)> = Vec::new();
     for entry in entries {
-        match map_tool_name(entry, extra) {
+        let name = match map_tool_name(entry, extra) {
             ToolName::Known(name) => {
-                if !out.contains(&name) {
-                    out.push(name);
-                }
+                plain.push(name.clone());
+                name
             }
-            ToolName::Restricted { name, .. } => warnings.push(format!(
-                "tool `{entry}`: cadre cannot restrict `{name}` by argument; dropped from the allowlist"
-            )),
-            ToolName::Unknown => warnings.push(format!(
-                "tool `{entry}` is not a cadre tool; dropped from the allowlist"
-            )),
+            ToolName::Restricted { name, patterns } => {
+                for rule in rules_of(&name, &patterns) {
+                    only.push((name.clone(), rule));
+                }
+                name
+            }
+            ToolName::Unrestrictable(name) => {
+                warnings.push(format!(
+                    "tool `{entry}`: cadre cannot restrict `{name}` by argument; dropped from the allowlist"
+                ));
+                continue;
+            }
+            ToolName::Missing(target) => {
+                warnings.push(format!(
+                    "tool `{entry}` means `{target}`, which is not available here; dropped from the allowlist"
+                ));
+                continue;
+            }
+            ToolName::Unknown => {
+                warnings.push(format!(
+                    "tool `{entry}` is not a cadre tool; dropped from the allowlist"
+                ));
+                continue;
+            }
+        };
+        if !out.tools.contains(&name) {
+            out.tools.push(name);
+        }
+    }
+    for (name, rule) in only {
+        if !plain.contains(&name) && !out.only.contains(&rule) {
+            out.only.push(rule);
         }
     }
     out
 }
 
-/// Map a deny list. A restricted form denies the whole tool (stricter, never wider);
-/// unknown names are kept as written, with a warning that they match no cadre tool.
+/// A mapped deny list: whole tools, and deny rules for restricted entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MappedDenylist {
+    /// Tools removed entirely.
+    pub tools: Vec<String>,
+    /// Deny rules (`bash(rm *)`) for restricted entries.
+    pub rules: Vec<String>,
+}
+
+/// Map a deny list. A restricted form becomes a deny rule for just those calls (a tool whose
+/// calls no rule can match is denied whole: stricter, never wider); unknown names are kept
+/// as written, with a warning that they match no cadre tool.
 pub fn map_denylist(
     entries: &[String],
     extra: &[String],
     warnings: &mut Vec<String>,
-) -> Vec<String> {
-    let mut out: Vec<String> = Vec::with_capacity(entries.len());
+) -> MappedDenylist {
+    let mut out = MappedDenylist::default();
     for entry in entries {
         let name = match map_tool_name(entry, extra) {
             ToolName::Known(name) => name,
-            ToolName::Restricted { name, .. } => {
+            ToolName::Restricted { name, patterns } => {
+                for rule in rules_of(&name, &patterns) {
+                    if !out.rules.contains(&rule) {
+                        out.rules.push(rule);
+                    }
+                }
+                continue;
+            }
+            ToolName::Unrestrictable(name) => {
                 warnings.push(format!(
-                    "disallowed tool `{entry}`: cadre cannot restrict by argument; all of `{name}` is denied"
+                    "disallowed tool `{entry}`: cadre cannot restrict `{name}` by argument; all of `{name}` is denied"
                 ));
                 name
             }
+            ToolName::Missing(target) => target,
             ToolName::Unknown => {
                 warnings.push(format!(
                     "disallowed tool `{entry}` is not a cadre tool; it has no effect"
@@ -143,8 +269,8 @@ pub fn map_denylist(
                 entry.trim().to_string()
             }
         };
-        if !out.contains(&name) {
-            out.push(name);
+        if !out.tools.contains(&name) {
+            out.tools.push(name);
         }
     }
     out
@@ -169,6 +295,8 @@ mod tests {
             ("Edit", "edit_file"),
             ("MultiEdit", "edit_file"),
             ("Bash", "bash"),
+            ("Bash(*)", "bash"),
+            ("Bash()", "bash"),
             ("Grep", "grep"),
             ("Glob", "glob"),
             ("LS", "list_dir"),
@@ -179,51 +307,72 @@ mod tests {
             ("mcp__github", "mcp__github"),
             ("mcp__github__create_issue", "mcp__github__create_issue"),
             ("mcp__github__*", "mcp__github__*"),
+            ("run_shell_command", "bash"),
+            ("replace", "edit_file"),
+            ("grep_search", "grep"),
+            ("list_directory", "list_dir"),
+            ("patch", "edit_file"),
+            ("list", "list_dir"),
         ] {
             assert_eq!(known(from).as_deref(), Some(to), "{from}");
         }
-        for unknown in [
-            "WebFetch",
-            "TodoWrite",
-            "NotebookEdit",
-            "read",
-            "mcp__",
-            "Foo(x)",
-        ] {
-            assert_eq!(known(unknown), None, "{unknown}");
+        for unknown in ["NotebookEdit", "mcp__", "Foo(x)", "Foo"] {
+            assert_eq!(map_tool_name(unknown, &[]), ToolName::Unknown, "{unknown}");
         }
         assert_eq!(
-            map_tool_name("web_fetch", &["web_fetch".to_string()]),
+            map_tool_name("WebFetch", &[]),
+            ToolName::Missing("web_fetch".into())
+        );
+        assert_eq!(
+            map_tool_name("WebFetch", &["web_fetch".to_string()]),
             ToolName::Known("web_fetch".into())
         );
         assert_eq!(
             map_tool_name("Bash(git *)", &[]),
             ToolName::Restricted {
                 name: "bash".into(),
-                arg: "git *".into()
+                patterns: vec!["git *".into()]
             }
+        );
+        assert_eq!(
+            map_tool_name("Bash(npm run test:*)", &[]),
+            ToolName::Restricted {
+                name: "bash".into(),
+                patterns: vec!["npm run test".into(), "npm run test *".into()]
+            }
+        );
+        assert_eq!(
+            map_tool_name("Task(reviewer)", &[]),
+            ToolName::Unrestrictable("task".into())
         );
     }
 
     #[test]
-    fn dropping_never_widens() {
+    fn dropping_never_widens_and_restrictions_become_rules() {
         let mut w = Vec::new();
-        let out = map_allowlist(&["WebFetch".into(), "TodoWrite".into()], &[], &mut w);
-        assert!(out.is_empty());
+        let out = map_allowlist(&["NotebookEdit".into(), "TodoWrite".into()], &[], &mut w);
+        assert!(out.tools.is_empty());
         assert_eq!(w.len(), 2);
         let out = map_allowlist(
             &["Read".into(), "read_file".into(), "Grep".into()],
             &[],
             &mut w,
         );
-        assert_eq!(out, ["read_file", "grep"]);
-        let mut w = Vec::new();
-        let out = map_allowlist(&["Bash(git *)".into()], &[], &mut w);
-        assert!(
-            out.is_empty(),
-            "a restricted form must not become the whole tool"
+        assert_eq!(out.tools, ["read_file", "grep"]);
+        let out = map_allowlist(&["Read".into(), "Bash(git *)".into()], &[], &mut w);
+        assert_eq!(out.tools, ["read_file", "bash"]);
+        assert_eq!(out.only, ["bash(git *)"]);
+        // Listed plainly too: the whole tool, no confinement.
+        let out = map_allowlist(&["Bash(git *)".into(), "Bash".into()], &[], &mut w);
+        assert_eq!((out.tools, out.only), (vec!["bash".to_string()], vec![]));
+        let out = map_allowlist(&["Task(reviewer)".into()], &[], &mut w);
+        assert!(out.tools.is_empty(), "never the whole tool");
+        let deny = map_denylist(
+            &["Bash(rm *)".into(), "NotebookEdit".into(), "Task(x)".into()],
+            &[],
+            &mut w,
         );
-        let deny = map_denylist(&["Bash(rm *)".into(), "WebFetch".into()], &[], &mut w);
-        assert_eq!(deny, ["bash", "WebFetch"]);
+        assert_eq!(deny.tools, ["NotebookEdit", "task"]);
+        assert_eq!(deny.rules, ["bash(rm *)"]);
     }
 }

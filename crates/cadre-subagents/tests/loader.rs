@@ -142,6 +142,9 @@ fn models_inherit_alias_and_specs() {
         ("c", "haiku"),
         ("d", "openai/gpt-4o"),
         ("e", "ollama:qwen3:8b"),
+        ("f", "gpt-5"),
+        ("g", "Sonnet"),
+        ("h", "claude-sonnet-4-20250514"),
     ] {
         ws.write(
             &format!(".cadre/agents/{name}.md"),
@@ -152,13 +155,21 @@ fn models_inherit_alias_and_specs() {
     let model = |n: &str| reg.get(n).unwrap().model.clone();
     assert_eq!(model("a"), None);
     assert_eq!(model("b").as_deref(), Some("anthropic:claude-opus-4-1"));
-    // An alias with no mapping is kept, with a warning.
-    assert_eq!(model("c").as_deref(), Some("haiku"));
-    assert_eq!(warnings_of(&reg, "c").len(), 1);
-    assert!(warnings_of(&reg, "c")[0].contains("haiku"));
+    // Claude Code's aliases are built in, in any case; `[models.aliases]` wins over them.
+    assert_eq!(model("c").as_deref(), Some("anthropic:claude-haiku-4-5"));
+    assert_eq!(model("g").as_deref(), Some("anthropic:claude-sonnet-4-5"));
+    // A full Claude id means Anthropic.
+    assert_eq!(
+        model("h").as_deref(),
+        Some("anthropic:claude-sonnet-4-20250514")
+    );
+    assert!(warnings_of(&reg, "c").is_empty());
     assert_eq!(model("d").as_deref(), Some("openai/gpt-4o"));
     assert!(warnings_of(&reg, "d").is_empty());
     assert_eq!(model("e").as_deref(), Some("ollama:qwen3:8b"));
+    // A bare word that is no alias is kept, with a warning.
+    assert_eq!(model("f").as_deref(), Some("gpt-5"));
+    assert!(warnings_of(&reg, "f")[0].contains("not a known alias"));
 }
 
 #[test]
@@ -247,13 +258,13 @@ fn unknown_keys_warn_but_load() {
     let ws = Ws::new();
     ws.write(
         ".cadre/agents/x.md",
-        "---\nname: x\ndescription: d\nmodle: opus\npermissionMode: plan\nworkspace: {mode: shared, size: 3}\n---\n",
+        "---\nname: x\ndescription: d\nmodle: opus\nhooks: {}\nworkspace: {mode: shared, size: 3}\n---\n",
     );
     let reg = ws.registry();
     let w = warnings_of(&reg, "x");
     assert_eq!(w.len(), 3, "{w:?}");
     assert!(w[0].contains("modle"));
-    assert!(w[1].contains("permissionMode"));
+    assert!(w[1].contains("hooks"));
     assert!(w[2].contains("size"));
     assert_eq!(reg.warnings().len(), 3);
     assert_eq!(reg.warnings()[0].agent, "x");
@@ -286,15 +297,24 @@ fn broken_files_are_reported_and_the_rest_load() {
             "---\nname: a\ndescription: '  '\n---\n",
             "`description` is empty",
         ),
-        ("no-name", "---\ndescription: b\n---\n", "missing `name`"),
+        (
+            "no:name",
+            "---\ndescription: b\n---\n",
+            "missing `name`, and the file name",
+        ),
         (
             "bad-name",
             "---\nname: Bad Name\ndescription: b\n---\n",
             "not a valid agent name",
         ),
         (
-            "dash-name",
-            "---\nname: -x\ndescription: b\n---\n",
+            "slash-name",
+            "---\nname: a/b\ndescription: b\n---\n",
+            "not a valid agent name",
+        ),
+        (
+            "dots-name",
+            "---\nname: '..'\ndescription: b\n---\n",
             "not a valid agent name",
         ),
         (
@@ -359,8 +379,8 @@ fn broken_files_are_reported_and_the_rest_load() {
         ),
         (
             "bad-tools",
-            "---\nname: a\ndescription: b\ntools: {a: 1}\n---\n",
-            "`tools` must be",
+            "---\nname: a\ndescription: b\ntools: [[a]]\n---\n",
+            "`tools` entries must be names",
         ),
     ];
     for (file, text, _) in cases {
@@ -395,10 +415,12 @@ fn broken_files_are_reported_and_the_rest_load() {
 #[test]
 fn subagents_stem_must_be_a_valid_id() {
     let ws = Ws::new();
-    ws.write("subagents/Bad_Name.md", "---\ndescription: b\n---\n");
+    ws.write("subagents/Bad Name.md", "---\ndescription: b\n---\n");
+    ws.write("subagents/Good_Name.md", "---\ndescription: b\n---\n");
     let reg = ws.registry();
     assert_eq!(reg.errors().len(), 1);
     assert!(reg.errors()[0].reason.contains("file name"));
+    assert!(reg.get("good_name").is_some(), "ids are lower-cased");
 }
 
 #[test]
@@ -478,17 +500,27 @@ fn claude_generated_descriptions_with_colons_load_with_a_warning() {
 }
 
 #[test]
-fn duplicate_keys_are_invalid_yaml() {
+fn duplicate_keys_are_errors_except_cosmetic_ones() {
     let ws = Ws::new();
     ws.write(
         ".cadre/agents/dup.md",
         "---\nname: a\nname: b\ndescription: d\n---\n",
     );
+    ws.write(
+        ".claude/agents/colors.md",
+        "---\nname: colors\ncolor: red\ndescription: d\ncolor: blue\n---\n",
+    );
     let reg = ws.registry();
     assert_eq!(reg.errors().len(), 1, "{:?}", reg.names());
     assert!(
-        reg.errors()[0].reason.contains("invalid YAML"),
+        reg.errors()[0]
+            .reason
+            .contains("`name` is given more than once"),
         "{:?}",
         reg.errors()
+    );
+    assert_eq!(
+        warnings_of(&reg, "colors"),
+        ["`color` is given more than once; the last value is used"]
     );
 }

@@ -6,8 +6,9 @@ use crate::config::{self, Config};
 use crate::setup::{model_spec, workspace_root};
 use anyhow::Result;
 use cadre_subagents::{
-    AgentDefinition, AgentRegistry, DELEGATION_TOOLS, DefinitionSource, RemoteProtocol, SkillSet,
-    WorkspaceMode, display_path, display_source, narrow_names, prompt_file, runtime_root,
+    AgentDefinition, AgentRegistry, DELEGATION_TOOLS, DefinitionSource, RemoteProtocol,
+    RequestedMode, SkillSet, WorkspaceMode, display_path, display_source, narrow_names,
+    prompt_file, runtime_root,
 };
 use cadre_tools::builtin::builtin_tools;
 use std::io::Write;
@@ -29,12 +30,21 @@ struct View {
     builtin: Vec<String>,
 }
 
-/// The registry of `ws` as configured (aliases, user dir, general-purpose switch, skills).
-pub fn build_registry(ws: &Path, config: &Config, skills: &SkillSet) -> AgentRegistry {
+/// The registry of `ws` as configured (aliases checked against the providers, user dir,
+/// general-purpose switch, skills), for the main model `main_model`.
+pub fn build_registry(
+    ws: &Path,
+    config: &Config,
+    skills: &SkillSet,
+    main_model: &str,
+) -> AgentRegistry {
+    let providers =
+        cadre_llm::ProviderRegistry::for_model(config.providers.clone(), &[], main_model);
     let mut b = AgentRegistry::builder()
         .workspace(ws)
         .user_dir(config::user_dir().map(|d| d.join("agents")))
         .aliases(config.models.aliases.clone())
+        .providers(std::sync::Arc::new(providers))
         .skills(skills.clone());
     if config.subagents.disable_general_purpose {
         b = b.disable_general_purpose();
@@ -48,7 +58,7 @@ impl View {
         let config = config::load(&ws, cli.config.as_deref())?;
         let main_model = model_spec(cli, &config);
         let skills = SkillSet::discover(&ws);
-        let registry = build_registry(&ws, &config, &skills);
+        let registry = build_registry(&ws, &config, &skills, &main_model);
         let builtin = builtin_tools()
             .names()
             .into_iter()
@@ -81,7 +91,8 @@ impl View {
         .collect()
     }
 
-    /// The model a child would use: its own spec, or the main model when it inherits.
+    /// The model a child of the main agent would use: its own spec, or the main model when
+    /// it inherits. `list`, `list --json` and `show` all print this.
     fn model(&self, def: &AgentDefinition) -> Option<String> {
         match (&def.model, &def.remote) {
             (Some(m), _) => Some(m.clone()),
@@ -126,6 +137,11 @@ impl View {
             .iter()
             .map(|w| format!("warning: {}: {}", self.source(&w.source), w.message))
             .collect();
+        // Every replaced entry, so a file that silently shadows another (or the built-in
+        // general-purpose) is visible.
+        for line in self.registry.overrides() {
+            warnings.push(format!("warning: {line}"));
+        }
         for def in self.registry.list() {
             for w in self.extra_warnings(def) {
                 warnings.push(format!("warning: {}: {w}", self.source(&def.source)));
@@ -175,7 +191,7 @@ fn run_inner(cli: &Cli, command: &AgentsCommand) -> Result<ExitCode> {
             }
             ExitCode::SUCCESS
         }
-        AgentsCommand::Show { name } => match view.registry.get(name) {
+        AgentsCommand::Show { name } => match view.registry.lookup(name) {
             Some(def) => {
                 show(&view, def, &mut out)?;
                 ExitCode::SUCCESS
@@ -221,12 +237,16 @@ struct JsonEntry<'a> {
     tools: Vec<String>,
     model: Option<String>,
     workspace: &'static str,
+    /// Only for OpenCode primary agents, which are listed but not delegable.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    primary: bool,
 }
 
 fn list_json(view: &View, out: &mut impl Write) -> Result<()> {
     let entries: Vec<JsonEntry<'_>> = view
         .registry
         .list()
+        .chain(view.registry.primaries())
         .map(|def| JsonEntry {
             name: &def.name,
             description: &def.description,
@@ -234,6 +254,7 @@ fn list_json(view: &View, out: &mut impl Write) -> Result<()> {
             tools: view.tools(def),
             model: view.model(def),
             workspace: mode_name(def.workspace.mode, def),
+            primary: def.primary,
         })
         .collect();
     serde_json::to_writer_pretty(&mut *out, &entries).map_err(std::io::Error::from)?;
@@ -273,15 +294,18 @@ fn list_table(view: &View, out: &mut impl Write) -> Result<()> {
         "TOOLS".to_string(),
     ]];
     for def in view.registry.list() {
-        let model = match (&def.model, &def.remote) {
-            (Some(m), _) => m.clone(),
-            (None, Some(_)) => "(remote)".into(),
-            (None, None) => "inherit".into(),
-        };
         rows.push([
             def.name.clone(),
             view.source(&def.source),
-            model,
+            view.model(def).unwrap_or_else(|| "(remote)".into()),
+            tools_summary(view, def),
+        ]);
+    }
+    for def in view.registry.primaries() {
+        rows.push([
+            format!("{} (primary, not delegable)", def.name),
+            view.source(&def.source),
+            view.model(def).unwrap_or_else(|| "(remote)".into()),
             tools_summary(view, def),
         ]);
     }
@@ -305,6 +329,18 @@ fn list_table(view: &View, out: &mut impl Write) -> Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// How a requested approval mode is applied (docs/agents.md, "Approval mode").
+fn mode_text(mode: RequestedMode) -> &'static str {
+    match mode {
+        RequestedMode::Default => "default: mutating calls ask (never looser than the parent)",
+        RequestedMode::AcceptEdits => {
+            "acceptEdits: file edits run without asking where the parent auto-approves; other mutating calls ask"
+        }
+        RequestedMode::Plan => "plan: read-only",
+        RequestedMode::BypassPermissions => "bypassPermissions: the parent's mode (never widened)",
+    }
 }
 
 fn show(view: &View, def: &AgentDefinition, out: &mut impl Write) -> Result<()> {
@@ -335,6 +371,22 @@ fn show(view: &View, def: &AgentDefinition, out: &mut impl Write) -> Result<()> 
         (None, None) => format!("inherit ({})", view.main_model),
     };
     field(out, "model:", &model)?;
+    if def.primary {
+        field(out, "mode:", "primary (listed, not offered for delegation)")?;
+    }
+    let p = &def.permissions;
+    if !p.only.is_empty() {
+        field(out, "only:", &p.only.join(", "))?;
+    }
+    if !p.deny.is_empty() {
+        field(out, "deny rules:", &p.deny.join(", "))?;
+    }
+    if !p.ask.is_empty() {
+        field(out, "ask rules:", &p.ask.join(", "))?;
+    }
+    if let Some(mode) = p.mode {
+        field(out, "approvals:", mode_text(mode))?;
+    }
     if def.remote.is_none() {
         let root = runtime_root(def, &view.ws);
         field(

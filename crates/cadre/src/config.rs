@@ -18,6 +18,9 @@ pub const DEFAULT_MODEL: &str = "openai:gpt-4o-mini";
 pub struct Config {
     /// Default model (`provider:model`).
     pub model: Option<String>,
+    /// Project-memory files, in order of preference (default `["AGENTS.md", "CLAUDE.md"]`):
+    /// the first present and not empty is added to the prompt, once; `[]` reads none.
+    pub project_memory: Option<Vec<String>>,
     /// Run budgets.
     #[serde(default)]
     pub limits: LimitsConfig,

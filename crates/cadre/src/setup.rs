@@ -44,6 +44,33 @@ pub fn model_spec(cli: &Cli, config: &Config) -> String {
         .unwrap_or_else(|| config::DEFAULT_MODEL.to_string())
 }
 
+/// The offline demo of README.md, offered when no model can be reached.
+pub const OFFLINE_DEMO: &str = "cadre --workspace examples/demo run --model scripted:examples/scripts/delegation.toml \"Review this project\"";
+
+/// Check, before anything is opened or sent, that the model in force can be used: its
+/// provider exists and has its key or a base URL that needs none
+/// ([`cadre_llm::ProviderRegistry::preflight`]). The error is one line saying what to do.
+pub fn preflight(config: &Config, spec: &str) -> Result<()> {
+    let providers = cadre_llm::ProviderRegistry::for_model(config.providers.clone(), &[], spec);
+    providers
+        .preflight(spec)
+        .map_err(|e| anyhow::anyhow!(first_run_message(&e)))
+}
+
+/// The one-line message for a model that cannot be used.
+pub fn first_run_message(e: &cadre_llm::NotReady) -> String {
+    use cadre_llm::NotReady;
+    match e {
+        NotReady::MissingKey { env, .. } => format!(
+            "{e}. Export {env}, choose another model with --model PROVIDER:MODEL, or try the offline demo: {OFFLINE_DEMO}"
+        ),
+        NotReady::UnknownProvider { .. } => {
+            format!("{e} (declare others as [providers.NAME] tables; see docs/providers.md)")
+        }
+        NotReady::MissingBaseUrl { .. } => e.to_string(),
+    }
+}
+
 /// Per-run overrides from the command line.
 #[derive(Debug, Default, Clone)]
 pub struct Overrides {
@@ -77,6 +104,11 @@ impl Setup {
     ) -> Result<Self> {
         let ws = workspace_root(cli)?;
         let config = config::load(&ws, cli.config.as_deref())?;
+        let model = overrides
+            .model
+            .clone()
+            .unwrap_or_else(|| model_spec(cli, &config));
+        preflight(&config, &model)?;
         let mut policy: PermissionPolicy = config.permissions.policy()?;
         if let Some(mode) = &overrides.permission_mode {
             policy.mode = mode.parse().map_err(anyhow::Error::msg)?;
@@ -92,12 +124,7 @@ impl Setup {
             max_cost_usd: config.limits.cost_budget()?,
         };
         let mut b = Harness::builder()
-            .model(
-                overrides
-                    .model
-                    .clone()
-                    .unwrap_or_else(|| model_spec(cli, &config)),
-            )
+            .model(model)
             .workspace(&ws)
             .permissions(policy)
             .file_access(
@@ -111,6 +138,9 @@ impl Setup {
             .model_aliases(config.models.aliases.clone())
             .prices(config.models.price_table()?)
             .sandbox(sandbox);
+        if let Some(files) = &config.project_memory {
+            b = b.project_memory(files.clone());
+        }
         for (name, p) in &config.providers {
             b = b.provider(name.clone(), p.clone());
         }

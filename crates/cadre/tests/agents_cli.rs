@@ -7,8 +7,23 @@ use std::path::{Path, PathBuf};
 fn cadre(ws: &Path) -> Command {
     let mut cmd = Command::cargo_bin("cadre").unwrap();
     cmd.arg("--workspace").arg(ws);
-    cmd.env_remove("CADRE_MODEL");
+    for var in [
+        "CADRE_MODEL",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+    ] {
+        cmd.env_remove(var);
+    }
     cmd.env("XDG_CONFIG_HOME", ws.join(".no-user-config"));
+    cmd
+}
+
+/// [`cadre`] with an Anthropic key, so `sonnet` can reach Anthropic.
+fn cadre_with_anthropic(ws: &Path) -> Command {
+    let mut cmd = cadre(ws);
+    cmd.env("ANTHROPIC_API_KEY", "sk-ant-test");
     cmd
 }
 
@@ -45,7 +60,7 @@ fn workspace() -> tempfile::TempDir {
 }
 
 fn json_list(ws: &Path) -> Vec<serde_json::Value> {
-    let out = cadre(ws)
+    let out = cadre_with_anthropic(ws)
         .args(["agents", "list", "--json"])
         .output()
         .unwrap();
@@ -105,7 +120,10 @@ fn list_json_has_the_contract_shape() {
 fn list_table_prints_warnings_on_stderr_and_succeeds() {
     let dir = workspace();
     write(dir.path(), ".cadre/agents/broken.md", "---\nname: broken\n");
-    let out = cadre(dir.path()).args(["agents", "list"]).output().unwrap();
+    let out = cadre_with_anthropic(dir.path())
+        .args(["agents", "list"])
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let stdout = String::from_utf8(out.stdout).unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
@@ -124,7 +142,8 @@ fn list_table_prints_warnings_on_stderr_and_succeeds() {
         .lines()
         .find(|l| l.starts_with("general-purpose"))
         .unwrap();
-    assert!(gp.contains("inherit"), "{gp}");
+    // The same resolved model as `list --json` shows.
+    assert!(gp.contains(" openai:gpt-main "), "{gp}");
     assert!(
         stderr.contains(".cadre/agents/broken.md: front matter is not closed"),
         "{stderr}"
@@ -255,9 +274,98 @@ fn user_dir_agents_load_below_the_project() {
 #[test]
 fn the_examples_directory_checks_clean() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/agents");
-    let out = cadre(&examples).args(["agents", "check"]).output().unwrap();
+    let out = cadre_with_anthropic(&examples)
+        .args(["agents", "check"])
+        .output()
+        .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(!stdout.contains("warning"), "{stdout}");
     assert!(stdout.contains("6 agents OK"), "{stdout}");
+}
+
+#[test]
+fn check_names_both_files_of_every_override() {
+    let dir = workspace();
+    let ws = dir.path();
+    write(
+        ws,
+        ".claude/agents/a-review.md",
+        "---\nname: review\ndescription: first\n---\n",
+    );
+    write(
+        ws,
+        ".claude/agents/b-review.md",
+        "---\nname: review\ndescription: second\n---\n",
+    );
+    write(
+        ws,
+        ".claude/agents/general-purpose.md",
+        "---\nname: general-purpose\ndescription: mine\ntools: []\n---\n",
+    );
+    let out = cadre(ws).args(["agents", "check"]).output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("warning: review: ")
+            && l.contains(".claude/agents/b-review.md overrides .claude/agents/a-review.md")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l
+            == "warning: general-purpose: .claude/agents/general-purpose.md overrides builtin"),
+        "{stdout}"
+    );
+    let out = cadre(ws).args(["agents", "list"]).output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("b-review.md overrides"), "{stderr}");
+}
+
+#[test]
+fn show_prints_a_long_description_whole() {
+    let dir = workspace();
+    let long = format!("{} end-of-description", "lorem ".repeat(400));
+    write(
+        dir.path(),
+        ".cadre/agents/verbose.md",
+        &format!("---\nname: verbose\ndescription: {long}\n---\nx\n"),
+    );
+    let out = cadre(dir.path())
+        .args(["agents", "show", "verbose"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("end-of-description"), "{stdout}");
+    assert!(
+        stdout.contains("the parent model is offered the first 1000"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn an_alias_without_its_providers_key_inherits_the_same_in_every_view() {
+    let dir = workspace();
+    let list = {
+        let out = cadre(dir.path())
+            .args(["agents", "list", "--json"])
+            .output()
+            .unwrap();
+        serde_json::from_slice::<Vec<serde_json::Value>>(&out.stdout).unwrap()
+    };
+    let explorer = list.iter().find(|e| e["name"] == "explorer").unwrap();
+    assert_eq!(explorer["model"], "openai:gpt-main");
+    let out = cadre(dir.path()).args(["agents", "list"]).output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    let row = stdout.lines().find(|l| l.starts_with("explorer ")).unwrap();
+    assert!(row.contains(" openai:gpt-main "), "{row}");
+    let warning = "model `sonnet` means `anthropic:claude-sonnet-4-5`, which cannot be used here (no API key for provider anthropic: set ANTHROPIC_API_KEY); the agent inherits its parent's model";
+    assert_eq!(stderr.matches(warning).count(), 1, "{stderr}");
+    let out = cadre(dir.path())
+        .args(["agents", "show", "explorer"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("inherit (openai:gpt-main)"), "{stdout}");
+    assert_eq!(stdout.matches(warning).count(), 1, "{stdout}");
 }

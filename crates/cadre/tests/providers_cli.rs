@@ -264,3 +264,109 @@ async fn refused_key_fails_the_run_with_a_hint() {
         Some("Bearer wrong-key")
     );
 }
+
+/// Run `cadre` with `args` in `ws`, with no provider variables but `vars`.
+async fn cadre_args(ws: &Path, args: &[&str], vars: &[(&str, String)]) -> Output {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_cadre"));
+    cmd.arg("--workspace")
+        .arg(ws)
+        .args(args)
+        .env("XDG_CONFIG_HOME", ws.join("nocfg"))
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    for var in PROVIDER_VARS {
+        cmd.env_remove(var);
+    }
+    for (name, value) in vars {
+        cmd.env(name, value);
+    }
+    tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("cadre finished within a minute")
+        .expect("cadre started")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_key_stops_before_any_request() {
+    let mock = MockServer::start().await.unwrap();
+    let ws = workspace();
+    std::fs::create_dir_all(ws.path().join(".cadre")).unwrap();
+    std::fs::write(
+        ws.path().join(".cadre/config.toml"),
+        format!(
+            "[providers.hosted]\nbase_url = \"{}\"\napi_key_env = \"CADRE_TEST_HOSTED_KEY\"\n",
+            mock.openai_base_url()
+        ),
+    )
+    .unwrap();
+    for args in [
+        &["run", "--model", "hosted:big-model", "hello"][..],
+        // The REPL goes through the same check.
+        &["--model", "hosted:big-model"][..],
+    ] {
+        let out = cadre_args(ws.path(), args, &[]).await;
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains("set CADRE_TEST_HOSTED_KEY"), "{stderr}");
+        assert!(stderr.contains("--model"), "{stderr}");
+        assert!(
+            stderr.contains("--model scripted:examples/scripts/delegation.toml"),
+            "{stderr}"
+        );
+    }
+    assert_eq!(mock.request_count(), 0, "no request without the key");
+    assert!(
+        !ws.path().join(".cadre/sessions").exists(),
+        "nothing was started"
+    );
+
+    // The default model on OpenAI's own endpoint needs OPENAI_API_KEY.
+    let out = cadre_run(ws.path(), "openai:gpt-4o-mini", "hello", &[]).await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("set OPENAI_API_KEY"), "{stderr}");
+
+    // With the key the same run reaches the server.
+    mock.push_openai(
+        OpenAiStream::new()
+            .text("hi")
+            .finish("stop")
+            .done()
+            .into_reply(),
+    );
+    let out = cadre_run(
+        ws.path(),
+        "hosted:big-model",
+        "hello",
+        &[("CADRE_TEST_HOSTED_KEY", "k".into())],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(mock.request_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unknown_provider_prefix_is_a_configuration_error() {
+    let mock = MockServer::start().await.unwrap();
+    let ws = workspace();
+    let out = cadre_run(
+        ws.path(),
+        "anthropc:claude-sonnet-4-5",
+        "hello",
+        &[
+            ("OPENAI_BASE_URL", mock.openai_base_url()),
+            ("OPENAI_API_KEY", "sk-test".into()),
+        ],
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "unknown provider `anthropc` in model `anthropc:claude-sonnet-4-5`; known providers: anthropic, ollama, openai, scripted"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(mock.request_count(), 0, "the key never went to OpenAI");
+}
