@@ -246,6 +246,8 @@ pub struct CacheArgs {
     /// Also write every request body, as sent, to `DIR/<wire>-<stream>/NNN.json`.
     #[arg(long)]
     pub dump: Option<PathBuf>,
+}
+
 /// Options of `loader`.
 #[derive(Debug, Clone, Args)]
 pub struct LoaderArgs {

@@ -3,7 +3,9 @@
 //! skills, AGENTS.md exactly once).
 
 use crate::definition::{AgentDefinition, DefinitionSource, WorkspaceMode};
-use cadre_engine::prompt::{environment_section, read_agents_md};
+use cadre_engine::prompt::{
+    DEFAULT_MEMORY_FILES, environment_section, memory_section, project_memory, read_agents_md,
+};
 use std::path::{Component, Path, PathBuf};
 
 /// Why a child's workspace could not be prepared.
@@ -143,12 +145,24 @@ pub fn context_section(name: &str, leaf: bool) -> String {
     s
 }
 
-/// The child's full system prompt.
+/// The child's full system prompt, with the default project-memory files.
 pub fn child_prompt(
     def: &AgentDefinition,
     plan: &WorkspacePlan,
     leaf: bool,
     skills_section: &str,
+) -> String {
+    child_prompt_with(def, plan, leaf, skills_section, DEFAULT_MEMORY_FILES)
+}
+
+/// The child's full system prompt: its base, its context and environment, preloaded skills,
+/// and the project memory of its runtime root (the first of `memory_files` found there).
+pub fn child_prompt_with<S: AsRef<str>>(
+    def: &AgentDefinition,
+    plan: &WorkspacePlan,
+    leaf: bool,
+    skills_section: &str,
+    memory_files: &[S],
 ) -> String {
     let mut parts: Vec<String> = Vec::new();
     if !plan.base.is_empty() {
@@ -159,12 +173,11 @@ pub fn child_prompt(
     if !skills_section.is_empty() {
         parts.push(skills_section.to_string());
     }
-    // The runtime root's AGENTS.md, unless it already is the base: never twice.
-    let root_agents = plan.root.join("AGENTS.md");
-    if plan.base_file.as_deref() != Some(root_agents.as_path())
-        && let Some(text) = read_agents_md(&plan.root)
+    // The runtime root's memory, unless it already is the base: never twice.
+    if let Some((name, text)) = project_memory(&plan.root, memory_files)
+        && plan.base_file.as_deref() != Some(plan.root.join(&name).as_path())
     {
-        parts.push(format!("# Project instructions (AGENTS.md)\n{text}"));
+        parts.push(memory_section(&name, &text));
     }
     parts.join("\n\n")
 }

@@ -392,6 +392,7 @@ impl HarnessBuilder {
 
         let mut rc = RuntimeConfig::new(ws.clone());
         rc.sessions_dir = sessions_dir.clone();
+        rc.memory_files = self.memory_files.clone();
         rc.base_tools = base_tools.clone();
         rc.hooks = self.hooks.clone();
         rc.permissions = self.permissions.clone();

@@ -3,6 +3,7 @@
 //! sessions, foreground or background; and the delegation tools (`task`, and the lifecycle
 //! tools) that expose it to a parent model as ordinary tools.
 
+pub mod agent_policy;
 pub mod agent_tools;
 mod child_job;
 mod child_setup;
@@ -32,7 +33,7 @@ pub mod task_tools;
 pub mod tool_names;
 mod tracker;
 
-pub use child_setup::{SetupError, WorkspacePlan, child_prompt, plan_workspace};
+pub use child_setup::{SetupError, WorkspacePlan, child_prompt, child_prompt_with, plan_workspace};
 pub use context_ext::{SubagentContext, delivery_message, section, status_message};
 pub use definition::{
     AgentDefinition, AgentFactory, AgentPermissions, DefinitionSource, FactoryInput,
@@ -43,7 +44,7 @@ pub use definition_file::{ParseContext, is_valid_name, normalise_name, parse_def
 pub use guard::DelegationGuard;
 pub use harness::{Harness, HarnessBuilder, HarnessError, RunOptions};
 pub use loader::{DirKind, FileFormat, LoadError, default_user_agents_dir};
-pub use model_spec::{BUILTIN_ALIASES, ModelChoice, ModelDialect, resolve_model};
+pub use model_spec::{BUILTIN_ALIASES, FALLBACK_NOTE, ModelChoice, ModelDialect, resolve_model};
 pub use narrowing::{child_grant, entry_matches, narrow, narrow_names};
 pub use paths::{
     check_relative_path, display_path, display_source, prompt_file, resolve_workspace_path,

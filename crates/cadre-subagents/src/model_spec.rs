@@ -19,6 +19,10 @@ pub const BUILTIN_ALIASES: &[(&str, &str)] = &[
     ("haiku", "anthropic:claude-haiku-4-5"),
 ];
 
+/// How the warning of an agent that falls back to its parent's model ends, so front ends
+/// can show these at start-up (they change which model runs).
+pub const FALLBACK_NOTE: &str = "the agent inherits its parent's model";
+
 /// Which harness wrote the file: decides how bare and slashed model names are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelDialect {
@@ -120,7 +124,7 @@ pub fn resolve_model(
         Some(Err(e)) => ModelChoice {
             spec: None,
             warning: Some(format!(
-                "model `{raw}` means `{spec}`, which cannot be used here ({e}); the agent inherits its parent's model"
+                "model `{raw}` means `{spec}`, which cannot be used here ({e}); {FALLBACK_NOTE}"
             )),
         },
         _ => ModelChoice {

@@ -198,8 +198,15 @@ impl Setup {
             };
         });
         let harness = b.build()?;
-        for e in harness.runtime().registry().errors() {
+        let registry = harness.runtime().registry();
+        for e in registry.errors() {
             eprintln!("cadre: warning: skipped agent file {e}");
+        }
+        // An agent that will not run the model its file names is worth a line at start-up.
+        for w in registry.warnings() {
+            if w.message.ends_with(cadre_subagents::FALLBACK_NOTE) {
+                eprintln!("cadre: warning: agent {}: {}", w.agent, w.message);
+            }
         }
         Ok(Self {
             harness,

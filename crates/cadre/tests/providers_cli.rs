@@ -370,3 +370,123 @@ async fn an_unknown_provider_prefix_is_a_configuration_error() {
     );
     assert_eq!(mock.request_count(), 0, "the key never went to OpenAI");
 }
+
+/// A workspace whose Claude Code reviewer says `model: sonnet`, and the OpenAI replies of a
+/// parent that delegates to it once (`child` adds the child's own reply, when it comes to
+/// the same server).
+fn sonnet_workspace(mock: &MockServer, child_on_openai: bool) -> tempfile::TempDir {
+    let ws = workspace();
+    std::fs::create_dir_all(ws.path().join(".claude/agents")).unwrap();
+    std::fs::write(
+        ws.path().join(".claude/agents/reviewer.md"),
+        "---\nname: reviewer\ndescription: Reviews.\ntools: Read, Grep\nmodel: sonnet\n---\nReview.\n",
+    )
+    .unwrap();
+    mock.push_openai(
+        OpenAiStream::new()
+            .role()
+            .tool_call_start(0, "call_1", "task")
+            .tool_call_args(
+                0,
+                "{\"subagent_type\":\"reviewer\",\"description\":\"review\",\"prompt\":\"review notes.txt\"}",
+            )
+            .finish("tool_calls")
+            .done()
+            .into_reply(),
+    );
+    if child_on_openai {
+        mock.push_openai(
+            OpenAiStream::new()
+                .text("child: looks fine")
+                .finish("stop")
+                .done()
+                .into_reply(),
+        );
+    }
+    mock.push_openai(
+        OpenAiStream::new()
+            .text("parent: done")
+            .finish("stop")
+            .done()
+            .into_reply(),
+    );
+    ws
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sonnet_child_without_an_anthropic_key_uses_the_parents_model() {
+    let mock = MockServer::start().await.unwrap();
+    let ws = sonnet_workspace(&mock, true);
+    let out = cadre_run(
+        ws.path(),
+        "openai:parent-model",
+        "review it",
+        &[
+            ("OPENAI_BASE_URL", mock.openai_base_url()),
+            ("OPENAI_API_KEY", "sk-test".into()),
+        ],
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3, "{reqs:#?}");
+    assert!(reqs.iter().all(|r| r.path == "/v1/chat/completions"));
+    // The child's request: its own system prompt, the parent's model, never `sonnet`.
+    let child = &reqs[1];
+    assert!(
+        child.body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Review."),
+        "{}",
+        child.body
+    );
+    assert_eq!(child.body["model"], "parent-model");
+    assert!(text(&out.stdout).contains("parent: done"));
+    assert_eq!(
+        stderr
+            .matches("agent reviewer: model `sonnet` means `anthropic:claude-sonnet-4-5`")
+            .count(),
+        1,
+        "one warning at load time: {stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sonnet_child_with_an_anthropic_key_goes_to_anthropic() {
+    let mock = MockServer::start().await.unwrap();
+    let ws = sonnet_workspace(&mock, false);
+    mock.push_anthropic(
+        AnthropicStream::new()
+            .start(10, 0)
+            .text(&["child: looks fine"])
+            .stop("end_turn", 3)
+            .into_reply(),
+    );
+    let out = cadre_run(
+        ws.path(),
+        "openai:parent-model",
+        "review it",
+        &[
+            ("OPENAI_BASE_URL", mock.openai_base_url()),
+            ("OPENAI_API_KEY", "sk-test".into()),
+            ("ANTHROPIC_BASE_URL", mock.base_url()),
+            ("ANTHROPIC_API_KEY", "sk-ant-test".into()),
+        ],
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let reqs = mock.requests();
+    let anthropic: Vec<_> = reqs.iter().filter(|r| r.path == "/v1/messages").collect();
+    assert_eq!(anthropic.len(), 1, "{reqs:#?}");
+    assert_eq!(anthropic[0].body["model"], "claude-sonnet-4-5");
+    assert_eq!(anthropic[0].header("x-api-key"), Some("sk-ant-test"));
+    let openai: Vec<_> = reqs
+        .iter()
+        .filter(|r| r.path == "/v1/chat/completions")
+        .collect();
+    assert_eq!(openai.len(), 2);
+    assert!(openai.iter().all(|r| r.body["model"] == "parent-model"));
+}

@@ -47,12 +47,15 @@ impl std::str::FromStr for ApprovalMode {
     }
 }
 
-/// The `allow`, `deny` and `ask` rule lists.
+/// The `allow`, `deny` and `ask` rule lists, and the confining rules of a sub-agent.
 #[derive(Debug, Clone, Default)]
 pub struct PermissionRules {
     allow: Vec<Rule>,
     deny: Vec<Rule>,
     ask: Vec<Rule>,
+    /// A tool named by one of these may only make the calls one of them allows (a
+    /// definition's `Bash(git *)`); checked in every mode, as part of what the agent has.
+    only: Vec<Rule>,
     hidden: Arc<HiddenPaths>,
 }
 
@@ -65,20 +68,49 @@ impl PermissionRules {
                 .collect::<Result<Vec<_>, _>>()
         };
         let deny = parse(deny)?;
-        // Path deny rules of any reading tool hide their paths from every reading tool.
-        let hidden: Vec<String> = deny
-            .iter()
-            .filter(|r| READING_TOOLS.iter().any(|t| r.names(t)))
-            .filter_map(|r| r.subject.as_ref().map(|s| s.raw.clone()))
-            .collect();
-        let hidden = HiddenPaths::new(&hidden)
-            .map_err(|e| RuleError::new(&hidden.join(", "), &e.to_string()))?;
         Ok(Self {
             allow: parse(allow)?,
+            hidden: hidden_by(&deny)?,
             deny,
             ask: parse(ask)?,
-            hidden: Arc::new(hidden),
+            only: Vec::new(),
         })
+    }
+
+    /// These rules with confining rules added: once a tool is named by one of `only`, its
+    /// calls that none of them allows are refused.
+    pub fn confined_to(mut self, only: &[String]) -> Result<Self, RuleError> {
+        for r in only {
+            self.only.push(Rule::parse(r)?);
+        }
+        Ok(self)
+    }
+
+    /// Every rule of `self` and of `more` (a child's rules on top of its parent's).
+    pub fn merged(&self, more: &PermissionRules) -> Result<PermissionRules, RuleError> {
+        let join = |a: &[Rule], b: &[Rule]| a.iter().chain(b).cloned().collect::<Vec<_>>();
+        let deny = join(&self.deny, &more.deny);
+        Ok(PermissionRules {
+            allow: join(&self.allow, &more.allow),
+            hidden: hidden_by(&deny)?,
+            deny,
+            ask: join(&self.ask, &more.ask),
+            only: join(&self.only, &more.only),
+        })
+    }
+
+    /// Why confining rules refuse this call, if they do: some name the tool and none
+    /// allows the call.
+    fn outside_confinement(&self, tool: &str, subject: &PermissionSubject) -> Option<String> {
+        let scoped: Vec<&Rule> = self.only.iter().filter(|r| r.names(tool)).collect();
+        if scoped.is_empty() || covers(&scoped, subject) {
+            return None;
+        }
+        let texts: Vec<String> = scoped.iter().map(|r| format!("`{}`", r.text)).collect();
+        Some(format!(
+            "{tool} is limited for this agent to {}",
+            texts.join(", ")
+        ))
     }
 
     /// The paths reading tools must leave out of what they print: those the path deny
@@ -118,6 +150,9 @@ impl PermissionPolicy {
         read_only: bool,
         session_approved: bool,
     ) -> PolicyDecision {
+        if let Some(reason) = self.rules.outside_confinement(tool, subject) {
+            return PolicyDecision::Deny(reason);
+        }
         if self.mode == ApprovalMode::Bypass {
             return PolicyDecision::Allow;
         }
@@ -214,14 +249,32 @@ impl PermissionPolicy {
     /// the path, or, for a command line, an allow rule for every simple command.
     fn allowed(&self, tool: &str, subject: &PermissionSubject) -> bool {
         let rules: Vec<&Rule> = self.rules.allow.iter().filter(|r| r.names(tool)).collect();
-        if rules.iter().any(|r| r.subject.is_none()) {
-            return true;
-        }
-        match subject {
-            PermissionSubject::Command(line) => allowed_commands(&rules, line),
-            other => rules.iter().any(|r| r.allows_path(other)),
-        }
+        covers(&rules, subject)
     }
+}
+
+/// Whether `rules` (all naming the call's tool) allow acting on `subject`: one without
+/// parentheses, one matching the path, or, for a command line, one for every simple command.
+fn covers(rules: &[&Rule], subject: &PermissionSubject) -> bool {
+    if rules.iter().any(|r| r.subject.is_none()) {
+        return true;
+    }
+    match subject {
+        PermissionSubject::Command(line) => allowed_commands(rules, line),
+        other => rules.iter().any(|r| r.allows_path(other)),
+    }
+}
+
+/// What path deny rules of any reading tool hide: their paths, from every reading tool.
+fn hidden_by(deny: &[Rule]) -> Result<Arc<HiddenPaths>, RuleError> {
+    let hidden: Vec<String> = deny
+        .iter()
+        .filter(|r| READING_TOOLS.iter().any(|t| r.names(t)))
+        .filter_map(|r| r.subject.as_ref().map(|s| s.raw.clone()))
+        .collect();
+    HiddenPaths::new(&hidden)
+        .map(Arc::new)
+        .map_err(|e| RuleError::new(&hidden.join(", "), &e.to_string()))
 }
 
 /// Whether every simple command of `line` is allowed by one of `rules`.

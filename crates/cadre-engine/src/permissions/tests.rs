@@ -273,3 +273,68 @@ fn bad_rules_are_reported() {
         Ok(ApprovalMode::ReadOnly)
     );
 }
+
+#[test]
+fn confining_rules_refuse_other_calls_in_every_mode() {
+    for mode in [
+        ApprovalMode::AutoApprove,
+        ApprovalMode::Bypass,
+        ApprovalMode::Ask,
+    ] {
+        let p = PermissionPolicy {
+            mode,
+            rules: PermissionRules::parse(&[], &[], &[])
+                .unwrap()
+                .confined_to(&["bash(git *)".into()])
+                .unwrap(),
+        };
+        assert_ne!(
+            kind(p.decide("bash", &cmd("git status"), false, false)),
+            "deny"
+        );
+        assert_eq!(
+            kind(p.decide("bash", &cmd("rm -rf x"), false, true)),
+            "deny"
+        );
+        // Every simple command of the line must be inside.
+        assert_eq!(
+            kind(p.decide("bash", &cmd("git status && rm -rf x"), false, true)),
+            "deny"
+        );
+        assert_eq!(
+            kind(p.decide("bash", &PermissionSubject::None, false, false)),
+            "deny"
+        );
+        // Other tools are not confined.
+        assert_ne!(kind(p.decide("read_file", &path("a"), true, false)), "deny");
+        let Deny(why) = p.decide("bash", &cmd("ls"), false, false) else {
+            panic!("not denied")
+        };
+        assert_eq!(why, "bash is limited for this agent to `bash(git *)`");
+    }
+    // Merged onto a parent's rules, both hold, and the parent's hidden paths stay hidden.
+    let parent = PermissionRules::parse(
+        &[],
+        &["bash(git push*)".into(), "read_file(secret/**)".into()],
+        &[],
+    )
+    .unwrap();
+    let child = PermissionRules::parse(&[], &[], &[])
+        .unwrap()
+        .confined_to(&["bash(git *)".into()])
+        .unwrap();
+    let p = PermissionPolicy {
+        mode: ApprovalMode::AutoApprove,
+        rules: parent.merged(&child).unwrap(),
+    };
+    assert_eq!(
+        kind(p.decide("bash", &cmd("git push x"), false, false)),
+        "deny"
+    );
+    assert_eq!(
+        kind(p.decide("bash", &cmd("git log"), false, false)),
+        "allow"
+    );
+    assert_eq!(kind(p.decide("bash", &cmd("make"), false, false)), "deny");
+    assert!(p.rules.hidden().hides(std::path::Path::new("secret/k")));
+}

@@ -6,7 +6,8 @@
 use super::SubagentRuntime;
 use super::{BuiltKey, Child, ChildPlan, ChildRunner, Decided, Inherited, Parent, SpawnError};
 use crate::DELEGATION_TOOLS;
-use crate::child_setup::{SetupError, child_prompt, plan_workspace};
+use crate::agent_policy::child_policy;
+use crate::child_setup::{SetupError, child_prompt_with, plan_workspace};
 use crate::definition::{AgentDefinition, DefinitionSource, FactoryInput};
 use crate::guard::DelegationGuard;
 use crate::narrowing::child_grant;
@@ -64,10 +65,20 @@ impl SubagentRuntime {
         }
     }
 
-    /// The approval policy a child of `def` runs under: its parent's (a child never gets a
-    /// looser one than its parent).
-    fn permissions_of(&self, _def: &AgentDefinition, parent: &Parent) -> PermissionPolicy {
-        parent.inherited.permissions.clone()
+    /// The approval policy a child of `def` runs under: its parent's, narrowed by the
+    /// definition's own rules and approval mode (a child never gets a looser one than its
+    /// parent).
+    fn permissions_of(
+        &self,
+        def: &AgentDefinition,
+        parent: &Parent,
+    ) -> Result<PermissionPolicy, SpawnError> {
+        child_policy(&parent.inherited.permissions, &def.permissions).map_err(|e| {
+            SpawnError::Model {
+                agent: def.name.clone(),
+                message: format!("its permission rules: {e}"),
+            }
+        })
     }
 
     /// The child's tools: the parent's tools within the child's grant; its own delegation
@@ -129,13 +140,19 @@ impl SubagentRuntime {
             })?;
         let inherited = Arc::new(Inherited {
             hooks: parent.inherited.hooks.clone(),
-            permissions: self.permissions_of(def, parent),
+            permissions: self.permissions_of(def, parent)?,
             limits: self.limits_of(def, parent),
             sandbox: sandbox.clone(),
         });
         let tools = self.tools_of(def, parent, decided, &inherited);
         let (skills_section, _missing) = self.skills.preload(&def.skills);
-        let prompt = child_prompt(def, &plan, !decided.may_delegate, &skills_section);
+        let prompt = child_prompt_with(
+            def,
+            &plan,
+            !decided.may_delegate,
+            &skills_section,
+            &self.cfg.memory_files,
+        );
         if let Some(factory) = &def.factory {
             let input = FactoryInput {
                 model,

@@ -64,6 +64,9 @@ impl SandboxSettings {
 pub struct RuntimeConfig {
     /// The main workspace (canonical).
     pub main_workspace: PathBuf,
+    /// Project-memory files a child's prompt takes from its runtime root, in order of
+    /// preference (default `AGENTS.md`, then `CLAUDE.md`).
+    pub memory_files: Vec<String>,
     /// Where child transcripts go (`None`: in memory only).
     pub sessions_dir: Option<PathBuf>,
     /// The tools children narrow from (the parent's tools without delegation tools).
@@ -112,6 +115,10 @@ impl RuntimeConfig {
     pub fn new(main_workspace: PathBuf) -> Self {
         Self {
             main_workspace,
+            memory_files: cadre_engine::prompt::DEFAULT_MEMORY_FILES
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             sessions_dir: None,
             base_tools: ToolRegistry::new(),
             hooks: Vec::new(),
