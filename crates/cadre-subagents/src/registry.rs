@@ -362,7 +362,7 @@ impl Merger<'_> {
                 }
             }
         }
-        let spelling = std::mem::replace(&mut def.name, String::new());
+        let spelling = std::mem::take(&mut def.name);
         def.name = normalise_name(&spelling);
         for w in &def.warnings {
             self.inner.warnings.push(AgentWarning {
