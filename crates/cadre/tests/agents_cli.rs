@@ -281,7 +281,7 @@ fn the_examples_directory_checks_clean() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(!stdout.contains("warning"), "{stdout}");
-    assert!(stdout.contains("6 agents OK"), "{stdout}");
+    assert!(stdout.contains("9 agents OK"), "{stdout}");
 }
 
 #[test]
