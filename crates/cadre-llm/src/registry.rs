@@ -442,15 +442,21 @@ mod tests {
 
     #[test]
     fn resolved_models_carry_their_price() {
+        // resolve needs each provider's key: PATH stands for a variable that is set.
+        let keyed = || ProviderConfig {
+            api_key_env: Some("PATH".to_string()),
+            ..Default::default()
+        };
         let mut cfgs = HashMap::new();
         cfgs.insert(
             "anthropic".to_string(),
             ProviderConfig {
                 cache_ttl: Some(crate::CacheTtl::OneHour),
-                ..Default::default()
+                ..keyed()
             },
         );
-        let reg = ProviderRegistry::new(cfgs, "openai");
+        cfgs.insert("openai".to_string(), keyed());
+        let reg = ProviderRegistry::new(cfgs.clone(), "openai");
         let m = reg.resolve("anthropic:claude-sonnet-4-5-20250929").unwrap();
         let price = m.price.unwrap();
         assert_eq!(
@@ -460,7 +466,7 @@ mod tests {
         );
         assert!(reg.resolve("openai:gpt-4o-mini").unwrap().price.is_some());
         assert!(reg.resolve("ollama:qwen3:8b").unwrap().price.is_none());
-        let reg = ProviderRegistry::new(HashMap::new(), "openai").with_prices(PriceTable::empty());
+        let reg = ProviderRegistry::new(cfgs, "openai").with_prices(PriceTable::empty());
         assert!(reg.resolve("openai:gpt-4o-mini").unwrap().price.is_none());
     }
 
