@@ -35,21 +35,6 @@ pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// `max_tokens` sent when the request sets none (Anthropic requires the field).
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 
-/// The base URL of an Anthropic provider (see the module documentation).
-pub(crate) fn base_url(cfg: &ProviderConfig) -> String {
-    cfg.base_url
-        .clone()
-        .or_else(|| http::env_value("ANTHROPIC_BASE_URL"))
-        .unwrap_or_else(|| ANTHROPIC_DEFAULT_BASE.into())
-}
-
-/// The variable holding the key of an Anthropic provider.
-pub(crate) fn key_env(cfg: &ProviderConfig) -> String {
-    cfg.api_key_env
-        .clone()
-        .unwrap_or_else(|| "ANTHROPIC_API_KEY".to_string())
-}
-
 /// A provider speaking the Anthropic Messages protocol.
 pub struct AnthropicProvider {
     core: Arc<HttpCore>,
@@ -74,14 +59,21 @@ impl AnthropicProvider {
     /// Build from a provider table (see the module documentation for defaults). Fails on
     /// a bad base URL or a header that references an unset variable.
     pub fn from_config(name: &str, cfg: &ProviderConfig) -> Result<Self, ProviderError> {
-        let base = base_url(cfg);
+        let base = cfg
+            .base_url
+            .clone()
+            .or_else(|| http::env_value("ANTHROPIC_BASE_URL"))
+            .unwrap_or_else(|| ANTHROPIC_DEFAULT_BASE.into());
         let base = base.trim_end_matches('/');
         let url = if base.ends_with("/v1") {
             format!("{base}/messages")
         } else {
             format!("{base}/v1/messages")
         };
-        let key_env = key_env(cfg);
+        let key_env = cfg
+            .api_key_env
+            .clone()
+            .unwrap_or_else(|| "ANTHROPIC_API_KEY".to_string());
         let mut headers = HeaderMap::new();
         if let Some(key) = http::env_value(&key_env) {
             http::insert_header(&mut headers, name, "x-api-key", &key)?;

@@ -43,13 +43,6 @@ pub(crate) fn base_url(name: &str, cfg: &ProviderConfig) -> Option<String> {
     }
 }
 
-/// The variable holding the key of provider `name`, if it has one.
-pub(crate) fn key_env(name: &str, cfg: &ProviderConfig) -> Option<String> {
-    cfg.api_key_env
-        .clone()
-        .or_else(|| (name == "openai").then(|| "OPENAI_API_KEY".to_string()))
-}
-
 /// A provider speaking the OpenAI Chat Completions protocol.
 pub struct OpenAiProvider {
     core: Arc<HttpCore>,
@@ -79,7 +72,10 @@ impl OpenAiProvider {
                 "provider {name} needs a base_url (e.g. https://host/v1)"
             ))
         })?;
-        let key_env = key_env(name, cfg);
+        let key_env = cfg
+            .api_key_env
+            .clone()
+            .or_else(|| (name == "openai").then(|| "OPENAI_API_KEY".to_string()));
         let auth_hint = key_env
             .clone()
             .unwrap_or_else(|| format!("the api_key_env setting of [providers.{name}]"));

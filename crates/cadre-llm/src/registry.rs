@@ -2,7 +2,7 @@
 //! `provider:model` names to it, after checking (without any request) that the provider is
 //! known and has what it needs: see [`ProviderRegistry::preflight`].
 
-use crate::{ModelPrice, PriceTable, Provider, ProviderError, anthropic, http, openai, scripted};
+use crate::{ModelPrice, PriceTable, Provider, ProviderError, anthropic, openai, scripted};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -97,6 +97,14 @@ pub enum NotReady {
         provider: String,
         /// The variable to set.
         env: String,
+    },
+    /// The provider's table cannot be built (a bad URL, a header naming an unset variable).
+    #[error("provider {provider} cannot be used: {reason}")]
+    Unusable {
+        /// The provider.
+        provider: String,
+        /// Why.
+        reason: String,
     },
     /// An OpenAI-compatible provider other than `openai` and `ollama` without `base_url`.
     #[error(
@@ -223,79 +231,44 @@ impl ProviderRegistry {
         names
     }
 
-    /// Is `spec` routable here, and does its provider have what it needs: a key, or a base
-    /// URL that needs none? Nothing is sent. [`resolve`](Self::resolve) checks this first;
-    /// front ends call it at start-up to explain a missing key before any request, and the
-    /// agent loader uses it to decide whether an alias such as `sonnet` can reach its
-    /// provider or the agent inherits its parent's model.
-    ///
-    /// A key is required when the provider's table names `api_key_env`, and when it talks to
-    /// the vendor's public endpoint (`api.openai.com`, `api.anthropic.com`); a provider on
-    /// another base URL (a local server, a proxy) may run without one. Scripted providers
-    /// and providers registered as instances need nothing.
+    /// Is `spec` routable here, and does its provider have what it needs: a key where one is
+    /// expected ([`Provider::missing_key`], the one rule for that), a base URL? Nothing is
+    /// sent. Front ends call it at start-up, the runtime before a child's first request, and
+    /// the agent loader to decide whether an alias such as `sonnet` can reach its provider or
+    /// the agent inherits its parent's model. Scripted models need nothing.
     pub fn preflight(&self, spec: &str) -> Result<(), NotReady> {
-        let (name, _) = self.split(spec)?;
-        if !self.configs.contains_key(name) && self.is_built(name) {
-            return Ok(());
-        }
+        let (name, model) = self.split(spec)?;
         let cfg = self.configs.get(name).cloned().unwrap_or_default();
-        let missing = |env: String| NotReady::MissingKey {
-            provider: name.to_string(),
-            env,
-        };
         match kind_of(name, &cfg) {
-            ProviderKind::Scripted => Ok(()),
-            ProviderKind::Openai => {
-                let base =
-                    openai::base_url(name, &cfg).ok_or_else(|| NotReady::MissingBaseUrl {
-                        provider: name.to_string(),
-                    })?;
-                let public = base.trim_end_matches('/') == openai::OPENAI_DEFAULT_BASE;
-                match openai::key_env(name, &cfg) {
-                    Some(env)
-                        if (cfg.api_key_env.is_some() || public)
-                            && http::env_value(&env).is_none() =>
-                    {
-                        Err(missing(env))
-                    }
-                    _ => Ok(()),
-                }
+            ProviderKind::Scripted => return Ok(()),
+            ProviderKind::Openai
+                if !self.is_built(name) && openai::base_url(name, &cfg).is_none() =>
+            {
+                return Err(NotReady::MissingBaseUrl {
+                    provider: name.to_string(),
+                });
             }
-            ProviderKind::Anthropic => {
-                let base = anthropic::base_url(&cfg);
-                let public = base.trim_end_matches('/') == anthropic::ANTHROPIC_DEFAULT_BASE;
-                let env = anthropic::key_env(&cfg);
-                if (cfg.api_key_env.is_some() || public) && http::env_value(&env).is_none() {
-                    Err(missing(env))
-                } else {
-                    Ok(())
-                }
-            }
+            _ => {}
+        }
+        let provider = self.provider(name, model).map_err(|e| NotReady::Unusable {
+            provider: name.to_string(),
+            reason: e.to_string(),
+        })?;
+        match provider.missing_key() {
+            Some(env) => Err(NotReady::MissingKey {
+                provider: name.to_string(),
+                env,
+            }),
+            None => Ok(()),
         }
     }
 
-    /// Resolve a model spec to its (shared) provider and the model name to send, after
-    /// [`preflight`](Self::preflight).
+    /// Resolve a model spec to its (shared) provider and the model name to send. An unknown
+    /// provider is an error; a missing key is not (the model can still be shown, and
+    /// [`preflight`](Self::preflight) says what to set).
     pub fn resolve(&self, spec: &str) -> Result<ResolvedModel, ProviderError> {
-        self.preflight(spec)?;
         let (provider_name, model) = self.split(spec)?;
-        let key = if provider_name == "scripted" {
-            format!("scripted:{model}")
-        } else {
-            provider_name.to_string()
-        };
-        let mut built = self
-            .built
-            .lock()
-            .map_err(|_| ProviderError::Config("provider registry lock poisoned".into()))?;
-        let provider = match built.get(&key) {
-            Some(p) => p.clone(),
-            None => {
-                let p = self.build(provider_name, model)?;
-                built.insert(key, p.clone());
-                p
-            }
-        };
+        let provider = self.provider(provider_name, model)?;
         let ttl = self
             .configs
             .get(provider_name)
@@ -310,6 +283,25 @@ impl ProviderRegistry {
                 .lookup(provider_name, model)
                 .map(|p| p.for_ttl(ttl)),
         })
+    }
+
+    /// The shared provider `name` (scripted: one per script file), built on first use.
+    fn provider(&self, name: &str, model: &str) -> Result<Arc<dyn Provider>, ProviderError> {
+        let key = if name == "scripted" {
+            format!("scripted:{model}")
+        } else {
+            name.to_string()
+        };
+        let mut built = self
+            .built
+            .lock()
+            .map_err(|_| ProviderError::Config("provider registry lock poisoned".into()))?;
+        if let Some(p) = built.get(&key) {
+            return Ok(p.clone());
+        }
+        let p = self.build(name, model)?;
+        built.insert(key, p.clone());
+        Ok(p)
     }
 
     fn build(&self, name: &str, model: &str) -> Result<Arc<dyn Provider>, ProviderError> {
@@ -423,11 +415,8 @@ mod tests {
                 provider: "nourl".into()
             })
         );
-        // A missing key fails resolve too, so nothing is ever sent without one.
-        assert!(matches!(
-            reg.resolve("anthropic:c"),
-            Err(ProviderError::NotReady(NotReady::MissingKey { .. }))
-        ));
+        // resolve still gives the model (to show it); the key is preflight's to check.
+        assert!(reg.resolve("anthropic:c").is_ok());
     }
 
     #[test]
@@ -442,21 +431,15 @@ mod tests {
 
     #[test]
     fn resolved_models_carry_their_price() {
-        // resolve needs each provider's key: PATH stands for a variable that is set.
-        let keyed = || ProviderConfig {
-            api_key_env: Some("PATH".to_string()),
-            ..Default::default()
-        };
         let mut cfgs = HashMap::new();
         cfgs.insert(
             "anthropic".to_string(),
             ProviderConfig {
                 cache_ttl: Some(crate::CacheTtl::OneHour),
-                ..keyed()
+                ..Default::default()
             },
         );
-        cfgs.insert("openai".to_string(), keyed());
-        let reg = ProviderRegistry::new(cfgs.clone(), "openai");
+        let reg = ProviderRegistry::new(cfgs, "openai");
         let m = reg.resolve("anthropic:claude-sonnet-4-5-20250929").unwrap();
         let price = m.price.unwrap();
         assert_eq!(
@@ -466,7 +449,7 @@ mod tests {
         );
         assert!(reg.resolve("openai:gpt-4o-mini").unwrap().price.is_some());
         assert!(reg.resolve("ollama:qwen3:8b").unwrap().price.is_none());
-        let reg = ProviderRegistry::new(cfgs, "openai").with_prices(PriceTable::empty());
+        let reg = ProviderRegistry::new(HashMap::new(), "openai").with_prices(PriceTable::empty());
         assert!(reg.resolve("openai:gpt-4o-mini").unwrap().price.is_none());
     }
 

@@ -129,6 +129,10 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     let setup =
         Setup::with_min_concurrent(cli, &Overrides::default(), opts.max_concurrent_tasks).await?;
     let h = &setup.harness;
+    // A server whose model has no key could only fail every task it accepts.
+    if let Some(line) = cadre_tui::first_run::one_line(&h.agent().config().model) {
+        bail!("{line}");
+    }
     let auth = match &opts.token {
         Some(_) => format!("bearer token from {token_source}"),
         None => format!("none (set {token_source} to require a bearer token)"),

@@ -44,30 +44,19 @@ pub fn model_spec(cli: &Cli, config: &Config) -> String {
         .unwrap_or_else(|| config::DEFAULT_MODEL.to_string())
 }
 
-/// The offline demo of README.md, offered when no model can be reached.
-pub const OFFLINE_DEMO: &str = "cadre --workspace examples/demo run --model scripted:examples/scripts/delegation.toml \"Review this project\"";
-
-/// Check, before anything is opened or sent, that the model in force can be used: its
-/// provider exists and has its key or a base URL that needs none
-/// ([`cadre_llm::ProviderRegistry::preflight`]). The error is one line saying what to do.
+/// Check, before anything is opened, that the model in force names a provider that exists
+/// and is configured ([`cadre_llm::ProviderRegistry::preflight`]); the error is one line.
+/// A missing key is not an error here: each surface says so its own way
+/// ([`cadre_tui::first_run`]: `cadre run` and `cadre serve` stop, the UIs explain and wait).
 pub fn preflight(config: &Config, spec: &str) -> Result<()> {
-    let providers = cadre_llm::ProviderRegistry::for_model(config.providers.clone(), &[], spec);
-    providers
-        .preflight(spec)
-        .map_err(|e| anyhow::anyhow!(first_run_message(&e)))
-}
-
-/// The one-line message for a model that cannot be used.
-pub fn first_run_message(e: &cadre_llm::NotReady) -> String {
     use cadre_llm::NotReady;
-    match e {
-        NotReady::MissingKey { env, .. } => format!(
-            "{e}. Export {env}, choose another model with --model PROVIDER:MODEL, or try the offline demo: {OFFLINE_DEMO}"
-        ),
-        NotReady::UnknownProvider { .. } => {
-            format!("{e} (declare others as [providers.NAME] tables; see docs/providers.md)")
+    let providers = cadre_llm::ProviderRegistry::for_model(config.providers.clone(), &[], spec);
+    match providers.preflight(spec) {
+        Ok(()) | Err(NotReady::MissingKey { .. }) => Ok(()),
+        Err(e @ NotReady::UnknownProvider { .. }) => {
+            bail!("{e} (declare others as [providers.NAME] tables; see docs/providers.md)")
         }
-        NotReady::MissingBaseUrl { .. } => e.to_string(),
+        Err(e) => bail!("{e}"),
     }
 }
 

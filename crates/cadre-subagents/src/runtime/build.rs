@@ -12,6 +12,7 @@ use crate::definition::{AgentDefinition, DefinitionSource, FactoryInput};
 use crate::guard::DelegationGuard;
 use crate::narrowing::child_grant;
 use cadre_engine::{Agent, Limits, Offloader, PermissionPolicy, Session, SessionMeta};
+use cadre_llm::ResolvedModel;
 use cadre_sandbox::SandboxPolicy;
 use cadre_tools::{RunContext, ToolGrant, ToolRegistry, Workspace};
 use cadre_types::{new_sub_session_id, unix_millis};
@@ -117,6 +118,29 @@ impl SubagentRuntime {
         tools
     }
 
+    /// The model a child of `def` talks to (its own, else its parent's), checked before its
+    /// first request: a provider without its key fails the child, naming what to set.
+    fn child_model(
+        &self,
+        def: &AgentDefinition,
+        parent: &Parent,
+    ) -> Result<ResolvedModel, SpawnError> {
+        let spec = def
+            .model
+            .clone()
+            .unwrap_or_else(|| parent.run.model.clone());
+        let failed = |message: String| SpawnError::Model {
+            agent: def.name.clone(),
+            message,
+        };
+        self.providers
+            .preflight(&spec)
+            .map_err(|e| failed(e.to_string()))?;
+        self.providers
+            .resolve(&spec)
+            .map_err(|e| failed(e.to_string()))
+    }
+
     fn prepare(
         &self,
         def: &AgentDefinition,
@@ -127,17 +151,7 @@ impl SubagentRuntime {
         let sandbox = self
             .cfg
             .sandbox_policy(def, &plan.root, &parent.inherited.sandbox);
-        let spec = def
-            .model
-            .clone()
-            .unwrap_or_else(|| parent.run.model.clone());
-        let model = self
-            .providers
-            .resolve(&spec)
-            .map_err(|e| SpawnError::Model {
-                agent: def.name.clone(),
-                message: e.to_string(),
-            })?;
+        let model = self.child_model(def, parent)?;
         let inherited = Arc::new(Inherited {
             hooks: parent.inherited.hooks.clone(),
             permissions: self.permissions_of(def, parent)?,
@@ -311,19 +325,7 @@ impl SubagentRuntime {
                 }
                 format!("remote:{}", spec.url)
             }
-            None => {
-                let spec = def
-                    .model
-                    .clone()
-                    .unwrap_or_else(|| parent.run.model.clone());
-                self.providers
-                    .resolve(&spec)
-                    .map_err(|e| SpawnError::Model {
-                        agent: def.name.clone(),
-                        message: e.to_string(),
-                    })?;
-                spec
-            }
+            None => self.child_model(def, parent)?.spec,
         };
         Ok(ChildPlan {
             agent: def.name.clone(),
