@@ -8,7 +8,7 @@ mod defs_support;
 use cadre_llm::ProviderRegistry;
 use cadre_subagents::{
     AgentRegistry, MAX_OFFERED_DESCRIPTION, RuntimeConfig, SkillSet, SubagentRuntime, TaskTool,
-    section,
+    ToolSurface, section,
 };
 use cadre_tools::Tool;
 use defs_support::{Ws, error_lines, warnings_of};
@@ -152,5 +152,8 @@ fn long_descriptions_are_cut_for_the_parent_only() {
     let tool = TaskTool::new(runtime.clone()).definition().description;
     assert!(tool.len() < 3_000, "{} bytes", tool.len());
     assert!(tool.contains(&offered));
-    assert!(section(runtime.registry()).len() < 3_000);
+    // The lifecycle surface lists the agents in the prompt section instead.
+    let listed = section(runtime.registry(), ToolSurface::Lifecycle);
+    assert!(listed.len() < 3_000, "{} bytes", listed.len());
+    assert!(listed.contains(&offered));
 }
