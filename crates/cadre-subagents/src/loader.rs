@@ -260,12 +260,21 @@ pub fn load_file(
         reason,
     };
     let text = read_text(path).map_err(fail)?;
-    let cx = opts.context(kind);
-    match kind {
-        DirKind::Codex => crate::codex_file::parse_role_file(path, &text, &cx),
-        _ => parse_definition(path, &text, &cx),
+    parse_text(path, &text, &opts.context(kind)).map_err(fail)
+}
+
+/// Parse the text of the definition file at `path` in the format of `cx.kind`'s directory:
+/// a Codex role file (TOML) or a Markdown file with front matter. On failure, the reason
+/// (without the path) is returned.
+pub fn parse_text(
+    path: &Path,
+    text: &str,
+    cx: &ParseContext<'_>,
+) -> Result<AgentDefinition, String> {
+    match cx.kind {
+        DirKind::Codex => crate::codex_file::parse_role_file(path, text, cx),
+        _ => parse_definition(path, text, cx),
     }
-    .map_err(fail)
 }
 
 /// Load every definition file of `dir` (sorted). Broken files become errors; the others

@@ -207,3 +207,26 @@ fn without_a_workspace_only_the_user_dir_is_read() {
     assert_eq!(reg.names(), ["general-purpose", "u"]);
     assert_eq!(reg.errors().len(), 1);
 }
+
+#[test]
+fn names_differing_only_in_case_are_one_agent_with_a_warning() {
+    let ws = Ws::new();
+    ws.write(
+        ".claude/agents/a-review.md",
+        &def_file("Code-Reviewer", "capitals"),
+    );
+    ws.write(
+        ".claude/agents/b-review.md",
+        &def_file("code-reviewer", "lower"),
+    );
+    let reg = ws.registry();
+    assert_eq!(reg.names(), ["code-reviewer", "general-purpose"]);
+    assert_eq!(reg.get("CODE-reviewer").unwrap().description, "lower");
+    assert_eq!(
+        reg.overrides(),
+        [
+            "code-reviewer: .claude/agents/b-review.md overrides .claude/agents/a-review.md \
+          (`code-reviewer` and `Code-Reviewer` differ only in case)"
+        ]
+    );
+}
