@@ -301,8 +301,9 @@ fn u32_turns(key: &str, value: &Value) -> Result<u32, String> {
     u32::try_from(n).map_err(|_| format!("`{key}` is too large: {n}"))
 }
 
-/// Parse the text of the Markdown definition file at `path`. On failure, the reason
-/// (without the path) is returned.
+/// Parse the text of the Markdown definition file at `path`. The name is kept as spelled
+/// (the registry looks ids up in lower case). On failure, the reason (without the path) is
+/// returned.
 pub fn parse_definition(
     path: &Path,
     text: &str,
@@ -326,8 +327,9 @@ pub fn parse_definition(
     definition_from(path, &doc.front, doc.body, warnings, cx)
 }
 
-/// The id of a definition: the file stem where the format says so, else `name` (the file
-/// stem, with a warning, when there is none); checked and lower-cased.
+/// The name of a definition: the file stem where the format says so, else `name` (the file
+/// stem, with a warning, when there is none); checked, and kept as spelled so the registry,
+/// which lower-cases every id, can warn when two spellings differ only in case.
 fn agent_name(
     path: &Path,
     declared: Option<String>,
@@ -374,7 +376,7 @@ fn agent_name(
             stem
         }
     };
-    Ok(normalise_name(&name))
+    Ok(name)
 }
 
 /// Build a definition from parsed front matter (or a Codex role turned into the same
