@@ -145,7 +145,8 @@ async fn opencode_permissions_deny_edits_and_unlisted_commands() {
     assert!(!f.ws.join("w.txt").exists(), "{}", out.output);
     assert!(!f.ws.join("t.txt").exists(), "{}", out.output);
     assert!(
-        out.output.contains("denied by a permission rule"),
+        out.output
+            .contains("write_file is denied by the permission rule `write_file`"),
         "{}",
         out.output
     );
