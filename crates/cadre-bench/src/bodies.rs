@@ -89,7 +89,8 @@ fn spawn_result(variant: Variant, i: usize) -> String {
     let task = fake_id("task_", i);
     match variant {
         Variant::TaskFg => {
-            "<task state=\"completed\"><task_result>done</task_result></task>".into()
+            "<task state=\"completed\" complete=\"true\"><task_result>done</task_result></task>"
+                .into()
         }
         Variant::TaskBg => format!("<task id=\"{task}\" state=\"running\"/>"),
         Variant::SpawnBg => format!(
@@ -146,7 +147,7 @@ pub fn build(
             let mut s = String::from("<background-task-results>\n");
             for i in 0..n {
                 s.push_str(&format!(
-                    "<task id=\"{}\" agent=\"worker\" state=\"completed\"><task_result>done</task_result></task>\n",
+                    "<task id=\"{}\" agent=\"worker\" state=\"completed\" complete=\"true\"><task_result>done</task_result></task>\n",
                     fake_id("task_", i)
                 ));
             }

@@ -46,11 +46,18 @@ struct Reply {
     usage: Usage,
 }
 
+/// A model call that failed, with the text it streamed before failing (part of the run's
+/// output: nothing the model wrote is dropped).
+struct FailedReply {
+    error: cadre_llm::ProviderError,
+    partial_text: String,
+}
+
 async fn stream_reply(
     cfg: &AgentConfig,
     request: ModelRequest,
     emitter: &Emitter,
-) -> Result<Reply, cadre_llm::ProviderError> {
+) -> Result<Reply, FailedReply> {
     let mut stream = cfg.model.provider.stream(request);
     let mut reply = Reply {
         text: String::new(),
@@ -60,7 +67,16 @@ async fn stream_reply(
         usage: Usage::default(),
     };
     while let Some(ev) = stream.next().await {
-        match ev? {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(error) => {
+                return Err(FailedReply {
+                    error,
+                    partial_text: reply.text,
+                });
+            }
+        };
+        match ev {
             StreamEvent::TextDelta(t) => {
                 reply.text.push_str(&t);
                 emitter.emit(Event::TextDelta { text: t });
@@ -101,6 +117,31 @@ fn cache_key(run: &RunContext) -> String {
         run.session_id.clone()
     } else {
         run.agent.clone()
+    }
+}
+
+/// The text a run's model replies produced, turn by turn: a completed run answers with the
+/// last of it, a run that did not complete with all of it (the model may have written its
+/// findings over several turns before the limit hit).
+#[derive(Default)]
+struct RunText {
+    texts: Vec<String>,
+}
+
+impl RunText {
+    fn add(&mut self, text: &str) {
+        if !text.trim().is_empty() {
+            self.texts.push(text.to_string());
+        }
+    }
+
+    /// The run's output for `state`.
+    fn output(&self, state: &EndState) -> String {
+        if state.is_complete() {
+            self.texts.last().cloned().unwrap_or_default()
+        } else {
+            self.texts.join("\n\n")
+        }
     }
 }
 
@@ -196,7 +237,7 @@ async fn run_inner(
     }
     let started = Instant::now();
     let mut turns = 0u32;
-    let mut last_text = String::new();
+    let mut text = RunText::default();
     let mut outstanding_rounds = 0u32;
     let dispatcher = Dispatcher::new(cfg, run.clone(), workspace, session.approved_tools());
     // The prefix of every request of this run: fixed for the run (see `TurnExtension`).
@@ -209,7 +250,8 @@ async fn run_inner(
     };
 
     // What the run spent includes everything run on its behalf (its node of the budget).
-    let finish = |state: EndState, output: String, turns: u32| {
+    let finish = |state: EndState, text: &RunText, turns: u32| {
+        let output = text.output(&state);
         let usage = stop.budget.spent().usage;
         if let EndState::Failed { error } = &state {
             emitter.emit(Event::Error {
@@ -243,23 +285,23 @@ async fn run_inner(
     if let Some(p) = prompt
         && let Err(e) = session.push(Message::user(p))
     {
-        return finish(persist_failed(e), String::new(), 0);
+        return finish(persist_failed(e), &text, 0);
     }
 
     loop {
         if let Some(state) = stop.state(&cancel) {
-            return finish(state, last_text, turns);
+            return finish(state, &text, turns);
         }
         if turns >= cfg.limits.max_turns {
             let state = EndState::LimitReached {
                 limit: LimitKind::MaxTurns,
             };
-            return finish(state, last_text, turns);
+            return finish(state, &text, turns);
         }
         for ext in &cfg.extensions {
             for m in ext.take_injections(&run, session.messages()).await {
                 if let Err(e) = session.push(m) {
-                    return finish(persist_failed(e), last_text, turns);
+                    return finish(persist_failed(e), &text, turns);
                 }
             }
         }
@@ -286,13 +328,14 @@ async fn run_inner(
         let reply = match reply {
             None => {
                 let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
-                return finish(state, last_text, turns);
+                return finish(state, &text, turns);
             }
-            Some(Err(e)) => {
+            Some(Err(failed)) => {
+                text.add(&failed.partial_text);
                 let state = EndState::Failed {
-                    error: e.to_string(),
+                    error: failed.error.to_string(),
                 };
-                return finish(state, last_text, turns);
+                return finish(state, &text, turns);
             }
             Some(Ok(r)) => r,
         };
@@ -306,9 +349,7 @@ async fn run_inner(
             total: stop.budget.spent().usage,
             subagent: None,
         });
-        if !reply.text.trim().is_empty() {
-            last_text = reply.text.clone();
-        }
+        text.add(&reply.text);
         let mut calls = reply.calls;
         crate::call_ids::make_unique(&mut calls, session.messages());
         let assistant = Message::Assistant {
@@ -318,7 +359,7 @@ async fn run_inner(
             tool_calls: calls.clone(),
         };
         if let Err(e) = session.push(assistant) {
-            return finish(persist_failed(e), last_text, turns);
+            return finish(persist_failed(e), &text, turns);
         }
 
         if calls.is_empty() {
@@ -329,9 +370,9 @@ async fn run_inner(
                 continue;
             }
             if let Some(state) = stop.state(&cancel) {
-                return finish(state, last_text, turns);
+                return finish(state, &text, turns);
             }
-            return finish(EndState::Completed, last_text, turns);
+            return finish(EndState::Completed, &text, turns);
         }
 
         let limit = match stop.budget.exceeded() {
@@ -348,10 +389,10 @@ async fn run_inner(
             for call in &calls {
                 let msg = not_run(call, why);
                 if let Err(e) = session.push(msg) {
-                    return finish(persist_failed(e), last_text, turns);
+                    return finish(persist_failed(e), &text, turns);
                 }
             }
-            return finish(EndState::LimitReached { limit }, last_text, turns);
+            return finish(EndState::LimitReached { limit }, &text, turns);
         }
 
         let results = dispatcher.run_all(&calls, &stop.token, &turn_span).await;
@@ -359,10 +400,10 @@ async fn run_inner(
             if let Some(tool) = approved
                 && let Err(e) = session.approve_tool(&tool)
             {
-                return finish(persist_failed(e), last_text, turns);
+                return finish(persist_failed(e), &text, turns);
             }
             if let Err(e) = session.push(msg) {
-                return finish(persist_failed(e), last_text, turns);
+                return finish(persist_failed(e), &text, turns);
             }
         }
     }

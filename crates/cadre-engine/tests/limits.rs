@@ -97,7 +97,9 @@ async fn max_turns_ends_with_limit_reached_and_partial_output() {
             limit: LimitKind::MaxTurns
         }
     );
-    assert_eq!(out.output, "step two done");
+    // Not only the last turn's text: everything the run wrote, since it did not complete.
+    assert_eq!(out.output, "step one done\n\nstep two done");
+    assert!(!out.state.is_complete());
     assert_eq!(out.turns, 2);
     // The second reply's call was not run, and says so: every call has a result.
     let last = session.messages().last().unwrap();
@@ -183,4 +185,30 @@ async fn provider_errors_fail_the_run_with_the_message() {
         EndState::Failed { error } => assert!(error.contains("upstream exploded"), "{error}"),
         other => panic!("expected failure, got {other:?}"),
     }
+}
+
+#[tokio::test]
+async fn a_reply_that_breaks_off_keeps_the_text_it_streamed() {
+    let (model, _rec) = scripted(
+        r#"
+        [[turns]]
+        text = "found the bug in parse.rs"
+        tool_calls = [{ name = "echo", args = { text = "1" } }]
+        [[turns]]
+        text = "the fix is to"
+        error = "connection reset"
+        "#,
+    );
+    let agent = builder(model)
+        .tools(ToolRegistry::new().with(TestTool::new("echo", Behaviour::Echo)))
+        .build();
+    let h = Harness::new();
+    let mut session = h.session();
+    let out = h.run(&agent, &mut session, "go").await;
+    assert!(
+        matches!(out.state, EndState::Failed { .. }),
+        "{:?}",
+        out.state
+    );
+    assert_eq!(out.output, "found the bug in parse.rs\n\nthe fix is to");
 }

@@ -48,7 +48,8 @@ pub struct ScriptedTurn {
     /// Delay before the reply starts, in milliseconds.
     #[serde(default)]
     pub delay_ms: u64,
-    /// Fail this call with this message instead of replying.
+    /// Fail this call with this message instead of replying (after streaming `text`, if
+    /// any: a reply that breaks off part-way).
     #[serde(default)]
     pub error: Option<String>,
     /// Reported usage; estimated from text length when absent.
@@ -242,7 +243,11 @@ impl Provider for ScriptedProvider {
                 tokio::time::sleep(Duration::from_millis(turn.delay_ms)).await;
             }
             if let Some(err) = turn.error {
-                return vec![Err(ProviderError::Script(err))];
+                return chunks(&text)
+                    .into_iter()
+                    .map(|c| Ok(StreamEvent::TextDelta(c)))
+                    .chain([Err(ProviderError::Script(err))])
+                    .collect();
             }
             let mut events = Vec::new();
             let mut out_chars = text.len();

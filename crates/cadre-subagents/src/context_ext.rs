@@ -9,7 +9,7 @@
 use crate::persist::snapshot_of;
 use crate::registry::AgentRegistry;
 use crate::runtime::{SubagentRuntime, ToolSurface};
-use crate::task_tool::xml_escape;
+use crate::task_tool::{completeness_attrs, xml_escape};
 use crate::tracker::{BackgroundStatus, TaskSnapshot, TaskStatus};
 use async_trait::async_trait;
 use cadre_engine::TurnExtension;
@@ -186,9 +186,10 @@ pub fn delivery_message(tasks: &[TaskSnapshot]) -> Message {
             _ => "failed",
         };
         s.push_str(&format!(
-            "<task id=\"{}\" agent=\"{}\" state=\"{state}\">",
+            "<task id=\"{}\" agent=\"{}\" state=\"{state}\"{}>",
             t.id,
-            xml_escape(&t.agent)
+            xml_escape(&t.agent),
+            completeness_attrs(t)
         ));
         if let Some(e) = &t.error {
             s.push_str(&format!("<error>{}</error>", xml_escape(e)));

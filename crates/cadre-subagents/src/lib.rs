@@ -50,7 +50,7 @@ pub use paths::{
     check_relative_path, display_path, display_source, prompt_file, resolve_workspace_path,
     runtime_root,
 };
-pub use persist::{end_state_name, snapshot_of};
+pub use persist::{end_state_name, parse_end_state_name, snapshot_of};
 pub use registry::{
     AgentRegistry, AgentRegistryBuilder, AgentWarning, GENERAL_PURPOSE, general_purpose,
     validate_declaration,

@@ -26,6 +26,24 @@ pub fn end_state_name(state: &EndState) -> String {
     }
 }
 
+/// The end state a stored name stands for (the inverse of [`end_state_name`]); `error` is
+/// the record's error, which the name does not carry. `None` for a name this version does
+/// not know.
+pub fn parse_end_state_name(name: &str, error: Option<&str>) -> Option<EndState> {
+    match name {
+        "completed" => Some(EndState::Completed),
+        "cancelled" => Some(EndState::Cancelled),
+        "failed" => Some(EndState::Failed {
+            error: error.unwrap_or_default().to_string(),
+        }),
+        other => {
+            let kind = other.strip_prefix("limit_reached:")?;
+            let limit = serde_json::from_value(serde_json::Value::String(kind.into())).ok()?;
+            Some(EndState::LimitReached { limit })
+        }
+    }
+}
+
 /// A stored record as the runtime's snapshot type.
 pub fn snapshot_of(r: &TaskRecord) -> TaskSnapshot {
     TaskSnapshot {
@@ -42,7 +60,10 @@ pub fn snapshot_of(r: &TaskRecord) -> TaskSnapshot {
         created_at: r.created_at,
         updated_at: r.updated_at,
         usage: r.usage,
-        end_state: None,
+        end_state: r
+            .end_state
+            .as_deref()
+            .and_then(|n| parse_end_state_name(n, r.error.as_deref())),
     }
 }
 
@@ -159,6 +180,27 @@ impl Persist {
 mod tests {
     use super::*;
     use cadre_types::LimitKind;
+
+    #[test]
+    fn stored_names_read_back_as_the_end_state() {
+        let states = [
+            EndState::Completed,
+            EndState::Cancelled,
+            EndState::Failed { error: "x".into() },
+            EndState::LimitReached {
+                limit: LimitKind::MaxTurns,
+            },
+            EndState::LimitReached {
+                limit: LimitKind::Cost,
+            },
+        ];
+        for state in states {
+            let back = parse_end_state_name(&end_state_name(&state), Some("x"));
+            assert_eq!(back, Some(state));
+        }
+        assert_eq!(parse_end_state_name("limit_reached:moon", None), None);
+        assert_eq!(parse_end_state_name("odd", None), None);
+    }
 
     #[test]
     fn end_states_have_stable_names() {

@@ -55,20 +55,30 @@ pub fn xml_escape(s: &str) -> String {
     out
 }
 
+/// The attributes of a finished task's envelope that say how complete its result is:
+/// ` complete="true"`, or ` complete="false" reason="max_turns"`.
+pub fn completeness_attrs(snap: &TaskSnapshot) -> String {
+    match snap.incomplete_reason() {
+        None => " complete=\"true\"".to_string(),
+        Some(reason) => format!(" complete=\"false\" reason=\"{reason}\""),
+    }
+}
+
 /// Render a finished task for the parent model.
 pub fn render_result(snap: &TaskSnapshot) -> ToolOutput {
     let result = xml_escape(snap.result.as_deref().unwrap_or(""));
+    let complete = completeness_attrs(snap);
     match snap.status {
         TaskStatus::Completed => ToolOutput::ok(format!(
-            "<task state=\"completed\"><task_result>{result}</task_result></task>"
+            "<task state=\"completed\"{complete}><task_result>{result}</task_result></task>"
         )),
         TaskStatus::Cancelled => ToolOutput::error(format!(
-            "<task state=\"cancelled\"><task_result>{result}</task_result></task>"
+            "<task state=\"cancelled\"{complete}><task_result>{result}</task_result></task>"
         )),
         _ => {
             let error = xml_escape(snap.error.as_deref().unwrap_or("the sub-agent failed"));
             ToolOutput::error(format!(
-                "<task state=\"failed\"><error>{error}</error><task_result>{result}</task_result></task>"
+                "<task state=\"failed\"{complete}><error>{error}</error><task_result>{result}</task_result></task>"
             ))
         }
     }

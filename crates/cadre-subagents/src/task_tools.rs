@@ -41,6 +41,12 @@ fn describe(t: &TaskSnapshot) -> String {
     if let Some(e) = &t.error {
         s.push_str(&format!("\nerror: {e}"));
     }
+    if t.status.is_terminal() {
+        match t.incomplete_reason() {
+            None => s.push_str("\ncomplete: true"),
+            Some(reason) => s.push_str(&format!("\ncomplete: false (reason: {reason})")),
+        }
+    }
     s
 }
 

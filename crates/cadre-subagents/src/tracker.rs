@@ -47,6 +47,22 @@ pub struct TaskSnapshot {
     pub end_state: Option<cadre_types::EndState>,
 }
 
+impl TaskSnapshot {
+    /// Why the task's result is not complete; `None` when it is (or the task has not ended).
+    /// Read from the run's end state, or from the status when the end state is unknown.
+    pub fn incomplete_reason(&self) -> Option<cadre_types::IncompleteReason> {
+        use cadre_types::IncompleteReason;
+        if let Some(end) = &self.end_state {
+            return end.incomplete_reason();
+        }
+        match self.status {
+            TaskStatus::Cancelled => Some(IncompleteReason::Cancelled),
+            TaskStatus::Failed => Some(IncompleteReason::Error),
+            _ => None,
+        }
+    }
+}
+
 struct TaskEntry {
     snap: TaskSnapshot,
     delivered: bool,

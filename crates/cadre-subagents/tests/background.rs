@@ -204,7 +204,7 @@ async fn failed_children_are_reported_as_failed_not_completed() {
     assert!(r[0].1, "flagged as an error");
     assert!(
         r[0].0
-            .starts_with("<task state=\"failed\"><error>scripted model: model went away</error>"),
+            .starts_with("<task state=\"failed\" complete=\"false\" reason=\"error\"><error>scripted model: model went away</error>"),
         "{}",
         r[0].0
     );
@@ -257,6 +257,74 @@ async fn a_child_that_hits_max_turns_returns_its_partial_output() {
         .usage;
     assert!(worker.total() > 0);
     assert!(out.usage.total() > worker.total(), "{:?}", out.usage);
+}
+
+#[tokio::test]
+async fn a_child_limited_to_two_turns_returns_both_texts_marked_incomplete() {
+    let mut d = worker("worker");
+    d.max_turns = Some(2);
+    let f = fixture(
+        r#"
+        [[scripts]]
+        agent = "main"
+        [[scripts.turns]]
+        tool_calls = [
+          { name = "task", args = { subagent_type = "worker", prompt = "fg job" } },
+          { name = "task", args = { subagent_type = "worker", prompt = "bg job", background = true } },
+        ]
+        [[scripts.turns]]
+        text = "{{tool_results}}"
+        [[scripts.turns]]
+        text = "{{user}}"
+        [[scripts]]
+        agent = "worker"
+        [[scripts.turns]]
+        text = "first findings"
+        tool_calls = [{ name = "echo", args = { text = "a" } }]
+        [[scripts.turns]]
+        text = "second findings"
+        tool_calls = [{ name = "echo", args = { text = "b" } }]
+        "#,
+        Options {
+            defs: vec![d],
+            ..Default::default()
+        },
+    );
+    let (_out, s) = f.run("go").await;
+    // Foreground: the tool result carries both turns' text and says why it is partial.
+    let r = tool_results(s.messages());
+    assert!(
+        r[0].0.starts_with(
+            "<task state=\"failed\" complete=\"false\" reason=\"max_turns\"><error>limit reached (max turns)"
+        ),
+        "{}",
+        r[0].0
+    );
+    assert!(
+        r[0].0
+            .contains("<task_result>first findings\n\nsecond findings</task_result>"),
+        "{}",
+        r[0].0
+    );
+    // Background: the delivered result says the same.
+    let delivered = s
+        .messages()
+        .iter()
+        .find_map(|m| match m {
+            Message::User { content } if content.starts_with("<background-task-results>") => {
+                Some(content.clone())
+            }
+            _ => None,
+        })
+        .expect("the background result was delivered");
+    assert!(
+        delivered.contains("complete=\"false\" reason=\"max_turns\">"),
+        "{delivered}"
+    );
+    assert!(
+        delivered.contains("<task_result>first findings\n\nsecond findings</task_result>"),
+        "{delivered}"
+    );
 }
 
 #[tokio::test]

@@ -69,8 +69,8 @@ async fn a_child_sees_only_its_prompt_and_brief_and_no_delegation_tools() {
     );
     assert_eq!(
         out.output,
-        "parent done: <task state=\"completed\"><task_result>worker answer to: Find the first thing.</task_result></task>\n\
-         <task state=\"completed\"><task_result>worker answer to: Find the second thing.</task_result></task>"
+        "parent done: <task state=\"completed\" complete=\"true\"><task_result>worker answer to: Find the first thing.</task_result></task>\n\
+         <task state=\"completed\" complete=\"true\"><task_result>worker answer to: Find the second thing.</task_result></task>"
     );
 }
 

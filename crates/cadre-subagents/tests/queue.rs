@@ -102,7 +102,7 @@ async fn a_child_that_cannot_be_built_ends_as_a_failed_task_that_says_why() {
     let (text, is_error) = &results[0];
     assert!(is_error);
     assert!(
-        text.starts_with("<task state=\"failed\"><error>agent broken: factory failed: no GPU on this node</error>"),
+        text.starts_with("<task state=\"failed\" complete=\"false\" reason=\"error\"><error>agent broken: factory failed: no GPU on this node</error>"),
         "{text}"
     );
     let tasks = f.runtime.tracker().of_session(s.id());

@@ -28,8 +28,47 @@ impl std::fmt::Display for LimitKind {
     }
 }
 
+/// Why a run's answer is not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IncompleteReason {
+    /// The run used its last turn.
+    MaxTurns,
+    /// The token or dollar budget ran out.
+    Budget,
+    /// The wall-clock budget ran out.
+    Time,
+    /// The run was cancelled.
+    Cancelled,
+    /// An error (of the provider, or internal) stopped the run.
+    Error,
+}
+
+impl IncompleteReason {
+    /// The wire name: `max_turns`, `budget`, `time`, `cancelled`, `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            IncompleteReason::MaxTurns => "max_turns",
+            IncompleteReason::Budget => "budget",
+            IncompleteReason::Time => "time",
+            IncompleteReason::Cancelled => "cancelled",
+            IncompleteReason::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for IncompleteReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// How a run ended. Never "completed" unless the model really finished.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Serialized as `{"state": ..., "complete": bool, "reason"?: ...}` plus the variant's own
+/// field (`error`, `limit`): whether the answer is complete is derived from the state, never
+/// stored beside it, and every reader of the JSON sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum EndState {
     /// The model answered without further tool calls.
@@ -49,6 +88,25 @@ pub enum EndState {
 }
 
 impl EndState {
+    /// Why the answer is not complete; `None` when the run completed.
+    pub fn incomplete_reason(&self) -> Option<IncompleteReason> {
+        match self {
+            EndState::Completed => None,
+            EndState::Failed { .. } => Some(IncompleteReason::Error),
+            EndState::Cancelled => Some(IncompleteReason::Cancelled),
+            EndState::LimitReached { limit } => Some(match limit {
+                LimitKind::MaxTurns => IncompleteReason::MaxTurns,
+                LimitKind::WallClock => IncompleteReason::Time,
+                LimitKind::Tokens | LimitKind::Cost => IncompleteReason::Budget,
+            }),
+        }
+    }
+
+    /// Whether the run's answer is complete (the model finished).
+    pub fn is_complete(&self) -> bool {
+        self.incomplete_reason().is_none()
+    }
+
     /// Short name: `completed`, `failed`, `cancelled`, `limit_reached`.
     pub fn name(&self) -> &'static str {
         match self {
@@ -57,6 +115,25 @@ impl EndState {
             EndState::Cancelled => "cancelled",
             EndState::LimitReached { .. } => "limit_reached",
         }
+    }
+}
+
+impl Serialize for EndState {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let reason = self.incomplete_reason();
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("state", self.name())?;
+        match self {
+            EndState::Failed { error } => map.serialize_entry("error", error)?,
+            EndState::LimitReached { limit } => map.serialize_entry("limit", limit)?,
+            EndState::Completed | EndState::Cancelled => {}
+        }
+        map.serialize_entry("complete", &reason.is_none())?;
+        if let Some(reason) = reason {
+            map.serialize_entry("reason", &reason)?;
+        }
+        map.end()
     }
 }
 
@@ -268,7 +345,57 @@ mod tests {
         assert_eq!(v["state"], "limit_reached");
         assert_eq!(v["limit"], "max_turns");
         assert_eq!(v["agent"], "main");
+        assert_eq!(v["complete"], false);
+        assert_eq!(v["reason"], "max_turns");
         let back: EventEnvelope = serde_json::from_value(v).unwrap();
         assert_eq!(back, env);
+    }
+
+    #[test]
+    fn end_states_say_whether_the_answer_is_complete_and_why_not() {
+        let cases = [
+            (EndState::Completed, None),
+            (
+                EndState::Failed { error: "x".into() },
+                Some(IncompleteReason::Error),
+            ),
+            (EndState::Cancelled, Some(IncompleteReason::Cancelled)),
+            (
+                EndState::LimitReached {
+                    limit: LimitKind::MaxTurns,
+                },
+                Some(IncompleteReason::MaxTurns),
+            ),
+            (
+                EndState::LimitReached {
+                    limit: LimitKind::WallClock,
+                },
+                Some(IncompleteReason::Time),
+            ),
+            (
+                EndState::LimitReached {
+                    limit: LimitKind::Tokens,
+                },
+                Some(IncompleteReason::Budget),
+            ),
+            (
+                EndState::LimitReached {
+                    limit: LimitKind::Cost,
+                },
+                Some(IncompleteReason::Budget),
+            ),
+        ];
+        for (state, reason) in cases {
+            assert_eq!(state.incomplete_reason(), reason, "{state}");
+            let v = serde_json::to_value(&state).unwrap();
+            assert_eq!(v["complete"], reason.is_none(), "{v}");
+            assert_eq!(
+                v.get("reason").and_then(|r| r.as_str()),
+                reason.map(IncompleteReason::as_str),
+                "{v}"
+            );
+            let back: EndState = serde_json::from_value(v).unwrap();
+            assert_eq!(back, state);
+        }
     }
 }

@@ -12,7 +12,8 @@ mod usage;
 
 pub use approval::{ApprovalDecision, ApprovalRequest, RiskLevel};
 pub use event::{
-    EndState, Event, EventEnvelope, EventSink, LimitKind, NullSink, SubagentUpdate, UpdateKind,
+    EndState, Event, EventEnvelope, EventSink, IncompleteReason, LimitKind, NullSink,
+    SubagentUpdate, UpdateKind,
 };
 pub use ids::{new_session_id, new_sub_session_id, new_task_id, unix_millis};
 pub use message::{Message, ToolCall};

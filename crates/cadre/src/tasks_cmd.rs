@@ -16,6 +16,12 @@ fn time(ms: u64) -> String {
 
 /// A record as JSON (SPEC §5 fields; credentials are references only).
 pub fn record_json(r: &TaskRecord) -> Value {
+    // Derived from the stored end state: `null` while the task runs.
+    let completeness = r
+        .end_state
+        .as_deref()
+        .and_then(|n| cadre_subagents::parse_end_state_name(n, r.error.as_deref()))
+        .map(|e| e.incomplete_reason().map_or(Ok(()), Err));
     json!({
         "task_id": r.id,
         "agent_id": r.agent_id,
@@ -25,6 +31,8 @@ pub fn record_json(r: &TaskRecord) -> Value {
         "user_id": r.user_id,
         "status": r.status.as_str(),
         "end_state": r.end_state,
+        "complete": completeness.map(|c| c.is_ok()),
+        "reason": completeness.and_then(|c| c.err()).map(|r| r.as_str()),
         "description": r.description,
         "prompt": r.prompt,
         "result": r.result,

@@ -169,6 +169,8 @@ fn a_token_budget_counts_the_children_and_the_run_ends_limit_reached_with_exit_3
     assert_eq!(done["type"], "done");
     assert_eq!(done["state"], "limit_reached", "{done}");
     assert_eq!(done["limit"], "tokens", "{done}");
+    assert_eq!(done["complete"], false, "{done}");
+    assert_eq!(done["reason"], "budget", "{done}");
     let total = |v: &serde_json::Value| {
         v["input_tokens"].as_u64().unwrap() + v["output_tokens"].as_u64().unwrap()
     };

@@ -117,6 +117,8 @@ fn a_cancel_from_another_process_stops_the_child_within_a_second() {
         .find(|t| t["task_id"] == id.as_str())
         .unwrap();
     assert_eq!(task["status"], "cancelled");
+    assert_eq!(task["complete"], false, "{task}");
+    assert_eq!(task["reason"], "cancelled", "{task}");
     // The child never made a second model call: its transcript has no assistant reply.
     let child = task["child_session_id"].as_str().unwrap();
     let transcript =

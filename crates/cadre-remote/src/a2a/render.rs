@@ -4,7 +4,7 @@
 use super::parts::{AnswerForm, render_parts};
 use super::{A2aState, Version};
 use crate::time::rfc3339;
-use cadre_types::Usage;
+use cadre_types::{IncompleteReason, Usage};
 use serde_json::{Map, Value, json};
 
 /// The id of the one artifact a cadre task produces: its answer.
@@ -69,6 +69,8 @@ pub struct TaskView {
     pub error: Option<String>,
     /// Tokens the agent used.
     pub usage: Usage,
+    /// Whether the latest turn's answer is complete, once it has ended: `Ok(())`, or why not.
+    pub completeness: Option<Result<(), IncompleteReason>>,
     /// Last change, Unix ms.
     pub updated_at: u64,
 }
@@ -233,10 +235,14 @@ pub fn task(view: &TaskView, detail: Detail, version: Version) -> Value {
             .collect();
         t.insert("history".into(), Value::Array(history));
     }
-    t.insert(
-        "metadata".into(),
-        json!({"agent": view.agent, "usage": super::usage::usage_json(&view.usage)}),
-    );
+    let mut metadata = json!({"agent": view.agent, "usage": super::usage::usage_json(&view.usage)});
+    if let (Some(done), Some(m)) = (view.completeness, metadata.as_object_mut()) {
+        m.insert("complete".into(), json!(done.is_ok()));
+        if let Err(reason) = done {
+            m.insert("reason".into(), json!(reason.as_str()));
+        }
+    }
+    t.insert("metadata".into(), metadata);
     Value::Object(t)
 }
 
@@ -334,6 +340,7 @@ mod tests {
             form: AnswerForm::Text,
             error: Some("boom".into()),
             usage: Usage::default(),
+            completeness: Some(Err(IncompleteReason::MaxTurns)),
             updated_at: 0,
         }
     }
@@ -358,6 +365,8 @@ mod tests {
         assert_eq!(t["status"]["message"]["parts"][0]["kind"], "text");
         assert_eq!(t["status"]["message"]["parts"][0]["text"], "boom");
         assert_eq!(t["history"][0]["role"], "user");
+        assert_eq!(t["metadata"]["complete"], false);
+        assert_eq!(t["metadata"]["reason"], "max_turns");
         let u = status_update("t", "c", json!({}), true, Version::V03);
         assert_eq!(u["kind"], "status-update");
         assert_eq!(u["final"], true);

@@ -241,6 +241,10 @@ impl State {
             form,
             error: last.error.clone(),
             usage,
+            completeness: last
+                .status
+                .is_terminal()
+                .then(|| last.incomplete_reason().map_or(Ok(()), Err)),
             updated_at: last.updated_at.max(task.journal.touched_at()),
         })
     }

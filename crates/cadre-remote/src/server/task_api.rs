@@ -64,6 +64,13 @@ fn record(state: &State, t: &ServedTask) -> Option<Value> {
         if let Some(e) = &snap.error {
             obj.insert("error".into(), json!(e));
         }
+        if snap.status.is_terminal() {
+            let reason = snap.incomplete_reason();
+            obj.insert("complete".into(), json!(reason.is_none()));
+            if let Some(reason) = reason {
+                obj.insert("reason".into(), json!(reason.as_str()));
+            }
+        }
     }
     Some(v)
 }
