@@ -1,7 +1,10 @@
 //! An agent: a model, a system prompt, tools, limits and policies, ready to run sessions.
 
 use crate::session::Session;
-use crate::{Offloader, PermissionPolicy, ToolHook, TurnExtension, run_loop};
+use crate::{
+    CompactionError, CompactionPolicy, CompactionReport, Offloader, PermissionPolicy, ToolHook,
+    TurnExtension, run_loop,
+};
 use cadre_llm::ResolvedModel;
 use cadre_tools::{RunContext, ToolRegistry, Workspace};
 use cadre_types::{EndState, Usage};
@@ -82,6 +85,8 @@ pub struct AgentConfig {
     pub max_output_tokens: Option<u32>,
     /// Sampling temperature.
     pub temperature: Option<f32>,
+    /// When and how the conversation is compacted (none: never).
+    pub compaction: Option<CompactionPolicy>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -132,6 +137,7 @@ impl Agent {
                 offloader: None,
                 max_output_tokens: None,
                 temperature: None,
+                compaction: None,
             },
         }
     }
@@ -160,6 +166,7 @@ impl Agent {
             offloader: c.offloader.clone(),
             max_output_tokens: c.max_output_tokens,
             temperature: c.temperature,
+            compaction: c.compaction.clone(),
         })
     }
 
@@ -180,6 +187,29 @@ impl Agent {
         cancel: CancellationToken,
     ) -> RunOutcome {
         run_loop::run(&self.config, session, prompt, run, workspace, cancel).await
+    }
+
+    /// Compact `session` now (`/compact`, `cadre run --compact-now`): summarise all but the
+    /// latest turns with the policy's model (or the agent's), with `instructions` added to
+    /// the summarisation prompt. Works without a configured policy too, with the defaults.
+    pub async fn compact(
+        &self,
+        session: &mut Session,
+        instructions: Option<&str>,
+        run: Arc<RunContext>,
+        cancel: CancellationToken,
+    ) -> Result<CompactionReport, CompactionError> {
+        let c = &*self.config;
+        let default_policy = CompactionPolicy::default();
+        let system = run_loop::system_prompt(c, &run);
+        let compaction = crate::compaction::Compaction {
+            model: &c.model,
+            policy: c.compaction.as_ref().unwrap_or(&default_policy),
+            run: &run,
+            fixed_bytes: crate::compaction::fixed_bytes(&system, &c.tools.definitions()),
+            instructions,
+        };
+        compaction.run(session, &cancel).await
     }
 }
 
@@ -246,6 +276,12 @@ impl AgentBuilder {
     /// Output token cap per model call.
     pub fn max_output_tokens(mut self, n: u32) -> Self {
         self.config.max_output_tokens = Some(n);
+        self
+    }
+
+    /// Compact the conversation as `policy` says.
+    pub fn compaction(mut self, policy: CompactionPolicy) -> Self {
+        self.config.compaction = Some(policy);
         self
     }
 

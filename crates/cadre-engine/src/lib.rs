@@ -6,6 +6,7 @@
 mod agent;
 mod approvals;
 mod call_ids;
+mod compaction;
 mod dispatch;
 mod extension;
 mod hooks;
@@ -20,8 +21,12 @@ pub use agent::{
     RunOutcome,
 };
 pub use approvals::{AutoApprove, DenyAll, NonInteractiveApprovals};
+pub use compaction::{
+    CompactionError, CompactionPolicy, CompactionReport, DEFAULT_COMPACTION_THRESHOLD,
+    DEFAULT_KEEP_RECENT_TURNS, estimate_tokens,
+};
 pub use extension::TurnExtension;
 pub use hooks::{HookDecision, ToolCallInfo, ToolHook};
 pub use offload::{DEFAULT_OFFLOAD_THRESHOLD, Offloader};
 pub use permissions::{ApprovalMode, PermissionPolicy, PermissionRules, PolicyDecision, RuleError};
-pub use session::{Session, SessionError, SessionMeta};
+pub use session::{CompactionRecord, Session, SessionError, SessionMeta};

@@ -2,6 +2,7 @@
 //! observations, repeat until the model answers without tool calls or a limit hits.
 
 use crate::agent::{AgentConfig, RunOutcome};
+use crate::compaction::{Compaction, CompactionError, ContextMeter};
 use crate::dispatch::{Dispatcher, not_run};
 use crate::session::Session;
 use cadre_llm::{ModelRequest, RequestMetadata, StreamEvent};
@@ -96,7 +97,7 @@ async fn stream_reply(
 
 /// The run's system prompt: the base, then each extension's section. Built once per run so
 /// that every request of the run opens with the same bytes (the cached prefix).
-fn system_prompt(cfg: &AgentConfig, run: &RunContext) -> String {
+pub(crate) fn system_prompt(cfg: &AgentConfig, run: &RunContext) -> String {
     let mut prompt = cfg.system_prompt.clone();
     for ext in &cfg.extensions {
         if let Some(section) = ext.system_section(run) {
@@ -107,6 +108,20 @@ fn system_prompt(cfg: &AgentConfig, run: &RunContext) -> String {
         }
     }
     prompt
+}
+
+/// Append the extensions' messages (live state, finished background work).
+async fn inject(
+    cfg: &AgentConfig,
+    run: &RunContext,
+    session: &mut Session,
+) -> Result<(), crate::SessionError> {
+    for ext in &cfg.extensions {
+        for m in ext.take_injections(run, session.messages()).await {
+            session.push(m)?;
+        }
+    }
+    Ok(())
 }
 
 /// The prompt-cache routing key of a run's requests: the session for a top-level run (its
@@ -248,6 +263,29 @@ async fn run_inner(
         session_id: run.session_id.clone(),
         cache_key: cache_key(&run),
     };
+    let default_policy = crate::CompactionPolicy::default();
+    let compaction = Compaction {
+        model: &cfg.model,
+        policy: cfg.compaction.as_ref().unwrap_or(&default_policy),
+        run: &run,
+        fixed_bytes: crate::compaction::fixed_bytes(&system, &tools),
+        instructions: None,
+    };
+    let context_limit = cfg
+        .compaction
+        .as_ref()
+        .and_then(|p| p.limit_for(&cfg.model));
+    if cfg.compaction.is_some() && context_limit.is_none() {
+        emitter.emit(Event::Notice {
+            message: format!(
+                "the context window of {} is unknown: no automatic compaction (set it under \
+                 [models.context_windows])",
+                cfg.model.spec
+            ),
+        });
+    }
+    let mut meter = ContextMeter::default();
+    let mut overflow_retried = false;
 
     // What the run spent includes everything run on its behalf (its node of the budget).
     let finish = |state: EndState, text: &RunText, turns: u32| {
@@ -298,10 +336,33 @@ async fn run_inner(
             };
             return finish(state, &text, turns);
         }
-        for ext in &cfg.extensions {
-            for m in ext.take_injections(&run, session.messages()).await {
-                if let Err(e) = session.push(m) {
-                    return finish(persist_failed(e), &text, turns);
+        if let Err(e) = inject(cfg, &run, session).await {
+            return finish(persist_failed(e), &text, turns);
+        }
+        if let Some(limit) = context_limit {
+            let estimate = meter.estimate(compaction.fixed_bytes, session.messages());
+            if estimate > limit {
+                match compaction.run(session, &stop.token).await {
+                    Ok(_) => {
+                        meter.reset();
+                        // Live state whose last copy was summarised is appended again.
+                        if let Err(e) = inject(cfg, &run, session).await {
+                            return finish(persist_failed(e), &text, turns);
+                        }
+                    }
+                    Err(CompactionError::Cancelled) => {
+                        let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
+                        return finish(state, &text, turns);
+                    }
+                    Err(CompactionError::Session(e)) => {
+                        return finish(persist_failed(e), &text, turns);
+                    }
+                    Err(e) => emitter.emit(Event::Notice {
+                        message: format!(
+                            "the conversation (about {estimate} tokens) was not compacted: {e}; \
+                             it goes on uncompacted"
+                        ),
+                    }),
                 }
             }
         }
@@ -329,6 +390,31 @@ async fn run_inner(
             None => {
                 let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
                 return finish(state, &text, turns);
+            }
+            Some(Err(FailedReply {
+                error: error @ cadre_llm::ProviderError::ContextTooLong { .. },
+                ..
+            })) if cfg.compaction.is_some() && !overflow_retried => {
+                // The provider counts differently than the estimate: compact once and
+                // retry the same turn.
+                overflow_retried = true;
+                match compaction.run(session, &stop.token).await {
+                    Ok(_) => {
+                        meter.reset();
+                        turns -= 1;
+                        continue;
+                    }
+                    Err(CompactionError::Cancelled) => {
+                        let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
+                        return finish(state, &text, turns);
+                    }
+                    Err(e) => {
+                        let state = EndState::Failed {
+                            error: format!("{error}; compacting the conversation failed: {e}"),
+                        };
+                        return finish(state, &text, turns);
+                    }
+                }
             }
             Some(Err(failed)) => {
                 text.add(&failed.partial_text);
@@ -361,6 +447,8 @@ async fn run_inner(
         if let Err(e) = session.push(assistant) {
             return finish(persist_failed(e), &text, turns);
         }
+        meter.record(&reply.usage, session.messages().len());
+        overflow_retried = false;
 
         if calls.is_empty() {
             if outstanding_rounds < MAX_OUTSTANDING_ROUNDS

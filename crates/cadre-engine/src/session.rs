@@ -59,12 +59,30 @@ pub struct SessionMeta {
     pub parent_session_id: Option<String>,
 }
 
+/// A compaction as the transcript records it: the first `replaced` messages of the
+/// conversation (as it stood) were replaced by `summary`. The replaced messages stay in the
+/// file above this record, for audit; a reopened session continues from the compacted state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionRecord {
+    /// How many leading messages the summary replaced.
+    pub replaced: usize,
+    /// The message that stands for them.
+    pub summary: Message,
+    /// Estimated tokens of the request before.
+    pub tokens_before: u64,
+    /// Estimated tokens of the request after.
+    pub tokens_after: u64,
+    /// The model that wrote the summary.
+    pub model: String,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Record {
     Meta(SessionMeta),
     Message { message: Message },
     Approval { tool: String },
+    Compaction(CompactionRecord),
 }
 
 /// One conversation.
@@ -195,6 +213,16 @@ impl Session {
                 Record::Approval { tool } => {
                     approved.insert(tool);
                 }
+                Record::Compaction(c) => {
+                    if c.replaced > messages.len() {
+                        return Err(corrupt(format!(
+                            "a compaction replaces {} messages of {}",
+                            c.replaced,
+                            messages.len()
+                        )));
+                    }
+                    messages.splice(..c.replaced, [c.summary]);
+                }
             }
         }
         let meta = meta.ok_or_else(|| SessionError::Corrupt {
@@ -234,6 +262,26 @@ impl Session {
             message: message.clone(),
         })?;
         self.messages.push(message);
+        Ok(())
+    }
+
+    /// Replace the first `record.replaced` messages by `record.summary`, recording the
+    /// compaction in the transcript (the replaced messages stay in the file above it).
+    pub fn compact(&mut self, record: CompactionRecord) -> Result<(), SessionError> {
+        if record.replaced > self.messages.len() {
+            return Err(SessionError::Corrupt {
+                path: self.path().map(Path::to_path_buf).unwrap_or_default(),
+                line: 0,
+                message: format!(
+                    "a compaction cannot replace {} messages of {}",
+                    record.replaced,
+                    self.messages.len()
+                ),
+            });
+        }
+        let (replaced, summary) = (record.replaced, record.summary.clone());
+        self.write(&Record::Compaction(record))?;
+        self.messages.splice(..replaced, [summary]);
         Ok(())
     }
 
@@ -375,6 +423,36 @@ mod tests {
         back.push(Message::user("more")).unwrap();
         let again = Session::open(dir.path(), "s-abc").unwrap();
         assert_eq!(again.messages().len(), 5);
+    }
+
+    #[test]
+    fn a_reopened_compacted_session_continues_from_the_summary() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Session::create(dir.path(), meta("s-c")).unwrap();
+        for m in ["one", "two", "three", "four"] {
+            s.push(Message::user(m)).unwrap();
+        }
+        s.compact(CompactionRecord {
+            replaced: 3,
+            summary: Message::user("summary of one to three"),
+            tokens_before: 40,
+            tokens_after: 10,
+            model: "scripted:x".into(),
+        })
+        .unwrap();
+        s.push(Message::user("five")).unwrap();
+        let expected = vec![
+            Message::user("summary of one to three"),
+            Message::user("four"),
+            Message::user("five"),
+        ];
+        assert_eq!(s.messages(), expected.as_slice());
+        drop(s);
+        let back = Session::open(dir.path(), "s-c").unwrap();
+        assert_eq!(back.messages(), expected.as_slice());
+        // The original turns stay in the file for audit.
+        let text = std::fs::read_to_string(back.path().unwrap()).unwrap();
+        assert!(text.contains("\"two\"") && text.contains("\"kind\":\"compaction\""));
     }
 
     #[test]

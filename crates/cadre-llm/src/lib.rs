@@ -4,6 +4,7 @@
 //! routes `provider:model` names to it (with the model's price, see [`pricing`]).
 
 mod cache;
+mod context_window;
 mod error;
 mod http;
 mod json;
@@ -18,6 +19,7 @@ pub mod anthropic;
 pub mod openai;
 
 pub use cache::{CacheMode, CacheTtl};
+pub use context_window::ContextWindows;
 pub use error::ProviderError;
 pub use pricing::{ModelPrice, PriceTable};
 pub use provider::{

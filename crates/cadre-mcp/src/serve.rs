@@ -126,6 +126,7 @@ fn progress_message(event: &Event) -> Option<String> {
                 UpdateKind::Done => format!("[{agent}] done"),
                 UpdateKind::Error => format!("[{agent}] error: {}", cut(&update.text)),
                 UpdateKind::Cancelled => format!("[{agent}] cancelled"),
+                UpdateKind::Compaction => format!("[{agent}] compacted: {}", cut(&update.text)),
                 UpdateKind::Delta | UpdateKind::Thinking => return None,
             })
         }

@@ -120,9 +120,22 @@ impl EventSink for ForwardSink {
                     subagent: Some(subagent.unwrap_or_else(|| self.agent.clone())),
                 })
             }
+            Event::Compaction {
+                replaced_messages,
+                tokens_before,
+                tokens_after,
+                model,
+            } => self.update(
+                sid,
+                UpdateKind::Compaction,
+                format!(
+                    "{replaced_messages} messages summarised by {model}: about {tokens_before} → {tokens_after} tokens"
+                ),
+                None,
+                None,
+            ),
             Event::RunStarted { .. }
             | Event::TurnStarted { .. }
-            | Event::Compaction { .. }
             | Event::ResultsDelivered { .. }
             | Event::Error { .. } => {}
         }

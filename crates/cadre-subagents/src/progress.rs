@@ -35,6 +35,7 @@ impl ProgressLine {
             UpdateKind::Done => format!("done: {}", self.text),
             UpdateKind::Error => format!("error: {}", self.text),
             UpdateKind::Cancelled => format!("cancelled: {}", self.text),
+            UpdateKind::Compaction => format!("compacted: {}", self.text),
         }
     }
 }

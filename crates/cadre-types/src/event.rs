@@ -168,6 +168,8 @@ pub enum UpdateKind {
     Error,
     /// The child was cancelled.
     Cancelled,
+    /// The child compacted its conversation.
+    Compaction,
 }
 
 /// Progress of a sub-agent, as seen by its parent.
@@ -267,6 +269,12 @@ pub enum Event {
     Compaction {
         /// Messages replaced by the summary.
         replaced_messages: usize,
+        /// Estimated tokens of the request before.
+        tokens_before: u64,
+        /// Estimated tokens of the request after.
+        tokens_after: u64,
+        /// The model that wrote the summary.
+        model: String,
     },
     /// A non-fatal problem worth showing (a retried provider error, an injected notice).
     Notice {

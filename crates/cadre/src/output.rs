@@ -130,6 +130,9 @@ impl EventSink for TextSink {
                     UpdateKind::Done => Some(format!("[{name}] ✓ done")),
                     UpdateKind::Error => Some(format!("[{name}] ✗ {}", short(&update.text, 120))),
                     UpdateKind::Cancelled => Some(format!("[{name}] ✗ cancelled")),
+                    UpdateKind::Compaction => {
+                        Some(format!("[{name}] compacted: {}", short(&update.text, 120)))
+                    }
                     UpdateKind::Delta | UpdateKind::Thinking | UpdateKind::ToolResult => None,
                 };
                 if let Some(line) = line {
@@ -137,6 +140,17 @@ impl EventSink for TextSink {
                 }
             }
             Event::Notice { message } => self.progress(&mut st, &format!("! {message}")),
+            Event::Compaction {
+                replaced_messages,
+                tokens_before,
+                tokens_after,
+                model,
+            } => self.progress(
+                &mut st,
+                &format!(
+                    "⇣ compacted: {replaced_messages} messages summarised by {model}, about {tokens_before} → {tokens_after} tokens"
+                ),
+            ),
             Event::Done {
                 state,
                 turns,

@@ -198,7 +198,15 @@ impl App {
     pub fn apply(&mut self, env: &EventEnvelope) {
         let now = self.now_ms;
         match &env.event {
-            Event::RunStarted { .. } | Event::TurnStarted { .. } | Event::Compaction { .. } => {}
+            Event::RunStarted { .. } | Event::TurnStarted { .. } => {}
+            Event::Compaction {
+                replaced_messages,
+                tokens_before,
+                tokens_after,
+                ..
+            } => self.notice(format!(
+                "compacted the conversation: {replaced_messages} messages summarised, about {tokens_before} → {tokens_after} tokens"
+            )),
             Event::TextDelta { text } => self.transcript.push_text(text),
             Event::ThinkingDelta { text } => self.transcript.push_thinking(text),
             Event::ToolStart {

@@ -121,6 +121,10 @@ impl TaskView {
                 let tool = u.tool.as_deref().unwrap_or("tool");
                 self.line(format!("← {tool}: {}", first(&u.text)));
             }
+            UpdateKind::Compaction => {
+                self.text_open = false;
+                self.line(format!("⇣ compacted: {}", first(&u.text)));
+            }
             UpdateKind::Done | UpdateKind::Error | UpdateKind::Cancelled => {
                 self.text_open = false;
                 self.status = match u.kind {

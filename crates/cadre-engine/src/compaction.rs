@@ -1,0 +1,468 @@
+//! Context compaction: when a conversation nears its model's context window, the older
+//! turns are replaced by a summary the model writes, so the session goes on instead of
+//! dying at the limit.
+//!
+//! What stays verbatim: the system prompt and the tool list (they are not messages, so the
+//! head of the cached prefix survives), the latest `keep_recent_turns` turns, and every
+//! tool call with its result (the cut is never between them). Live state that extensions
+//! append (a background-task status) is appended again by them when the summarised part
+//! held the last copy, because they read the history to decide what the model still needs.
+//! The summary request carries no tools and only the summarisation prompt; it is charged
+//! to the run's budget like any model call.
+
+use crate::session::{CompactionRecord, Session, SessionError};
+use cadre_llm::{ContextWindows, ModelRequest, ProviderError, RequestMetadata, ResolvedModel};
+use cadre_tools::{RunContext, Spend};
+use cadre_types::{Event, EventEnvelope, Message, ToolDefinition};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// Default share of the window at which a conversation is compacted.
+pub const DEFAULT_COMPACTION_THRESHOLD: f64 = 0.8;
+/// Default number of latest turns kept verbatim.
+pub const DEFAULT_KEEP_RECENT_TURNS: usize = 4;
+/// How much of one message the summariser sees; the rest is elided with a note (a huge
+/// tool output must not make the summary request itself too long).
+const MAX_RENDERED_MESSAGE: usize = 8_000;
+
+/// The instructions of the summary request.
+const SUMMARY_PROMPT: &str = "You compress the earlier part of a conversation between a user \
+and an AI agent, so that the agent can continue the work from your summary alone. Write a \
+concise summary in Markdown with these sections:\n\
+- Goal: what the user asked for, and constraints they set.\n\
+- Decisions: what was decided and why.\n\
+- Facts: what was learned (file paths, names, commands, values, errors), exactly as written.\n\
+- Sub-agent tasks: every task id with its agent, whether it finished, and its result or the \
+gist of it (keep figures, paths and conclusions).\n\
+- Open questions and next steps.\n\
+Leave out pleasantries and anything superseded. Do not invent anything.";
+
+/// The lead of the message that replaces the summarised turns.
+const SUMMARY_LEAD: &str = "<conversation-summary>\nThe earlier part of this conversation was \
+summarised to fit the context window:\n\n";
+
+/// How and when an agent's conversation is compacted.
+#[derive(Debug, Clone)]
+pub struct CompactionPolicy {
+    /// The context window of each model.
+    pub windows: Arc<ContextWindows>,
+    /// Compact before a request that would exceed this share of the window (0 < t ≤ 1).
+    pub threshold: f64,
+    /// The latest turns kept verbatim (at least 1).
+    pub keep_recent_turns: usize,
+    /// The model that writes summaries (none: the agent's own).
+    pub model: Option<ResolvedModel>,
+}
+
+impl Default for CompactionPolicy {
+    fn default() -> Self {
+        Self {
+            windows: Arc::new(ContextWindows::new()),
+            threshold: DEFAULT_COMPACTION_THRESHOLD,
+            keep_recent_turns: DEFAULT_KEEP_RECENT_TURNS,
+            model: None,
+        }
+    }
+}
+
+impl CompactionPolicy {
+    /// The token count above which a request of `model` is compacted first; `None` when
+    /// its window is unknown (no automatic compaction).
+    pub fn limit_for(&self, model: &ResolvedModel) -> Option<u64> {
+        let window = self.windows.window(&model.spec, &model.model)?;
+        let share = self.threshold.clamp(0.05, 1.0);
+        Some((window as f64 * share) as u64)
+    }
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompactionReport {
+    /// Messages replaced by the summary.
+    pub replaced_messages: usize,
+    /// Estimated tokens of the request before.
+    pub tokens_before: u64,
+    /// Estimated tokens of the request after.
+    pub tokens_after: u64,
+    /// The model that wrote the summary.
+    pub model: String,
+}
+
+/// Why a compaction did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum CompactionError {
+    /// Everything in the conversation is among the turns kept verbatim.
+    #[error("nothing to compact: the conversation has no turns older than the latest {0}")]
+    NothingToCompact(usize),
+    /// The summary call failed.
+    #[error("the summary call failed: {0}")]
+    Provider(#[from] ProviderError),
+    /// The model returned an empty summary.
+    #[error("the model returned an empty summary")]
+    EmptySummary,
+    /// The run was cancelled during the summary call.
+    #[error("cancelled")]
+    Cancelled,
+    /// The compacted session could not be saved.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+}
+
+/// Estimated tokens of `bytes` of text (about four bytes a token for English and code).
+pub fn estimate_tokens(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(4)
+}
+
+/// The bytes of a message that reach the model.
+fn message_bytes(m: &Message) -> usize {
+    match m {
+        Message::Assistant {
+            content,
+            thinking,
+            tool_calls,
+            ..
+        } => {
+            content.len()
+                + thinking.as_ref().map_or(0, String::len)
+                + tool_calls
+                    .iter()
+                    .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+                    .sum::<usize>()
+        }
+        Message::Tool {
+            tool_call_id,
+            name,
+            content,
+            ..
+        } => tool_call_id.len() + name.len() + content.len(),
+        other => other.text().len(),
+    }
+}
+
+/// Estimated tokens of a request made of `fixed_bytes` (system prompt, tools) and
+/// `messages`.
+pub(crate) fn estimate_request(fixed_bytes: usize, messages: &[Message]) -> u64 {
+    estimate_tokens(fixed_bytes + messages.iter().map(message_bytes).sum::<usize>())
+}
+
+/// The bytes of the system prompt and tool list.
+pub(crate) fn fixed_bytes(system: &str, tools: &[ToolDefinition]) -> usize {
+    system.len()
+        + tools
+            .iter()
+            .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+            .sum::<usize>()
+}
+
+/// The size of the conversation as the model counts it: the last call's reported usage,
+/// plus an estimate of what was appended since.
+#[derive(Debug, Default)]
+pub(crate) struct ContextMeter {
+    /// Tokens the provider reported for the conversation of the first `len` messages.
+    reported: Option<(u64, usize)>,
+}
+
+impl ContextMeter {
+    /// Remember the usage of a call whose reply made the conversation `len` messages long.
+    pub(crate) fn record(&mut self, usage: &cadre_types::Usage, len: usize) {
+        if usage.total() > 0 {
+            self.reported = Some((usage.total(), len));
+        }
+    }
+
+    /// Forget the reported size (the conversation was rewritten).
+    pub(crate) fn reset(&mut self) {
+        self.reported = None;
+    }
+
+    /// The estimated tokens of a request with `messages`.
+    pub(crate) fn estimate(&self, fixed_bytes: usize, messages: &[Message]) -> u64 {
+        match self.reported {
+            Some((tokens, len)) if len <= messages.len() => {
+                tokens + estimate_request(0, &messages[len..])
+            }
+            _ => estimate_request(fixed_bytes, messages),
+        }
+    }
+}
+
+/// Where the kept part of `messages` starts when the latest `keep` turns stay: at the
+/// first message of the `keep`-th latest turn (a turn is the user or injected messages
+/// before a reply, the reply, and the results of its tool calls). `None` when there is
+/// nothing older to summarise.
+pub(crate) fn split_point(messages: &[Message], keep: usize) -> Option<usize> {
+    let replies: Vec<usize> = messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| matches!(m, Message::Assistant { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    let keep = keep.max(1);
+    let mut cut = if replies.len() >= keep {
+        replies[replies.len() - keep]
+    } else {
+        // Fewer replies than turns to keep: only what precedes the first reply could go,
+        // and that is the turn's own input.
+        return None;
+    };
+    // The turn's input (a prompt, injected messages) stays with its reply.
+    while cut > 0 && matches!(messages[cut - 1], Message::User { .. }) {
+        cut -= 1;
+    }
+    // A cut always lands after a complete turn: what precedes it ends with a reply or the
+    // results of its calls, never inside a call/result pair.
+    (cut > 0).then_some(cut)
+}
+
+/// The summarised part, rendered as plain text for the summariser (no tool-call pairing
+/// to respect, and no provider rules about roles).
+fn render_transcript(messages: &[Message]) -> String {
+    let mut out = String::new();
+    for m in messages {
+        let (head, body) = match m {
+            Message::System { content } => ("[system]".to_string(), content.as_str()),
+            Message::User { content } => ("[user]".to_string(), content.as_str()),
+            Message::Assistant {
+                content,
+                tool_calls,
+                ..
+            } => {
+                let mut head = "[assistant]".to_string();
+                for c in tool_calls {
+                    head.push_str(&format!(
+                        "\n[tool call {} {}({})]",
+                        c.id, c.name, c.arguments
+                    ));
+                }
+                (head, content.as_str())
+            }
+            Message::Tool {
+                tool_call_id,
+                name,
+                is_error,
+                content,
+            } => (
+                format!(
+                    "[tool result {tool_call_id} {name}{}]",
+                    if *is_error { ", error" } else { "" }
+                ),
+                content.as_str(),
+            ),
+        };
+        out.push_str(&head);
+        out.push('\n');
+        out.push_str(elide(body, MAX_RENDERED_MESSAGE).as_ref());
+        out.push_str("\n\n");
+    }
+    out
+}
+
+/// `text`, or its head with a note of how much was left out.
+fn elide(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return text.into();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[… {} more bytes not shown]",
+        &text[..end],
+        text.len() - end
+    )
+    .into()
+}
+
+/// What one compaction works with.
+pub(crate) struct Compaction<'a> {
+    /// The agent's model (the summariser when the policy names none).
+    pub model: &'a ResolvedModel,
+    pub policy: &'a CompactionPolicy,
+    pub run: &'a RunContext,
+    /// The bytes of the system prompt and tools of the run's requests.
+    pub fixed_bytes: usize,
+    /// Extra instructions (`/compact keep the API decisions`).
+    pub instructions: Option<&'a str>,
+}
+
+impl Compaction<'_> {
+    /// Summarise the older turns of `session` and replace them with the summary (recorded
+    /// in the transcript). Emits a `compaction` event and charges the summary call.
+    pub(crate) async fn run(
+        &self,
+        session: &mut Session,
+        cancel: &CancellationToken,
+    ) -> Result<CompactionReport, CompactionError> {
+        let keep = self.policy.keep_recent_turns.max(1);
+        let cut =
+            split_point(session.messages(), keep).ok_or(CompactionError::NothingToCompact(keep))?;
+        let tokens_before = estimate_request(self.fixed_bytes, session.messages());
+        let summariser = self.policy.model.as_ref().unwrap_or(self.model);
+        let request = self.request(summariser, &session.messages()[..cut]);
+        let reply = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => return Err(CompactionError::Cancelled),
+            r = cadre_llm::collect(summariser.provider.stream(request)) => r?,
+        };
+        let usage = reply
+            .usage
+            .priced(summariser.price.map(|p| p.cost_usd(&reply.usage)));
+        self.run.budget.charge(Spend::tokens(usage));
+        self.emit(Event::Usage {
+            usage,
+            total: self.run.budget.spent().usage,
+            subagent: None,
+        });
+        let summary = reply.text.trim();
+        if summary.is_empty() {
+            return Err(CompactionError::EmptySummary);
+        }
+        let message = Message::user(format!("{SUMMARY_LEAD}{summary}\n</conversation-summary>"));
+        let after: Vec<Message> = std::iter::once(message.clone())
+            .chain(session.messages()[cut..].iter().cloned())
+            .collect();
+        let report = CompactionReport {
+            replaced_messages: cut,
+            tokens_before,
+            tokens_after: estimate_request(self.fixed_bytes, &after),
+            model: summariser.spec.clone(),
+        };
+        session.compact(CompactionRecord {
+            replaced: cut,
+            summary: message,
+            tokens_before: report.tokens_before,
+            tokens_after: report.tokens_after,
+            model: report.model.clone(),
+        })?;
+        self.emit(Event::Compaction {
+            replaced_messages: report.replaced_messages,
+            tokens_before: report.tokens_before,
+            tokens_after: report.tokens_after,
+            model: report.model.clone(),
+        });
+        Ok(report)
+    }
+
+    fn request(&self, summariser: &ResolvedModel, old: &[Message]) -> ModelRequest {
+        let mut system = SUMMARY_PROMPT.to_string();
+        if let Some(extra) = self.instructions.map(str::trim).filter(|s| !s.is_empty()) {
+            system.push_str("\n\nThe user asks in particular: ");
+            system.push_str(extra);
+        }
+        ModelRequest {
+            model: summariser.model.clone(),
+            system,
+            messages: vec![Message::user(format!(
+                "Summarise this conversation:\n\n{}",
+                render_transcript(old)
+            ))],
+            tools: Vec::new(),
+            max_output_tokens: None,
+            temperature: None,
+            metadata: RequestMetadata {
+                agent: self.run.agent.clone(),
+                session_id: self.run.session_id.clone(),
+                // Not the conversation's cache: this prefix is never sent again.
+                cache_key: String::new(),
+            },
+        }
+    }
+
+    fn emit(&self, event: Event) {
+        self.run.events.emit(EventEnvelope {
+            session_id: self.run.session_id.clone(),
+            agent: self.run.agent.clone(),
+            task_id: self.run.task_id.clone(),
+            event,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadre_types::ToolCall;
+
+    fn call(id: &str) -> Message {
+        Message::Assistant {
+            content: String::new(),
+            thinking: None,
+            thinking_signature: None,
+            tool_calls: vec![ToolCall {
+                id: id.into(),
+                name: "echo".into(),
+                arguments: "{}".into(),
+            }],
+        }
+    }
+
+    fn result(id: &str) -> Message {
+        Message::Tool {
+            tool_call_id: id.into(),
+            name: "echo".into(),
+            content: "out".into(),
+            is_error: false,
+        }
+    }
+
+    #[test]
+    fn the_cut_keeps_the_latest_turns_with_their_inputs_and_never_splits_a_pair() {
+        let m = vec![
+            Message::user("go"),                // 0
+            call("a"),                          // 1
+            result("a"),                        // 2
+            Message::user("<status>"),          // 3
+            call("b"),                          // 4
+            result("b"),                        // 5
+            call("c"),                          // 6
+            result("c"),                        // 7
+            Message::user("<results>"),         // 8
+            Message::assistant("final answer"), // 9
+        ];
+        // One turn kept: the final answer with the results injected before it.
+        assert_eq!(split_point(&m, 1), Some(8));
+        // Two: from the call at 6 (its predecessor is a result, a complete pair).
+        assert_eq!(split_point(&m, 2), Some(6));
+        // Three: the status injected before the call at 4 goes with it.
+        assert_eq!(split_point(&m, 3), Some(3));
+        // Four: the first turn with its prompt, that is everything: nothing to summarise.
+        assert_eq!(split_point(&m, 4), None);
+        assert_eq!(split_point(&m, 9), None);
+        for keep in 1..4 {
+            let cut = split_point(&m, keep).unwrap();
+            assert!(!matches!(m[cut], Message::Tool { .. }), "keep {keep}");
+        }
+    }
+
+    #[test]
+    fn the_meter_adds_an_estimate_of_what_came_after_the_reported_usage() {
+        let m = vec![
+            Message::user("x".repeat(400)),
+            Message::assistant("y".repeat(40)),
+        ];
+        let mut meter = ContextMeter::default();
+        assert_eq!(meter.estimate(400, &m), 210);
+        let usage = cadre_types::Usage {
+            input_tokens: 150,
+            output_tokens: 12,
+            ..Default::default()
+        };
+        meter.record(&usage, 1);
+        assert_eq!(meter.estimate(400, &m), 162 + 10);
+        meter.reset();
+        assert_eq!(meter.estimate(400, &m), 210);
+    }
+
+    #[test]
+    fn huge_messages_are_elided_for_the_summariser_on_a_char_boundary() {
+        let text = "é".repeat(10_000);
+        let shown = elide(&text, MAX_RENDERED_MESSAGE);
+        assert!(shown.len() < MAX_RENDERED_MESSAGE + 100);
+        assert!(
+            shown.ends_with("more bytes not shown]"),
+            "{}",
+            &shown[shown.len() - 40..]
+        );
+    }
+}
