@@ -275,7 +275,8 @@ async fn run_inner(
         .compaction
         .as_ref()
         .and_then(|p| p.limit_for(&cfg.model));
-    if cfg.compaction.is_some() && context_limit.is_none() {
+    // Said once, by the top-level run: children inherit the policy and mostly the model.
+    if cfg.compaction.is_some() && context_limit.is_none() && run.depth == 0 {
         emitter.emit(Event::Notice {
             message: format!(
                 "the context window of {} is unknown: no automatic compaction (set it under \

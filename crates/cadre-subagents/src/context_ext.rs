@@ -8,6 +8,7 @@
 
 use crate::persist::snapshot_of;
 use crate::registry::AgentRegistry;
+use crate::results::ShownResult;
 use crate::runtime::{SubagentRuntime, ToolSurface};
 use crate::task_tool::{completeness_attrs, xml_escape};
 use crate::tracker::{BackgroundStatus, TaskSnapshot, TaskStatus};
@@ -176,10 +177,11 @@ pub fn section(registry: &AgentRegistry, surface: ToolSurface) -> String {
     s.trim_end().to_string()
 }
 
-/// The message that delivers finished background tasks to the parent.
-pub fn delivery_message(tasks: &[TaskSnapshot]) -> Message {
+/// The message that delivers finished background tasks to the parent, each with its
+/// result as shown to the parent.
+pub fn delivery_message(tasks: &[(TaskSnapshot, ShownResult)]) -> Message {
     let mut s = String::from("<background-task-results>\n");
-    for t in tasks {
+    for (t, shown) in tasks {
         let state = match t.status {
             TaskStatus::Completed => "completed",
             TaskStatus::Cancelled => "cancelled",
@@ -194,10 +196,8 @@ pub fn delivery_message(tasks: &[TaskSnapshot]) -> Message {
         if let Some(e) = &t.error {
             s.push_str(&format!("<error>{}</error>", xml_escape(e)));
         }
-        s.push_str(&format!(
-            "<task_result>{}</task_result></task>\n",
-            xml_escape(t.result.as_deref().unwrap_or(""))
-        ));
+        s.push_str(&shown.envelope());
+        s.push_str("</task>\n");
     }
     s.push_str("</background-task-results>");
     Message::user(s)
@@ -253,7 +253,14 @@ impl TurnExtension for SubagentContext {
                     task_ids: done.iter().map(|t| t.id.clone()).collect(),
                 },
             });
-            out.push(delivery_message(&done));
+            let shown: Vec<_> = done
+                .into_iter()
+                .map(|t| {
+                    let r = self.runtime.shown_result(&t);
+                    (t, r)
+                })
+                .collect();
+            out.push(delivery_message(&shown));
         }
         out
     }

@@ -23,8 +23,8 @@ use crate::registry::AgentRegistry;
 use crate::runtime::{Parent, RuntimeConfig, SandboxSettings, SubagentRuntime};
 use crate::skills::SkillSet;
 use cadre_engine::{
-    Agent, Limits, NonInteractiveApprovals, Offloader, PermissionPolicy, RunOutcome, Session,
-    SessionError, SessionMeta, ToolHook,
+    Agent, CompactionPolicy, Limits, NonInteractiveApprovals, Offloader, PermissionPolicy,
+    RunOutcome, Session, SessionError, SessionMeta, ToolHook,
 };
 use cadre_llm::{PriceTable, Provider, ProviderConfig, ProviderError, ProviderRegistry};
 use cadre_sandbox::Sandbox;
@@ -92,6 +92,7 @@ pub struct HarnessBuilder {
     persist_sessions: bool,
     store: Option<Arc<dyn cadre_store::TaskStore>>,
     sandbox: Option<SandboxSettings>,
+    compaction: Option<(CompactionPolicy, Option<String>)>,
     tweak: Option<RuntimeTweak>,
 }
 
@@ -130,6 +131,7 @@ impl Default for HarnessBuilder {
             persist_sessions: true,
             store: None,
             sandbox: None,
+            compaction: None,
             tweak: None,
         }
     }
@@ -272,6 +274,13 @@ impl HarnessBuilder {
         self
     }
 
+    /// Compact conversations (the main agent's and every child's) as `policy` says, with
+    /// summaries written by `model` (`provider:model`; none: each agent's own model).
+    pub fn compaction(mut self, policy: CompactionPolicy, model: Option<String>) -> Self {
+        self.compaction = Some((policy, model));
+        self
+    }
+
     /// Model prices (default: the built-in table); models without one have an unknown cost.
     pub fn prices(mut self, prices: PriceTable) -> Self {
         self.prices = prices;
@@ -359,6 +368,15 @@ impl HarnessBuilder {
             providers.insert(&name, p);
         }
         let model = providers.resolve(&self.model)?;
+        let compaction = match self.compaction {
+            Some((mut policy, summariser)) => {
+                if let Some(spec) = summariser {
+                    policy.model = Some(providers.resolve(&spec)?);
+                }
+                Some(policy)
+            }
+            None => None,
+        };
         let sessions_dir = self.persist_sessions.then(|| Harness::sessions_dir_of(&ws));
         let mut base_tools = self
             .tools
@@ -404,6 +422,7 @@ impl HarnessBuilder {
         rc.store = self.store;
         rc.max_output_tokens = self.max_output_tokens;
         rc.sandbox = self.sandbox;
+        rc.compaction = compaction.clone();
         if let Some(f) = self.tweak {
             f(&mut rc);
         }
@@ -446,6 +465,9 @@ impl HarnessBuilder {
         }
         if delegates {
             b = b.extension(Arc::new(SubagentContext::new(runtime.clone())));
+        }
+        if let Some(policy) = compaction {
+            b = b.compaction(policy);
         }
         Ok(Harness {
             name: self.name,

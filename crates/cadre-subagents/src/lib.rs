@@ -25,6 +25,7 @@ mod persist;
 pub mod progress;
 mod registry;
 mod remote;
+pub mod results;
 mod runtime;
 mod skills;
 mod surface;

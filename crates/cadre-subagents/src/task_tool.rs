@@ -1,6 +1,7 @@
 //! The `task` tool: delegate one job to a sub-agent, in the foreground (wait for the
 //! answer) or the background (get a task id at once; the result arrives by itself).
 
+use crate::results::ShownResult;
 use crate::runtime::{Inherited, Parent, SpawnRequest, SubagentRuntime};
 use crate::tracker::{TaskSnapshot, TaskStatus};
 use async_trait::async_trait;
@@ -64,21 +65,21 @@ pub fn completeness_attrs(snap: &TaskSnapshot) -> String {
     }
 }
 
-/// Render a finished task for the parent model.
-pub fn render_result(snap: &TaskSnapshot) -> ToolOutput {
-    let result = xml_escape(snap.result.as_deref().unwrap_or(""));
+/// Render a finished task for the parent model, with its result as `shown`.
+pub fn render_result(snap: &TaskSnapshot, shown: &ShownResult) -> ToolOutput {
+    let result = shown.envelope();
     let complete = completeness_attrs(snap);
     match snap.status {
         TaskStatus::Completed => ToolOutput::ok(format!(
-            "<task state=\"completed\"{complete}><task_result>{result}</task_result></task>"
+            "<task state=\"completed\"{complete}>{result}</task>"
         )),
         TaskStatus::Cancelled => ToolOutput::error(format!(
-            "<task state=\"cancelled\"{complete}><task_result>{result}</task_result></task>"
+            "<task state=\"cancelled\"{complete}>{result}</task>"
         )),
         _ => {
             let error = xml_escape(snap.error.as_deref().unwrap_or("the sub-agent failed"));
             ToolOutput::error(format!(
-                "<task state=\"failed\"{complete}><error>{error}</error><task_result>{result}</task_result></task>"
+                "<task state=\"failed\"{complete}><error>{error}</error>{result}</task>"
             ))
         }
     }
@@ -161,7 +162,7 @@ impl Tool for TaskTool {
         }
         let timeout = self.runtime.config().task_timeout;
         match self.runtime.wait(&started.task_id, &parent, timeout).await {
-            Some(snap) => Ok(render_result(&snap)),
+            Some(snap) => Ok(render_result(&snap, &self.runtime.shown_result(&snap))),
             None => {
                 // Timed out: the same child keeps running as a background task.
                 self.runtime.promote(&started.task_id).await;

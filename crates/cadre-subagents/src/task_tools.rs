@@ -77,8 +77,17 @@ fn unknown(id: &str) -> ToolOutput {
 async fn finished(runtime: &SubagentRuntime, t: &TaskSnapshot) -> ToolOutput {
     runtime.mark_delivered(&t.id).await;
     let mut s = describe(t);
-    if let Some(r) = &t.result {
-        s.push_str(&format!("\nresult: {r}"));
+    if t.result.is_some() {
+        let shown = runtime.shown_result(t);
+        s.push_str(&format!("\nresult: {}", shown.text));
+        if let Some((path, bytes)) = &shown.file {
+            s.push_str(&format!(
+                "\nresult_file: {} ({bytes} bytes; the first {} are shown above; read the whole \
+                 result with read_file)",
+                path.display(),
+                shown.text.len()
+            ));
+        }
     }
     ToolOutput::ok(s)
 }

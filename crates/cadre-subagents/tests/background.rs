@@ -328,6 +328,70 @@ async fn a_child_limited_to_two_turns_returns_both_texts_marked_incomplete() {
 }
 
 #[tokio::test]
+async fn a_100_kib_result_is_stored_as_a_file_and_the_parent_gets_its_head_and_path() {
+    let big = "0123456789abcdef\n".repeat(100 * 1024 / 17 + 1);
+    let script = format!(
+        r#"
+        [[scripts]]
+        agent = "main"
+        [[scripts.turns]]
+        tool_calls = [
+          {{ name = "task", args = {{ subagent_type = "worker", prompt = "fg" }} }},
+          {{ name = "task", args = {{ subagent_type = "worker", prompt = "bg", background = true }} }},
+        ]
+        [[scripts.turns]]
+        text = "waiting"
+        [[scripts.turns]]
+        text = "done"
+        [[scripts]]
+        agent = "worker"
+        [[scripts.turns]]
+        text = """{big}"""
+        "#
+    );
+    let f = fixture(
+        &script,
+        Options {
+            defs: vec![worker("worker")],
+            ..Default::default()
+        },
+    );
+    let (_out, s) = f.run("go").await;
+    let r = tool_results(s.messages());
+    let fg = &r[0].0;
+    assert!(
+        fg.len() < 6 * 1024,
+        "the parent's tool result is small: {}",
+        fg.len()
+    );
+    let path = fg
+        .split("<result_file path=\"")
+        .nth(1)
+        .and_then(|p| p.split('"').next())
+        .expect("the result is referenced");
+    let stored = std::fs::read_to_string(path).unwrap();
+    assert!(stored.len() >= 100 * 1024, "{}", stored.len());
+    assert!(
+        stored.trim() == big.trim(),
+        "the whole result is in the file"
+    );
+    assert!(fg.contains(&format!("bytes=\"{}\"", stored.len())), "{fg}");
+    // The background delivery is bounded the same way.
+    let delivered = s
+        .messages()
+        .iter()
+        .find_map(|m| match m {
+            Message::User { content } if content.starts_with("<background-task-results>") => {
+                Some(content.clone())
+            }
+            _ => None,
+        })
+        .expect("the background result was delivered");
+    assert!(delivered.len() < 6 * 1024, "{}", delivered.len());
+    assert!(delivered.contains("<result_file path=\""), "{delivered}");
+}
+
+#[tokio::test]
 async fn every_background_result_is_delivered_even_when_they_trickle_in() {
     let spawns: Vec<String> = (0..20)
         .map(|i| format!("{{ name = \"task\", args = {{ subagent_type = \"worker\", prompt = \"job {i}\", background = true }} }}"))

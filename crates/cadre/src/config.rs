@@ -51,6 +51,9 @@ pub struct Config {
     /// The OS sandbox of the processes agents start.
     #[serde(default)]
     pub sandbox: SandboxConfig,
+    /// Context compaction.
+    #[serde(default)]
+    pub compaction: CompactionConfig,
     /// The file each of `mcp_servers` comes from (the last one that sets it).
     #[serde(skip)]
     pub mcp_origins: BTreeMap<String, PathBuf>,
@@ -182,6 +185,55 @@ pub struct ModelsConfig {
     /// table (`[models.prices."anthropic:claude-sonnet-4-5"] input = 3.0 ...`).
     #[serde(default)]
     pub prices: HashMap<String, cadre_llm::ModelPrice>,
+    /// Context windows in tokens by `provider:model`, added to or replacing the built-in
+    /// table (`[models.context_windows] "ollama:qwen3:8b" = 40960`).
+    #[serde(default)]
+    pub context_windows: HashMap<String, u64>,
+}
+
+/// `[compaction]` (documented in `docs/compaction.md`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Compact automatically (default true); `/compact` and `--compact-now` work either way.
+    pub enabled: Option<bool>,
+    /// Share of the context window at which a conversation is compacted (default 0.8).
+    pub threshold: Option<f64>,
+    /// Latest turns kept verbatim (default 4).
+    pub keep_recent_turns: Option<usize>,
+    /// The model that writes summaries (default: each agent's own).
+    pub model: Option<String>,
+}
+
+impl CompactionConfig {
+    /// The engine's policy, with the windows of `[models.context_windows]`.
+    pub fn policy(&self, models: &ModelsConfig) -> Result<cadre_engine::CompactionPolicy> {
+        let threshold = self
+            .threshold
+            .unwrap_or(cadre_engine::DEFAULT_COMPACTION_THRESHOLD);
+        if !(threshold > 0.0 && threshold <= 1.0) {
+            anyhow::bail!("[compaction] threshold must be above 0 and at most 1, not {threshold}");
+        }
+        let keep = self
+            .keep_recent_turns
+            .unwrap_or(cadre_engine::DEFAULT_KEEP_RECENT_TURNS);
+        if keep == 0 {
+            anyhow::bail!("[compaction] keep_recent_turns must be at least 1");
+        }
+        let mut windows = cadre_llm::ContextWindows::new();
+        for (spec, tokens) in &models.context_windows {
+            if !spec.contains(':') {
+                anyhow::bail!("[models.context_windows]: {spec:?} is not provider:model");
+            }
+            windows = windows.with(spec.clone(), *tokens);
+        }
+        Ok(cadre_engine::CompactionPolicy {
+            windows: std::sync::Arc::new(windows),
+            threshold,
+            keep_recent_turns: keep,
+            model: None,
+        })
+    }
 }
 
 impl ModelsConfig {
@@ -217,6 +269,9 @@ pub struct SubagentsConfig {
     /// Remove the built-in `general-purpose` agent.
     #[serde(default)]
     pub disable_general_purpose: bool,
+    /// Results larger than this many bytes are written to `.cadre/results/<task id>.md`
+    /// and the parent gets their head and the path (default 32768).
+    pub max_result_bytes: Option<usize>,
 }
 
 /// `subagents.tools`.

@@ -145,6 +145,10 @@ impl Setup {
         if let Some(n) = config.tools.offload_threshold {
             b = b.offload_threshold(n);
         }
+        if config.compaction.enabled.unwrap_or(true) {
+            let policy = config.compaction.policy(&config.models)?;
+            b = b.compaction(policy, config.compaction.model.clone());
+        }
         // MCP tools join the built-in ones; children narrow from them like from any tool.
         // The tools hold their servers, which stop when the harness is dropped.
         let mcp = crate::mcp_cmd::start_servers(&ws, &config).await;
@@ -180,6 +184,9 @@ impl Setup {
                 _ => BackgroundApprovals::Deny,
             };
             rc.task_timeout = sub.task_timeout_secs.map(Duration::from_secs);
+            if let Some(n) = sub.max_result_bytes {
+                rc.max_result_bytes = n;
+            }
             rc.surface = match sub.tools {
                 Some(SurfaceName::Task) => ToolSurface::Task,
                 Some(SurfaceName::Lifecycle) => ToolSurface::Lifecycle,

@@ -194,6 +194,9 @@ impl SubagentRuntime {
         if let Some(n) = self.cfg.max_output_tokens {
             b = b.max_output_tokens(n);
         }
+        if let Some(policy) = &self.cfg.compaction {
+            b = b.compaction(policy.clone());
+        }
         b = b.hook(Arc::new(DelegationGuard::new(
             decided.may_delegate,
             self.cfg.max_depth,

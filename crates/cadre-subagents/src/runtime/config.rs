@@ -2,7 +2,7 @@
 
 use crate::definition::AgentDefinition;
 use crate::remote::RemoteExecutor;
-use cadre_engine::{ApprovalMode, Limits, PermissionPolicy, ToolHook};
+use cadre_engine::{ApprovalMode, CompactionPolicy, Limits, PermissionPolicy, ToolHook};
 use cadre_sandbox::{Launcher, SandboxPolicy, SandboxSpec};
 use cadre_tools::{AccessPolicy, ToolRegistry};
 use std::path::{Path, PathBuf};
@@ -108,6 +108,11 @@ pub struct RuntimeConfig {
     pub task_timeout: Option<Duration>,
     /// The OS sandbox of agents' processes (none: no agent is sandboxed).
     pub sandbox: Option<SandboxSettings>,
+    /// How children's conversations are compacted (the parent's policy; none: never).
+    pub compaction: Option<CompactionPolicy>,
+    /// Results above this many bytes reach the parent as a head and a file under
+    /// `.cadre/results/` (default 32 KiB).
+    pub max_result_bytes: usize,
 }
 
 impl RuntimeConfig {
@@ -138,6 +143,8 @@ impl RuntimeConfig {
             max_output_tokens: None,
             store: None,
             sandbox: None,
+            compaction: None,
+            max_result_bytes: crate::results::DEFAULT_MAX_RESULT_BYTES,
         }
     }
 

@@ -297,6 +297,17 @@ impl SubagentRuntime {
         &self.cfg
     }
 
+    /// The result of a finished task as its parent model is shown it: whole, or above
+    /// `max_result_bytes` stored under `.cadre/results/` and shown by its head.
+    pub fn shown_result(&self, snap: &TaskSnapshot) -> crate::results::ShownResult {
+        crate::results::shown_result(
+            snap.result.as_deref().unwrap_or(""),
+            &snap.id,
+            &self.cfg.main_workspace.join(".cadre").join("results"),
+            self.cfg.max_result_bytes,
+        )
+    }
+
     /// The task tracker.
     pub fn tracker(&self) -> &TaskTracker {
         &self.tracker
