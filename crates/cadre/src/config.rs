@@ -550,6 +550,23 @@ mod tests {
     }
 
     #[test]
+    fn compaction_settings_and_context_windows_build_the_policy() {
+        let c: Config = toml::from_str(
+            "[compaction]\nthreshold = 0.5\nkeep_recent_turns = 2\n\
+             [models.context_windows]\n\"ollama:qwen3:8b\" = 40960\n",
+        )
+        .unwrap();
+        let p = c.compaction.policy(&c.models).unwrap();
+        assert_eq!((p.threshold, p.keep_recent_turns), (0.5, 2));
+        assert_eq!(p.windows.window("ollama:qwen3:8b", "qwen3:8b"), Some(40960));
+        let bad: Config = toml::from_str("[compaction]\nthreshold = 1.5\n").unwrap();
+        assert!(bad.compaction.policy(&bad.models).is_err());
+        let bad: Config = toml::from_str("[models.context_windows]\nqwen = 1\n").unwrap();
+        assert!(bad.compaction.policy(&bad.models).is_err());
+        assert!(toml::from_str::<Config>("[compaction]\nkeep = 2\n").is_err());
+    }
+
+    #[test]
     fn prices_extend_and_override_the_built_in_table() {
         let c: Config = toml::from_str(
             "[models.prices.\"ollama:qwen3:8b\"]\ninput = 0.0\noutput = 0.0\n\
