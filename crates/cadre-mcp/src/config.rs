@@ -54,6 +54,19 @@ pub struct ServerEntry {
     /// These tools of the server are never offered.
     #[serde(default)]
     pub disabled_tools: Vec<String>,
+    /// `lazy` (default): start on the first call, or `eager`: start with the session.
+    pub startup: Option<String>,
+}
+
+/// When a server starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Startup {
+    /// On its first call; with the session only while cadre has not seen its tools yet
+    /// (they must be in the model's first request).
+    #[default]
+    Lazy,
+    /// With the session.
+    Eager,
 }
 
 /// How a server is reached.
@@ -98,6 +111,8 @@ pub struct ServerConfig {
     pub enabled_tools: Option<Vec<String>>,
     /// Tools never offered.
     pub disabled_tools: Vec<String>,
+    /// When it starts.
+    pub startup: Startup,
     /// cadre's secrets, removed from a stdio server's environment (its own `env` may set
     /// them again explicitly).
     pub secrets: SecretEnv,
@@ -181,6 +196,15 @@ impl ServerEntry {
             }
             other => return Err(err(format!("unknown transport type `{other}`"))),
         };
+        let startup = match self.startup.as_deref() {
+            None | Some("lazy") => Startup::Lazy,
+            Some("eager") => Startup::Eager,
+            Some(other) => {
+                return Err(err(format!(
+                    "unknown startup `{other}`; use \"lazy\" or \"eager\""
+                )));
+            }
+        };
         Ok(ServerConfig {
             name: name.to_string(),
             transport,
@@ -190,6 +214,7 @@ impl ServerEntry {
             enabled: self.enabled.unwrap_or(true),
             enabled_tools: self.enabled_tools.clone(),
             disabled_tools: self.disabled_tools.clone(),
+            startup,
             secrets: SecretEnv::default(),
         })
     }

@@ -8,6 +8,7 @@
 //! As a server (`cadre mcp serve`): [`McpSession`] offers the runtime's delegation tools to
 //! an MCP client over stdio ([`serve_stdio`]) or streamable HTTP ([`http_router`]).
 
+mod cache;
 mod config;
 mod connection;
 pub mod naming;
@@ -17,8 +18,9 @@ mod server;
 mod servers;
 mod tool;
 
+pub use cache::CACHE_DIR;
 pub use config::{
-    ConfigError, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, ServerEntry,
+    ConfigError, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, ServerEntry, Startup,
     Transport, load_mcp_json,
 };
 pub use result::{MAX_MEDIA_BYTES, MEDIA_DIR};

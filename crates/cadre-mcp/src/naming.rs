@@ -16,7 +16,7 @@ pub const MAX_NAME_CHARS: usize = 64;
 pub const MAX_SERVER_CHARS: usize = 24;
 
 /// FNV-1a, 32 bits: stable, dependency-free, enough to tell names apart.
-fn fnv1a(parts: &[&str]) -> u32 {
+pub(crate) fn fnv1a(parts: &[&str]) -> u32 {
     let mut h: u32 = 0x811c_9dc5;
     for (i, p) in parts.iter().enumerate() {
         if i > 0 {

@@ -1,7 +1,8 @@
-//! One configured MCP server as cadre holds it: one shared connection, started on demand,
-//! with what it offers (tools, whether it has resources, prompts), the start rule (a server
-//! that failed or exited is started again once, on the next call), and calls with a
-//! timeout, progress forwarding and cancellation.
+//! One configured MCP server as cadre holds it: one shared connection, started on demand
+//! (on the first call, or with the session), with what it offers (tools, whether it has
+//! resources, prompts; remembered between sessions), the start rule (a server that failed or
+//! exited is started again once, on the next call), and calls with a timeout, progress
+//! forwarding and cancellation.
 
 use crate::config::ServerConfig;
 use crate::connection::{Connection, connect};
@@ -11,12 +12,13 @@ use rmcp::model::{
     ReadResourceResult, Request, Resource, ServerResult, Tool as McpToolInfo,
 };
 use rmcp::service::PeerRequestOptions;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 /// What a started server offers.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Offer {
     /// Its tools.
     pub tools: Vec<McpToolInfo>,
@@ -98,7 +100,10 @@ pub enum CallError {
 pub struct McpServer {
     cfg: ServerConfig,
     inner: Mutex<Inner>,
-    offer: std::sync::Mutex<Offer>,
+    /// What it offered when it last started, in this session or (from the cache) before.
+    offer: std::sync::Mutex<Option<Offer>>,
+    /// Where that is kept between sessions.
+    cache: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -110,8 +115,15 @@ impl std::fmt::Debug for McpServer {
 }
 
 impl McpServer {
-    /// A server that is not started yet.
+    /// A server that is not started yet, with no memory of earlier sessions.
     pub fn new(cfg: ServerConfig) -> Arc<Self> {
+        Self::with_cache(cfg, None)
+    }
+
+    /// A server that is not started yet, offering what it offered when it last started, as
+    /// kept in `cache` (refreshed on every start).
+    pub fn with_cache(cfg: ServerConfig, cache: Option<PathBuf>) -> Arc<Self> {
+        let offer = cache.as_deref().and_then(crate::cache::load);
         let state = if cfg.enabled {
             ServerState::Idle
         } else {
@@ -120,7 +132,8 @@ impl McpServer {
         Arc::new(Self {
             cfg,
             inner: Mutex::new(Inner { state, conn: None }),
-            offer: std::sync::Mutex::new(Offer::default()),
+            offer: std::sync::Mutex::new(offer),
+            cache,
         })
     }
 
@@ -139,9 +152,19 @@ impl McpServer {
         self.inner.lock().await.state.clone()
     }
 
-    /// What it offered when it last started.
+    /// What it offered when it last started (nothing when cadre has never seen it start).
     pub fn offer(&self) -> Offer {
-        self.offer.lock().map(|o| o.clone()).unwrap_or_default()
+        self.offer
+            .lock()
+            .ok()
+            .and_then(|o| o.clone())
+            .unwrap_or_default()
+    }
+
+    /// True when cadre knows what it offers: it started in this session, or the cache
+    /// remembers an earlier start.
+    pub fn knows_offer(&self) -> bool {
+        self.offer.lock().is_ok_and(|o| o.is_some())
     }
 
     /// The process id of a running stdio server.
@@ -192,8 +215,11 @@ impl McpServer {
         let retrying = matches!(inner.state, ServerState::Failed { .. });
         match self.open().await {
             Ok((conn, offer)) => {
+                if let Some(path) = &self.cache {
+                    crate::cache::save(path, &offer);
+                }
                 if let Ok(mut o) = self.offer.lock() {
-                    *o = offer;
+                    *o = Some(offer);
                 }
                 let conn = Arc::new(conn);
                 inner.conn = Some(conn.clone());

@@ -1,9 +1,10 @@
 //! The configured MCP servers of a session: built from the configuration files, started
-//! together (each within its own start-up timeout; a failure is a warning naming the
-//! server), offering their tools to the main agent and, through narrowing, to every
-//! sub-agent, and stopped when the session ends.
+//! with the session (`startup = "eager"`, or while their tools are unknown; each within its
+//! own start-up timeout; a failure is a warning naming the server) or on their first call,
+//! offering their tools to the main agent and, through narrowing, to every sub-agent, and
+//! stopped when the session ends.
 
-use crate::config::{ConfigError, ServerConfig, ServerEntry};
+use crate::config::{ConfigError, ServerConfig, ServerEntry, Startup};
 use crate::naming::server_part;
 use crate::server::McpServer;
 use crate::tool::tools_of;
@@ -69,7 +70,8 @@ impl McpServers {
                 continue;
             }
             parts.insert(part, name);
-            out.servers.push(McpServer::new(cfg));
+            let cache = crate::cache::path(workspace, &cfg);
+            out.servers.push(McpServer::with_cache(cfg, Some(cache)));
         }
         out
     }
@@ -102,12 +104,25 @@ impl McpServers {
         self.servers.is_empty()
     }
 
-    /// Start every enabled server at once; the ones that failed.
+    /// Start every enabled server at once (`cadre mcp list`); the ones that failed.
     pub async fn start_all(&self) -> Vec<StartFailure> {
+        self.start_where(|_| true).await
+    }
+
+    /// Start what a session needs from the start, at once: the servers with
+    /// `startup = "eager"`, and the lazy ones whose tools cadre has not seen yet (the model's
+    /// first request must list them). The others start on their first call. The ones that
+    /// failed.
+    pub async fn start_session(&self) -> Vec<StartFailure> {
+        self.start_where(|s| s.config().startup == Startup::Eager || !s.knows_offer())
+            .await
+    }
+
+    async fn start_where(&self, pick: impl Fn(&McpServer) -> bool) -> Vec<StartFailure> {
         let starts = self
             .servers
             .iter()
-            .filter(|s| s.config().enabled)
+            .filter(|s| s.config().enabled && pick(s))
             .map(|s| async move {
                 s.start().await.err().map(|error| StartFailure {
                     server: s.name().to_string(),
@@ -121,7 +136,7 @@ impl McpServers {
             .collect()
     }
 
-    /// The cadre tools of the servers that started.
+    /// The cadre tools of the servers whose offer is known (started, or remembered).
     pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
         self.servers.iter().flat_map(tools_of).collect()
     }

@@ -49,6 +49,21 @@ fn report(ctx: &ToolContext, tool: &str, p: &Progress) {
     });
 }
 
+/// A server that could not be started (a lazy start on this call, or a retry) is a warning
+/// the calling run shows, besides the tool error the model reads.
+fn warn_unavailable(ctx: &ToolContext, e: &CallError) {
+    if let CallError::Unavailable(m) = e {
+        ctx.run.events.emit(EventEnvelope {
+            session_id: ctx.run.session_id.clone(),
+            agent: ctx.run.agent.clone(),
+            task_id: ctx.run.task_id.clone(),
+            event: Event::Notice {
+                message: format!("warning: {m}"),
+            },
+        });
+    }
+}
+
 fn call_failure(tool: &str, e: CallError) -> ToolError {
     match e {
         CallError::Cancelled => ToolError::Cancelled,
@@ -108,7 +123,10 @@ impl Tool for McpTool {
             .server
             .call_tool(&self.remote_name, arguments, &ctx.cancel, &on_progress)
             .await
-            .map_err(|e| call_failure(&name, e))?;
+            .map_err(|e| {
+                warn_unavailable(ctx, &e);
+                call_failure(&name, e)
+            })?;
         let media = ctx.workspace.root().join(MEDIA_DIR);
         let (text, is_error) = render(&result, &media, &media_stem(ctx));
         Ok(if is_error {
@@ -139,12 +157,11 @@ impl Tool for ListResources {
         true
     }
 
-    async fn call(&self, _args: Value, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let list = self
-            .server
-            .list_resources()
-            .await
-            .map_err(|e| call_failure(&self.definition.name, e))?;
+    async fn call(&self, _args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let list = self.server.list_resources().await.map_err(|e| {
+            warn_unavailable(ctx, &e);
+            call_failure(&self.definition.name, e)
+        })?;
         if list.is_empty() {
             return Ok(ToolOutput::ok("the server lists no resources"));
         }
@@ -200,7 +217,10 @@ impl Tool for ReadResource {
             .server
             .read_resource(&a.uri, &ctx.cancel)
             .await
-            .map_err(|e| call_failure(&self.definition.name, e))?;
+            .map_err(|e| {
+                warn_unavailable(ctx, &e);
+                call_failure(&self.definition.name, e)
+            })?;
         let media = ctx.workspace.root().join(MEDIA_DIR);
         let text = render_contents(&read.contents, &media, &media_stem(ctx));
         Ok(ToolOutput::ok(if text.is_empty() {

@@ -37,10 +37,12 @@ pub fn configured_servers(ws: &Path, config: &Config) -> McpServers {
     servers
 }
 
-/// Start the configured servers of `ws`; each that fails is a warning naming it.
+/// The configured servers of `ws` for a session, those it needs at once started
+/// (`startup = "eager"`, or tools not seen yet; the others start on their first call); each
+/// that fails is a warning naming it.
 pub async fn start_servers(ws: &Path, config: &Config) -> McpServers {
     let servers = configured_servers(ws, config);
-    for failure in servers.start_all().await {
+    for failure in servers.start_session().await {
         eprintln!("cadre: warning: {failure}");
     }
     servers
@@ -63,7 +65,10 @@ fn transport_text(t: &Transport) -> String {
 async fn list(cli: &Cli, json: bool) -> Result<ExitCode> {
     let ws = workspace_root(cli)?;
     let config = config::load(&ws, cli.config.as_deref())?;
-    let servers = start_servers(&ws, &config).await;
+    let servers = configured_servers(&ws, &config);
+    for failure in servers.start_all().await {
+        eprintln!("cadre: warning: {failure}");
+    }
     let mut rows = Vec::new();
     for s in servers.servers() {
         let state = s.state().await;
