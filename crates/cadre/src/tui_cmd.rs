@@ -38,6 +38,8 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
     })
     .await?;
     drop(maintenance);
-    eprintln!("{}", resume_hint(&exit.session_id));
+    if exit.saved {
+        eprintln!("{}", resume_hint(&exit.session_id));
+    }
     Ok(ExitCode::SUCCESS)
 }

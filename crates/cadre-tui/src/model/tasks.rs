@@ -198,8 +198,10 @@ impl TaskBoard {
         new
     }
 
-    /// Take the tracker's view of the tasks (the owner of status, usage and times).
-    pub fn sync(&mut self, snaps: &[TaskSnapshot]) {
+    /// Take the tracker's view of the tasks (the owner of status, usage and times); true
+    /// when anything changed (the screen must be drawn again).
+    pub fn sync(&mut self, snaps: &[TaskSnapshot]) -> bool {
+        let mut any = false;
         for s in snaps {
             let t = self.entry(&s.id, &s.agent, s.created_at);
             let ended = s.status.is_terminal().then_some(s.updated_at);
@@ -222,9 +224,11 @@ impl TaskBoard {
                 t.result = s.result.clone();
                 t.error = s.error.clone();
                 t.version += 1;
+                any = true;
             }
         }
         self.trim();
+        any
     }
 
     /// Background tasks not yet ended.
@@ -335,5 +339,29 @@ mod tests {
         assert_eq!(t.status, TaskStatus::Cancelled);
         assert_eq!(t.elapsed_ms(10_000), 250);
         assert_eq!(b.counts(), (0, 1));
+        // The tracker's record wins and says whether the screen must change.
+        let snap = TaskSnapshot {
+            id: "task_1".into(),
+            agent: "explorer".into(),
+            parent_session_id: "s-1".into(),
+            child_session_id: "sub-1".into(),
+            description: "map the project".into(),
+            status: TaskStatus::Cancelled,
+            result: None,
+            error: None,
+            cancel_requested: true,
+            background: true,
+            created_at: 100,
+            updated_at: 400,
+            usage: Usage::default(),
+            end_state: None,
+        };
+        assert!(b.sync(std::slice::from_ref(&snap)));
+        let t = b.get("task_1").unwrap();
+        assert_eq!(
+            (t.description.as_str(), t.background),
+            ("map the project", true)
+        );
+        assert!(!b.sync(&[snap]), "nothing new");
     }
 }

@@ -56,6 +56,8 @@ pub struct TuiOptions {
 pub struct TuiExit {
     /// The session in use at the end (to print the resume hint).
     pub session_id: String,
+    /// Whether it is saved (a session nothing was sent in is removed).
+    pub saved: bool,
 }
 
 /// Why the UI could not run.
@@ -200,9 +202,20 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
     shell.harness.runtime().shutdown();
     drop(term);
     drop(guard);
+    let saved = !shell.session.as_ref().is_some_and(discard_if_empty);
     Ok(TuiExit {
         session_id: shell.session_id,
+        saved,
     })
+}
+
+/// Remove `session`'s file when it holds nothing (nothing was ever sent in it): it is not
+/// worth resuming, and `--continue` would take it for the latest. True when removed.
+fn discard_if_empty(session: &Session) -> bool {
+    session.messages().is_empty()
+        && session
+            .path()
+            .is_some_and(|p| std::fs::remove_file(p).is_ok())
 }
 
 impl Shell {
@@ -290,7 +303,10 @@ impl Shell {
             .runtime()
             .tracker()
             .of_session(&self.session_id);
-        self.app.tasks.sync(&snaps);
+        // A task that ended while nothing else runs changes only here.
+        if self.app.tasks.sync(&snaps) {
+            self.dirty = true;
+        }
         if let Overlay::Tasks(p) = &self.app.overlay
             && p.follow
             && let Some(id) = p.detail.clone()
@@ -440,6 +456,7 @@ impl Shell {
     }
 
     fn replace_session(&mut self, session: Session) {
+        let discarded = self.session.as_ref().is_some_and(discard_if_empty);
         let old = std::mem::replace(&mut self.session_id, session.id().to_string());
         self.session = Some(session);
         self.app.transcript.clear();
@@ -449,10 +466,14 @@ impl Shell {
         self.app.status.session_id = self.session_id.clone();
         self.app.scroll = 0;
         self.app.selected_entry = None;
-        self.app.notice(format!(
-            "session {} — the previous one ({old}) is saved: cadre --resume {old}",
-            self.session_id
-        ));
+        self.app.notice(if discarded {
+            format!("session {} (the previous one was empty)", self.session_id)
+        } else {
+            format!(
+                "session {} — the previous one ({old}) is saved: cadre --resume {old}",
+                self.session_id
+            )
+        });
     }
 
     /// With no key for the model, nothing is sent: say why (again) and stay idle.

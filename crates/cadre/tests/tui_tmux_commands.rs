@@ -1,0 +1,233 @@
+//! The full-screen UI's commands and the rest of its keys, end to end in tmux with a
+//! scripted model: `/help`, `/agents`, an unknown command, a follow-up (`s`) to a live child
+//! from the task panel, an escalated approval from a background child, `/model`, `@agent`
+//! direct runs, `/clear`, the `/resume` picker, and `--continue` with the input history of
+//! the previous process. Needs tmux (installed by `.ci/run`); without it the test says
+//! SKIPPED, and fails in CI.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod tui_support;
+
+use std::path::Path;
+use tui_support::{Tmux, cadre_command, tmux_available};
+
+const MAIN: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+text = "main says {{user}}"
+[[scripts.turns]]
+tool_calls = [{ name = "agent_spawn", args = { agent_id = "helper", label = "h", task = "say hi", timeout_seconds = 30 } }]
+[[scripts.turns]]
+text = "spawned the helper"
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "writer", description = "background write", background = true, prompt = "write bg.txt" } }]
+[[scripts.turns]]
+text = "writing in the background"
+[[scripts.turns]]
+text = "background delivered"
+
+[[scripts]]
+agent = "helper"
+[[scripts.turns]]
+text = "helper: {{user}}"
+[[scripts.turns]]
+text = "helper again: {{user}}"
+
+[[scripts]]
+agent = "writer"
+[[scripts.turns]]
+tool_calls = [{ name = "write_file", args = { path = "bg.txt", content = "from the background" } }]
+[[scripts.turns]]
+text = "wrote bg.txt"
+"#;
+
+const HELPER: &str = "---\nname: helper\ndescription: Answers.\n---\nYou answer.\n";
+const WRITER: &str =
+    "---\nname: writer\ndescription: Writes files.\nworkspace: {mode: shared}\n---\nYou write.\n";
+
+/// The second model `/model` switches to: the same answer on every turn.
+fn other_script() -> String {
+    let mut s = String::from("[[scripts]]\nagent = \"main\"\n");
+    for _ in 0..20 {
+        s.push_str("[[scripts.turns]]\ntext = \"other model says {{user}}\"\n");
+    }
+    s.push_str("[[scripts]]\nagent = \"helper\"\n");
+    for _ in 0..4 {
+        s.push_str("[[scripts.turns]]\ntext = \"helper on the other model: {{user}}\"\n");
+    }
+    s
+}
+
+fn workspace(dir: &Path) {
+    std::fs::create_dir_all(dir.join(".cadre/agents")).unwrap();
+    std::fs::write(dir.join(".cadre/agents/helper.md"), HELPER).unwrap();
+    std::fs::write(dir.join(".cadre/agents/writer.md"), WRITER).unwrap();
+    std::fs::write(
+        dir.join(".cadre/config.toml"),
+        "[subagents]\nbackground_approvals = \"escalate\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("main.toml"), MAIN).unwrap();
+    std::fs::write(dir.join("other.toml"), other_script()).unwrap();
+}
+
+fn start(name: &str, ws: &Path, extra: &[&str]) -> Tmux {
+    let ws_arg = ws.display().to_string();
+    let model = format!("scripted:{}", ws.join("main.toml").display());
+    let mut args = vec!["--workspace", &ws_arg, "--model", &model];
+    args.extend(extra);
+    Tmux::start(
+        name,
+        &[
+            ("XDG_CONFIG_HOME", ws.join("nocfg").display().to_string()),
+            ("CADRE_MODEL", String::new()),
+        ],
+        &cadre_command(&args),
+    )
+}
+
+/// Type `line` and press Enter.
+fn submit(tmux: &Tmux, line: &str) {
+    tmux.text(line);
+    tmux.keys(&["Enter"]);
+}
+
+/// In a list overlay, press Down until the picked row (`│› `) contains `needle`; each Down is
+/// waited for (the picked row changes) before the next.
+fn pick(tmux: &Tmux, needle: &str) {
+    let picked = |s: &str| {
+        s.lines()
+            .find(|l| l.trim_start().starts_with("│› "))
+            .unwrap_or_default()
+            .to_string()
+    };
+    for _ in 0..20 {
+        let now = picked(&tmux.screen());
+        if now.contains(needle) {
+            return;
+        }
+        tmux.keys(&["Down"]);
+        tmux.wait("the pick to move", |s| picked(s) != now);
+    }
+    panic!("no row with {needle}:\n{}", tmux.screen());
+}
+
+/// The session id the status bar shows (`s-` and 8 hex digits).
+fn status_session(screen: &str) -> String {
+    let bar = screen
+        .lines()
+        .rev()
+        .find(|l| l.contains(" running · "))
+        .expect("the status bar");
+    let at = bar.find(" s-").expect("a session id") + 1;
+    bar[at..at + 10].to_string()
+}
+
+#[test]
+fn commands_follow_ups_escalations_and_resuming() {
+    if !tmux_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    workspace(ws);
+    let tmux = start("tui-commands", ws, &[]);
+    tmux.wait_for("main.toml");
+
+    // /help and /agents; an unknown command is an error and reaches no model.
+    submit(&tmux, "/help");
+    let help = tmux.wait_for("/resume");
+    assert!(help.contains("/cost") && help.contains("Ctrl+R"), "{help}");
+    submit(&tmux, "/agents");
+    tmux.wait_for("sub-agents: general-purpose, helper, writer");
+    submit(&tmux, "/bogus");
+    let s = tmux.wait_for("unknown command /bogus");
+    assert!(!s.contains("main says"), "{s}");
+    submit(&tmux, "hello");
+    tmux.wait_for("main says hello");
+
+    // A live child (agent_spawn) takes a follow-up from the task panel.
+    submit(&tmux, "spawn a helper");
+    tmux.wait_for("spawned the helper");
+    tmux.keys(&["C-t"]);
+    tmux.wait_for("Tasks — Enter open");
+    pick(&tmux, "say hi");
+    tmux.keys(&["s"]);
+    tmux.text("more please");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("sent to helper as task_");
+    tmux.wait("the follow-up's task done", |s| {
+        s.lines()
+            .any(|l| l.contains("more please") && l.contains("completed"))
+    });
+    pick(&tmux, "more please");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("helper again: more please");
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["Escape"]);
+    tmux.wait("the panel to close", |s| !s.contains("Tasks — Enter open"));
+
+    // A background child's request is escalated to the dialog, named, and announced.
+    submit(&tmux, "background write");
+    let dialog = tmux.wait_for("Approval needed");
+    assert!(
+        dialog.contains("Sub-agent writer (task task_") && dialog.contains("write_file"),
+        "{dialog}"
+    );
+    assert!(dialog.contains("⚠ 1 approval waiting"), "{dialog}");
+    tmux.keys(&["y"]);
+    tmux.wait_for("background delivered");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("bg.txt")).unwrap(),
+        "from the background"
+    );
+
+    // /model switches the model of the next turns; @agent runs a sub-agent directly.
+    let other = format!("scripted:{}", ws.join("other.toml").display());
+    submit(&tmux, &format!("/model {other}"));
+    tmux.wait_for("from the next turn on");
+    submit(&tmux, "again");
+    tmux.wait_for("other model says again");
+    submit(&tmux, "@helper job one");
+    tmux.wait_for("helper on the other model: job one");
+
+    // /clear starts a new session; /resume picks the old one back.
+    let first = status_session(&tmux.screen());
+    submit(&tmux, "/clear");
+    let cleared = tmux.wait_for("the previous one");
+    assert!(
+        cleared.contains(&format!("cadre --resume {first}")),
+        "{cleared}"
+    );
+    assert!(!cleared.contains("main says hello"), "{cleared}");
+    assert_ne!(status_session(&cleared), first);
+    submit(&tmux, "/resume");
+    tmux.wait_for("Resume a session");
+    pick(&tmux, "hello");
+    tmux.keys(&["Enter"]);
+    let resumed = tmux.wait_for("main says hello");
+    assert_eq!(status_session(&resumed), first);
+
+    // Leaving prints the resume command; --continue opens that session again, and the
+    // input history of this process is there (Up).
+    tmux.keys(&["C-c"]);
+    tmux.wait_for("Ctrl+C again within 2 s exits");
+    tmux.keys(&["C-c"]);
+    let end = tmux.wait_for("cadre exited with");
+    assert!(end.contains("cadre exited with 0"), "{end}");
+    assert!(
+        tmux.with_history()
+            .contains(&format!("resume with: cadre --resume {first}")),
+        "{}",
+        tmux.with_history()
+    );
+    drop(tmux);
+    let again = start("tui-continue", ws, &["--continue"]);
+    let s = again.wait_for("main.toml");
+    assert_eq!(status_session(&s), first);
+    again.keys(&["Up"]);
+    again.wait_for("› /resume");
+    again.keys(&["Up"]);
+    again.wait_for("› /clear");
+}
