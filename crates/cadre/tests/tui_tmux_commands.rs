@@ -9,7 +9,7 @@
 mod tui_support;
 
 use std::path::Path;
-use tui_support::{Tmux, cadre_command, tmux_available};
+use tui_support::{Tmux, tmux_available};
 
 const MAIN: &str = r#"
 [[scripts]]
@@ -83,7 +83,7 @@ fn start(name: &str, ws: &Path, extra: &[&str]) -> Tmux {
             ("XDG_CONFIG_HOME", ws.join("nocfg").display().to_string()),
             ("CADRE_MODEL", String::new()),
         ],
-        &cadre_command(&args),
+        &args,
     )
 }
 
@@ -113,15 +113,11 @@ fn pick(tmux: &Tmux, needle: &str) {
     panic!("no row with {needle}:\n{}", tmux.screen());
 }
 
-/// The session id the status bar shows (`s-` and 8 hex digits).
-fn status_session(screen: &str) -> String {
-    let bar = screen
-        .lines()
-        .rev()
-        .find(|l| l.contains(" running · "))
-        .expect("the status bar");
-    let at = bar.find(" s-").expect("a session id") + 1;
-    bar[at..at + 10].to_string()
+/// The session id the status bar shows (`s-` and 8 hex digits), if the bar is drawn.
+fn status_session(screen: &str) -> Option<String> {
+    let bar = screen.lines().rev().find(|l| l.contains(" running · "))?;
+    let at = bar.find(" s-")? + 1;
+    bar.get(at..at + 10).map(str::to_string)
 }
 
 #[test]
@@ -137,15 +133,19 @@ fn commands_follow_ups_escalations_and_resuming() {
 
     // /help and /agents; an unknown command is an error and reaches no model.
     submit(&tmux, "/help");
-    let help = tmux.wait_for("/resume");
-    assert!(help.contains("/cost") && help.contains("Ctrl+R"), "{help}");
+    tmux.wait("the help", |s| {
+        s.contains("/resume") && s.contains("/cost") && s.contains("Ctrl+R")
+    });
     submit(&tmux, "/agents");
     tmux.wait_for("sub-agents: general-purpose, helper, writer");
     submit(&tmux, "/bogus");
-    let s = tmux.wait_for("unknown command /bogus");
-    assert!(!s.contains("main says"), "{s}");
+    tmux.wait_for("unknown command /bogus");
     submit(&tmux, "hello");
     tmux.wait_for("main says hello");
+    assert!(
+        !tmux.screen().contains("main says /bogus"),
+        "the command never reached the model"
+    );
 
     // A live child (agent_spawn) takes a follow-up from the task panel.
     submit(&tmux, "spawn a helper");
@@ -170,12 +170,15 @@ fn commands_follow_ups_escalations_and_resuming() {
 
     // A background child's request is escalated to the dialog, named, and announced.
     submit(&tmux, "background write");
-    let dialog = tmux.wait_for("Approval needed");
-    assert!(
-        dialog.contains("Sub-agent writer (task task_") && dialog.contains("write_file"),
-        "{dialog}"
+    tmux.wait(
+        "the dialog naming the writer, announced in the status bar",
+        |s| {
+            s.contains("Approval needed")
+                && s.contains("Sub-agent writer (task task_")
+                && s.contains("write_file")
+                && s.contains("⚠ 1 approval waiting")
+        },
     );
-    assert!(dialog.contains("⚠ 1 approval waiting"), "{dialog}");
     tmux.keys(&["y"]);
     tmux.wait_for("background delivered");
     assert_eq!(
@@ -193,39 +196,37 @@ fn commands_follow_ups_escalations_and_resuming() {
     tmux.wait_for("helper on the other model: job one");
 
     // /clear starts a new session; /resume picks the old one back.
-    let first = status_session(&tmux.screen());
+    let first = status_session(&tmux.screen()).expect("the status bar");
     submit(&tmux, "/clear");
-    let cleared = tmux.wait_for("the previous one");
-    assert!(
-        cleared.contains(&format!("cadre --resume {first}")),
-        "{cleared}"
-    );
-    assert!(!cleared.contains("main says hello"), "{cleared}");
-    assert_ne!(status_session(&cleared), first);
+    tmux.wait("the new session", |s| {
+        s.contains(&format!("the previous one ({first}"))
+            && !s.contains("main says hello")
+            && status_session(s).is_some_and(|id| id != first)
+    });
     submit(&tmux, "/resume");
     tmux.wait_for("Resume a session");
     pick(&tmux, "hello");
     tmux.keys(&["Enter"]);
-    let resumed = tmux.wait_for("main says hello");
-    assert_eq!(status_session(&resumed), first);
+    tmux.wait("the old session back", |s| {
+        s.contains("main says hello") && status_session(s).as_deref() == Some(first.as_str())
+    });
 
     // Leaving prints the resume command; --continue opens that session again, and the
     // input history of this process is there (Up).
     tmux.keys(&["C-c"]);
     tmux.wait_for("Ctrl+C again within 2 s exits");
     tmux.keys(&["C-c"]);
-    let end = tmux.wait_for("cadre exited with");
-    assert!(end.contains("cadre exited with 0"), "{end}");
+    assert_eq!(tmux.exit_code(), 0);
+    let end = tmux.with_history();
     assert!(
-        tmux.with_history()
-            .contains(&format!("resume with: cadre --resume {first}")),
-        "{}",
-        tmux.with_history()
+        end.contains(&format!("resume with: cadre --resume {first}")),
+        "{end}"
     );
     drop(tmux);
     let again = start("tui-continue", ws, &["--continue"]);
-    let s = again.wait_for("main.toml");
-    assert_eq!(status_session(&s), first);
+    again.wait("the same session", |s| {
+        s.contains("main.toml") && status_session(s).as_deref() == Some(first.as_str())
+    });
     again.keys(&["Up"]);
     again.wait_for("› /resume");
     again.keys(&["Up"]);

@@ -9,7 +9,7 @@ mod tui_support;
 use cadre_testkit::{MockServer, OpenAiStream};
 use serde_json::Value;
 use std::path::Path;
-use tui_support::{Tmux, cadre_command, tmux_available};
+use tui_support::{Tmux, tmux_available};
 
 /// The key variable the workspace's provider names; set only where a test says so.
 const KEY_VAR: &str = "CADRE_TUI_TEST_KEY";
@@ -43,16 +43,16 @@ fn start_ui(name: &str, ws: &Path, key: Option<&str>) -> Tmux {
     Tmux::start(
         name,
         &env,
-        &cadre_command(&["--workspace", &ws_arg, "--model", "openai:gpt-4o-mini"]),
+        &["--workspace", &ws_arg, "--model", "openai:gpt-4o-mini"],
     )
 }
 
-/// Leave with Ctrl+C twice; the exit code the shell reported.
-fn quit(tmux: &Tmux) -> String {
+/// Leave with Ctrl+C twice; the exit status.
+fn quit(tmux: &Tmux) -> i32 {
     tmux.keys(&["C-c"]);
     tmux.wait_for("Ctrl+C again within 2 s exits");
     tmux.keys(&["C-c"]);
-    tmux.wait_for("cadre exited with")
+    tmux.exit_code()
 }
 
 /// The texts of the user messages of a recorded Chat Completions request.
@@ -76,16 +76,17 @@ fn first_run_without_a_key_names_the_variable_and_sends_nothing() {
     let ws = workspace(&mock);
     let tmux = start_ui("tui-first-run", ws.path(), None);
 
-    let screen = tmux.wait_for("Welcome to cadre");
-    assert!(screen.contains(&format!("Set {KEY_VAR}")), "{screen}");
-    assert!(screen.contains("--model PROVIDER:MODEL"), "{screen}");
+    tmux.wait("the first-run message naming the variable", |s| {
+        s.contains("Welcome to cadre")
+            && s.contains(&format!("Set {KEY_VAR}"))
+            && s.contains("--model PROVIDER:MODEL")
+    });
     tmux.text("hello");
     tmux.keys(&["Enter"]);
     tmux.wait("the refusal in the transcript", |s| {
         s.contains("so nothing was sent") && !s.contains("Welcome to cadre")
     });
-    let end = quit(&tmux);
-    assert!(end.contains("cadre exited with 0"), "{end}");
+    assert_eq!(quit(&tmux), 0);
     assert_eq!(mock.request_count(), 0, "no request without a key");
 }
 
@@ -155,6 +156,5 @@ fn input_typed_during_a_turn_is_sent_after_it() {
         ["first prompt", "second prompt"],
         "it went out as the next turn"
     );
-    let end = quit(&tmux);
-    assert!(end.contains("cadre exited with 0"), "{end}");
+    assert_eq!(quit(&tmux), 0);
 }

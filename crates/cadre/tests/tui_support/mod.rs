@@ -20,25 +20,46 @@ pub fn tmux_available() -> bool {
     false
 }
 
-/// A tmux server of one test, with one window `ui` running a command; killed when dropped.
+/// A tmux server of one test, with one window `ui` running cadre; killed when dropped.
 pub struct Tmux {
     socket: String,
     /// Where the server's socket file is, to remove it with the server.
     socket_path: Option<PathBuf>,
+    /// Where the shell writes cadre's exit status (tmux's own `pane_dead_status` is not
+    /// always filled in).
+    status_file: PathBuf,
 }
 
 impl Tmux {
-    /// Start a server on a socket of its own (`name` and the process id) running `command`
-    /// in a 120×45 terminal with `env` set. The window stays when the command exits, so its
-    /// last screen can be read.
-    pub fn start(name: &str, env: &[(&str, String)], command: &str) -> Tmux {
+    /// Start a server on a socket of its own (`name` and the process id) running cadre with
+    /// `args` in a 120×45 terminal with `env` set. The pane stays when cadre exits (set before
+    /// it starts), so its last output can be read.
+    pub fn start(name: &str, env: &[(&str, String)], args: &[&str]) -> Tmux {
+        let socket = format!("cadre-{name}-{}", std::process::id());
+        let status_file = std::env::temp_dir().join(format!("{socket}.status"));
+        let _ = std::fs::remove_file(&status_file);
+        let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+        let command = format!(
+            "'{}' {}; echo $? > '{}'",
+            env!("CARGO_BIN_EXE_cadre"),
+            quoted.join(" "),
+            status_file.display()
+        );
         let mut tmux = Tmux {
-            socket: format!("cadre-{name}-{}", std::process::id()),
+            socket,
             socket_path: None,
+            status_file,
         };
-        let mut args: Vec<String> = [
+        let mut tmux_args: Vec<String> = [
             "-f",
             "/dev/null",
+            "start-server",
+            ";",
+            "set-option",
+            "-g",
+            "remain-on-exit",
+            "on",
+            ";",
             "new-session",
             "-d",
             "-s",
@@ -53,14 +74,13 @@ impl Tmux {
         .map(str::to_string)
         .to_vec();
         for (k, v) in env {
-            args.push("-e".into());
-            args.push(format!("{k}={v}"));
+            tmux_args.push("-e".into());
+            tmux_args.push(format!("{k}={v}"));
         }
-        args.push(command.to_string());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        tmux.run(&args);
+        tmux_args.push(command);
+        let tmux_args: Vec<&str> = tmux_args.iter().map(String::as_str).collect();
+        tmux.run(&tmux_args);
         tmux.socket_path = Some(PathBuf::from(tmux.format("#{socket_path}")));
-        tmux.run(&["set-option", "-t", "ui", "remain-on-exit", "on"]);
         tmux
     }
 
@@ -126,6 +146,25 @@ impl Tmux {
         }
     }
 
+    /// Wait (with a deadline) until cadre has exited; its exit status.
+    pub fn exit_code(&self) -> i32 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            // Written whole by the shell once cadre has exited.
+            if let Ok(text) = std::fs::read_to_string(&self.status_file)
+                && let Ok(code) = text.trim().parse()
+            {
+                return code;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for cadre to exit; the screen:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Wait until the screen contains `needle`.
     pub fn wait_for(&self, needle: &str) -> String {
         self.wait(needle, |s| s.contains(needle))
@@ -139,6 +178,7 @@ impl Drop for Tmux {
         if let Some(path) = &self.socket_path {
             let _ = std::fs::remove_file(path);
         }
+        let _ = std::fs::remove_file(&self.status_file);
     }
 }
 
@@ -159,15 +199,4 @@ pub fn copy_dir(from: &Path, to: &Path) {
 /// The repository root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The shell command that runs cadre with `args` (each quoted) and then reports its exit
-/// code on the screen once the UI has left it.
-pub fn cadre_command(args: &[&str]) -> String {
-    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
-    format!(
-        "'{}' {}; echo \"cadre exited with $?\"",
-        env!("CARGO_BIN_EXE_cadre"),
-        quoted.join(" ")
-    )
 }
