@@ -1,6 +1,6 @@
 //! Turns a child's events into sub-agent updates in the parent's event stream and previews
-//! of them in the task's small progress log. Approval requests pass through unchanged, so the parent's UI sees
-//! which sub-agent asks.
+//! of them in the task's small progress log. Approval requests and plans pass through unchanged,
+//! so the parent's UI sees which sub-agent asks or plans.
 
 use crate::tracker::TaskTracker;
 use cadre_types::{EndState, Event, EventEnvelope, EventSink, SubagentUpdate, UpdateKind};
@@ -96,10 +96,11 @@ impl EventSink for ForwardSink {
                 };
                 self.update(sid, kind, text, None, Some(usage));
             }
-            // A grandchild's progress and any approval request travel up unchanged.
-            ev @ (Event::SubagentUpdate { .. } | Event::ApprovalRequired { .. }) => {
-                self.parent.emit(EventEnvelope { event: ev, ..env })
-            }
+            // A grandchild's progress, any approval request and the child's own plan travel
+            // up unchanged: their envelope names the agent they belong to.
+            ev @ (Event::SubagentUpdate { .. }
+            | Event::ApprovalRequired { .. }
+            | Event::Todo { .. }) => self.parent.emit(EventEnvelope { event: ev, ..env }),
             Event::Notice { message } => self.to_parent(Event::Notice {
                 message: format!("[{}] {message}", self.agent),
             }),

@@ -6,15 +6,7 @@
 pub use crate::DELEGATION_TOOLS;
 
 /// cadre's built-in tools.
-pub const BUILTIN_TOOLS: &[&str] = &[
-    "read_file",
-    "write_file",
-    "edit_file",
-    "glob",
-    "grep",
-    "list_dir",
-    "bash",
-];
+pub use cadre_tools::builtin::BUILTIN_TOOL_NAMES as BUILTIN_TOOLS;
 
 /// Tools whose calls have a subject (a command or a path) that a permission rule can match,
 /// so a restricted form like `Bash(git *)` or `Read(src/**)` can be kept as a rule.
@@ -300,6 +292,10 @@ mod tests {
             ("Grep", "grep"),
             ("Glob", "glob"),
             ("LS", "list_dir"),
+            ("TodoWrite", "todo_write"),
+            ("read", "read_file"),
+            ("list", "list_dir"),
+            ("todowrite", "todo_write"),
             ("grep_files", "grep"),
             ("read_file", "read_file"),
             ("task", "task"),
@@ -353,6 +349,10 @@ mod tests {
         let out = map_allowlist(&["NotebookEdit".into(), "TodoWrite".into()], &[], &mut w);
         assert!(out.tools.is_empty());
         assert_eq!(w.len(), 2);
+        assert!(
+            w[0].contains("`web_search`, which is not configured"),
+            "{w:?}"
+        );
         let out = map_allowlist(
             &["Read".into(), "read_file".into(), "Grep".into()],
             &[],

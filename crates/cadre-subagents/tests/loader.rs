@@ -101,7 +101,7 @@ fn all_dropped_tools_mean_no_tools_never_inherit() {
     let ws = Ws::new();
     ws.write(
         ".claude/agents/web.md",
-        "---\nname: web\ndescription: Web research.\ntools: WebFetch, WebSearch, TodoWrite\n---\n",
+        "---\nname: web\ndescription: Web research.\ntools: WebSearch, NotebookEdit, KillBash\n---\n",
     );
     ws.write(
         ".claude/agents/all.md",

@@ -2,7 +2,7 @@
 
 use crate::{PathError, PermissionSubject, ToolContext, Workspace};
 use async_trait::async_trait;
-use cadre_types::ToolDefinition;
+use cadre_types::{Event, Message, ToolDefinition};
 
 /// What a tool call produced. `is_error` results still reach the model.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,6 +104,13 @@ pub trait Tool: Send + Sync {
         _workspace: &Workspace,
     ) -> Result<PermissionSubject, ToolError> {
         Ok(PermissionSubject::None)
+    }
+
+    /// The event that restates what this tool's earlier calls in `history` left in force
+    /// (the plan of `todo_write`). The engine emits it when a run starts in a session that
+    /// already has messages, so a resumed session shows its state again.
+    fn resumed_state(&self, _history: &[Message]) -> Option<Event> {
+        None
     }
 
     /// Run the tool.

@@ -195,6 +195,27 @@ pub struct SubagentUpdate {
     pub usage: Option<Usage>,
 }
 
+/// Where one item of an agent's plan stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on.
+    InProgress,
+    /// Done.
+    Completed,
+}
+
+/// One item of an agent's plan (`todo_write`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoItem {
+    /// What is to be done.
+    pub content: String,
+    /// Where it stands.
+    pub status: TodoStatus,
+}
+
 /// One event of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -275,6 +296,12 @@ pub enum Event {
         tokens_after: u64,
         /// The model that wrote the summary.
         model: String,
+    },
+    /// The agent's plan: its whole list after a `todo_write` call, or restated when a run
+    /// continues a reopened session. Each agent (and each sub-agent) has its own.
+    Todo {
+        /// The items in the agent's order.
+        todos: Vec<TodoItem>,
     },
     /// A non-fatal problem worth showing (a retried provider error, an injected notice).
     Notice {

@@ -13,7 +13,7 @@ mod usage;
 pub use approval::{ApprovalDecision, ApprovalRequest, RiskLevel};
 pub use event::{
     EndState, Event, EventEnvelope, EventSink, IncompleteReason, LimitKind, NullSink,
-    SubagentUpdate, UpdateKind,
+    SubagentUpdate, TodoItem, TodoStatus, UpdateKind,
 };
 pub use ids::{new_session_id, new_sub_session_id, new_task_id, unix_millis};
 pub use message::{Message, ToolCall};

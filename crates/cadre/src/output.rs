@@ -1,7 +1,7 @@
 //! Event sinks of the command line: human text (answer on stdout, progress on stderr) and
 //! JSONL (one event per line on stdout). Logs never go to stdout.
 
-use cadre_types::{EndState, Event, EventEnvelope, EventSink, UpdateKind};
+use cadre_types::{EndState, Event, EventEnvelope, EventSink, TodoItem, TodoStatus, UpdateKind};
 use std::io::Write;
 use std::sync::Mutex;
 
@@ -64,6 +64,24 @@ pub fn short_args(args: &str) -> String {
         }
         _ => short(args, 100),
     }
+}
+
+/// A plan as progress lines: a heading with the count done, then one marked line per item.
+fn plan_lines(todos: &[TodoItem]) -> String {
+    let done = todos
+        .iter()
+        .filter(|t| t.status == TodoStatus::Completed)
+        .count();
+    let mut out = format!("plan ({done}/{} done)", todos.len());
+    for t in todos {
+        let mark = match t.status {
+            TodoStatus::Completed => "✓",
+            TodoStatus::InProgress => "▸",
+            TodoStatus::Pending => "·",
+        };
+        out.push_str(&format!("\n  {mark} {}", short(&t.content, 100)));
+    }
+    out
 }
 
 impl TextSink {
@@ -139,6 +157,14 @@ impl EventSink for TextSink {
                     self.progress(&mut st, &line);
                 }
             }
+            Event::Todo { todos } => {
+                let prefix = if main {
+                    String::new()
+                } else {
+                    format!("[{}] ", env.agent)
+                };
+                self.progress(&mut st, &format!("{prefix}{}", plan_lines(&todos)));
+            }
             Event::Notice { message } => self.progress(&mut st, &format!("! {message}")),
             Event::Compaction {
                 replaced_messages,
@@ -189,5 +215,19 @@ mod tests {
         assert!(shown.contains('…'), "{shown}");
         assert_eq!(short_args("not json"), "not json");
         assert!(short(&"x".repeat(200), 10).ends_with('…'));
+    }
+
+    #[test]
+    fn plans_show_each_item_with_its_state() {
+        let item = |content: &str, status| TodoItem {
+            content: content.into(),
+            status,
+        };
+        let shown = plan_lines(&[
+            item("read", TodoStatus::Completed),
+            item("fix", TodoStatus::InProgress),
+            item("test", TodoStatus::Pending),
+        ]);
+        assert_eq!(shown, "plan (1/3 done)\n  ✓ read\n  ▸ fix\n  · test");
     }
 }

@@ -105,12 +105,13 @@ fn list_json_has_the_contract_shape() {
             "edit_file",
             "glob",
             "grep",
-            "list_dir"
+            "list_dir",
+            "todo_write"
         ])
     );
     let gp = by("general-purpose");
     assert_eq!(gp["source"], "builtin");
-    assert_eq!(gp["tools"].as_array().unwrap().len(), 7);
+    assert_eq!(gp["tools"].as_array().unwrap().len(), 8);
     let reviewer = by("reviewer");
     assert_eq!(reviewer["source"], "subagents/reviewer.md");
     assert_eq!(reviewer["tools"], serde_json::json!(["read_file", "grep"]));

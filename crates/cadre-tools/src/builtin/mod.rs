@@ -9,6 +9,7 @@ mod grep;
 mod line_window;
 mod list_dir;
 mod read_file;
+mod todo_write;
 mod write_file;
 
 pub use bash::BashTool;
@@ -17,6 +18,7 @@ pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use list_dir::ListDirTool;
 pub use read_file::ReadFileTool;
+pub use todo_write::{TODO_WRITE, TodoWriteTool, current_plan};
 pub use write_file::WriteFileTool;
 
 use crate::{SecretEnv, ToolRegistry};
@@ -27,9 +29,21 @@ use std::sync::Arc;
 /// it out of what `grep`, `glob` and `list_dir` print.
 pub const READING_TOOLS: &[&str] = &["read_file", "grep", "glob", "list_dir"];
 
+/// The names of the built-in tools, in registry order.
+pub const BUILTIN_TOOL_NAMES: &[&str] = &[
+    "read_file",
+    "write_file",
+    "edit_file",
+    "glob",
+    "grep",
+    "list_dir",
+    "bash",
+    TODO_WRITE,
+];
+
 /// A registry with all built-in tools, in this order: `read_file`, `write_file`,
-/// `edit_file`, `glob`, `grep`, `list_dir`, `bash`; `bash` drops the default secrets
-/// ([`SecretEnv::default`]) from its environment.
+/// `edit_file`, `glob`, `grep`, `list_dir`, `bash`, `todo_write`; `bash` drops the default
+/// secrets ([`SecretEnv::default`]) from its environment.
 pub fn builtin_tools() -> ToolRegistry {
     builtin_tools_with_secrets(SecretEnv::default())
 }
@@ -44,6 +58,7 @@ pub fn builtin_tools_with_secrets(secrets: SecretEnv) -> ToolRegistry {
         .with(Arc::new(GrepTool))
         .with(Arc::new(ListDirTool))
         .with(Arc::new(BashTool::new(secrets)))
+        .with(Arc::new(TodoWriteTool))
 }
 
 #[cfg(test)]
@@ -63,9 +78,11 @@ mod tests {
                 "glob",
                 "grep",
                 "list_dir",
-                "bash"
+                "bash",
+                "todo_write"
             ]
         );
+        assert_eq!(reg.names(), BUILTIN_TOOL_NAMES);
         for def in reg.definitions() {
             assert_eq!(def.parameters["type"], "object", "{}", def.name);
             assert!(def.parameters["properties"].is_object(), "{}", def.name);
@@ -77,7 +94,10 @@ mod tests {
             .filter(|t| t.is_read_only())
             .map(|t| t.name())
             .collect();
-        assert_eq!(read_only, ["read_file", "glob", "grep", "list_dir"]);
+        assert_eq!(
+            read_only,
+            ["read_file", "glob", "grep", "list_dir", "todo_write"]
+        );
     }
 
     #[test]
