@@ -321,9 +321,9 @@ async fn run_inner(
         error: format!("could not save the session: {e}"),
     };
 
-    // A run that continues a session first restates what earlier calls left in force (the
+    // The first run of a reopened session restates what earlier calls left in force (the
     // plan), so whoever watches this run sees it.
-    if !session.messages().is_empty() {
+    if session.take_reopened() {
         for tool in cfg.tools.iter().filter(|t| run.tool_grant.allows(t.name())) {
             if let Some(event) = tool.resumed_state(session.messages()) {
                 emitter.emit(event);

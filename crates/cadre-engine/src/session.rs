@@ -94,6 +94,8 @@ pub struct Session {
     /// Approvals already written to the transcript.
     persisted_approvals: HashSet<String>,
     file: Option<(PathBuf, File)>,
+    /// Reopened from its transcript, and no run has continued it yet in this process.
+    reopened: bool,
 }
 
 fn check_id(id: &str) -> Result<(), SessionError> {
@@ -118,6 +120,7 @@ impl Session {
             approved: Arc::default(),
             persisted_approvals: HashSet::new(),
             file: None,
+            reopened: false,
         }
     }
 
@@ -141,6 +144,7 @@ impl Session {
             approved: Arc::default(),
             persisted_approvals: HashSet::new(),
             file: Some((path, file)),
+            reopened: false,
         };
         s.write(&Record::Meta(meta))?;
         Ok(s)
@@ -232,12 +236,19 @@ impl Session {
         })?;
         let file = OpenOptions::new().append(true).open(&path).map_err(io)?;
         Ok(Self {
+            reopened: !messages.is_empty(),
             meta,
             messages,
             persisted_approvals: approved.clone(),
             approved: Arc::new(Mutex::new(approved)),
             file: Some((path, file)),
         })
+    }
+
+    /// True once, for the first run of a session reopened with a history: that run restates
+    /// the state earlier calls left (the plan), which later runs in the same process do not.
+    pub fn take_reopened(&mut self) -> bool {
+        std::mem::take(&mut self.reopened)
     }
 
     fn write(&mut self, record: &Record) -> Result<(), SessionError> {
@@ -420,6 +431,8 @@ mod tests {
         assert_eq!(back.messages(), history.as_slice());
         assert_eq!(back.meta(), &meta("s-abc"));
         assert!(back.approved_tools().lock().unwrap().contains("bash"));
+        assert!(back.take_reopened(), "the first run restates");
+        assert!(!back.take_reopened(), "later runs do not");
         back.push(Message::user("more")).unwrap();
         let again = Session::open(dir.path(), "s-abc").unwrap();
         assert_eq!(again.messages().len(), 5);

@@ -107,8 +107,8 @@ pub trait Tool: Send + Sync {
     }
 
     /// The event that restates what this tool's earlier calls in `history` left in force
-    /// (the plan of `todo_write`). The engine emits it when a run starts in a session that
-    /// already has messages, so a resumed session shows its state again.
+    /// (the plan of `todo_write`). The engine emits it when the first run of a reopened
+    /// session starts, so a resumed session shows its state again.
     fn resumed_state(&self, _history: &[Message]) -> Option<Event> {
         None
     }

@@ -7,7 +7,8 @@ use cadre_tui::model::approvals::PendingApproval;
 use cadre_tui::model::{App, Overlay, Status, TaskDetail, TaskPanel};
 use cadre_tui::render::{View, draw};
 use cadre_types::{
-    ApprovalRequest, EndState, Event, EventEnvelope, RiskLevel, SubagentUpdate, UpdateKind, Usage,
+    ApprovalRequest, EndState, Event, EventEnvelope, RiskLevel, SubagentUpdate, TodoItem,
+    TodoStatus, UpdateKind, Usage,
 };
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -261,6 +262,32 @@ fn transcript_with_markdown_and_a_folded_tool_call() {
     }));
     a.end_turn();
     insta::assert_snapshot!(frame(&a, 80, 30));
+}
+
+#[test]
+fn plans_of_the_main_agent_and_of_a_sub_agent() {
+    let mut a = app();
+    a.start_turn("Fix the failing test");
+    let item = |content: &str, status| TodoItem {
+        content: content.into(),
+        status,
+    };
+    a.apply(&main_event(Event::Todo {
+        todos: vec![
+            item("read the failing test", TodoStatus::Completed),
+            item("fix the parser", TodoStatus::InProgress),
+            item("run the suite", TodoStatus::Pending),
+        ],
+    }));
+    a.apply(&EventEnvelope {
+        session_id: "sub-1".into(),
+        agent: "explorer".into(),
+        task_id: Some("task_1".into()),
+        event: Event::Todo {
+            todos: vec![item("map the modules", TodoStatus::InProgress)],
+        },
+    });
+    insta::assert_snapshot!(frame(&a, 60, 12));
 }
 
 #[test]

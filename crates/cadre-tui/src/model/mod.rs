@@ -270,6 +270,10 @@ impl App {
                     ));
                 }
             }
+            Event::Todo { todos } => self.transcript.push(EntryKind::Plan {
+                agent: env.agent.clone(),
+                todos: todos.clone(),
+            }),
             Event::Notice { message } => self.notice(message.clone()),
             Event::Error { message } => self.error(message.clone()),
             Event::Done { state, usage, .. } => {

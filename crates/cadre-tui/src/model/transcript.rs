@@ -2,7 +2,7 @@
 //! Each entry carries a version that changes whenever the entry does, so the renderer can
 //! keep the lines of unchanged entries.
 
-use cadre_types::Usage;
+use cadre_types::{TodoItem, Usage};
 use std::collections::HashMap;
 
 /// Longest text kept for one tool result or argument list (the rest is cut with a marker).
@@ -49,6 +49,13 @@ pub enum EntryKind {
     Notice(String),
     /// An error.
     Error(String),
+    /// An agent's plan as it stands after a `todo_write` call (or restated on resume).
+    Plan {
+        /// `main` or the sub-agent whose plan it is.
+        agent: String,
+        /// The items, in the agent's order.
+        todos: Vec<TodoItem>,
+    },
     /// A turn ended: how, and with what usage.
     TurnEnd {
         /// `completed`, `cancelled`, ...

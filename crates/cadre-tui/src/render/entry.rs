@@ -7,6 +7,7 @@ use crate::model::tasks::{TaskBoard, TaskView};
 use crate::model::transcript::{EntryKind, ToolEntry};
 use crate::text::{call_title, elapsed, short, short_id, tokens};
 use cadre_subagents::TaskStatus;
+use cadre_types::{TodoItem, TodoStatus};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 
@@ -124,6 +125,7 @@ pub fn lines(
                 );
             }
         }
+        EntryKind::Plan { agent, todos } => plan(agent, todos, &mut add),
         EntryKind::TurnEnd { state, usage } => add(
             Line::styled(
                 format!(
@@ -141,6 +143,53 @@ pub fn lines(
         first.style = first.style.bg(Color::Rgb(40, 40, 60));
     }
     out
+}
+
+/// `≡ plan · 1/3 done` (with the agent for a sub-agent's), then one line per item.
+fn plan(agent: &str, todos: &[TodoItem], add: &mut impl FnMut(Line<'static>, usize)) {
+    let done = todos
+        .iter()
+        .filter(|t| t.status == TodoStatus::Completed)
+        .count();
+    let mut head = vec![Span::styled(
+        "≡ plan",
+        Style::default().add_modifier(Modifier::BOLD),
+    )];
+    if agent != "main" {
+        head.push(Span::styled(
+            format!(" of {agent}"),
+            Style::default().fg(Color::Cyan),
+        ));
+    }
+    head.push(Span::styled(
+        format!(" · {done}/{} done", todos.len()),
+        dim(),
+    ));
+    add(Line::from(head), 2);
+    for t in todos {
+        let (mark, style) = match t.status {
+            TodoStatus::Completed => ("✓", Style::default().fg(Color::Green)),
+            TodoStatus::InProgress => (
+                "▸",
+                Style::default()
+                    .fg(Color::Yellow)
+                    .add_modifier(Modifier::BOLD),
+            ),
+            TodoStatus::Pending => ("·", Style::default()),
+        };
+        let text = if t.status == TodoStatus::Completed {
+            dim().add_modifier(Modifier::CROSSED_OUT)
+        } else {
+            style
+        };
+        add(
+            Line::from(vec![
+                Span::styled(format!("  {mark} "), style),
+                Span::styled(t.content.clone(), text),
+            ]),
+            4,
+        );
+    }
 }
 
 fn tool(t: &ToolEntry, tasks: &TaskBoard, now_ms: u64, add: &mut impl FnMut(Line<'static>, usize)) {
