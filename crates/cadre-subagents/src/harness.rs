@@ -391,7 +391,9 @@ impl HarnessBuilder {
             .user_dir(self.user_dir)
             .providers(providers.clone())
             .aliases(self.aliases)
-            .skills(skills.clone());
+            .skills(skills.clone())
+            // Definitions may list any tool this harness has (a configured `web_search`).
+            .known_tools(base_tools.names().into_iter().map(str::to_string));
         if !self.load_files || self.disable_subagents {
             registry = registry.without_files();
         }

@@ -71,7 +71,7 @@ fn claude_format_with_comma_lists_aliases_and_ignored_keys() {
     let ws = Ws::new();
     ws.write(
         ".claude/agents/explorer.md",
-        "---\nname: explorer\ndescription: Finds code fast.\ntools: Read, Grep, Glob, LS, WebFetch\ndisallowedTools: Write, MultiEdit\nmodel: sonnet\nmaxTurns: 7\ncolor: cyan\n---\nExplore.\n",
+        "---\nname: explorer\ndescription: Finds code fast.\ntools: Read, Grep, Glob, LS, NotebookEdit\ndisallowedTools: Write, MultiEdit\nmodel: sonnet\nmaxTurns: 7\ncolor: cyan\n---\nExplore.\n",
     );
     let reg = ws.registry_with(None, &[("sonnet", "anthropic:claude-sonnet-4-5")]);
     let d = reg.get("explorer").unwrap();
@@ -91,9 +91,9 @@ fn claude_format_with_comma_lists_aliases_and_ignored_keys() {
     assert_eq!(d.max_turns, Some(7));
     // Claude Code agents work on the project unless they say otherwise.
     assert_eq!(d.workspace.mode, WorkspaceMode::Shared);
-    // `color` is silent; WebFetch is dropped with a warning.
+    // `color` is silent; NotebookEdit is dropped with a warning.
     assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
-    assert!(d.warnings[0].contains("WebFetch"), "{:?}", d.warnings);
+    assert!(d.warnings[0].contains("NotebookEdit"), "{:?}", d.warnings);
 }
 
 #[test]

@@ -180,7 +180,7 @@ fn warnings_of_overridden_definitions_are_kept() {
     let ws = Ws::new();
     ws.write(
         ".claude/agents/a.md",
-        "---\nname: a\ndescription: low\ntools: WebFetch\n---\n",
+        "---\nname: a\ndescription: low\ntools: NotebookEdit\n---\n",
     );
     ws.write(".cadre/agents/a.md", &def_file("a", "high"));
     let reg = ws.registry();

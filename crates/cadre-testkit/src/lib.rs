@@ -1,7 +1,8 @@
 //! Test helpers for cadre: [`MockServer`], a local HTTP server that speaks the OpenAI
 //! Chat Completions and Anthropic Messages protocols from scripted replies, records the
 //! requests it receives, and injects faults (error statuses with `Retry-After`, delays,
-//! streams that are cut or stall, multi-byte characters split across writes).
+//! streams that are cut or stall, multi-byte characters split across writes); and
+//! [`WebServer`], a plain web server of fixed pages for the tools that reach the web.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -18,9 +19,11 @@ mod openai;
 mod reply;
 mod server;
 mod sse;
+mod web;
 
 pub use anthropic::{AnthropicJson, AnthropicStream};
 pub use openai::{OpenAiJson, OpenAiStream};
 pub use reply::{MockReply, split_bytes_inside};
 pub use server::{Api, MockServer, RecordedRequest, Responder};
 pub use sse::{sse_data, sse_event};
+pub use web::{WebPage, WebRequest, WebServer};

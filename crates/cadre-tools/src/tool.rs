@@ -88,6 +88,13 @@ pub trait Tool: Send + Sync {
         self.is_read_only()
     }
 
+    /// True for tools that reach the network (`web_fetch`, `web_search`): a sandbox that
+    /// denies network access withholds them. Independent of [`is_read_only`](Self::is_read_only),
+    /// which is about approvals.
+    fn uses_network(&self) -> bool {
+        false
+    }
+
     /// True for tools exempt from the per-tool timeout (delegation tools). Cancellation
     /// still reaches them.
     fn timeout_exempt(&self) -> bool {

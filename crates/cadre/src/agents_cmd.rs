@@ -45,7 +45,8 @@ pub fn build_registry(
         .user_dir(config::user_dir().map(|d| d.join("agents")))
         .aliases(config.models.aliases.clone())
         .providers(std::sync::Arc::new(providers))
-        .skills(skills.clone());
+        .skills(skills.clone())
+        .known_tools(config.tools.configured_tools());
     if config.subagents.disable_general_purpose {
         b = b.disable_general_purpose();
     }
@@ -63,6 +64,7 @@ impl View {
             .names()
             .into_iter()
             .map(str::to_string)
+            .chain(config.tools.configured_tools())
             .collect();
         Ok(Self {
             ws,

@@ -341,6 +341,30 @@ pub struct ToolsConfig {
     /// dropped from its environment: see [`Config::secret_env`]).
     #[serde(default)]
     pub pass_env: Vec<String>,
+    /// Let `web_fetch` reach loopback, link-local and private addresses (default false).
+    #[serde(default)]
+    pub web_fetch_allow_private: bool,
+    /// `[tools.web_search]`: the search backend; without it there is no `web_search`.
+    #[serde(default)]
+    pub web_search: Option<cadre_tools::builtin::WebSearchConfig>,
+}
+
+impl ToolsConfig {
+    /// Tools beyond the built-in ones that this configuration adds (`web_search` when its
+    /// backend is configured and, for an HTTP API, its key is set).
+    pub fn configured_tools(&self) -> Vec<String> {
+        match &self.web_search {
+            Some(c)
+                if cadre_tools::builtin::mcp_target(c).is_some()
+                    || c.api_key_env
+                        .as_deref()
+                        .is_none_or(|v| std::env::var(v).is_ok_and(|k| !k.is_empty())) =>
+            {
+                vec![cadre_tools::builtin::WEB_SEARCH.to_string()]
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// `[permissions]`.

@@ -152,7 +152,14 @@ impl Setup {
         // MCP tools join the built-in ones; children narrow from them like from any tool.
         // The tools hold their servers, which stop when the harness is dropped.
         let mcp = crate::mcp_cmd::start_servers(&ws, &config).await;
-        b = b.extra_tools(mcp.tools());
+        // Configured web tools join them (a `web_search` backed by an MCP tool finds it
+        // among the MCP tools).
+        let mut extra = cadre_tools::ToolRegistry::new();
+        for t in mcp.tools() {
+            extra.register(t);
+        }
+        add_web_tools(&mut extra, &config.tools);
+        b = b.extra_tools(extra.iter().cloned());
         let store = open_store(&ws, &config.store).await?;
         let maintenance = cadre_store::start_maintenance(
             store.clone(),
@@ -243,6 +250,29 @@ fn sandbox_settings(cfg: &SandboxConfig, mode: Option<SandboxMode>) -> Result<Sa
         }
     }
     Ok(settings)
+}
+
+/// `web_fetch` with the configured address policy, and `web_search` when a backend is
+/// configured (a backend that cannot be used is a warning, and no `web_search`).
+fn add_web_tools(tools: &mut cadre_tools::ToolRegistry, cfg: &config::ToolsConfig) {
+    use cadre_tools::builtin::{WebFetchConfig, WebFetchTool, WebSearchTool};
+    if cfg.web_fetch_allow_private {
+        tools.register(Arc::new(WebFetchTool::new(WebFetchConfig {
+            allow_private: true,
+            ..WebFetchConfig::default()
+        })));
+    }
+    if let Some(search) = &cfg.web_search {
+        let found = WebSearchTool::from_config(
+            search,
+            |name| tools.get(name).cloned(),
+            |var| std::env::var(var).ok(),
+        );
+        match found {
+            Ok(tool) => tools.register(Arc::new(tool)),
+            Err(e) => eprintln!("cadre: warning: {e}"),
+        }
+    }
 }
 
 /// Open the task store of a workspace (`CADRE_STORE_URL`, `[store] url`, or the SQLite file

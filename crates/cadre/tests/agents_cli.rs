@@ -44,7 +44,7 @@ fn workspace() -> tempfile::TempDir {
     write(
         ws,
         ".claude/agents/explorer.md",
-        "---\nname: explorer\ndescription: Finds code.\ntools: Read, Grep, Glob, WebFetch\nmodel: sonnet\n---\nExplore.\n",
+        "---\nname: explorer\ndescription: Finds code.\ntools: Read, Grep, Glob, NotebookEdit\nmodel: sonnet\n---\nExplore.\n",
     );
     write(
         ws,
@@ -106,12 +106,13 @@ fn list_json_has_the_contract_shape() {
             "glob",
             "grep",
             "list_dir",
-            "todo_write"
+            "todo_write",
+            "web_fetch"
         ])
     );
     let gp = by("general-purpose");
     assert_eq!(gp["source"], "builtin");
-    assert_eq!(gp["tools"].as_array().unwrap().len(), 8);
+    assert_eq!(gp["tools"].as_array().unwrap().len(), 9);
     let reviewer = by("reviewer");
     assert_eq!(reviewer["source"], "subagents/reviewer.md");
     assert_eq!(reviewer["tools"], serde_json::json!(["read_file", "grep"]));
@@ -149,7 +150,7 @@ fn list_table_prints_warnings_on_stderr_and_succeeds() {
         stderr.contains(".cadre/agents/broken.md: front matter is not closed"),
         "{stderr}"
     );
-    assert!(stderr.contains("WebFetch"), "{stderr}");
+    assert!(stderr.contains("NotebookEdit"), "{stderr}");
 }
 
 #[test]
@@ -217,7 +218,7 @@ fn check_exit_codes() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("warning: .claude/agents/explorer.md: tool `WebFetch`"),
+        stdout.contains("warning: .claude/agents/explorer.md: tool `NotebookEdit`"),
         "{stdout}"
     );
 

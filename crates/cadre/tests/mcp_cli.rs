@@ -143,3 +143,41 @@ text = "echoed: {{tool_results}}"
         "{stderr}"
     );
 }
+
+#[test]
+fn web_search_can_be_an_mcp_servers_tool() {
+    let Some(index) = everything() else { return };
+    let dir = workspace();
+    // server-everything's `echo` stands in for a search tool: it takes the query as `message`.
+    std::fs::write(
+        dir.path().join(".cadre/config.toml"),
+        "[tools.web_search]\nprovider = \"mcp:everything/echo\"\nquery_arg = \"message\"\n",
+    )
+    .unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        r#"
+[[turns]]
+tool_calls = [{ name = "web_search", args = { query = "rust mcp" } }]
+[[turns]]
+text = "found: {{tool_results}}"
+"#,
+    )
+    .unwrap();
+    let out = cadre(dir.path())
+        .env("EVERYTHING_JS", &index)
+        .args([
+            "--model",
+            &format!("scripted:{}", script.display()),
+            "run",
+            "search",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("found: Echo: rust mcp"), "{stdout}");
+    assert!(!stderr.contains("[tools.web_search]"), "{stderr}");
+}

@@ -10,6 +10,8 @@ mod line_window;
 mod list_dir;
 mod read_file;
 mod todo_write;
+mod web_fetch;
+mod web_search;
 mod write_file;
 
 pub use bash::BashTool;
@@ -19,6 +21,8 @@ pub use grep::GrepTool;
 pub use list_dir::ListDirTool;
 pub use read_file::ReadFileTool;
 pub use todo_write::{TODO_WRITE, TodoWriteTool, current_plan};
+pub use web_fetch::{AddressRefused, WEB_FETCH, WebFetchConfig, WebFetchTool};
+pub use web_search::{WEB_SEARCH, WebSearchConfig, WebSearchSetupError, WebSearchTool, mcp_target};
 pub use write_file::WriteFileTool;
 
 use crate::{SecretEnv, ToolRegistry};
@@ -39,11 +43,14 @@ pub const BUILTIN_TOOL_NAMES: &[&str] = &[
     "list_dir",
     "bash",
     TODO_WRITE,
+    WEB_FETCH,
 ];
 
 /// A registry with all built-in tools, in this order: `read_file`, `write_file`,
-/// `edit_file`, `glob`, `grep`, `list_dir`, `bash`, `todo_write`; `bash` drops the default
-/// secrets ([`SecretEnv::default`]) from its environment.
+/// `edit_file`, `glob`, `grep`, `list_dir`, `bash`, `todo_write`, `web_fetch` (with its
+/// default bounds and private addresses refused); `bash` drops the default secrets
+/// ([`SecretEnv::default`]) from its environment. `web_search` is not among them: it exists
+/// only where a backend is configured.
 pub fn builtin_tools() -> ToolRegistry {
     builtin_tools_with_secrets(SecretEnv::default())
 }
@@ -59,6 +66,7 @@ pub fn builtin_tools_with_secrets(secrets: SecretEnv) -> ToolRegistry {
         .with(Arc::new(ListDirTool))
         .with(Arc::new(BashTool::new(secrets)))
         .with(Arc::new(TodoWriteTool))
+        .with(Arc::new(WebFetchTool::default()))
 }
 
 #[cfg(test)]
@@ -79,7 +87,8 @@ mod tests {
                 "grep",
                 "list_dir",
                 "bash",
-                "todo_write"
+                "todo_write",
+                "web_fetch"
             ]
         );
         assert_eq!(reg.names(), BUILTIN_TOOL_NAMES);
@@ -96,8 +105,21 @@ mod tests {
             .collect();
         assert_eq!(
             read_only,
-            ["read_file", "glob", "grep", "list_dir", "todo_write"]
+            [
+                "read_file",
+                "glob",
+                "grep",
+                "list_dir",
+                "todo_write",
+                "web_fetch"
+            ]
         );
+        let network: Vec<&str> = reg
+            .iter()
+            .filter(|t| t.uses_network())
+            .map(|t| t.name())
+            .collect();
+        assert_eq!(network, ["web_fetch"]);
     }
 
     #[test]

@@ -1,0 +1,180 @@
+//! `cadre run` with the web tools, against a real local web server: `web_fetch` refuses the
+//! local server unless `[tools] web_fetch_allow_private = true`; `web_search` exists only with
+//! a configured backend whose key is set, sends the key and query to it, and a Claude Code
+//! file's `WebSearch` maps to it (or is dropped with a warning when it is absent).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+use cadre_testkit::{WebPage, WebServer};
+use serde_json::{Value, json};
+use std::path::Path;
+
+fn cadre(ws: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("cadre").unwrap();
+    cmd.arg("--workspace").arg(ws);
+    cmd.env_remove("CADRE_MODEL")
+        .env_remove("CADRE_STORE_URL")
+        .env_remove("CADRE_TEST_SEARCH_KEY")
+        .env_remove("RUST_LOG");
+    cmd.env("XDG_CONFIG_HOME", ws.join(".no-user-config"));
+    cmd
+}
+
+/// A workspace whose main agent calls `tool` with `args` and then answers with the result.
+fn workspace(config: &str, tool: &str, args: Value) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join(".cadre")).unwrap();
+    std::fs::write(ws.join(".cadre/config.toml"), config).unwrap();
+    let script = json!({"turns": [
+        {"tool_calls": [{"name": tool, "args": args}]},
+        {"text": "RESULT: {{tool_results}}"}
+    ]});
+    std::fs::write(ws.join("s.json"), script.to_string()).unwrap();
+    let model = format!("scripted:{}", ws.join("s.json").display());
+    (dir, model)
+}
+
+/// The run's tool result for the main agent.
+fn tool_result(stdout: &[u8]) -> (String, bool) {
+    let text = String::from_utf8(stdout.to_vec()).unwrap();
+    let ev: Value = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|e| e["type"] == "tool_result")
+        .unwrap_or_else(|| panic!("no tool_result in {text}"));
+    (
+        ev["output"].as_str().unwrap().to_string(),
+        ev["is_error"].as_bool().unwrap(),
+    )
+}
+
+fn run_jsonl(ws: &Path, model: &str, envs: &[(&str, &str)]) -> (std::process::Output, String) {
+    let mut cmd = cadre(ws);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let out = cmd
+        .args(["--model", model, "run", "--output", "jsonl", "go"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (out, stderr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_fetch_reaches_the_local_server_only_when_private_addresses_are_allowed() {
+    let server = WebServer::start().await.unwrap();
+    server.page(
+        "/notes",
+        WebPage::html("<h2>Notes</h2><script>alert(1)</script><p>all good</p>"),
+    );
+    let args = json!({"url": server.url("/notes")});
+
+    let (dir, model) = workspace("", "web_fetch", args.clone());
+    let (out, _) = run_jsonl(dir.path(), &model, &[]);
+    let (output, is_error) = tool_result(&out.stdout);
+    assert!(is_error, "{output}");
+    assert!(output.contains("a loopback address"), "{output}");
+    assert!(server.requests().is_empty());
+
+    let (dir, model) = workspace(
+        "[tools]\nweb_fetch_allow_private = true\n",
+        "web_fetch",
+        args,
+    );
+    let (out, _) = run_jsonl(dir.path(), &model, &[]);
+    let (output, is_error) = tool_result(&out.stdout);
+    assert!(!is_error, "{output}");
+    assert!(
+        output.contains("## Notes") && output.contains("all good"),
+        "{output}"
+    );
+    assert!(!output.contains("alert"), "{output}");
+}
+
+fn search_config(server: &WebServer) -> String {
+    format!(
+        "[tools.web_search]\nprovider = \"http\"\nurl = \"{}\"\napi_key_env = \"CADRE_TEST_SEARCH_KEY\"\napi_key_header = \"X-Subscription-Token\"\nresults = \"/web/results\"\n",
+        server.url("/res/v1/web/search?q={query}&count=5")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn web_search_goes_to_the_configured_http_api_with_its_key() {
+    let server = WebServer::start().await.unwrap();
+    server.page(
+        "/res/v1/web/search",
+        WebPage::json(&json!({"web": {"results": [
+            {"title": "Tokio", "url": "https://tokio.rs", "description": "An async runtime"},
+            {"title": "async-std", "url": "https://async.rs", "description": "Another one"}
+        ]}})),
+    );
+    let (dir, model) = workspace(
+        &search_config(&server),
+        "web_search",
+        json!({"query": "rust async & more"}),
+    );
+    let (out, stderr) = run_jsonl(dir.path(), &model, &[("CADRE_TEST_SEARCH_KEY", "k-123")]);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let (output, is_error) = tool_result(&out.stdout);
+    assert!(!is_error, "{output}");
+    assert_eq!(
+        output,
+        "1. Tokio\n   https://tokio.rs\n   An async runtime\n2. async-std\n   https://async.rs\n   Another one"
+    );
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(
+        reqs[0].path_and_query,
+        "/res/v1/web/search?q=rust%20async%20%26%20more&count=5"
+    );
+    assert_eq!(reqs[0].header("x-subscription-token"), Some("k-123"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_its_key_web_search_is_absent_and_claude_codes_websearch_is_dropped() {
+    let server = WebServer::start().await.unwrap();
+    let (dir, model) = workspace(
+        &search_config(&server),
+        "web_search",
+        json!({"query": "anything"}),
+    );
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join(".claude/agents")).unwrap();
+    std::fs::write(
+        ws.join(".claude/agents/researcher.md"),
+        "---\nname: researcher\ndescription: Researches.\ntools: WebSearch, Read\n---\nResearch.\n",
+    )
+    .unwrap();
+    let (out, stderr) = run_jsonl(ws, &model, &[]);
+    assert!(
+        stderr.contains("CADRE_TEST_SEARCH_KEY is not set; web_search is not offered"),
+        "{stderr}"
+    );
+    let (output, is_error) = tool_result(&out.stdout);
+    assert!(is_error, "{output}");
+    assert!(server.requests().is_empty());
+
+    let show = |envs: &[(&str, &str)]| {
+        let mut cmd = cadre(ws);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let out = cmd
+            .args(["--model", &model, "agents", "show", "researcher"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let shown = show(&[]);
+    assert!(
+        shown.contains("`WebSearch` is cadre's `web_search`, which is not configured here"),
+        "{shown}"
+    );
+    let shown = show(&[("CADRE_TEST_SEARCH_KEY", "k")]);
+    assert!(!shown.contains("WebSearch"), "{shown}");
+    assert!(shown.contains("web_search"), "{shown}");
+}
