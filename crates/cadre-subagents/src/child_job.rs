@@ -1,11 +1,13 @@
-//! One task of a child: wait for a concurrency slot, build the child if it was only
-//! planned, run its agent on its session, and record the honest end state in the tracker.
+//! One task of a child: wait for a concurrency slot, make its worktree and build the child
+//! if it was only planned, run its agent on its session, settle the worktree, and record
+//! the honest end state in the tracker.
 
 use crate::forward::ForwardSink;
 use crate::persist::Persist;
 use crate::remote::{OnRemoteId, RemoteApprovals, RemoteRequest};
 use crate::runtime::{Child, ChildRunner, JobChild, SubagentRuntime};
 use crate::tracker::{TaskStatus, TaskTracker};
+use crate::worktree::Worktree;
 use cadre_engine::RunOutcome;
 use cadre_tools::{RunContext, Spend};
 use cadre_types::{EndState, Event, EventEnvelope, Message, UpdateKind};
@@ -19,6 +21,8 @@ pub(crate) struct ChildJob {
     /// Builds a planned child.
     pub runtime: Weak<SubagentRuntime>,
     pub prompt: String,
+    /// The task's title (named in a worktree's commit message).
+    pub description: String,
     pub run: Arc<RunContext>,
     pub cancel: CancellationToken,
     pub slot: Arc<Semaphore>,
@@ -28,15 +32,16 @@ pub(crate) struct ChildJob {
 }
 
 impl ChildJob {
-    /// Build a planned child now that it has a slot. A panic while building (in a factory,
-    /// say) fails the task instead of leaving it pending forever.
-    fn materialize(&self) -> Result<Child, String> {
+    /// Build a planned child now that it has a slot, in `root` when it has its own
+    /// worktree. A panic while building (in a factory, say) fails the task instead of
+    /// leaving it pending forever.
+    fn materialize(&self, root: Option<&std::path::Path>) -> Result<Child, String> {
         match &self.child {
             JobChild::Ready(c) => Ok(c.clone()),
             JobChild::Planned(plan) => match self.runtime.upgrade() {
                 Some(rt) => {
                     let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        rt.build_planned(plan)
+                        rt.build_planned(plan, root)
                     }));
                     match built {
                         Ok(r) => r.map_err(|e| e.to_string()),
@@ -102,10 +107,22 @@ impl ChildJob {
             self.end_unstarted(None).await;
             return;
         }
-        let child = match self.materialize() {
+        let worktree = match self.make_worktree().await {
+            Ok(w) => w,
+            Err(e) => {
+                self.end_unstarted(Some(e)).await;
+                return;
+            }
+        };
+        let root = worktree.as_ref().map(Worktree::root);
+        let child = match self.materialize(root.as_deref()) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(task = %self.task_id, error = %e, "the sub-agent could not be built");
+                if let Some(w) = &worktree {
+                    // Nothing ran in it: removed with its branch.
+                    w.finish(None, "unused").await;
+                }
                 self.end_unstarted(Some(e)).await;
                 return;
             }
@@ -221,6 +238,21 @@ impl ChildJob {
             }
         };
         drop(session);
+        let mut outcome = outcome;
+        if let Some(w) = &worktree {
+            let failure = match &outcome.state {
+                EndState::Completed => None,
+                EndState::Cancelled => Some("was cancelled"),
+                EndState::Failed { .. } => Some("failed"),
+                EndState::LimitReached { .. } => Some("stopped at a limit"),
+            };
+            let message = format!("cadre: {} task {id}\n\n{}", child.name, self.description);
+            let report = w.finish(failure, &message).await.render();
+            if !outcome.output.is_empty() {
+                outcome.output.push_str("\n\n");
+            }
+            outcome.output.push_str(&report);
+        }
         self.tracker.set_end_state(id, outcome.state.clone());
         let end = outcome.state.clone();
         let (status, error) = match outcome.state {
@@ -257,6 +289,22 @@ impl ChildJob {
                 .tracker
                 .transition(id, TaskStatus::Cancelled, result, error, usage);
         }
+    }
+}
+
+impl ChildJob {
+    /// The worktree of a planned child with `isolation: worktree`, made now that it runs.
+    async fn make_worktree(&self) -> Result<Option<Worktree>, String> {
+        let JobChild::Planned(plan) = &self.child else {
+            return Ok(None);
+        };
+        let Some(spec) = &plan.worktree else {
+            return Ok(None);
+        };
+        Worktree::create(spec, &self.task_id, &plan.agent)
+            .await
+            .map(Some)
+            .map_err(|e| format!("agent {}: {e}", plan.agent))
     }
 }
 

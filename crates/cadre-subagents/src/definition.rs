@@ -176,6 +176,8 @@ pub struct AgentDefinition {
     /// An OpenCode `mode: primary` agent: listed by `cadre agents`, never offered for
     /// delegation (the registry keeps it apart).
     pub primary: bool,
+    /// Run every child of it in its own git worktree (`isolation: worktree`).
+    pub isolation: Option<crate::Isolation>,
     /// Where it came from.
     pub source: DefinitionSource,
     /// The factory, for `DefinitionSource::Factory` entries.
@@ -198,6 +200,7 @@ impl std::fmt::Debug for AgentDefinition {
             .field("can_delegate", &self.can_delegate)
             .field("sandbox", &self.sandbox)
             .field("permissions", &self.permissions)
+            .field("isolation", &self.isolation)
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
@@ -236,6 +239,7 @@ impl AgentDefinition {
             sandbox: None,
             permissions: AgentPermissions::default(),
             primary: false,
+            isolation: None,
             source: DefinitionSource::Code,
             factory: None,
             warnings: Vec::new(),

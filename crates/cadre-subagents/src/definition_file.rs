@@ -58,6 +58,7 @@ enum Key {
     Prompt,
     ProtectedPaths,
     Sandbox,
+    Isolation,
 }
 
 /// Every accepted key spelling.
@@ -92,6 +93,7 @@ const KEYS: &[(&str, Key)] = &[
     ("prompt", Key::Prompt),
     ("protected_paths", Key::ProtectedPaths),
     ("sandbox", Key::Sandbox),
+    ("isolation", Key::Isolation),
 ];
 
 /// Keys other tools write that change nothing in cadre: accepted without a word.
@@ -107,7 +109,6 @@ const UNSUPPORTED_KEYS: &[(&str, &str)] = &[
     ("hooks", "the parent's hooks apply"),
     ("memory", "cadre keeps no per-agent memory"),
     ("background", "the caller chooses foreground or background"),
-    ("isolation", "use `workspace: {mode: isolated}`"),
     ("effort", "the model's default applies"),
     ("model_reasoning_effort", "the model's default applies"),
     ("temperature", "the model's default applies"),
@@ -490,6 +491,15 @@ pub(crate) fn definition_from(
     }
     if let Some((k, v)) = get(Key::ProtectedPaths) {
         def.protected_paths = string_list(k, v)?.unwrap_or_default();
+    }
+    if let Some((k, v)) = get(Key::Isolation)
+        && !v.is_null()
+    {
+        let text = as_text(k, v)?;
+        def.isolation = match text.trim() {
+            "none" | "" => None,
+            other => Some(other.parse().map_err(|e| format!("`{k}`: {e}"))?),
+        };
     }
     if let Some((k, v)) = get(Key::Sandbox)
         && !v.is_null()

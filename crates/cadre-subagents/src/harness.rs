@@ -555,6 +555,7 @@ impl Harness {
             cancel,
             tools: Arc::new(self.agent.config().tools.clone()),
             inherited: self.runtime.top_inherited().clone(),
+            root: self.workspace.clone(),
         }
     }
 

@@ -33,6 +33,7 @@ mod task_tool;
 pub mod task_tools;
 pub mod tool_names;
 mod tracker;
+pub mod worktree;
 
 pub use child_setup::{SetupError, WorkspacePlan, child_prompt, child_prompt_with, plan_workspace};
 pub use context_ext::{SubagentContext, delivery_message, section, status_message};
@@ -64,6 +65,7 @@ pub use runtime::{
 pub use skills::{SKILL_DIRS, Skill, SkillSet};
 pub use task_tool::{TaskTool, render_result, xml_escape};
 pub use tracker::{BackgroundStatus, NewTask, TaskSnapshot, TaskStatus, TaskTracker, TrackerError};
+pub use worktree::Isolation;
 
 /// Names of the delegation tools; children that may not delegate never get them.
 pub const DELEGATION_TOOLS: &[&str] = &[

@@ -39,6 +39,8 @@ struct Args {
     prompt: String,
     #[serde(default)]
     background: bool,
+    #[serde(default)]
+    isolation: Option<String>,
 }
 
 /// Escape text for inclusion in the XML-like task envelope.
@@ -112,7 +114,8 @@ impl Tool for TaskTool {
                     "subagent_type": {"type": "string", "enum": names, "description": "Which agent does the job."},
                     "description": {"type": "string", "description": "A short (3-7 word) title of the job."},
                     "prompt": {"type": "string", "description": "The full brief; the only context the sub-agent gets."},
-                    "background": {"type": "boolean", "default": false, "description": "Run in the background and return a task id at once."}
+                    "background": {"type": "boolean", "default": false, "description": "Run in the background and return a task id at once."},
+                    "isolation": {"type": "string", "enum": ["worktree"], "description": "Run the sub-agent in its own git worktree on a new branch from your HEAD; its changes come back as a commit on that branch (the result names it), your files stay untouched."}
                 },
                 "required": ["subagent_type", "prompt"]
             }),
@@ -140,6 +143,12 @@ impl Tool for TaskTool {
         } else {
             args.description
         };
+        let isolation = args
+            .isolation
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(ToolError::InvalidArgs)?;
         let parent = Parent::of_call(ctx, &self.inherited);
         let started = self
             .runtime
@@ -149,6 +158,7 @@ impl Tool for TaskTool {
                     prompt: args.prompt,
                     description,
                     background: args.background,
+                    isolation,
                 },
                 &parent,
             )

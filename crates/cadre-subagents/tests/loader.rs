@@ -67,6 +67,36 @@ fn cadre_format_with_yaml_lists_and_block_scalars() {
 }
 
 #[test]
+fn sandbox_and_isolation_keys() {
+    let ws = Ws::new();
+    ws.write(
+        ".cadre/agents/builder.md",
+        "---\nname: builder\ndescription: builds\nsandbox: {network: true, writable_roots: [~/.cache]}\nisolation: worktree\n---\nBuild.\n",
+    );
+    ws.write(
+        ".claude/agents/reader.md",
+        "---\nname: reader\ndescription: reads\nsandbox: read-only\n---\nRead.\n",
+    );
+    let reg = ws.registry();
+    assert!(reg.errors().is_empty(), "{:?}", reg.errors());
+    let b = reg.get("builder").unwrap();
+    let spec = b.sandbox.as_ref().unwrap();
+    assert_eq!(spec.mode, cadre_sandbox::SandboxMode::WorkspaceWrite);
+    assert!(spec.network);
+    assert_eq!(spec.writable_roots, ["~/.cache"]);
+    assert_eq!(b.isolation, Some(cadre_subagents::Isolation::Worktree));
+    assert!(b.warnings.is_empty(), "{:?}", b.warnings);
+    let r = reg.get("reader").unwrap();
+    assert_eq!(
+        r.sandbox,
+        Some(cadre_sandbox::SandboxSpec::mode(
+            cadre_sandbox::SandboxMode::ReadOnly
+        ))
+    );
+    assert_eq!(r.isolation, None);
+}
+
+#[test]
 fn claude_format_with_comma_lists_aliases_and_ignored_keys() {
     let ws = Ws::new();
     ws.write(
@@ -381,6 +411,21 @@ fn broken_files_are_reported_and_the_rest_load() {
             "bad-tools",
             "---\nname: a\ndescription: b\ntools: [[a]]\n---\n",
             "`tools` entries must be names",
+        ),
+        (
+            "bad-sandbox",
+            "---\nname: a\ndescription: b\nsandbox: sideways\n---\n",
+            "unknown sandbox mode `sideways`",
+        ),
+        (
+            "sandbox-typo",
+            "---\nname: a\ndescription: b\nsandbox: {mode: read-only, netwrk: true}\n---\n",
+            "`sandbox`",
+        ),
+        (
+            "bad-isolation",
+            "---\nname: a\ndescription: b\nisolation: container\n---\n",
+            "unknown isolation `container`",
         ),
     ];
     for (file, text, _) in cases {

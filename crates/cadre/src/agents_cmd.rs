@@ -401,6 +401,34 @@ fn show(view: &View, def: &AgentDefinition, out: &mut impl Write) -> Result<()> 
             ),
         )?;
     }
+    if def.remote.is_none() {
+        let sandbox = match &def.sandbox {
+            Some(spec) => {
+                let mut text = format!(
+                    "{}, network {}",
+                    spec.mode,
+                    if spec.network { "on" } else { "off" }
+                );
+                if !spec.writable_roots.is_empty() {
+                    text.push_str(&format!(", also writes {}", spec.writable_roots.join(", ")));
+                }
+                text
+            }
+            None => "the default of [sandbox.subagents]".to_string(),
+        };
+        field(
+            out,
+            "sandbox:",
+            &format!("{sandbox} (narrowed to the parent's)"),
+        )?;
+        if def.isolation.is_some() {
+            field(
+                out,
+                "isolation:",
+                "worktree (a git worktree and branch per task)",
+            )?;
+        }
+    }
     let turns = match def.max_turns {
         Some(n) => n.to_string(),
         None if def.source == DefinitionSource::Builtin => "inherit (the parent's limits)".into(),

@@ -49,6 +49,10 @@ pub enum Command {
     /// Inspect and control the persisted sub-agent tasks (any node sharing the store).
     #[command(subcommand)]
     Tasks(TasksCommand),
+    /// The git worktrees and branches of `isolation: worktree` children: list, or clean up
+    /// what a crash left behind.
+    #[command(subcommand)]
+    Worktrees(WorktreesCommand),
     /// MCP: the configured servers, and cadre's sub-agents served as MCP tools.
     #[command(subcommand)]
     Mcp(McpCommand),
@@ -71,6 +75,17 @@ pub enum McpCommand {
         #[arg(long, value_name = "HOST:PORT")]
         http: Option<String>,
     },
+}
+
+/// `cadre worktrees ...`.
+#[derive(Debug, Subcommand)]
+pub enum WorktreesCommand {
+    /// The worktrees under `.cadre/worktrees/` (running or left over) and the `cadre/*`
+    /// branches.
+    List,
+    /// Commit what leftover worktrees hold onto their branches and remove them (a running
+    /// task's is kept); delete `cadre/*` branches with no commits of their own.
+    Prune,
 }
 
 /// `cadre tasks ...`.

@@ -12,6 +12,7 @@ mod serve_cmd;
 mod setup;
 mod tasks_cmd;
 mod tui_cmd;
+mod worktrees_cmd;
 
 use clap::Parser;
 
@@ -96,6 +97,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Run(args)) => block_on(run_cmd::run(&cli, args)),
         Some(cli::Command::Serve(args)) => block_on(serve_cmd::run(&cli, args)),
         Some(cli::Command::Tasks(cmd)) => block_on(tasks_cmd::run(&cli, cmd)),
+        Some(cli::Command::Worktrees(cmd)) => block_on(worktrees_cmd::run(&cli, cmd)),
         Some(cli::Command::Mcp(cmd)) => block_on(mcp_cmd::run(&cli, cmd)),
         None => {
             use std::io::IsTerminal;

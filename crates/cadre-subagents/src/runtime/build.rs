@@ -16,7 +16,7 @@ use cadre_llm::ResolvedModel;
 use cadre_sandbox::SandboxPolicy;
 use cadre_tools::{RunContext, ToolGrant, ToolRegistry, Workspace};
 use cadre_types::{new_sub_session_id, unix_millis};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -146,8 +146,12 @@ impl SubagentRuntime {
         def: &AgentDefinition,
         parent: &Parent,
         decided: &Decided,
+        root: Option<&Path>,
     ) -> Result<(Agent, PathBuf, SandboxPolicy), SpawnError> {
-        let plan = plan_workspace(def, &self.cfg.main_workspace)?;
+        let mut plan = plan_workspace(def, &self.cfg.main_workspace)?;
+        if let Some(root) = root {
+            plan.root = root.to_path_buf();
+        }
         let sandbox = self
             .cfg
             .sandbox_policy(def, &plan.root, &parent.inherited.sandbox);
@@ -214,10 +218,12 @@ impl SubagentRuntime {
         def: &AgentDefinition,
         parent: &Parent,
         decided: &Decided,
+        root: Option<&Path>,
     ) -> Result<(Agent, Arc<Workspace>), SpawnError> {
         // A delegating agent holds the delegation tools, which hold the runtime: caching it
-        // here would make a cycle that keeps the runtime alive after its owner drops it.
-        let cacheable = def.factory.is_none() && !decided.may_delegate;
+        // here would make a cycle that keeps the runtime alive after its owner drops it. A
+        // child in its own worktree has a root nobody else has.
+        let cacheable = def.factory.is_none() && !decided.may_delegate && root.is_none();
         let key = cacheable.then(|| BuiltKey {
             agent: def.name.clone(),
             parent_depth: parent.run.depth,
@@ -241,7 +247,7 @@ impl SubagentRuntime {
         {
             return Ok((agent.clone(), ws.clone()));
         }
-        let (built, root, sandbox) = self.prepare(def, parent, decided)?;
+        let (built, root, sandbox) = self.prepare(def, parent, decided, root)?;
         let workspace = Arc::new(
             Workspace::new(&root)
                 .map_err(|e| {
@@ -302,6 +308,7 @@ impl SubagentRuntime {
             cancel,
             tools: Arc::new(self.top_level_tools()),
             inherited: self.top_inherited.clone(),
+            root: self.cfg.main_workspace.clone(),
         }
     }
 
@@ -338,17 +345,24 @@ impl SubagentRuntime {
             remote: def.remote.clone(),
             decided,
             parent: parent.clone(),
+            worktree: None,
         })
     }
 
-    /// Build a planned child (when its task gets a slot).
-    pub(crate) fn build_planned(&self, plan: &ChildPlan) -> Result<Child, SpawnError> {
+    /// Build a planned child (when its task gets a slot); `root` replaces its runtime root
+    /// (its worktree).
+    pub(crate) fn build_planned(
+        &self,
+        plan: &ChildPlan,
+        root: Option<&Path>,
+    ) -> Result<Child, SpawnError> {
         self.build(
             &plan.agent,
             &plan.parent,
             Some(plan.decided.clone()),
             None,
             Some(plan.session_id.clone()),
+            root,
         )
     }
 
@@ -360,7 +374,15 @@ impl SubagentRuntime {
         parent: &Parent,
         resume: Option<&str>,
     ) -> Result<Child, SpawnError> {
-        self.build(agent, parent, None, resume, None)
+        if let Some(def) = self.registry.get(agent)
+            && def.isolation.is_some()
+        {
+            return Err(SpawnError::Isolation(format!(
+                "agent {agent} runs in a git worktree (isolation: worktree), which is made per \
+                 task: start it with `task`, not as a live child"
+            )));
+        }
+        self.build(agent, parent, None, resume, None, None)
     }
 
     /// Build a child; `decided` is what its plan decided, if it was planned.
@@ -371,6 +393,7 @@ impl SubagentRuntime {
         decided: Option<Decided>,
         resume: Option<&str>,
         fresh_id: Option<String>,
+        root: Option<&Path>,
     ) -> Result<Child, SpawnError> {
         let def = self
             .registry
@@ -395,7 +418,7 @@ impl SubagentRuntime {
                 (runner, format!("remote:{}", spec.url))
             }
             None => {
-                let (agent, workspace) = self.local_agent(def, parent, &decided)?;
+                let (agent, workspace) = self.local_agent(def, parent, &decided, root)?;
                 let model = agent.config().model.spec.clone();
                 (ChildRunner::Local { agent, workspace }, model)
             }

@@ -378,7 +378,22 @@ impl SubagentRuntime {
     /// Start a one-off child (the `task` tool). It is checked now and built when it gets a
     /// slot; it runs in its own task, and foreground callers wait with [`wait`](Self::wait).
     pub async fn spawn(&self, req: SpawnRequest, parent: &Parent) -> Result<Started, SpawnError> {
-        let plan = self.plan_child(&req.agent, parent)?;
+        let mut plan = self.plan_child(&req.agent, parent)?;
+        let isolation = req
+            .isolation
+            .or_else(|| self.registry.get(&req.agent).and_then(|d| d.isolation));
+        if isolation == Some(crate::Isolation::Worktree) {
+            if plan.remote.is_some() {
+                return Err(SpawnError::Isolation(format!(
+                    "agent {} runs remotely; isolation: worktree applies to local agents",
+                    plan.agent
+                )));
+            }
+            plan.worktree = Some(
+                crate::worktree::WorktreeSpec::prepare(&parent.root, &self.cfg.main_workspace)
+                    .await?,
+            );
+        }
         self.start_job(
             JobChild::Planned(Box::new(plan)),
             req.prompt,
@@ -441,6 +456,7 @@ impl SubagentRuntime {
         } else {
             parent.cancel.child_token()
         };
+        let job_description = description.clone();
         self.tracker.insert(
             NewTask {
                 id: task_id.clone(),
@@ -489,6 +505,7 @@ impl SubagentRuntime {
             child,
             runtime: self.me.clone(),
             prompt,
+            description: job_description,
             run: child_run,
             cancel,
             slot: self.slot(&parent.run.session_id),
@@ -663,6 +680,7 @@ impl SubagentRuntime {
                     description: crate::short_title(&prompt),
                     prompt,
                     background: false,
+                    isolation: None,
                 },
                 parent,
             )

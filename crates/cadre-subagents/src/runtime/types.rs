@@ -21,6 +21,12 @@ pub enum SpawnError {
     /// Workspace preparation failed.
     #[error(transparent)]
     Setup(#[from] SetupError),
+    /// The worktree of `isolation: worktree` could not be made.
+    #[error(transparent)]
+    Worktree(#[from] crate::worktree::WorktreeError),
+    /// Isolation was asked for where it cannot apply.
+    #[error("{0}")]
+    Isolation(String),
     /// The model could not be resolved.
     #[error("agent {agent}: {message}")]
     Model {
@@ -67,6 +73,8 @@ pub struct SpawnRequest {
     pub description: String,
     /// Deliver the completion to the parent (background) rather than to a waiting caller.
     pub background: bool,
+    /// Run the child in its own git worktree (besides definitions that always do).
+    pub isolation: Option<crate::Isolation>,
 }
 
 /// What a parent passes down to its children: every child runs under its hooks and its
@@ -97,6 +105,8 @@ pub struct Parent {
     pub tools: Arc<ToolRegistry>,
     /// What the parent passes down to its children.
     pub inherited: Arc<Inherited>,
+    /// Where the parent works: a worktree child branches from this checkout's HEAD.
+    pub root: std::path::PathBuf,
 }
 
 impl Parent {
@@ -107,6 +117,7 @@ impl Parent {
             cancel: ctx.cancel.clone(),
             tools: ctx.tools.clone(),
             inherited: inherited.clone(),
+            root: ctx.workspace.root().to_path_buf(),
         }
     }
 
@@ -221,6 +232,8 @@ pub(crate) struct ChildPlan {
     pub decided: Decided,
     /// The parent (its run, tools and what it passes down).
     pub parent: Parent,
+    /// Where its worktree comes from, with `isolation: worktree`.
+    pub worktree: Option<crate::worktree::WorktreeSpec>,
 }
 
 /// The child a task runs: built already (a live child taking a new message) or planned.

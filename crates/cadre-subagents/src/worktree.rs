@@ -1,0 +1,428 @@
+//! Git worktree isolation: a child runs in a fresh `git worktree` on its own branch, made from
+//! its parent's HEAD, and its changes come back as a commit on that branch. The parent's
+//! working tree and index are never touched: every command that changes something runs on
+//! the child's worktree (its own index) or on refs.
+//!
+//! cadre runs `git` itself, outside any sandbox, on a tree a model wrote: hooks and the
+//! file-system monitor are turned off, and the worktree's own commands name its git
+//! directory explicitly instead of following the `.git` file the child could have replaced.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use tokio::io::AsyncReadExt;
+
+/// Where worktrees go, under the main workspace.
+pub const WORKTREES_DIR: &str = ".cadre/worktrees";
+/// The prefix of worktree branches: `cadre/<agent>/<short id>`.
+pub const BRANCH_PREFIX: &str = "cadre/";
+/// Bytes of `git` output kept (a diffstat of a huge change is cut here).
+const MAX_OUTPUT: usize = 16 * 1024;
+/// Files a diffstat lists before summarising.
+const STAT_FILES: &str = "--stat-count=40";
+
+/// How a child is isolated from its parent's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// A git worktree on a new branch.
+    Worktree,
+}
+
+impl std::str::FromStr for Isolation {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "worktree" => Ok(Self::Worktree),
+            other => Err(format!(
+                "unknown isolation `{other}` (the only one is `worktree`)"
+            )),
+        }
+    }
+}
+
+/// Why a worktree could not be made or finished.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WorktreeError {
+    /// The parent does not work in a git repository.
+    #[error(
+        "isolation: worktree needs a git repository, and {0} is not inside one (run `git init` \
+         and commit, or leave isolation off)"
+    )]
+    NotGit(PathBuf),
+    /// The repository has no commit to branch from.
+    #[error("isolation: worktree needs a commit to branch from; {0} has none yet")]
+    NoCommit(PathBuf),
+    /// A git command failed.
+    #[error("git {command} failed: {message}")]
+    Git {
+        /// The command (without paths).
+        command: String,
+        /// What git said.
+        message: String,
+    },
+}
+
+/// Where a child's worktree will come from: checked when the task is started, so a caller
+/// outside git gets its error at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorktreeSpec {
+    /// The top level of the parent's checkout (a worktree itself for a nested child).
+    pub toplevel: PathBuf,
+    /// The parent's HEAD commit.
+    pub base: String,
+    /// The parent's root relative to `toplevel`: the child's root is the same place in its
+    /// worktree.
+    pub rel: PathBuf,
+    /// The main workspace, under which worktrees are made.
+    pub main: PathBuf,
+}
+
+impl WorktreeSpec {
+    /// The spec for a child of a parent working in `parent_root`, with worktrees under
+    /// `main` (the main workspace).
+    pub async fn prepare(parent_root: &Path, main: &Path) -> Result<Self, WorktreeError> {
+        let toplevel = git(parent_root, &["rev-parse", "--show-toplevel"])
+            .await
+            .map_err(|_| WorktreeError::NotGit(parent_root.to_path_buf()))?;
+        let toplevel = PathBuf::from(toplevel.trim())
+            .canonicalize()
+            .map_err(|_| WorktreeError::NotGit(parent_root.to_path_buf()))?;
+        let base = git(&toplevel, &["rev-parse", "--verify", "HEAD^{commit}"])
+            .await
+            .map_err(|_| WorktreeError::NoCommit(toplevel.clone()))?
+            .trim()
+            .to_string();
+        let rel = parent_root
+            .strip_prefix(&toplevel)
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        Ok(Self {
+            toplevel,
+            base,
+            rel,
+            main: main.to_path_buf(),
+        })
+    }
+}
+
+/// A child's worktree.
+#[derive(Debug, Clone)]
+pub struct Worktree {
+    spec: WorktreeSpec,
+    /// `<main>/.cadre/worktrees/<name>`.
+    path: PathBuf,
+    /// Its git directory (`.git/worktrees/<name>` of the repository).
+    git_dir: PathBuf,
+    /// `cadre/<agent>/<short id>`.
+    branch: String,
+}
+
+/// What became of a worktree when its child ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorktreeReport {
+    /// The child changed files: they are committed on `branch`, and the worktree is gone.
+    Committed {
+        /// The branch.
+        branch: String,
+        /// Its new tip.
+        commit: String,
+        /// The parent's HEAD it started from.
+        base: String,
+        /// `git diff --stat base commit`.
+        diffstat: String,
+    },
+    /// Nothing changed: worktree and branch are removed.
+    Unchanged,
+    /// The child was cancelled or failed: its work (committed if there was any) stays on
+    /// `branch`.
+    Kept {
+        /// The branch.
+        branch: String,
+        /// Its tip.
+        commit: String,
+        /// The parent's HEAD it started from.
+        base: String,
+        /// Why it ended.
+        reason: String,
+    },
+    /// Cleaning up failed; what is left is where it says.
+    Failed(String),
+}
+
+impl WorktreeReport {
+    /// The report as the parent reads it, appended to the child's result (plain text: the
+    /// result is escaped into the task envelope).
+    pub fn render(&self) -> String {
+        match self {
+            Self::Committed {
+                branch,
+                commit,
+                base,
+                diffstat,
+            } => format!(
+                "Worktree: the changes are committed on branch `{branch}` (commit {commit}, based \
+                 on {base}); your files are untouched.\n{}",
+                diffstat.trim_end()
+            ),
+            Self::Unchanged => {
+                "Worktree: no files changed; the worktree and its branch were removed.".to_string()
+            }
+            Self::Kept {
+                branch,
+                commit,
+                base,
+                reason,
+            } => format!(
+                "Worktree: the sub-agent {reason}; its work is kept on branch `{branch}` (commit \
+                 {commit}, based on {base})."
+            ),
+            Self::Failed(why) => format!("Worktree: cleaning up failed: {why}"),
+        }
+    }
+}
+
+impl Worktree {
+    /// Make the worktree `<main>/.cadre/worktrees/<name>` on a new branch
+    /// `cadre/<agent>/<short id>` at the parent's HEAD.
+    pub async fn create(
+        spec: &WorktreeSpec,
+        name: &str,
+        agent: &str,
+    ) -> Result<Self, WorktreeError> {
+        let dir = spec.main.join(WORKTREES_DIR);
+        tokio::fs::create_dir_all(&dir)
+            .await
+            .map_err(|e| failed("worktree add", e.to_string()))?;
+        // Keep the worktrees out of the parent's `git status`.
+        let ignore = dir.join(".gitignore");
+        if tokio::fs::metadata(&ignore).await.is_err() {
+            tokio::fs::write(&ignore, "*\n")
+                .await
+                .map_err(|e| failed("worktree add", e.to_string()))?;
+        }
+        let path = dir.join(name);
+        let short: String = name
+            .trim_start_matches("task_")
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(8)
+            .collect();
+        let branch = format!("{BRANCH_PREFIX}{agent}/{short}");
+        let path_arg = path.to_string_lossy().into_owned();
+        git(
+            &spec.toplevel,
+            &[
+                "worktree", "add", "--quiet", "-b", &branch, &path_arg, &spec.base,
+            ],
+        )
+        .await?;
+        let git_dir = git(&path, &["rev-parse", "--absolute-git-dir"]).await?;
+        let path = path
+            .canonicalize()
+            .map_err(|e| failed("worktree add", e.to_string()))?;
+        Ok(Self {
+            spec: spec.clone(),
+            path,
+            git_dir: PathBuf::from(git_dir.trim()),
+            branch,
+        })
+    }
+
+    /// Where the child works: the parent's root's place in the worktree.
+    pub fn root(&self) -> PathBuf {
+        self.path.join(&self.spec.rel)
+    }
+
+    /// The worktree's top level.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The branch.
+    pub fn branch(&self) -> &str {
+        &self.branch
+    }
+
+    /// Tear the worktree down after its child ended: commit what changed (on success) or
+    /// keep it on the branch (cancelled or failed, `failure` says how), remove the worktree,
+    /// and drop the branch when nothing changed.
+    pub async fn finish(&self, failure: Option<&str>, message: &str) -> WorktreeReport {
+        match self.settle(failure, message).await {
+            Ok(report) => report,
+            Err(e) => WorktreeReport::Failed(format!(
+                "{e}; the worktree is left at {} on branch {} (`cadre worktrees prune` removes it)",
+                self.path.display(),
+                self.branch
+            )),
+        }
+    }
+
+    async fn settle(
+        &self,
+        failure: Option<&str>,
+        message: &str,
+    ) -> Result<WorktreeReport, WorktreeError> {
+        let commit = commit_all(&self.git_dir, &self.path, message).await?;
+        let base = &self.spec.base;
+        let changed = commit != *base;
+        self.remove().await?;
+        if let Some(reason) = failure {
+            return Ok(WorktreeReport::Kept {
+                branch: self.branch.clone(),
+                commit,
+                base: base.clone(),
+                reason: reason.to_string(),
+            });
+        }
+        if !changed {
+            git(
+                &self.spec.toplevel,
+                &["branch", "-D", "--quiet", &self.branch],
+            )
+            .await?;
+            return Ok(WorktreeReport::Unchanged);
+        }
+        let diffstat = git(
+            &self.spec.toplevel,
+            &["diff", "--stat", STAT_FILES, base, &commit],
+        )
+        .await?;
+        Ok(WorktreeReport::Committed {
+            branch: self.branch.clone(),
+            commit,
+            base: base.clone(),
+            diffstat,
+        })
+    }
+
+    async fn remove(&self) -> Result<(), WorktreeError> {
+        let path = self.path.to_string_lossy().into_owned();
+        git(
+            &self.spec.toplevel,
+            &["worktree", "remove", "--force", &path],
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// Commit everything in the worktree at `work_tree` (if anything changed) and return HEAD.
+pub async fn commit_all(
+    git_dir: &Path,
+    work_tree: &Path,
+    message: &str,
+) -> Result<String, WorktreeError> {
+    let gd = format!("--git-dir={}", git_dir.display());
+    let wt = format!("--work-tree={}", work_tree.display());
+    let on_tree = |args: &[&str]| -> Vec<String> {
+        [gd.as_str(), wt.as_str()]
+            .iter()
+            .chain(args)
+            .map(|a| a.to_string())
+            .collect()
+    };
+    git_owned(work_tree, on_tree(&["add", "--all", "--", "."])).await?;
+    let status = git_owned(
+        work_tree,
+        on_tree(&["status", "--porcelain", "--untracked-files=no"]),
+    )
+    .await?;
+    if !status.trim().is_empty() {
+        // A repository without an identity still gets the commit, under cadre's name.
+        let anonymous = git_owned(work_tree, on_tree(&["config", "user.email"]))
+            .await
+            .is_err();
+        let identity: &[&str] = if anonymous {
+            &["-c", "user.name=cadre", "-c", "user.email=cadre@localhost"]
+        } else {
+            &[]
+        };
+        let mut args: Vec<&str> = identity.to_vec();
+        args.extend(["commit", "--quiet", "--no-verify", "-m", message]);
+        git_owned(work_tree, on_tree(&args)).await?;
+    }
+    Ok(git_owned(work_tree, on_tree(&["rev-parse", "HEAD"]))
+        .await?
+        .trim()
+        .to_string())
+}
+
+async fn git_owned(dir: &Path, args: Vec<String>) -> Result<String, WorktreeError> {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    git(dir, &refs).await
+}
+
+/// Run `git args` in `dir` with hooks and the file-system monitor off and git's own
+/// environment variables cleared; stdout (bounded) on success.
+pub async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+    let command = args
+        .iter()
+        .find(|a| !a.starts_with('-'))
+        .copied()
+        .unwrap_or("")
+        .to_string();
+    let mut cmd = tokio::process::Command::new("git");
+    cmd.arg("-C")
+        .arg(dir)
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+        ])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for var in [
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_COMMON_DIR",
+        "GIT_CONFIG",
+        "GIT_CONFIG_PARAMETERS",
+    ] {
+        cmd.env_remove(var);
+    }
+    let mut child = cmd.spawn().map_err(|e| failed(&command, e.to_string()))?;
+    let (out, err) = tokio::join!(bounded(child.stdout.take()), bounded(child.stderr.take()));
+    let status = child
+        .wait()
+        .await
+        .map_err(|e| failed(&command, e.to_string()))?;
+    if status.success() {
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    } else {
+        Err(failed(
+            &command,
+            String::from_utf8_lossy(&err).trim().to_string(),
+        ))
+    }
+}
+
+/// Everything `pipe` yields, of which the first [`MAX_OUTPUT`] bytes are kept (reading on,
+/// so git never blocks on a full pipe).
+async fn bounded<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> Vec<u8> {
+    let mut kept = Vec::new();
+    let Some(mut pipe) = pipe else {
+        return kept;
+    };
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = pipe.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        let room = MAX_OUTPUT.saturating_sub(kept.len()).min(n);
+        kept.extend_from_slice(&buf[..room]);
+    }
+    kept
+}
+
+fn failed(command: &str, message: String) -> WorktreeError {
+    WorktreeError::Git {
+        command: command.to_string(),
+        message,
+    }
+}

@@ -1,0 +1,155 @@
+//! `cadre worktrees list | prune`: the worktrees and branches `isolation: worktree` left
+//! behind (after a crash, or the branches of finished children), and their clean-up.
+
+use crate::cli::{Cli, WorktreesCommand};
+use crate::config;
+use crate::setup::{open_store, workspace_root};
+use anyhow::{Context, Result};
+use cadre_store::TaskStatus;
+use cadre_subagents::worktree::{BRANCH_PREFIX, WORKTREES_DIR, commit_all, git};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// A worktree under `.cadre/worktrees/`.
+struct Leftover {
+    path: PathBuf,
+    /// The task it was made for (its directory name).
+    task_id: String,
+    branch: Option<String>,
+}
+
+/// Run `cadre worktrees ...`.
+pub async fn run(cli: &Cli, cmd: &WorktreesCommand) -> Result<ExitCode> {
+    let ws = workspace_root(cli)?;
+    git(&ws, &["rev-parse", "--show-toplevel"])
+        .await
+        .with_context(|| format!("{} is not inside a git repository", ws.display()))?;
+    let leftovers = worktrees(&ws).await?;
+    let branches = branches(&ws).await?;
+    let config = config::load(&ws, cli.config.as_deref())?;
+    let store = open_store(&ws, &config.store).await?;
+    let mut running = Vec::new();
+    for w in &leftovers {
+        let live = matches!(
+            store.get(&w.task_id).await,
+            Ok(Some(r)) if matches!(r.status, TaskStatus::Pending | TaskStatus::Running)
+        );
+        running.push(live);
+    }
+    match cmd {
+        WorktreesCommand::List => {
+            if leftovers.is_empty() && branches.is_empty() {
+                println!("no cadre worktrees or branches");
+            }
+            for (w, live) in leftovers.iter().zip(&running) {
+                println!(
+                    "worktree  {}  {}  {}",
+                    display(&ws, &w.path),
+                    w.branch.as_deref().unwrap_or("(detached)"),
+                    if *live { "task running" } else { "leftover" }
+                );
+            }
+            for (b, subject) in &branches {
+                println!("branch    {b}  {subject}");
+            }
+        }
+        WorktreesCommand::Prune => {
+            for (w, live) in leftovers.iter().zip(&running) {
+                if *live {
+                    println!("kept {} (its task is running)", display(&ws, &w.path));
+                    continue;
+                }
+                prune_worktree(&ws, w).await?;
+            }
+            git(&ws, &["worktree", "prune"]).await?;
+            for (b, _) in &branches {
+                // A branch whose tip is already in HEAD's history holds nothing of its own.
+                let merged = git(&ws, &["merge-base", "--is-ancestor", b, "HEAD"])
+                    .await
+                    .is_ok();
+                let in_use = leftovers
+                    .iter()
+                    .zip(&running)
+                    .any(|(w, live)| *live && w.branch.as_deref() == Some(b.as_str()));
+                if merged && !in_use {
+                    git(&ws, &["branch", "-D", "--quiet", b]).await?;
+                    println!("deleted branch {b} (no commits of its own)");
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Commit what a leftover worktree holds onto its branch, then remove it.
+async fn prune_worktree(ws: &Path, w: &Leftover) -> Result<()> {
+    let git_dir = git(&w.path, &["rev-parse", "--absolute-git-dir"]).await;
+    if let (Ok(gd), Some(branch)) = (git_dir, &w.branch) {
+        let message = format!("cadre: work left in the worktree of {} (pruned)", w.task_id);
+        let commit = commit_all(Path::new(gd.trim()), &w.path, &message).await?;
+        println!(
+            "committed what was left in {} on {branch} ({})",
+            display(ws, &w.path),
+            &commit[..commit.len().min(12)]
+        );
+    }
+    let path = w.path.to_string_lossy().into_owned();
+    git(ws, &["worktree", "remove", "--force", &path]).await?;
+    println!("removed {}", display(ws, &w.path));
+    Ok(())
+}
+
+/// The worktrees of the repository under `<ws>/.cadre/worktrees/`.
+async fn worktrees(ws: &Path) -> Result<Vec<Leftover>> {
+    let dir = ws.join(WORKTREES_DIR);
+    let dir = dir.canonicalize().unwrap_or(dir);
+    let text = git(ws, &["worktree", "list", "--porcelain"]).await?;
+    let mut out = Vec::new();
+    for block in text.split("\n\n") {
+        let mut path = None;
+        let mut branch = None;
+        for line in block.lines() {
+            if let Some(p) = line.strip_prefix("worktree ") {
+                path = Some(PathBuf::from(p));
+            } else if let Some(b) = line.strip_prefix("branch refs/heads/") {
+                branch = Some(b.to_string());
+            }
+        }
+        if let Some(p) = path
+            && p.parent() == Some(dir.as_path())
+            && let Some(name) = p.file_name().and_then(|n| n.to_str())
+        {
+            out.push(Leftover {
+                task_id: name.to_string(),
+                path: p.clone(),
+                branch,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The `cadre/*` branches with the subject of their tip.
+async fn branches(ws: &Path) -> Result<Vec<(String, String)>> {
+    let pattern = format!("refs/heads/{}", BRANCH_PREFIX.trim_end_matches('/'));
+    let text = git(
+        ws,
+        &[
+            "for-each-ref",
+            "--format=%(refname:short)%09%(subject)",
+            &pattern,
+        ],
+    )
+    .await?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .map(|(b, s)| (b.to_string(), s.to_string()))
+        .collect())
+}
+
+fn display(ws: &Path, p: &Path) -> String {
+    p.strip_prefix(ws)
+        .map(|r| r.display().to_string())
+        .unwrap_or_else(|_| p.display().to_string())
+}

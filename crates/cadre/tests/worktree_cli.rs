@@ -1,0 +1,372 @@
+//! `isolation: worktree` end to end with `cadre run`: a scripted parent delegates to children
+//! that work in their own git worktrees; their changes come back as commits on their branches
+//! and the parent's tree and index stay as they were.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+struct Repo {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A workspace with an agent `editor` (`isolation` as given) and, with `git`, a repository
+/// with one commit holding `shared.txt`.
+fn repo(isolation: Option<&str>, with_git: bool) -> Repo {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap().join("ws");
+    std::fs::create_dir_all(ws.join(".cadre/agents")).unwrap();
+    std::fs::write(ws.join("shared.txt"), "base\n").unwrap();
+    let isolation = isolation
+        .map(|i| format!("isolation: {i}\n"))
+        .unwrap_or_default();
+    std::fs::write(
+        ws.join(".cadre/agents/editor.md"),
+        format!(
+            "---\nname: editor\ndescription: edits files\ntools: [bash, write_file, read_file]\n{isolation}---\nEdit as told.\n"
+        ),
+    )
+    .unwrap();
+    if with_git {
+        git(&ws, &["init", "--quiet", "-b", "main"]);
+        std::fs::write(ws.join(".gitignore"), ".cadre/\nscript.toml\n").unwrap();
+        git(&ws, &["add", "shared.txt", ".gitignore"]);
+        git(
+            &ws,
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "--quiet",
+                "-m",
+                "base",
+            ],
+        );
+    }
+    Repo { _dir: dir, ws }
+}
+
+/// How a scripted child ends: with its tool results as its answer.
+const REPORT: &str = "text = \"{{tool_results}}\"";
+
+/// `main` makes the `task` calls (TOML inline tables), then ends with their results; each
+/// child, matched by a word of its prompt, makes its calls and then plays its last turn.
+fn run(r: &Repo, tasks: &[&str], children: &[(&str, &str, &str)]) -> (bool, String, String) {
+    let mut script = format!(
+        "[[scripts]]\nagent = \"main\"\n[[scripts.turns]]\ntool_calls = [{}]\n[[scripts.turns]]\ntext = \"{{{{tool_results}}}}\"\n",
+        tasks
+            .iter()
+            .map(|t| format!("{{ name = \"task\", args = {t} }}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for (word, calls, last) in children {
+        script.push_str(&format!(
+            "\n[[scripts]]\nagent = \"editor\"\nprompt_contains = \"{word}\"\n[[scripts.turns]]\ntool_calls = [{calls}]\n[[scripts.turns]]\n{last}\n"
+        ));
+    }
+    let path = r.ws.join("script.toml");
+    std::fs::write(&path, script).unwrap();
+    let out = Command::cargo_bin("cadre")
+        .unwrap()
+        .arg("--workspace")
+        .arg(&r.ws)
+        .env_remove("CADRE_MODEL")
+        .env("XDG_CONFIG_HOME", r.ws.join(".no-user-config"))
+        .args(["--model", &format!("scripted:{}", path.display())])
+        .args(["run", "--permission-mode", "auto-approve", "go"])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The branches named in worktree reports (``on branch `NAME` ``).
+fn branches_named(out: &str) -> Vec<String> {
+    out.split("on branch `")
+        .skip(1)
+        .map(|rest| rest.split('`').next().unwrap().to_string())
+        .collect()
+}
+
+fn cadre_branches(ws: &Path) -> Vec<String> {
+    git(
+        ws,
+        &["branch", "--list", "cadre/*", "--format=%(refname:short)"],
+    )
+    .lines()
+    .map(str::to_string)
+    .collect()
+}
+
+/// The parent's tree and index as git sees them (cadre's own state aside).
+fn parent_state(ws: &Path) -> String {
+    git(ws, &["status", "--porcelain", "--untracked-files=all"])
+}
+
+#[test]
+fn a_worktree_childs_change_lands_on_its_branch_not_in_the_parents_tree() {
+    let r = repo(Some("worktree"), true);
+    let (ok, out, err) = run(
+        &r,
+        &[r#"{ subagent_type = "editor", description = "add a file", prompt = "write" }"#],
+        &[(
+            "write",
+            r#"{ name = "write_file", args = { path = "new.txt", content = "from the child\n" } }"#,
+            REPORT,
+        )],
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        !r.ws.join("new.txt").exists(),
+        "the change leaked into the parent's tree"
+    );
+    assert_eq!(
+        parent_state(&r.ws),
+        "",
+        "the parent's tree or index changed"
+    );
+    let named = branches_named(&out);
+    assert_eq!(named.len(), 1, "{out}");
+    assert!(named[0].starts_with("cadre/editor/"), "{out}");
+    assert_eq!(
+        git(&r.ws, &["show", &format!("{}:new.txt", named[0])]),
+        "from the child\n"
+    );
+    assert!(out.contains("new.txt | 1 +"), "the diffstat: {out}");
+    assert_eq!(cadre_branches(&r.ws), named);
+    // The worktree itself is gone; its branch is what remains.
+    let left: Vec<_> = std::fs::read_dir(r.ws.join(".cadre/worktrees"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n != ".gitignore")
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(
+        git(&r.ws, &["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn two_worktree_children_edit_the_same_file_on_two_branches() {
+    let r = repo(None, true);
+    let (ok, out, err) = run(
+        &r,
+        &[
+            r#"{ subagent_type = "editor", description = "one", prompt = "alpha", isolation = "worktree" }"#,
+            r#"{ subagent_type = "editor", description = "two", prompt = "beta", isolation = "worktree" }"#,
+        ],
+        &[
+            (
+                "alpha",
+                r#"{ name = "bash", args = { command = "echo alpha > shared.txt" } }"#,
+                REPORT,
+            ),
+            (
+                "beta",
+                r#"{ name = "bash", args = { command = "echo beta > shared.txt" } }"#,
+                REPORT,
+            ),
+        ],
+    );
+    assert!(ok, "{out}\n{err}");
+    let named = branches_named(&out);
+    assert_eq!(named.len(), 2, "{out}");
+    assert_ne!(named[0], named[1]);
+    let mut contents: Vec<String> = named
+        .iter()
+        .map(|b| git(&r.ws, &["show", &format!("{b}:shared.txt")]))
+        .collect();
+    contents.sort();
+    assert_eq!(contents, vec!["alpha\n", "beta\n"]);
+    assert_eq!(
+        std::fs::read_to_string(r.ws.join("shared.txt")).unwrap(),
+        "base\n"
+    );
+    assert_eq!(parent_state(&r.ws), "");
+}
+
+#[test]
+fn a_worktree_child_that_changes_nothing_leaves_no_branch() {
+    let r = repo(Some("worktree"), true);
+    let (ok, out, err) = run(
+        &r,
+        &[r#"{ subagent_type = "editor", description = "look", prompt = "look" }"#],
+        &[(
+            "look",
+            r#"{ name = "bash", args = { command = "cat shared.txt && pwd" } }"#,
+            REPORT,
+        )],
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("base"), "{out}");
+    // It ran in its worktree, not in the parent's root.
+    assert!(out.contains(".cadre/worktrees/task_"), "{out}");
+    assert!(out.contains("Worktree: no files changed"), "{out}");
+    assert!(
+        cadre_branches(&r.ws).is_empty(),
+        "{:?}",
+        cadre_branches(&r.ws)
+    );
+}
+
+#[test]
+fn a_failed_worktree_child_keeps_its_branch_and_says_so() {
+    let r = repo(Some("worktree"), true);
+    // The child writes half its work, then its model fails.
+    let (ok, out, err) = run(
+        &r,
+        &[r#"{ subagent_type = "editor", description = "half", prompt = "half" }"#],
+        &[(
+            "half",
+            r#"{ name = "write_file", args = { path = "half.txt", content = "half done\n" } }"#,
+            "error = \"the model went away\"",
+        )],
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("state=\"failed\""), "{out}");
+    assert!(
+        out.contains("the sub-agent failed; its work is kept on branch"),
+        "{out}"
+    );
+    let named = branches_named(&out);
+    assert_eq!(cadre_branches(&r.ws), named);
+    assert_eq!(
+        git(&r.ws, &["show", &format!("{}:half.txt", named[0])]),
+        "half done\n"
+    );
+    assert!(!r.ws.join("half.txt").exists());
+}
+
+#[test]
+fn worktree_isolation_outside_git_is_a_clear_error() {
+    let r = repo(Some("worktree"), false);
+    let (ok, out, err) = run(
+        &r,
+        &[r#"{ subagent_type = "editor", description = "x", prompt = "write" }"#],
+        &[(
+            "write",
+            r#"{ name = "bash", args = { command = "touch ran.txt" } }"#,
+            REPORT,
+        )],
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("isolation: worktree needs a git repository"),
+        "{out}"
+    );
+    assert!(!r.ws.join("ran.txt").exists());
+}
+
+#[test]
+fn a_sandboxed_worktree_child_writes_only_its_worktree() {
+    let r = repo(Some("worktree"), true);
+    let (ok, out, err) = run(
+        &r,
+        &[r#"{ subagent_type = "editor", description = "escape", prompt = "escape" }"#],
+        &[(
+            "escape",
+            r#"{ name = "bash", args = { command = "echo mine > mine.txt; echo x > ../../../shared.txt; cat ../../../shared.txt" } }"#,
+            REPORT,
+        )],
+    );
+    assert!(ok, "{out}\n{err}");
+    // The default sandbox of sub-agents has the worktree as its root: the parent's copy is
+    // out of reach, the worktree's own file is committed.
+    assert!(out.contains("Permission denied"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(r.ws.join("shared.txt")).unwrap(),
+        "base\n"
+    );
+    let named = branches_named(&out);
+    assert_eq!(
+        git(&r.ws, &["show", &format!("{}:mine.txt", named[0])]),
+        "mine\n"
+    );
+}
+
+fn cadre_cmd(ws: &Path, args: &[&str]) -> (bool, String) {
+    let out = Command::cargo_bin("cadre")
+        .unwrap()
+        .arg("--workspace")
+        .arg(ws)
+        .env("XDG_CONFIG_HOME", ws.join(".no-user-config"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn worktrees_prune_commits_and_removes_leftovers() {
+    let r = repo(None, true);
+    // What a crash leaves: a worktree with uncommitted work, and a branch with nothing of
+    // its own.
+    let path = r.ws.join(".cadre/worktrees/task_deadbeef");
+    let p = path.to_string_lossy().into_owned();
+    git(
+        &r.ws,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            "-b",
+            "cadre/editor/deadbeef",
+            &p,
+            "HEAD",
+        ],
+    );
+    std::fs::write(path.join("unsaved.txt"), "work\n").unwrap();
+    git(&r.ws, &["branch", "cadre/editor/empty"]);
+    let (ok, out) = cadre_cmd(&r.ws, &["worktrees", "list"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(".cadre/worktrees/task_deadbeef") && out.contains("leftover"),
+        "{out}"
+    );
+    assert!(out.contains("cadre/editor/empty"), "{out}");
+    let (ok, out) = cadre_cmd(&r.ws, &["worktrees", "prune"]);
+    assert!(ok, "{out}");
+    assert!(!path.exists(), "{out}");
+    assert_eq!(
+        git(&r.ws, &["show", "cadre/editor/deadbeef:unsaved.txt"]),
+        "work\n"
+    );
+    assert_eq!(
+        cadre_branches(&r.ws),
+        vec!["cadre/editor/deadbeef".to_string()]
+    );
+    let (ok, out) = cadre_cmd(&r.ws, &["worktrees", "list"]);
+    assert!(ok && !out.contains("leftover"), "{out}");
+}
