@@ -56,6 +56,9 @@ pub struct ServerEntry {
     pub disabled_tools: Vec<String>,
     /// `lazy` (default): start on the first call, or `eager`: start with the session.
     pub startup: Option<String>,
+    /// Run a stdio server in cadre's OS sandbox: a mode name or `{mode, network,
+    /// writable_roots}`, resolved against the workspace (default: unsandboxed).
+    pub sandbox: Option<cadre_sandbox::SandboxSpec>,
 }
 
 /// When a server starts.
@@ -116,6 +119,8 @@ pub struct ServerConfig {
     /// cadre's secrets, removed from a stdio server's environment (its own `env` may set
     /// them again explicitly).
     pub secrets: SecretEnv,
+    /// The sandbox a stdio server runs in (none: unsandboxed).
+    pub sandbox: Option<cadre_sandbox::SandboxPolicy>,
 }
 
 /// A configuration that cannot be used.
@@ -216,6 +221,11 @@ impl ServerEntry {
             disabled_tools: self.disabled_tools.clone(),
             startup,
             secrets: SecretEnv::default(),
+            sandbox: self
+                .sandbox
+                .as_ref()
+                .map(|s| cadre_sandbox::SandboxPolicy::resolve(s, workspace))
+                .filter(|p| !p.is_off()),
         })
     }
 }

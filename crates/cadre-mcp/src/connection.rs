@@ -131,7 +131,11 @@ fn child_env(
         .collect()
 }
 
-async fn connect_stdio(cfg: &ServerConfig, handler: Handler) -> Result<Connection, String> {
+async fn connect_stdio(
+    cfg: &ServerConfig,
+    handler: Handler,
+    sandbox: Option<&cadre_sandbox::Sandbox>,
+) -> Result<Connection, String> {
     let Transport::Stdio {
         command,
         args,
@@ -142,7 +146,13 @@ async fn connect_stdio(cfg: &ServerConfig, handler: Handler) -> Result<Connectio
         return Err("not a stdio server".into());
     };
     let program = expand(&cfg.name, "command", command)?;
-    let mut cmd = tokio::process::Command::new(&program);
+    let mut cmd = match sandbox {
+        Some(s) => tokio::process::Command::from(
+            s.command(&program)
+                .map_err(|e| format!("cannot start `{program}` in its sandbox: {e}"))?,
+        ),
+        None => tokio::process::Command::new(&program),
+    };
     cfg.secrets.apply(cmd.as_std_mut());
     for a in args {
         cmd.arg(expand(&cfg.name, "args", a)?);
@@ -237,13 +247,16 @@ async fn connect_http(cfg: &ServerConfig, handler: Handler) -> Result<Connection
 }
 
 /// Start the server of `cfg` and complete the MCP handshake, within its start-up timeout.
-pub(crate) async fn connect(cfg: &ServerConfig) -> Result<Connection, String> {
+pub(crate) async fn connect(
+    cfg: &ServerConfig,
+    sandbox: Option<&cadre_sandbox::Sandbox>,
+) -> Result<Connection, String> {
     let handler = Handler {
         progress: ProgressDispatcher::new(),
     };
     let start = async {
         match cfg.transport {
-            Transport::Stdio { .. } => connect_stdio(cfg, handler).await,
+            Transport::Stdio { .. } => connect_stdio(cfg, handler, sandbox).await,
             Transport::Http { .. } => connect_http(cfg, handler).await,
         }
     };

@@ -99,6 +99,10 @@ pub enum CallError {
 /// One server and its shared connection.
 pub struct McpServer {
     cfg: ServerConfig,
+    /// The sandbox its process runs in, when its configuration asks for one.
+    sandbox: Option<Arc<cadre_sandbox::Sandbox>>,
+    /// A sandbox was asked for without a launcher to apply it.
+    unsandboxable: bool,
     inner: Mutex<Inner>,
     /// What it offered when it last started, in this session or (from the cache) before.
     offer: std::sync::Mutex<Option<Offer>>,
@@ -117,13 +121,25 @@ impl std::fmt::Debug for McpServer {
 impl McpServer {
     /// A server that is not started yet, with no memory of earlier sessions.
     pub fn new(cfg: ServerConfig) -> Arc<Self> {
-        Self::with_cache(cfg, None)
+        Self::with_cache(cfg, None, None)
     }
 
     /// A server that is not started yet, offering what it offered when it last started, as
-    /// kept in `cache` (refreshed on every start).
-    pub fn with_cache(cfg: ServerConfig, cache: Option<PathBuf>) -> Arc<Self> {
+    /// kept in `cache` (refreshed on every start); its sandbox, if its configuration asks for
+    /// one, goes through `launcher`.
+    pub fn with_cache(
+        cfg: ServerConfig,
+        cache: Option<PathBuf>,
+        launcher: Option<Arc<cadre_sandbox::Launcher>>,
+    ) -> Arc<Self> {
         let offer = cache.as_deref().and_then(crate::cache::load);
+        let sandbox = match (&cfg.sandbox, launcher) {
+            (Some(policy), Some(l)) => {
+                Some(Arc::new(cadre_sandbox::Sandbox::new(l, policy.clone())))
+            }
+            _ => None,
+        };
+        let unsandboxable = cfg.sandbox.is_some() && sandbox.is_none();
         let state = if cfg.enabled {
             ServerState::Idle
         } else {
@@ -131,6 +147,8 @@ impl McpServer {
         };
         Arc::new(Self {
             cfg,
+            sandbox,
+            unsandboxable,
             inner: Mutex::new(Inner { state, conn: None }),
             offer: std::sync::Mutex::new(offer),
             cache,
@@ -242,7 +260,12 @@ impl McpServer {
     }
 
     async fn open(&self) -> Result<(Connection, Offer), String> {
-        let conn = connect(&self.cfg).await?;
+        if self.unsandboxable {
+            return Err(
+                "it asks for a sandbox, but no sandbox launcher is configured here".to_string(),
+            );
+        }
+        let conn = connect(&self.cfg, self.sandbox.as_deref()).await?;
         let listing = async {
             let peer = conn.service.peer();
             let caps = peer.peer_info().map(|i| i.capabilities.clone());

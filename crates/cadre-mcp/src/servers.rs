@@ -45,6 +45,17 @@ impl McpServers {
         workspace: &Path,
         secrets: &SecretEnv,
     ) -> Self {
+        Self::from_entries_with(entries, workspace, secrets, None)
+    }
+
+    /// As [`from_entries`](Self::from_entries), with the launcher that applies the sandbox of
+    /// servers that ask for one (without it, such a server refuses to start).
+    pub fn from_entries_with(
+        entries: impl IntoIterator<Item = (String, ServerEntry, String)>,
+        workspace: &Path,
+        secrets: &SecretEnv,
+        launcher: Option<Arc<cadre_sandbox::Launcher>>,
+    ) -> Self {
         let mut out = Self::default();
         let mut parts: HashMap<String, String> = HashMap::new();
         for (name, entry, origin) in entries {
@@ -71,7 +82,8 @@ impl McpServers {
             }
             parts.insert(part, name);
             let cache = crate::cache::path(workspace, &cfg);
-            out.servers.push(McpServer::with_cache(cfg, Some(cache)));
+            out.servers
+                .push(McpServer::with_cache(cfg, Some(cache), launcher.clone()));
         }
         out
     }

@@ -15,8 +15,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 /// The servers configured for `ws`, not started; their processes never see cadre's secrets
-/// (those of [`Config::secret_env`]) unless their own `env` sets them.
-pub fn configured_servers(ws: &Path, config: &Config) -> McpServers {
+/// (those of [`Config::secret_env`]) unless their own `env` sets them, and those with a
+/// `sandbox` go through `launcher`.
+pub fn configured_servers(
+    ws: &Path,
+    config: &Config,
+    launcher: Option<Arc<cadre_sandbox::Launcher>>,
+) -> McpServers {
     let (from_json, json_errors) = cadre_mcp::load_mcp_json(ws);
     let mut entries: Vec<(String, cadre_mcp::ServerEntry, String)> = from_json
         .into_iter()
@@ -30,7 +35,7 @@ pub fn configured_servers(ws: &Path, config: &Config) -> McpServers {
             .unwrap_or_else(|| "configuration".into());
         entries.push((name.clone(), entry.clone(), origin));
     }
-    let servers = McpServers::from_entries(entries, ws, &config.secret_env());
+    let servers = McpServers::from_entries_with(entries, ws, &config.secret_env(), launcher);
     for e in json_errors.iter().chain(servers.errors()) {
         eprintln!("cadre: warning: skipped {e}");
     }
@@ -39,9 +44,13 @@ pub fn configured_servers(ws: &Path, config: &Config) -> McpServers {
 
 /// The configured servers of `ws` for a session, those it needs at once started
 /// (`startup = "eager"`, or tools not seen yet; the others start on their first call); each
-/// that fails is a warning naming it.
-pub async fn start_servers(ws: &Path, config: &Config) -> McpServers {
-    let servers = configured_servers(ws, config);
+/// that fails is a warning naming it. Those with a `sandbox` go through `launcher`.
+pub async fn start_servers(
+    ws: &Path,
+    config: &Config,
+    launcher: Option<Arc<cadre_sandbox::Launcher>>,
+) -> McpServers {
+    let servers = configured_servers(ws, config, launcher);
     for failure in servers.start_session().await {
         eprintln!("cadre: warning: {failure}");
     }
@@ -65,7 +74,8 @@ fn transport_text(t: &Transport) -> String {
 async fn list(cli: &Cli, json: bool) -> Result<ExitCode> {
     let ws = workspace_root(cli)?;
     let config = config::load(&ws, cli.config.as_deref())?;
-    let servers = configured_servers(&ws, &config);
+    let launcher = crate::setup::launcher(&config.sandbox)?;
+    let servers = configured_servers(&ws, &config, Some(launcher));
     for failure in servers.start_all().await {
         eprintln!("cadre: warning: {failure}");
     }

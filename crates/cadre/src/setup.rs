@@ -126,7 +126,7 @@ impl Setup {
             .user_agents_dir(config::user_dir().map(|d| d.join("agents")))
             .model_aliases(config.models.aliases.clone())
             .prices(config.models.price_table()?)
-            .sandbox(sandbox);
+            .sandbox(sandbox.clone());
         if let Some(files) = &config.project_memory {
             b = b.project_memory(files.clone());
         }
@@ -151,7 +151,7 @@ impl Setup {
         }
         // MCP tools join the built-in ones; children narrow from them like from any tool.
         // The tools hold their servers, which stop when the harness is dropped.
-        let mcp = crate::mcp_cmd::start_servers(&ws, &config).await;
+        let mcp = crate::mcp_cmd::start_servers(&ws, &config, Some(sandbox.launcher.clone())).await;
         // Configured web tools join them (a `web_search` backed by an MCP tool finds it
         // among the MCP tools).
         let mut extra = cadre_tools::ToolRegistry::new();
@@ -222,18 +222,23 @@ impl Setup {
 /// `namespaces`, `bwrap`), to see how cadre behaves on a weaker machine.
 pub const SIMULATE_MISSING_ENV: &str = "CADRE_SANDBOX_SIMULATE_MISSING";
 
-/// The sandbox of `[sandbox]` (with `--sandbox` for the main agent) on a launcher that
-/// re-executes this binary. What the machine lacks is reported here, once; with
-/// `required = true` it is an error instead.
-fn sandbox_settings(cfg: &SandboxConfig, mode: Option<SandboxMode>) -> Result<SandboxSettings> {
+/// The launcher of `[sandbox]`: this binary re-executed (or bubblewrap).
+pub fn launcher(cfg: &SandboxConfig) -> Result<Arc<Launcher>> {
     let missing = std::env::var(SIMULATE_MISSING_ENV).unwrap_or_default();
     let missing = Mechanism::parse_list(&missing)
         .map_err(|e| anyhow::anyhow!("{SIMULATE_MISSING_ENV}: {e}"))?;
-    let launcher = Launcher::current_exe()
-        .backend(cfg.backend.unwrap_or_default())
-        .required(cfg.required)
-        .simulate_missing(missing);
-    let mut settings = SandboxSettings::new(Arc::new(launcher));
+    Ok(Arc::new(
+        Launcher::current_exe()
+            .backend(cfg.backend.unwrap_or_default())
+            .required(cfg.required)
+            .simulate_missing(missing),
+    ))
+}
+
+/// The sandbox of `[sandbox]` (with `--sandbox` for the main agent). What the machine lacks
+/// is reported here, once; with `required = true` it is an error instead.
+fn sandbox_settings(cfg: &SandboxConfig, mode: Option<SandboxMode>) -> Result<SandboxSettings> {
+    let mut settings = SandboxSettings::new(launcher(cfg)?);
     settings.main = SandboxSpec {
         mode: mode.or(cfg.mode).unwrap_or(SandboxMode::Off),
         network: cfg.network,

@@ -221,3 +221,88 @@ fn a_required_sandbox_without_its_mechanism_refuses_to_run() {
         "{err}"
     );
 }
+
+/// The Python of the MCP SDK venv (`.ci/run` installs it), or `None` outside CI.
+fn mcp_python() -> Option<PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let venv = std::env::var_os("CADRE_MCP_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target/mcp-venv"));
+    let py = venv.join("bin/python");
+    if py.exists() {
+        return Some(py);
+    }
+    let msg = format!(
+        "MCP Python SDK venv missing at {} (see .ci/run)",
+        venv.display()
+    );
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{msg}");
+    }
+    eprintln!("\n!!!!!!!! SKIPPED: {msg}\n");
+    None
+}
+
+#[test]
+fn an_mcp_server_with_a_sandbox_writes_only_inside_the_workspace() {
+    let Some(py) = mcp_python() else { return };
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../cadre-mcp/tests/fixtures/py_server.py")
+        .canonicalize()
+        .unwrap();
+    let c = case(None, "");
+    // The fixture server records its start in the directory it is given.
+    let server = |name: &str, markers: &std::path::Path, sandbox: &str| {
+        format!(
+            "[mcp_servers.{name}]\ncommand = {:?}\nargs = [{:?}, {:?}]\nstartup_timeout_secs = 60\n{sandbox}\n",
+            py.display().to_string(),
+            fixture.display().to_string(),
+            markers.display().to_string()
+        )
+    };
+    let config = [
+        server(
+            "inside",
+            &c.ws.join("markers"),
+            "sandbox = \"workspace-write\"",
+        ),
+        server(
+            "outside",
+            &c.outside.join("markers"),
+            "sandbox = \"workspace-write\"",
+        ),
+        server("free", &c.outside.join("free"), ""),
+    ]
+    .concat();
+    std::fs::write(c.ws.join(".cadre/config.toml"), config).unwrap();
+    let out = Command::cargo_bin("cadre")
+        .unwrap()
+        .arg("--workspace")
+        .arg(&c.ws)
+        .env("XDG_CONFIG_HOME", c.ws.join(".no-user-config"))
+        .args(["mcp", "list", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let state = |name: &str| {
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap()["state"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(state("inside"), "running", "{stderr}");
+    assert!(c.ws.join("markers/starts").exists());
+    // Sandboxed, it cannot write outside the workspace: it dies at start, having written
+    // nothing there.
+    assert!(state("outside").starts_with("failed"), "{stderr}");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    assert!(!c.outside.join("markers").exists());
+    // Without a sandbox the same server writes where it likes.
+    assert_eq!(state("free"), "running", "{stderr}");
+    assert!(c.outside.join("free/starts").exists());
+}
