@@ -321,7 +321,12 @@ pub async fn commit_all(
             .map(|a| a.to_string())
             .collect()
     };
-    git_owned(work_tree, on_tree(&["add", "--all", "--", "."])).await?;
+    // cadre's own state in the child's root (offloaded tool outputs) is not the child's work.
+    git_owned(
+        work_tree,
+        on_tree(&["add", "--all", "--", ".", ":(exclude,glob)**/.cadre/**"]),
+    )
+    .await?;
     let status = git_owned(
         work_tree,
         on_tree(&["status", "--porcelain", "--untracked-files=no"]),

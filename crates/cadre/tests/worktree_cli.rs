@@ -45,7 +45,9 @@ fn repo(isolation: Option<&str>, with_git: bool) -> Repo {
     .unwrap();
     if with_git {
         git(&ws, &["init", "--quiet", "-b", "main"]);
-        std::fs::write(ws.join(".gitignore"), ".cadre/\nscript.toml\n").unwrap();
+        // `.cadre/` is not ignored: cadre's own state in a worktree (offloaded outputs) must
+        // stay out of the child's commit by itself.
+        std::fs::write(ws.join(".gitignore"), "script.toml\n").unwrap();
         git(&ws, &["add", "shared.txt", ".gitignore"]);
         git(
             &ws,
@@ -123,6 +125,10 @@ fn cadre_branches(ws: &Path) -> Vec<String> {
 /// The parent's tree and index as git sees them (cadre's own state aside).
 fn parent_state(ws: &Path) -> String {
     git(ws, &["status", "--porcelain", "--untracked-files=all"])
+        .lines()
+        .filter(|l| !l.starts_with("?? .cadre/"))
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
 #[test]
@@ -133,7 +139,8 @@ fn a_worktree_childs_change_lands_on_its_branch_not_in_the_parents_tree() {
         &[r#"{ subagent_type = "editor", description = "add a file", prompt = "write" }"#],
         &[(
             "write",
-            r#"{ name = "write_file", args = { path = "new.txt", content = "from the child\n" } }"#,
+            // The long output is offloaded into the worktree's `.cadre/tool-outputs/`.
+            r#"{ name = "write_file", args = { path = "new.txt", content = "from the child\n" } }, { name = "bash", args = { command = "seq 1 20000" } }"#,
             REPORT,
         )],
     );
@@ -153,6 +160,11 @@ fn a_worktree_childs_change_lands_on_its_branch_not_in_the_parents_tree() {
     assert_eq!(
         git(&r.ws, &["show", &format!("{}:new.txt", named[0])]),
         "from the child\n"
+    );
+    // Only the child's file: nothing of cadre's own state in the worktree.
+    assert_eq!(
+        git(&r.ws, &["diff", "--name-only", "HEAD", &named[0]]),
+        "new.txt\n"
     );
     assert!(out.contains("new.txt | 1 +"), "the diffstat: {out}");
     assert_eq!(cadre_branches(&r.ws), named);
