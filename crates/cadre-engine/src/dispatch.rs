@@ -282,6 +282,15 @@ impl<'a> Dispatcher<'a> {
         info: &ToolCallInfo,
         stop: &CancellationToken,
     ) -> ToolOutput {
+        // The registry withholds network tools from such agents; this holds even when a
+        // registry was built without that.
+        if tool.uses_network()
+            && let Some(sandbox) = self.workspace.sandbox()
+            && sandbox.policy().denies_network()
+        {
+            let mode = sandbox.policy().mode.as_str();
+            return ToolOutput::error(cadre_tools::network_refusal(tool.name(), mode));
+        }
         let _read_guard;
         let _write_guard;
         if tool.parallel_safe() {

@@ -165,6 +165,12 @@ impl SandboxPolicy {
         self.mode == SandboxMode::Off
     }
 
+    /// True when the agent is sandboxed without the network: its network tools are
+    /// withheld, not only its processes' sockets.
+    pub fn denies_network(&self) -> bool {
+        !self.is_off() && !self.network
+    }
+
     /// This policy narrowed to what `bound` (the parent's) allows: the narrower mode, the
     /// network only if both allow it, and only the writable directories both allow.
     pub fn within(&self, bound: &SandboxPolicy) -> SandboxPolicy {

@@ -437,12 +437,17 @@ impl HarnessBuilder {
         let delegates = !self.disable_subagents
             && !runtime.registry().is_empty()
             && runtime.config().max_depth > 0;
-        let tools = if self.disable_subagents || runtime.registry().is_empty() {
+        let mut tools = if self.disable_subagents || runtime.registry().is_empty() {
             base_tools
         } else {
             // With `max_depth = 0` this withholds the delegation tools with the depth refusal.
             runtime.top_level_tools()
         };
+        if let Some(policy) = main_sandbox.as_ref().map(|s| s.policy())
+            && policy.denies_network()
+        {
+            tools.withhold_network(policy.mode.as_str());
+        }
         let prompt = self.system_prompt.unwrap_or_else(|| {
             let mut p = cadre_engine::prompt::main_system_prompt_with(&ws, &self.memory_files);
             if let Some(index) = skills.index_section() {

@@ -23,7 +23,7 @@ pub use context::{ApprovalHandler, RunContext, ToolContext};
 pub use grant::ToolGrant;
 pub use hidden::{HiddenPaths, path_pattern};
 pub use read_capped::{CappedReadError, read_capped, read_to_string_capped};
-pub use registry::ToolRegistry;
+pub use registry::{ToolRegistry, network_refusal};
 pub use secret_env::{DEFAULT_SECRET_VARS, SecretEnv};
 pub use subject::PermissionSubject;
 pub use tool::{Tool, ToolError, ToolOutput, parse_args};

@@ -88,6 +88,19 @@ impl ToolRegistry {
         self.withheld.insert(name, reason.into());
     }
 
+    /// Withhold every tool that reaches the network, for an agent whose sandbox denies it
+    /// (`policy` names the sandbox in the refusal).
+    pub fn withhold_network(&mut self, policy: &str) {
+        let names: Vec<String> = (self.tools.iter())
+            .filter(|t| t.uses_network())
+            .map(|t| t.name().to_string())
+            .collect();
+        for name in names {
+            let reason = network_refusal(&name, policy);
+            self.withhold(name, reason);
+        }
+    }
+
     /// Why a call to `name` is refused, when it was withheld.
     pub fn refusal(&self, name: &str) -> Option<&str> {
         self.withheld.get(name).map(String::as_str)
@@ -104,6 +117,14 @@ impl ToolRegistry {
         }
         out
     }
+}
+
+/// The refusal of network tool `name` under a sandbox without the network.
+pub fn network_refusal(name: &str, policy: &str) -> String {
+    format!(
+        "{name} is not available: this agent runs in a {policy} sandbox without the network; \
+         give it `sandbox: {{mode: {policy}, network: true}}` to allow it"
+    )
 }
 
 #[cfg(test)]

@@ -178,3 +178,106 @@ async fn without_its_key_web_search_is_absent_and_claude_codes_websearch_is_drop
     assert!(!shown.contains("WebSearch"), "{shown}");
     assert!(shown.contains("web_search"), "{shown}");
 }
+
+/// A workspace whose main agent delegates to `fetcher` (web_fetch only, `sandbox` as given,
+/// sub-agents sandboxed by `[sandbox]`), which fetches `url` and reports the result.
+fn sandboxed_fetcher(sandbox: &str, url: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join(".cadre/agents")).unwrap();
+    std::fs::write(
+        ws.join(".cadre/config.toml"),
+        "[tools]\nweb_fetch_allow_private = true\n[sandbox]\nrequired = true\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join(".cadre/agents/fetcher.md"),
+        format!(
+            "---\nname: fetcher\ndescription: fetches pages\ntools: [web_fetch]\nsandbox: {sandbox}\n---\nFetch.\n"
+        ),
+    )
+    .unwrap();
+    let script = format!(
+        r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{{ name = "task", args = {{ subagent_type = "fetcher", description = "fetch", prompt = "fetch" }} }}]
+[[scripts.turns]]
+text = "{{{{tool_results}}}}"
+
+[[scripts]]
+agent = "fetcher"
+[[scripts.turns]]
+tool_calls = [{{ name = "web_fetch", args = {{ url = {url:?} }} }}]
+[[scripts.turns]]
+text = "CHILD SAW: {{{{tool_results}}}}"
+"#
+    );
+    std::fs::write(ws.join("s.toml"), script).unwrap();
+    let model = format!("scripted:{}", ws.join("s.toml").display());
+    (dir, model)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sub_agent_sandboxed_without_the_network_cannot_use_web_fetch() {
+    let server = WebServer::start().await.unwrap();
+    server.page("/p", WebPage::html("<p>fetched body</p>"));
+    let url = server.url("/p");
+
+    let (dir, model) = sandboxed_fetcher("workspace-write", &url);
+    let (out, _) = run_jsonl(dir.path(), &model, &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("web_fetch is not available: this agent runs in a workspace-write sandbox without the network"),
+        "{text}"
+    );
+    assert!(!text.contains("fetched body"), "{text}");
+    assert!(
+        server.requests().is_empty(),
+        "the sandboxed child reached the server"
+    );
+
+    let (dir, model) = sandboxed_fetcher("{mode: workspace-write, network: true}", &url);
+    let (out, _) = run_jsonl(dir.path(), &model, &[]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("fetched body"), "{text}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_main_agent_sandboxed_without_the_network_cannot_use_web_fetch() {
+    let server = WebServer::start().await.unwrap();
+    server.page("/p", WebPage::html("<p>fetched body</p>"));
+    let (dir, model) = workspace(
+        "[tools]\nweb_fetch_allow_private = true\n[sandbox]\nrequired = true\n",
+        "web_fetch",
+        json!({"url": server.url("/p")}),
+    );
+    let mut cmd = cadre(dir.path());
+    let out = cmd
+        .args([
+            "--model",
+            &model,
+            "run",
+            "--sandbox",
+            "read-only",
+            "--output",
+            "jsonl",
+            "go",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (output, is_error) = tool_result(&out.stdout);
+    assert!(is_error, "{output}");
+    assert!(
+        output.contains("read-only sandbox without the network"),
+        "{output}"
+    );
+    assert!(server.requests().is_empty());
+}

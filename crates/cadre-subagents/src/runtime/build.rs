@@ -162,7 +162,10 @@ impl SubagentRuntime {
             limits: self.limits_of(def, parent),
             sandbox: sandbox.clone(),
         });
-        let tools = self.tools_of(def, parent, decided, &inherited);
+        let mut tools = self.tools_of(def, parent, decided, &inherited);
+        if sandbox.denies_network() {
+            tools.withhold_network(sandbox.mode.as_str());
+        }
         let (skills_section, _missing) = self.skills.preload(&def.skills);
         let prompt = child_prompt_with(
             def,
