@@ -1,5 +1,6 @@
 //! What a tool call acts on, as permission rules see it: a path resolved inside the
-//! workspace, a parsed shell command line, or nothing rules can match.
+//! workspace, a parsed shell command line, a normalised text (a URL, a query), or nothing
+//! rules can match.
 
 use crate::{CommandLine, PathError, Workspace};
 use std::path::{Path, PathBuf};
@@ -14,6 +15,9 @@ pub enum PermissionSubject {
     Path(PathBuf),
     /// A shell command line.
     Command(CommandLine),
+    /// Something else the call acts on, in its normalised form (a URL as parsed, a search
+    /// query), matched whole by the rule's glob.
+    Text(String),
 }
 
 impl PermissionSubject {
@@ -44,6 +48,7 @@ impl PermissionSubject {
             Self::None => None,
             Self::Path(p) => Some(p.display().to_string()),
             Self::Command(line) => Some(line.text().to_string()),
+            Self::Text(t) => Some(t.clone()),
         }
     }
 }

@@ -7,7 +7,7 @@ mod common;
 
 use cadre_testkit::{WebPage, WebServer};
 use cadre_tools::builtin::{WebFetchConfig, WebFetchTool};
-use cadre_tools::{Tool, ToolOutput, Workspace};
+use cadre_tools::{PermissionSubject, Tool, ToolOutput, Workspace};
 use serde_json::json;
 
 /// A host name the tests pretend is public: pinned to the local server, so only what the
@@ -219,9 +219,15 @@ fn it_reads_for_approvals_but_is_marked_as_network() {
     let tool = WebFetchTool::default();
     assert!(tool.is_read_only());
     assert!(tool.uses_network());
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::new(dir.path()).unwrap();
     assert_eq!(
-        tool.permission_subject(&json!({"url": "HTTPS://Docs.RS/a b"}))
-            .as_deref(),
-        Some("https://docs.rs/a%20b")
+        tool.permission_subject(&json!({"url": "HTTPS://Docs.RS/a b"}), &ws)
+            .unwrap(),
+        PermissionSubject::Text("https://docs.rs/a%20b".into())
+    );
+    assert!(
+        tool.permission_subject(&json!({"url": "not a url"}), &ws)
+            .is_err()
     );
 }

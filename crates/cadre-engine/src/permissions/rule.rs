@@ -109,15 +109,17 @@ impl Rule {
             PermissionSubject::None => None,
             PermissionSubject::Path(p) => glob.path.is_match(p).then(|| p.display().to_string()),
             PermissionSubject::Command(line) => glob.command_hit(line),
+            PermissionSubject::Text(t) => glob.command.is_match(t).then(|| t.clone()),
         }
     }
 
-    /// As an allow rule for a path: whether it allows acting on `subject`. Commands are
-    /// judged per simple command by the caller.
+    /// As an allow rule for a path or a text: whether it allows acting on `subject`.
+    /// Commands are judged per simple command by the caller.
     pub(super) fn allows_path(&self, subject: &PermissionSubject) -> bool {
         match (&self.subject, subject) {
             (None, _) => true,
             (Some(g), PermissionSubject::Path(p)) => g.path.is_match(p),
+            (Some(g), PermissionSubject::Text(t)) => g.command.is_match(t),
             _ => false,
         }
     }

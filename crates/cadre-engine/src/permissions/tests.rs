@@ -338,3 +338,19 @@ fn confining_rules_refuse_other_calls_in_every_mode() {
     assert_eq!(kind(p.decide("bash", &cmd("make"), false, false)), "deny");
     assert!(p.rules.hidden().hides(std::path::Path::new("secret/k")));
 }
+
+#[test]
+fn url_rules_match_the_normalised_url_whole() {
+    let url = |u: &str| PermissionSubject::Text(u.to_string());
+    let p = policy(
+        ApprovalMode::Ask,
+        &["web_fetch(https://docs.rs/*)"],
+        &["web_fetch(https://evil.example/*)"],
+        &[],
+    );
+    let fetch = |u: &str| kind(p.decide("web_fetch", &url(u), false, false));
+    assert_eq!(fetch("https://docs.rs/tokio/latest/tokio/"), "allow");
+    assert_eq!(fetch("https://evil.example/a/b"), "deny");
+    // Neither rule covers it: a mutating-looking call asks in the default mode.
+    assert_eq!(fetch("https://other.example/"), "ask");
+}

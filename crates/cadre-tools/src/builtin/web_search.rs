@@ -3,7 +3,7 @@
 //! query, an API key from an environment variable). Without a backend the tool is not offered.
 
 use super::common::definition;
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use crate::{PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
 use serde::Deserialize;
@@ -318,8 +318,13 @@ impl Tool for WebSearchTool {
         true
     }
 
-    fn permission_subject(&self, args: &Value) -> Option<String> {
-        super::common::string_arg(args, "query", None)
+    fn permission_subject(
+        &self,
+        args: &Value,
+        _workspace: &Workspace,
+    ) -> Result<PermissionSubject, ToolError> {
+        let Args { query } = parse_args(args.clone())?;
+        Ok(PermissionSubject::Text(query.trim().to_string()))
     }
 
     async fn call(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

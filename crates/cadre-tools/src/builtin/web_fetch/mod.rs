@@ -10,8 +10,8 @@ mod fetch;
 
 pub use address::AddressRefused;
 
-use super::common::{definition, string_arg};
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
+use super::common::definition;
+use crate::{PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
 use address::AddressPolicy;
 use async_trait::async_trait;
 use cadre_types::ToolDefinition;
@@ -203,12 +203,15 @@ impl Tool for WebFetchTool {
 
     /// The URL as parsed (scheme and host normalised), so `web_fetch(https://docs.rs/*)`
     /// rules match what is fetched, not how it was spelled.
-    fn permission_subject(&self, args: &serde_json::Value) -> Option<String> {
-        let raw = string_arg(args, "url", None)?;
-        Some(match reqwest::Url::parse(raw.trim()) {
-            Ok(url) => url.to_string(),
-            Err(_) => raw,
-        })
+    fn permission_subject(
+        &self,
+        args: &serde_json::Value,
+        _workspace: &Workspace,
+    ) -> Result<PermissionSubject, ToolError> {
+        let Args { url, .. } = parse_args(args.clone())?;
+        let url = reqwest::Url::parse(url.trim())
+            .map_err(|e| ToolError::InvalidArgs(format!("`{url}` is not a URL: {e}")))?;
+        Ok(PermissionSubject::Text(url.to_string()))
     }
 
     async fn call(
