@@ -171,7 +171,9 @@ async fn without_its_key_web_search_is_absent_and_claude_codes_websearch_is_drop
     };
     let shown = show(&[]);
     assert!(
-        shown.contains("`WebSearch` is cadre's `web_search`, which is not configured here"),
+        shown.contains(
+            "tool `WebSearch` means `web_search`, which is not available here; dropped from the allowlist"
+        ),
         "{shown}"
     );
     let shown = show(&[("CADRE_TEST_SEARCH_KEY", "k")]);
