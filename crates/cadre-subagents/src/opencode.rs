@@ -192,7 +192,7 @@ mod tests {
     fn permissions_only_narrow() {
         let mut w = Vec::new();
         let p = permission_map(
-            &yaml("{edit: deny, webfetch: ask, bash: {'*': deny, 'git status': allow, 'git push *': ask, 'rm *': deny}}"),
+            &yaml("{edit: deny, websearch: ask, bash: {'*': deny, 'git status': allow, 'git push *': ask, 'rm *': deny}}"),
             &[],
             &mut w,
         )
@@ -200,7 +200,7 @@ mod tests {
         assert_eq!(p.deny, ["write_file", "edit_file", "bash(rm *)"]);
         assert_eq!(p.only, ["bash(git status)", "bash(git push *)"]);
         assert_eq!(p.ask, ["bash(git push *)"]);
-        assert_eq!(w.len(), 1, "webfetch is not available: {w:?}");
+        assert_eq!(w.len(), 1, "websearch is not configured: {w:?}");
         let p = permission_map(&yaml("{bash: allow, edit: allow}"), &[], &mut w).unwrap();
         assert!(p.only.is_empty() && p.deny.is_empty() && p.ask.is_empty());
         let p = permission_map(&yaml("{bash: {'*': ask}}"), &[], &mut w).unwrap();

@@ -317,13 +317,22 @@ mod tests {
         for unknown in ["NotebookEdit", "mcp__", "Foo(x)", "Foo"] {
             assert_eq!(map_tool_name(unknown, &[]), ToolName::Unknown, "{unknown}");
         }
+        // Built in: web_fetch, todo_write. Only where configured: web_search.
         assert_eq!(
             map_tool_name("WebFetch", &[]),
-            ToolName::Missing("web_fetch".into())
+            ToolName::Known("web_fetch".into())
         );
         assert_eq!(
-            map_tool_name("WebFetch", &["web_fetch".to_string()]),
-            ToolName::Known("web_fetch".into())
+            map_tool_name("TodoWrite", &[]),
+            ToolName::Known("todo_write".into())
+        );
+        assert_eq!(
+            map_tool_name("WebSearch", &[]),
+            ToolName::Missing("web_search".into())
+        );
+        assert_eq!(
+            map_tool_name("WebSearch", &["web_search".to_string()]),
+            ToolName::Known("web_search".into())
         );
         assert_eq!(
             map_tool_name("Bash(git *)", &[]),
@@ -348,11 +357,11 @@ mod tests {
     #[test]
     fn dropping_never_widens_and_restrictions_become_rules() {
         let mut w = Vec::new();
-        let out = map_allowlist(&["NotebookEdit".into(), "TodoWrite".into()], &[], &mut w);
+        let out = map_allowlist(&["NotebookEdit".into(), "WebSearch".into()], &[], &mut w);
         assert!(out.tools.is_empty());
         assert_eq!(w.len(), 2);
         assert!(
-            w[0].contains("`web_search`, which is not configured"),
+            w[1].contains("means `web_search`, which is not available here"),
             "{w:?}"
         );
         let out = map_allowlist(
