@@ -139,15 +139,19 @@ fn claude_code_files() {
     );
     assert_eq!(d.max_turns, Some(6));
 
-    // Tools this cadre does not have are dropped, never widening.
+    // WebFetch and TodoWrite are built in; WebSearch, not configured here, is dropped,
+    // never widening.
     let d = reg.get("fetcher").unwrap();
-    assert_eq!(d.tools, Some(strings(&["read_file"])));
+    assert_eq!(
+        d.tools,
+        Some(strings(&["read_file", "web_fetch", "todo_write"]))
+    );
     assert_eq!(
         d.warnings
             .iter()
             .filter(|w| w.contains("is not available here"))
             .count(),
-        3,
+        1,
         "{:?}",
         d.warnings
     );
@@ -163,7 +167,14 @@ fn opencode_files() {
     assert_eq!(d.disallowed_tools, strings(&["bash"]));
     assert_eq!(d.permissions.ask, strings(&["write_file", "edit_file"]));
     assert!(d.warnings.iter().any(|w| w.contains("temperature")));
-    assert!(d.warnings.iter().any(|w| w.contains("webfetch")));
+    // `webfetch: deny` denies the built-in web_fetch.
+    assert!(
+        d.permissions.deny.iter().any(|r| r == "web_fetch")
+            || d.disallowed_tools.iter().any(|t| t == "web_fetch"),
+        "{:?} {:?}",
+        d.permissions,
+        d.disallowed_tools
+    );
 
     let d = reg.get("explorer").unwrap();
     assert_eq!(
