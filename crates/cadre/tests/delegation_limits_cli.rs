@@ -2,16 +2,9 @@
 //! spend beyond the run's budgets, or go past the depth cap without saying so.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use assert_cmd::Command;
-use std::path::Path;
+mod cli_support;
 
-fn cadre(ws: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("cadre").unwrap();
-    cmd.arg("--workspace").arg(ws);
-    cmd.env_remove("CADRE_MODEL");
-    cmd.env("XDG_CONFIG_HOME", ws.join(".no-user-config"));
-    cmd
-}
+use cli_support::cadre;
 
 /// A workspace with agent files, an optional `.cadre/config.toml` and a script; returns the
 /// `--model` value.

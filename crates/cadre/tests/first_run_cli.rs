@@ -3,7 +3,10 @@
 //! provider points at sees no request); with the key set, the same setup does call it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cli_support;
+
 use cadre_testkit::{MockServer, OpenAiStream};
+use cli_support::{cadre_async, text};
 use std::path::Path;
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -29,29 +32,13 @@ fn workspace(mock: &MockServer) -> tempfile::TempDir {
 /// `cadre --workspace WS ARGS...` with no user configuration, nothing of the provider setup
 /// from the environment, `vars` set and `stdin` as input.
 async fn cadre(ws: &Path, args: &[&str], vars: &[(&str, &str)], stdin: &str) -> Output {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_cadre"));
-    cmd.arg("--workspace")
-        .arg(ws)
-        .args(args)
-        .env("XDG_CONFIG_HOME", ws.join("nocfg"))
+    let mut cmd = cadre_async(ws);
+    cmd.args(args)
+        .env_remove(KEY_VAR)
+        .envs(vars.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for var in [
-        "CADRE_MODEL",
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_BASE_URL",
-        "RUST_LOG",
-        KEY_VAR,
-    ] {
-        cmd.env_remove(var);
-    }
-    for (name, value) in vars {
-        cmd.env(name, value);
-    }
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("cadre started");
     let mut input = child.stdin.take().unwrap();
     tokio::io::AsyncWriteExt::write_all(&mut input, stdin.as_bytes())
@@ -62,10 +49,6 @@ async fn cadre(ws: &Path, args: &[&str], vars: &[(&str, &str)], stdin: &str) -> 
         .await
         .expect("cadre finished within a minute")
         .expect("cadre ran")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[tokio::test(flavor = "multi_thread")]

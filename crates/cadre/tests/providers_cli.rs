@@ -3,21 +3,13 @@
 //! with the key from `OPENAI_API_KEY` / `ANTHROPIC_API_KEY`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cli_support;
+
 use cadre_testkit::{AnthropicStream, MockReply, MockServer, OpenAiStream};
+use cli_support::{cadre_async, output, text};
 use serde_json::json;
 use std::path::Path;
-use std::process::{Output, Stdio};
-use std::time::Duration;
-
-/// Variables of the provider setup that must not leak in from the environment.
-const PROVIDER_VARS: [&str; 6] = [
-    "CADRE_MODEL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_BASE_URL",
-    "RUST_LOG",
-];
+use std::process::Output;
 
 fn workspace() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -32,28 +24,8 @@ async fn cadre_run(ws: &Path, model: &str, prompt: &str, vars: &[(&str, String)]
 
 /// Run `cadre --workspace WS run ARGS...` with `vars` set and no user config.
 async fn cadre_run_with(ws: &Path, args: &[&str], vars: &[(&str, String)]) -> Output {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_cadre"));
-    cmd.arg("--workspace")
-        .arg(ws)
-        .arg("run")
-        .args(args)
-        .env("XDG_CONFIG_HOME", ws.join("nocfg"))
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    for var in PROVIDER_VARS {
-        cmd.env_remove(var);
-    }
-    for (name, value) in vars {
-        cmd.env(name, value);
-    }
-    tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("cadre finished within a minute")
-        .expect("cadre started")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
+    let run: Vec<&str> = std::iter::once("run").chain(args.iter().copied()).collect();
+    cadre_args(ws, &run, vars).await
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -267,23 +239,12 @@ async fn refused_key_fails_the_run_with_a_hint() {
 
 /// Run `cadre` with `args` in `ws`, with no provider variables but `vars`.
 async fn cadre_args(ws: &Path, args: &[&str], vars: &[(&str, String)]) -> Output {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_cadre"));
-    cmd.arg("--workspace")
-        .arg(ws)
-        .args(args)
-        .env("XDG_CONFIG_HOME", ws.join("nocfg"))
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    for var in PROVIDER_VARS {
-        cmd.env_remove(var);
-    }
+    let mut cmd = cadre_async(ws);
+    cmd.args(args);
     for (name, value) in vars {
         cmd.env(name, value);
     }
-    tokio::time::timeout(Duration::from_secs(60), cmd.output())
-        .await
-        .expect("cadre finished within a minute")
-        .expect("cadre started")
+    output(cmd).await
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -2,7 +2,10 @@
 //! `bash` tool's environment unless `[tools] pass_env` passes them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use assert_cmd::Command;
+mod cli_support;
+
+use cli_support::cadre;
+use std::path::{Path, PathBuf};
 
 const SCRIPT: &str = r#"
 [[turns]]
@@ -11,20 +14,10 @@ tool_calls = [{ name = "bash", args = { command = "echo \"token=[$CADRE_SERVE_TO
 text = "saw: {{tool_results}}"
 "#;
 
-/// Run the script with secrets in cadre's environment and `config` as the project config;
-/// return what the bash tool printed.
-fn bash_sees(config: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("script.toml");
-    std::fs::write(&script, SCRIPT).unwrap();
-    std::fs::create_dir_all(dir.path().join(".cadre")).unwrap();
-    std::fs::write(dir.path().join(".cadre/config.toml"), config).unwrap();
-    let out = Command::cargo_bin("cadre")
-        .unwrap()
-        .arg("--workspace")
-        .arg(dir.path())
-        .env("XDG_CONFIG_HOME", dir.path().join(".no-user-config"))
-        .env_remove("CADRE_MODEL")
+/// Run `script` in `ws` with cadre's secrets (and one unrelated variable) in its
+/// environment and automatic approvals; return what it printed.
+fn run_with_secrets(ws: &Path, script: &Path) -> String {
+    let out = cadre(ws)
         .env("CADRE_SERVE_TOKEN", "serve-secret")
         .env("OPENAI_API_KEY", "sk-openai-secret")
         .env("ANTHROPIC_API_KEY", "sk-ant-secret")
@@ -42,6 +35,17 @@ fn bash_sees(config: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     stdout
+}
+
+/// Run the script with secrets in cadre's environment and `config` as the project config;
+/// return what the bash tool printed.
+fn bash_sees(config: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, SCRIPT).unwrap();
+    std::fs::create_dir_all(dir.path().join(".cadre")).unwrap();
+    std::fs::write(dir.path().join(".cadre/config.toml"), config).unwrap();
+    run_with_secrets(dir.path(), &script)
 }
 
 const PROVIDER: &str = "[serve]\ntoken_env = \"MY_SERVE_TOKEN\"\n\
@@ -70,10 +74,10 @@ fn pass_env_lets_named_secrets_through() {
 }
 
 /// `server-everything` from `.ci/run` (`target/mcp-npm`, or `$CADRE_MCP_EVERYTHING`).
-fn everything() -> Option<std::path::PathBuf> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+fn everything() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let path = std::env::var_os("CADRE_MCP_EVERYTHING")
-        .map(std::path::PathBuf::from)
+        .map(PathBuf::from)
         .unwrap_or_else(|| {
             root.join(
                 "target/mcp-npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
@@ -96,7 +100,7 @@ fn everything() -> Option<std::path::PathBuf> {
 /// What server-everything's `get-env` tool (its whole environment as JSON) reports when
 /// cadre runs with secrets in its environment, the server's `env` being `env` (JSON) and
 /// `[tools] pass_env` being `pass_env` (TOML).
-fn mcp_server_sees(index: &std::path::Path, env: &str, pass_env: &str) -> serde_json::Value {
+fn mcp_server_sees(index: &Path, env: &str, pass_env: &str) -> serde_json::Value {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("script.toml");
     std::fs::write(
@@ -120,28 +124,7 @@ fn mcp_server_sees(index: &std::path::Path, env: &str, pass_env: &str) -> serde_
         format!("[tools]\npass_env = {pass_env}\noffload_threshold = 10000000\n{PROVIDER}"),
     )
     .unwrap();
-    let out = Command::cargo_bin("cadre")
-        .unwrap()
-        .arg("--workspace")
-        .arg(dir.path())
-        .env("XDG_CONFIG_HOME", dir.path().join(".no-user-config"))
-        .env_remove("CADRE_MODEL")
-        .env("CADRE_SERVE_TOKEN", "serve-secret")
-        .env("OPENAI_API_KEY", "sk-openai-secret")
-        .env("ANTHROPIC_API_KEY", "sk-ant-secret")
-        .env("MY_PROVIDER_KEY", "provider-secret")
-        .env("MY_SERVE_TOKEN", "custom-serve-secret")
-        .env("UNRELATED_VAR", "visible")
-        .args(["--model", &format!("scripted:{}", script.display())])
-        .args(["run", "--approval", "auto", "show the environment"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        out.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = run_with_secrets(dir.path(), &script);
     let start = stdout
         .find('{')
         .unwrap_or_else(|| panic!("no JSON: {stdout}"));

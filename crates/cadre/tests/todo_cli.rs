@@ -3,19 +3,10 @@
 //! restates the plan before the model is asked again.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use assert_cmd::Command;
-use serde_json::{Value, json};
-use std::path::Path;
+mod cli_support;
 
-fn cadre(ws: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("cadre").unwrap();
-    cmd.arg("--workspace").arg(ws);
-    cmd.env_remove("CADRE_MODEL")
-        .env_remove("CADRE_STORE_URL")
-        .env_remove("RUST_LOG");
-    cmd.env("XDG_CONFIG_HOME", ws.join(".no-user-config"));
-    cmd
-}
+use cli_support::cadre;
+use serde_json::{Value, json};
 
 const SCRIPT: &str = r#"
 [[scripts]]

@@ -4,19 +4,16 @@
 //! file's `WebSearch` maps to it (or is dropped with a warning when it is absent).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cli_support;
+
 use assert_cmd::Command;
 use cadre_testkit::{WebPage, WebServer};
 use serde_json::{Value, json};
 use std::path::Path;
 
 fn cadre(ws: &Path) -> Command {
-    let mut cmd = Command::cargo_bin("cadre").unwrap();
-    cmd.arg("--workspace").arg(ws);
-    cmd.env_remove("CADRE_MODEL")
-        .env_remove("CADRE_STORE_URL")
-        .env_remove("CADRE_TEST_SEARCH_KEY")
-        .env_remove("RUST_LOG");
-    cmd.env("XDG_CONFIG_HOME", ws.join(".no-user-config"));
+    let mut cmd = cli_support::cadre(ws);
+    cmd.env_remove("CADRE_TEST_SEARCH_KEY");
     cmd
 }
 
