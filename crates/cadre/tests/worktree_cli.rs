@@ -71,7 +71,8 @@ const REPORT: &str = "text = \"{{tool_results}}\"";
 
 /// `main` makes the `task` calls (TOML inline tables), then ends with their results; each
 /// child, matched by a word of its prompt, makes its calls and then plays its last turn.
-fn run(r: &Repo, tasks: &[&str], children: &[(&str, &str, &str)]) -> (bool, String, String) {
+/// Returns the `--model` value that plays it.
+fn script(r: &Repo, tasks: &[&str], children: &[(&str, &str, &str)]) -> String {
     let mut script = format!(
         "[[scripts]]\nagent = \"main\"\n[[scripts.turns]]\ntool_calls = [{}]\n[[scripts.turns]]\ntext = \"{{{{tool_results}}}}\"\n",
         tasks
@@ -87,13 +88,19 @@ fn run(r: &Repo, tasks: &[&str], children: &[(&str, &str, &str)]) -> (bool, Stri
     }
     let path = r.ws.join("script.toml");
     std::fs::write(&path, script).unwrap();
+    format!("scripted:{}", path.display())
+}
+
+/// Runs [`script`]'s parent and children with `cadre run`: (success, stdout, stderr).
+fn run(r: &Repo, tasks: &[&str], children: &[(&str, &str, &str)]) -> (bool, String, String) {
+    let model = script(r, tasks, children);
     let out = Command::cargo_bin("cadre")
         .unwrap()
         .arg("--workspace")
         .arg(&r.ws)
         .env_remove("CADRE_MODEL")
         .env("XDG_CONFIG_HOME", r.ws.join(".no-user-config"))
-        .args(["--model", &format!("scripted:{}", path.display())])
+        .args(["--model", &model])
         .args(["run", "--permission-mode", "auto-approve", "go"])
         .output()
         .unwrap();
@@ -272,6 +279,69 @@ fn a_failed_worktree_child_keeps_its_branch_and_says_so() {
         "half done\n"
     );
     assert!(!r.ws.join("half.txt").exists());
+}
+
+#[test]
+fn a_cancelled_worktree_child_keeps_its_branch() {
+    let r = repo(Some("worktree"), true);
+    // The child writes half its work, then runs a command that does not end by itself; the
+    // run is interrupted (Ctrl-C) while it waits.
+    let model = script(
+        &r,
+        &[r#"{ subagent_type = "editor", description = "half", prompt = "half" }"#],
+        &[(
+            "half",
+            r#"{ name = "write_file", args = { path = "half.txt", content = "half done\n" } }, { name = "bash", args = { command = "sleep 100", timeout_ms = 600000 } }"#,
+            REPORT,
+        )],
+    );
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_cadre"))
+        .arg("--workspace")
+        .arg(&r.ws)
+        .env_remove("CADRE_MODEL")
+        .env("XDG_CONFIG_HOME", r.ws.join(".no-user-config"))
+        .args(["--model", &model])
+        .args(["run", "--permission-mode", "auto-approve", "go"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (with a deadline) until the child's half is written in its worktree.
+    let worktrees = r.ws.join(".cadre/worktrees");
+    let written = || {
+        std::fs::read_dir(&worktrees)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| e.path().join("half.txt").exists())
+    };
+    let start = std::time::Instant::now();
+    while !written() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the child never wrote its half"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    // The half is committed on the child's branch; the worktree is gone; the parent's
+    // tree never had it.
+    let branches = cadre_branches(&r.ws);
+    assert_eq!(branches.len(), 1, "{branches:?}\n{err}");
+    assert_eq!(
+        git(&r.ws, &["show", &format!("{}:half.txt", branches[0])]),
+        "half done\n"
+    );
+    assert!(!r.ws.join("half.txt").exists());
+    assert!(!written(), "the worktree was removed");
+    assert_eq!(parent_state(&r.ws), "");
 }
 
 #[test]
