@@ -44,6 +44,12 @@ summarised to fit the context window:\n\n";
 /// How and when an agent's conversation is compacted.
 #[derive(Debug, Clone)]
 pub struct CompactionPolicy {
+    /// Compact on its own: before a request above the threshold, and once after the
+    /// provider refused a request as too long. Off, only [`Agent::compact`]
+    /// (`/compact`, `--compact-now`) compacts.
+    ///
+    /// [`Agent::compact`]: crate::Agent::compact
+    pub automatic: bool,
     /// The context window of each model.
     pub windows: Arc<ContextWindows>,
     /// Compact before a request that would exceed this share of the window (0 < t ≤ 1).
@@ -57,6 +63,7 @@ pub struct CompactionPolicy {
 impl Default for CompactionPolicy {
     fn default() -> Self {
         Self {
+            automatic: true,
             windows: Arc::new(ContextWindows::new()),
             threshold: DEFAULT_COMPACTION_THRESHOLD,
             keep_recent_turns: DEFAULT_KEEP_RECENT_TURNS,
@@ -67,8 +74,11 @@ impl Default for CompactionPolicy {
 
 impl CompactionPolicy {
     /// The token count above which a request of `model` is compacted first; `None` when
-    /// its window is unknown (no automatic compaction).
+    /// its window is unknown or compaction is not automatic.
     pub fn limit_for(&self, model: &ResolvedModel) -> Option<u64> {
+        if !self.automatic {
+            return None;
+        }
         let window = self.windows.window(&model.spec, &model.model)?;
         let share = self.threshold.clamp(0.05, 1.0);
         Some((window as f64 * share) as u64)

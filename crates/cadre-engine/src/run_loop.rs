@@ -271,12 +271,13 @@ async fn run_inner(
         fixed_bytes: crate::compaction::fixed_bytes(&system, &tools),
         instructions: None,
     };
+    let automatic = cfg.compaction.as_ref().is_some_and(|p| p.automatic);
     let context_limit = cfg
         .compaction
         .as_ref()
         .and_then(|p| p.limit_for(&cfg.model));
     // Said once, by the top-level run: children inherit the policy and mostly the model.
-    if cfg.compaction.is_some() && context_limit.is_none() && run.depth == 0 {
+    if automatic && context_limit.is_none() && run.depth == 0 {
         emitter.emit(Event::Notice {
             message: format!(
                 "the context window of {} is unknown: no automatic compaction (set it under \
@@ -404,7 +405,7 @@ async fn run_inner(
             Some(Err(FailedReply {
                 error: error @ cadre_llm::ProviderError::ContextTooLong { .. },
                 ..
-            })) if cfg.compaction.is_some() && !overflow_retried => {
+            })) if automatic && !overflow_retried => {
                 // The provider counts differently than the estimate: compact once and
                 // retry the same turn.
                 overflow_retried = true;

@@ -23,8 +23,8 @@ use crate::registry::AgentRegistry;
 use crate::runtime::{Parent, RuntimeConfig, SandboxSettings, SubagentRuntime};
 use crate::skills::SkillSet;
 use cadre_engine::{
-    Agent, CompactionPolicy, Limits, NonInteractiveApprovals, Offloader, PermissionPolicy,
-    RunOutcome, Session, SessionError, SessionMeta, ToolHook,
+    Agent, CompactionError, CompactionPolicy, CompactionReport, Limits, NonInteractiveApprovals,
+    Offloader, PermissionPolicy, RunOutcome, Session, SessionError, SessionMeta, ToolHook,
 };
 use cadre_llm::{PriceTable, Provider, ProviderConfig, ProviderError, ProviderRegistry};
 use cadre_sandbox::Sandbox;
@@ -630,20 +630,8 @@ impl Harness {
         prompt: &str,
         opts: RunOptions,
     ) -> RunOutcome {
-        let run = Arc::new(RunContext {
-            session_id: session.id().to_string(),
-            agent: self.name.clone(),
-            model: self.agent.config().model.spec.clone(),
-            task_id: None,
-            user_id: opts.user_id,
-            parent_session_id: None,
-            depth: 0,
-            tool_grant: cadre_tools::ToolGrant::unrestricted(),
-            budget: cadre_tools::Budget::unlimited(),
-            trace_id: new_session_id().replacen("s-", "", 1),
-            events: opts.events,
-            approvals: opts.approvals,
-        });
+        let cancel = opts.cancel.clone();
+        let run = self.top_run(session, opts);
         let ws = match self.open_workspace() {
             Ok(w) => Arc::new(w),
             Err(e) => {
@@ -658,8 +646,40 @@ impl Harness {
             }
         };
         self.agent
-            .run(session, Some(prompt.to_string()), run, ws, opts.cancel)
+            .run(session, Some(prompt.to_string()), run, ws, cancel)
             .await
+    }
+
+    /// Compact `session` now (`/compact`), whether or not compaction is automatic:
+    /// the older turns are summarised with the configured policy, `instructions` added to
+    /// the summary prompt. The `compaction` event goes to `opts.events`.
+    pub async fn compact(
+        &self,
+        session: &mut Session,
+        instructions: Option<&str>,
+        opts: RunOptions,
+    ) -> Result<CompactionReport, CompactionError> {
+        let cancel = opts.cancel.clone();
+        let run = self.top_run(session, opts);
+        self.agent.compact(session, instructions, run, cancel).await
+    }
+
+    /// The context of a top-level run of the main agent in `session`.
+    fn top_run(&self, session: &Session, opts: RunOptions) -> Arc<RunContext> {
+        Arc::new(RunContext {
+            session_id: session.id().to_string(),
+            agent: self.name.clone(),
+            model: self.agent.config().model.spec.clone(),
+            task_id: None,
+            user_id: opts.user_id,
+            parent_session_id: None,
+            depth: 0,
+            tool_grant: cadre_tools::ToolGrant::unrestricted(),
+            budget: cadre_tools::Budget::unlimited(),
+            trace_id: new_session_id().replacen("s-", "", 1),
+            events: opts.events,
+            approvals: opts.approvals,
+        })
     }
 }
 

@@ -13,8 +13,9 @@ pub enum SlashCommand {
     Tasks,
     /// Show the model, or switch to `NAME` for the next turns.
     Model(Option<String>),
-    /// Summarise older turns (only offered once a compaction hook is configured).
-    Compact,
+    /// Summarise the older turns now, with optional instructions for the summary
+    /// (`/compact keep the API decisions`).
+    Compact(Option<String>),
     /// Start a new session.
     Clear,
     /// Pick a saved session to continue, or continue the one named.
@@ -36,8 +37,7 @@ pub struct CommandInfo {
     pub help: &'static str,
 }
 
-/// Every command, in the order `/help` lists them. `/compact` is kept apart: it is listed
-/// only where compaction is available ([`commands`]).
+/// Every command, in the order `/help` lists them.
 const TABLE: &[CommandInfo] = &[
     CommandInfo {
         name: "/help",
@@ -75,25 +75,20 @@ const TABLE: &[CommandInfo] = &[
         help: "tokens and cost of this session, sub-agents included",
     },
     CommandInfo {
+        name: "/compact",
+        args: "[INSTRUCTIONS]",
+        help: "summarise older turns now to free context (what to keep, optionally)",
+    },
+    CommandInfo {
         name: "/exit",
         args: "",
         help: "quit (the session is saved)",
     },
 ];
 
-const COMPACT: CommandInfo = CommandInfo {
-    name: "/compact",
-    args: "",
-    help: "summarise older turns to free context",
-};
-
-/// The commands on offer; `/compact` only when `compaction` is available.
-pub fn commands(compaction: bool) -> Vec<CommandInfo> {
-    let mut v = TABLE.to_vec();
-    if compaction {
-        v.insert(v.len() - 1, COMPACT);
-    }
-    v
+/// The commands on offer.
+pub fn commands() -> &'static [CommandInfo] {
+    TABLE
 }
 
 /// What a line of input asks for.
@@ -156,7 +151,7 @@ pub fn parse_line(line: &str) -> Result<Line, LineError> {
             "agents" => SlashCommand::Agents,
             "tasks" => SlashCommand::Tasks,
             "model" => SlashCommand::Model(arg),
-            "compact" => SlashCommand::Compact,
+            "compact" => SlashCommand::Compact(arg),
             "clear" | "new" => SlashCommand::Clear,
             "resume" => SlashCommand::Resume(arg),
             "cost" => SlashCommand::Cost,
@@ -170,17 +165,17 @@ pub fn parse_line(line: &str) -> Result<Line, LineError> {
 }
 
 /// The help text: one line per command, then the keys of the surface.
-pub fn help_text(compaction: bool) -> String {
+pub fn help_text() -> String {
     let mut s = String::from(
         "Type a request for the main agent, or @agent job to run a sub-agent directly.\n",
     );
-    for c in commands(compaction) {
+    for c in commands() {
         let head = if c.args.is_empty() {
             c.name.to_string()
         } else {
             format!("{} {}", c.name, c.args)
         };
-        s.push_str(&format!("  {head:<16} {}\n", c.help));
+        s.push_str(&format!("  {head:<24} {}\n", c.help));
     }
     s
 }
@@ -212,9 +207,18 @@ mod tests {
     }
 
     #[test]
-    fn compact_is_listed_only_when_available() {
-        assert!(!help_text(false).contains("/compact"));
-        assert!(help_text(true).contains("/compact"));
-        assert_eq!(commands(true).last().map(|c| c.name), Some("/exit"));
+    fn compact_takes_its_instructions_from_the_rest_of_the_line() {
+        assert_eq!(
+            parse_line("/compact"),
+            Ok(Line::Command(SlashCommand::Compact(None)))
+        );
+        assert_eq!(
+            parse_line("/compact  keep the API decisions "),
+            Ok(Line::Command(SlashCommand::Compact(Some(
+                "keep the API decisions".into()
+            ))))
+        );
+        assert!(help_text().contains("/compact [INSTRUCTIONS]"));
+        assert_eq!(commands().last().map(|c| c.name), Some("/exit"));
     }
 }

@@ -126,7 +126,7 @@ fn select_entry(app: &mut App, step: isize) {
 
 fn complete(app: &mut App) {
     let mut candidates: Vec<String> = app.agents.iter().map(|a| format!("@{a}")).collect();
-    candidates.extend(commands(app.compaction).iter().map(|c| c.name.to_string()));
+    candidates.extend(commands().iter().map(|c| c.name.to_string()));
     let matches = app.input.complete(&candidates);
     app.flash = (matches.len() > 1).then(|| matches.join("  "));
 }
@@ -168,7 +168,7 @@ pub fn submit(app: &mut App, line: &str) -> Vec<Action> {
                 SlashCommand::Model(Some(_))
                     | SlashCommand::Clear
                     | SlashCommand::Resume(_)
-                    | SlashCommand::Compact
+                    | SlashCommand::Compact(_)
             )
     );
     if needs_idle && app.busy {
@@ -207,7 +207,7 @@ pub fn submit(app: &mut App, line: &str) -> Vec<Action> {
 fn command(app: &mut App, cmd: SlashCommand) -> Vec<Action> {
     match cmd {
         SlashCommand::Help => {
-            let text = format!("{}{KEYS_HELP}", help_text(app.compaction));
+            let text = format!("{}{KEYS_HELP}", help_text());
             app.notice(text);
         }
         SlashCommand::Agents => {
@@ -232,8 +232,10 @@ fn command(app: &mut App, cmd: SlashCommand) -> Vec<Action> {
                 children.summary()
             ));
         }
-        SlashCommand::Compact if app.compaction => return vec![Action::Compact],
-        SlashCommand::Compact => app.error("/compact is not available yet"),
+        SlashCommand::Compact(instructions) => {
+            app.start_compaction(instructions.as_deref());
+            return vec![Action::Compact(instructions)];
+        }
         SlashCommand::Exit => return vec![Action::Exit],
     }
     Vec::new()

@@ -192,6 +192,16 @@ pub struct RunArgs {
     /// `--model` is given).
     #[arg(long, value_name = "SESSION_ID", conflicts_with = "agent")]
     pub resume: Option<String>,
+    /// Compact the resumed session before the new prompt, whether or not compaction is
+    /// automatic, with optional INSTRUCTIONS for the summary (`--compact-now "keep the API
+    /// decisions"`; without instructions, put it after the prompt).
+    #[arg(
+        long,
+        value_name = "INSTRUCTIONS",
+        num_args = 0..=1,
+        requires = "resume"
+    )]
+    pub compact_now: Option<Option<String>>,
     /// Do not wait for background sub-agents when the main agent is done: they are
     /// cancelled at exit and their records stay in the task store (`cadre tasks list`).
     #[arg(long)]

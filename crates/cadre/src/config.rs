@@ -228,6 +228,7 @@ impl CompactionConfig {
             windows = windows.with(spec.clone(), *tokens);
         }
         Ok(cadre_engine::CompactionPolicy {
+            automatic: self.enabled.unwrap_or(true),
             windows: std::sync::Arc::new(windows),
             threshold,
             keep_recent_turns: keep,
@@ -582,6 +583,9 @@ mod tests {
         .unwrap();
         let p = c.compaction.policy(&c.models).unwrap();
         assert_eq!((p.threshold, p.keep_recent_turns), (0.5, 2));
+        assert!(p.automatic);
+        let off: Config = toml::from_str("[compaction]\nenabled = false\n").unwrap();
+        assert!(!off.compaction.policy(&off.models).unwrap().automatic);
         assert_eq!(p.windows.window("ollama:qwen3:8b", "qwen3:8b"), Some(40960));
         let bad: Config = toml::from_str("[compaction]\nthreshold = 1.5\n").unwrap();
         assert!(bad.compaction.policy(&bad.models).is_err());

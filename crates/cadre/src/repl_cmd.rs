@@ -205,7 +205,7 @@ impl Repl {
 
     async fn command(&mut self, cmd: SlashCommand) {
         match cmd {
-            SlashCommand::Help => eprint!("{}", help_text(false)),
+            SlashCommand::Help => eprint!("{}", help_text()),
             SlashCommand::Agents => {
                 for d in self.h().runtime().registry().list() {
                     println!("{}: {}", d.name, d.description.trim());
@@ -274,7 +274,7 @@ impl Repl {
                 println!("this session: {}", self.spent.summary());
                 println!("of which sub-agents: {}", children.summary());
             }
-            SlashCommand::Compact => eprintln!("cadre: /compact is not available yet"),
+            SlashCommand::Compact(instructions) => self.compact(instructions.as_deref()).await,
             SlashCommand::Exit => {}
         }
     }
@@ -322,6 +322,35 @@ impl Repl {
                 eprintln!("— [{agent}] {}", snap.status);
             }
             Err(e) => eprintln!("cadre: {e}"),
+        }
+    }
+
+    /// `/compact [instructions]`: the result (tokens before → after) is the `compaction`
+    /// event, printed by the sink; a failure is said, and the session is left as it was.
+    async fn compact(&mut self, instructions: Option<&str>) {
+        let cancel = CancellationToken::new();
+        let opts = RunOptions {
+            events: self.events.clone(),
+            approvals: self.approvals.clone(),
+            cancel: cancel.clone(),
+            user_id: std::env::var("USER").ok(),
+        };
+        let h = &self.setup.harness;
+        let out = {
+            let run = h.compact(&mut self.session, instructions, opts);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    out = &mut run => break out,
+                    _ = self.interrupts.next() => {
+                        eprintln!("\ncadre: cancelling the compaction…");
+                        cancel.cancel();
+                    }
+                }
+            }
+        };
+        if let Err(e) = out {
+            eprintln!("cadre: /compact: {e}; the conversation is unchanged");
         }
     }
 

@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use cadre_engine::{NonInteractiveApprovals, Session};
 use cadre_subagents::{Harness, TaskStatus};
 use cadre_tools::RunContext;
-use cadre_types::{EndState, EventSink, Message, new_session_id};
+use cadre_types::{EndState, Event, EventEnvelope, EventSink, Message, new_session_id};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -157,6 +157,9 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             };
             let workspace = Arc::new(h.open_workspace()?);
             let run = run_for(session.id().to_string());
+            if let Some(instructions) = &args.compact_now {
+                compact_now(h, &mut session, instructions.as_deref(), &run, &cancel).await;
+            }
             let outcome = h
                 .agent()
                 .run(
@@ -193,6 +196,33 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         eprintln!("session: {id} (resume with --resume {id})");
     }
     Ok(exit_for(&state))
+}
+
+/// `--compact-now`: compact the session before the prompt. What it did is the `compaction`
+/// event; a failure is a notice, and the run goes on with the conversation as it was.
+async fn compact_now(
+    h: &Harness,
+    session: &mut Session,
+    instructions: Option<&str>,
+    run: &Arc<RunContext>,
+    cancel: &CancellationToken,
+) {
+    let result = h
+        .agent()
+        .compact(session, instructions, run.clone(), cancel.clone())
+        .await;
+    if let Err(e) = result {
+        run.events.emit(EventEnvelope {
+            session_id: run.session_id.clone(),
+            agent: run.agent.clone(),
+            task_id: None,
+            event: Event::Notice {
+                message: format!(
+                    "--compact-now: {e}; the run goes on with the conversation as it was"
+                ),
+            },
+        });
+    }
 }
 
 /// True when the model answered at least once in `session`.

@@ -145,10 +145,9 @@ impl Setup {
         if let Some(n) = config.tools.offload_threshold {
             b = b.offload_threshold(n);
         }
-        if config.compaction.enabled.unwrap_or(true) {
-            let policy = config.compaction.policy(&config.models)?;
-            b = b.compaction(policy, config.compaction.model.clone());
-        }
+        // Set even when automatic compaction is off: `/compact` and `--compact-now` use it.
+        let policy = config.compaction.policy(&config.models)?;
+        b = b.compaction(policy, config.compaction.model.clone());
         // MCP tools join the built-in ones; children narrow from them like from any tool.
         // The tools hold their servers, which stop when the harness is dropped.
         let mcp = crate::mcp_cmd::start_servers(&ws, &config, Some(sandbox.launcher.clone())).await;

@@ -1,12 +1,12 @@
 //! The full-screen UI in tmux against a mock OpenAI server, whose recorded requests show
-//! what the UI sent: nothing without a key (first run), and input typed during a turn only
-//! after that turn. Needs tmux (installed by `.ci/run`); without it the tests say SKIPPED,
+//! what the UI sent: nothing without a key (first run), input typed during a turn only
+//! after that turn, and `/compact` forcing a summary call whose result replaces the old turns. Needs tmux (installed by `.ci/run`); without it the tests say SKIPPED,
 //! and fail in CI.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod tui_support;
 
-use cadre_testkit::{MockServer, OpenAiStream};
+use cadre_testkit::{MockServer, OpenAiStream, RecordedRequest};
 use serde_json::Value;
 use std::path::Path;
 use tui_support::{Tmux, tmux_available};
@@ -16,12 +16,17 @@ const KEY_VAR: &str = "CADRE_TUI_TEST_KEY";
 
 /// A workspace whose `openai` provider points at `mock` and takes its key from [`KEY_VAR`].
 fn workspace(mock: &MockServer) -> tempfile::TempDir {
+    workspace_with(mock, "")
+}
+
+/// [`workspace`] with `extra` appended to its configuration.
+fn workspace_with(mock: &MockServer, extra: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join(".cadre")).unwrap();
     std::fs::write(
         dir.path().join(".cadre/config.toml"),
         format!(
-            "[providers.openai]\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n",
+            "[providers.openai]\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n{extra}",
             mock.openai_base_url()
         ),
     )
@@ -156,5 +161,69 @@ fn input_typed_during_a_turn_is_sent_after_it() {
         ["first prompt", "second prompt"],
         "it went out as the next turn"
     );
+    assert_eq!(quit(&tmux), 0);
+}
+
+#[test]
+fn slash_compact_summarises_the_older_turns_and_shows_the_result() {
+    if !tmux_available() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mock = rt.block_on(MockServer::start()).unwrap();
+    // A summary request carries no tools; every other request is answered with its prompt.
+    mock.set_responder(std::sync::Arc::new(|r: &RecordedRequest| {
+        let text = if r.body.get("tools").is_none() {
+            "SUMMARY: the user chose REST.".to_string()
+        } else {
+            format!(
+                "answer to {}",
+                user_messages(&r.body).pop().unwrap_or_default()
+            )
+        };
+        OpenAiStream::new()
+            .role()
+            .text(&text)
+            .finish("stop")
+            .done()
+            .into_reply()
+    }));
+    // Automatic compaction off: /compact works anyway.
+    let ws = workspace_with(
+        &mock,
+        "[compaction]\nenabled = false\nkeep_recent_turns = 1\n",
+    );
+    let tmux = start_ui("tui-compact", ws.path(), Some("sk-test"));
+    tmux.wait_for("openai:gpt-4o-mini");
+    let first = format!("first prompt{}", " with detail".repeat(60));
+    for (prompt, answer) in [
+        (first.as_str(), "answer to first prompt"),
+        ("second prompt", "answer to second prompt"),
+    ] {
+        tmux.text(prompt);
+        tmux.keys(&["Enter"]);
+        tmux.wait_for(answer);
+    }
+    tmux.text("/compact keep the API decisions");
+    tmux.keys(&["Enter"]);
+    let screen =
+        tmux.wait_for("compacted the conversation: 2 messages summarised by openai:gpt-4o-mini");
+    assert!(screen.contains("tokens"), "{screen}");
+    tmux.text("third prompt");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("answer to third prompt");
+
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 4, "{requests:?}");
+    let summary = &requests[2];
+    assert!(summary.body.get("tools").is_none());
+    let system = summary.body["messages"][0]["content"].as_str().unwrap();
+    assert!(system.ends_with("keep the API decisions"), "{system}");
+    let sent = user_messages(&requests[3].body);
+    assert!(
+        sent[0].starts_with("<conversation-summary>") && sent[0].contains("chose REST"),
+        "{sent:?}"
+    );
+    assert_eq!(sent[1..], ["second prompt", "third prompt"]);
     assert_eq!(quit(&tmux), 0);
 }

@@ -53,8 +53,8 @@ pub enum Action {
     ListSessions,
     /// Continue a saved session.
     Resume(String),
-    /// Compact the conversation.
-    Compact,
+    /// Compact the conversation now, with optional instructions for the summary.
+    Compact(Option<String>),
     /// Leave, with exit code 0.
     Exit,
 }
@@ -154,8 +154,6 @@ pub struct App {
     pub now_ms: u64,
     /// Sub-agent names for `@` completion.
     pub agents: Vec<String>,
-    /// Whether `/compact` is available.
-    pub compaction: bool,
     /// The first-run message: the provider has no key; shown until a key is there.
     pub first_run: Option<String>,
     /// A transient message in the hint line.
@@ -203,9 +201,9 @@ impl App {
                 replaced_messages,
                 tokens_before,
                 tokens_after,
-                ..
+                model,
             } => self.notice(format!(
-                "compacted the conversation: {replaced_messages} messages summarised, about {tokens_before} → {tokens_after} tokens"
+                "compacted the conversation: {replaced_messages} messages summarised by {model}, about {tokens_before} → {tokens_after} tokens"
             )),
             Event::TextDelta { text } => self.transcript.push_text(text),
             Event::ThinkingDelta { text } => self.transcript.push_thinking(text),
@@ -394,6 +392,16 @@ impl App {
     pub fn start_turn(&mut self, line: &str) {
         self.busy = true;
         self.transcript.push(EntryKind::User(line.to_string()));
+        self.scroll = 0;
+    }
+
+    /// A compaction asked for with `/compact` begins: the session is busy until it ends.
+    pub fn start_compaction(&mut self, instructions: Option<&str>) {
+        self.busy = true;
+        self.notice(match instructions {
+            Some(i) => format!("compacting the conversation (keeping in particular: {i})…"),
+            None => "compacting the conversation…".to_string(),
+        });
         self.scroll = 0;
     }
 

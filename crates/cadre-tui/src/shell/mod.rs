@@ -75,6 +75,8 @@ enum TurnEnd {
         agent: String,
         result: Result<TaskSnapshot, String>,
     },
+    /// `/compact`: what it did is the `compaction` event; only a failure is reported here.
+    Compact(Result<(), String>),
 }
 
 struct Turn {
@@ -348,6 +350,10 @@ impl Shell {
                 }
                 Err(e) => self.app.error(format!("@{agent}: {e}")),
             },
+            TurnEnd::Compact(Ok(())) => {}
+            TurnEnd::Compact(Err(e)) => self
+                .app
+                .error(format!("/compact: {e}; the conversation is unchanged")),
         }
         let snaps = self
             .harness
@@ -424,6 +430,32 @@ impl Shell {
                 })
             }
         };
+        self.turn = Some(Turn { handle, cancel });
+    }
+
+    /// Compact the session in a turn of its own (it holds the session, and Esc/Ctrl+C
+    /// cancels it like any turn).
+    fn start_compaction(&mut self, instructions: Option<String>) {
+        let Some(mut session) = self.session.take() else {
+            self.app.error("a turn is running already");
+            return;
+        };
+        let cancel = CancellationToken::new();
+        let h = self.harness.clone();
+        let opts = RunOptions {
+            events: self.sink.clone(),
+            approvals: self.approvals.clone(),
+            cancel: cancel.clone(),
+            user_id: std::env::var("USER").ok(),
+        };
+        let handle = tokio::spawn(async move {
+            let result = h
+                .compact(&mut session, instructions.as_deref(), opts)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            (session, TurnEnd::Compact(result))
+        });
         self.turn = Some(Turn { handle, cancel });
     }
 
@@ -595,7 +627,11 @@ impl Shell {
                 }
                 Err(e) => self.app.error(format!("cannot resume {id}: {e}")),
             },
-            Action::Compact => self.app.error("/compact is not available yet"),
+            Action::Compact(instructions) => {
+                if !self.refused_without_key() {
+                    self.start_compaction(instructions);
+                }
+            }
             Action::Exit => self.exit = true,
         }
     }
