@@ -2,6 +2,8 @@
 //! in the line REPL, against a mock OpenAI server whose recorded requests show the summary
 //! call (no tools, the user's instructions) and the compacted history sent after it. Both
 //! run with automatic compaction off (`[compaction] enabled = false`): forcing works anyway.
+//! And a sub-agent under a small configured window: it inherits the policy, compacts, and
+//! its progress says so.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use cadre_testkit::{MockReply, MockServer, OpenAiJson, OpenAiStream, RecordedRequest};
@@ -240,5 +242,207 @@ async fn repl_compact_with_instructions_compacts_even_with_automatic_compaction_
     assert_eq!(
         user_texts(&requests[3])[1..],
         ["second question", "third question"]
+    );
+}
+
+/// Every tool message of a recorded request answers a call before it, and every call is
+/// answered.
+fn assert_pairs_intact(r: &RecordedRequest) {
+    let mut open: Vec<String> = Vec::new();
+    for m in r.body["messages"].as_array().unwrap() {
+        match m["role"].as_str().unwrap() {
+            "assistant" => {
+                assert!(open.is_empty(), "calls without results before {m}");
+                for c in m["tool_calls"].as_array().into_iter().flatten() {
+                    open.push(c["id"].as_str().unwrap().to_string());
+                }
+            }
+            "tool" => {
+                let id = m["tool_call_id"].as_str().unwrap();
+                assert!(
+                    open.contains(&id.to_string()),
+                    "a result without its call: {id}"
+                );
+                open.retain(|o| o != id);
+            }
+            _ => {}
+        }
+    }
+    assert!(open.is_empty(), "calls without results: {open:?}");
+}
+
+/// The worker's window: small enough that four reads of `big.txt` overflow it.
+const CHILD_WINDOW: u64 = 4_000;
+/// Reads of `big.txt` the worker makes before it answers.
+const CHILD_READS: usize = 4;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_child_under_a_small_window_compacts_and_its_progress_says_so() {
+    let mock = MockServer::start().await.unwrap();
+    let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    mock.set_responder(Arc::new(move |r: &RecordedRequest| {
+        // Usage as a provider counts it (about four bytes a token), so the meter is real.
+        let prompt = (r.raw.len() / 4) as u64;
+        let reply = if is_summary(r) {
+            OpenAiJson::new().text("SUMMARY: the worker read big.txt, which lists lines.")
+        } else if r.body["model"] == "small-model" {
+            let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            if n <= CHILD_READS {
+                OpenAiJson::new().tool_call(
+                    &format!("call_w{n}"),
+                    "read_file",
+                    r#"{"path":"big.txt"}"#,
+                )
+            } else {
+                OpenAiJson::new().text("worker finished: big.txt lists its lines")
+            }
+        } else if r.body["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["role"] == "tool")
+        {
+            OpenAiJson::new().text("main done")
+        } else {
+            OpenAiJson::new().tool_call(
+                "call_m1",
+                "task",
+                r#"{"subagent_type":"worker","description":"read","prompt":"Read big.txt four times."}"#,
+            )
+        };
+        let reply = reply.usage(prompt, 20, 0);
+        let text = reply.to_json();
+        // Streaming requests get the same reply as one SSE chunk stream.
+        let choice = &text["choices"][0];
+        let mut s = OpenAiStream::new().role();
+        if let Some(t) = choice["message"]["content"].as_str() {
+            s = s.text(t);
+        }
+        for (i, c) in choice["message"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            s = s.tool_call(
+                i,
+                c["id"].as_str().unwrap(),
+                c["function"]["name"].as_str().unwrap(),
+                c["function"]["arguments"].as_str().unwrap(),
+            );
+        }
+        let finish = choice["finish_reason"].as_str().unwrap();
+        MockReply::by_stream(
+            s.finish(finish).usage(prompt, 20, 0).done().into_reply(),
+            reply.into_reply(),
+        )
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join(".cadre/agents")).unwrap();
+    std::fs::write(
+        ws.join(".cadre/config.toml"),
+        format!(
+            "[providers.openai]\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n\
+             [compaction]\nkeep_recent_turns = 1\n\
+             [models.context_windows]\n\"openai:small-model\" = {CHILD_WINDOW}\n",
+            mock.openai_base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join(".cadre/agents/worker.md"),
+        "---\nname: worker\ndescription: Reads files.\ntools: [read_file]\n\
+         model: openai:small-model\nmax_turns: 10\n---\nYou are the worker.\n",
+    )
+    .unwrap();
+    let lines: String = (1..=100)
+        .map(|i| format!("line {i:03} of big.txt here\n"))
+        .collect();
+    std::fs::write(ws.join("big.txt"), &lines).unwrap();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_cadre"))
+        .env_remove("CADRE_MODEL")
+        .env("XDG_CONFIG_HOME", ws.join("nocfg"))
+        .env(KEY_VAR, "sk-test")
+        .args([
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--model",
+            "openai:main-model",
+        ])
+        .args(["run", "--output", "jsonl", "delegate the reading"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The child's compaction is a progress update of its task.
+    let progress: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "subagent_update" && e["update"]["kind"] == "compaction")
+        .collect();
+    assert!(!progress.is_empty(), "no compaction progress: {stdout}");
+    for p in &progress {
+        assert_eq!(p["update"]["agent"], "worker", "{p}");
+        let line = p["update"]["text"].as_str().unwrap();
+        assert!(
+            line.contains("messages summarised by openai:small-model"),
+            "{line}"
+        );
+    }
+    // The main model's window is unknown: said once, at the start; the child's is known.
+    let unknown: Vec<&Value> = events
+        .iter()
+        .filter(|e| {
+            e["type"] == "notice"
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("context window of"))
+        })
+        .collect();
+    assert_eq!(unknown.len(), 1, "{unknown:?}");
+    assert!(
+        unknown[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("openai:main-model")
+    );
+
+    let requests = mock.requests();
+    let summaries: Vec<&RecordedRequest> = requests.iter().filter(|r| is_summary(r)).collect();
+    assert_eq!(summaries.len(), progress.len());
+    assert!(summaries.iter().all(|r| r.body["model"] == "small-model"));
+    let worker: Vec<&RecordedRequest> = requests
+        .iter()
+        .filter(|r| !is_summary(r) && r.body["model"] == "small-model")
+        .collect();
+    assert_eq!(worker.len(), CHILD_READS + 1);
+    for r in &worker {
+        assert!(
+            (r.raw.len() as u64) / 4 <= CHILD_WINDOW,
+            "a worker request of {} bytes",
+            r.raw.len()
+        );
+        assert_pairs_intact(r);
+    }
+    // After the summary the worker's request opens with it and no longer carries its first read.
+    let first = requests.iter().position(is_summary).unwrap();
+    let after = &requests[first + 1];
+    assert_eq!(after.body["model"], "small-model");
+    let sent = user_texts(after);
+    assert!(sent[0].starts_with("<conversation-summary>"), "{sent:?}");
+    assert!(!after.raw.windows(7).any(|w| w == b"call_w1"));
+    // The child's answer reached the main agent.
+    let last = requests.last().unwrap();
+    assert_eq!(last.body["model"], "main-model");
+    assert!(
+        String::from_utf8_lossy(&last.raw).contains("worker finished"),
+        "{}",
+        last.body
     );
 }
