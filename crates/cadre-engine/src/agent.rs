@@ -83,6 +83,9 @@ pub struct AgentConfig {
     pub offloader: Option<Offloader>,
     /// Output token cap per model call.
     pub max_output_tokens: Option<u32>,
+    /// Cap on one model reply's text, thinking and tool arguments, in bytes (default
+    /// [`cadre_llm::DEFAULT_MAX_REPLY_BYTES`]); past it the run ends `limit reached`.
+    pub max_reply_bytes: usize,
     /// Sampling temperature.
     pub temperature: Option<f32>,
     /// When and how the conversation is compacted (none: never).
@@ -136,6 +139,7 @@ impl Agent {
                 extensions: Vec::new(),
                 offloader: None,
                 max_output_tokens: None,
+                max_reply_bytes: cadre_llm::DEFAULT_MAX_REPLY_BYTES,
                 temperature: None,
                 compaction: None,
             },
@@ -165,6 +169,7 @@ impl Agent {
             extensions: c.extensions.clone(),
             offloader: c.offloader.clone(),
             max_output_tokens: c.max_output_tokens,
+            max_reply_bytes: c.max_reply_bytes,
             temperature: c.temperature,
             compaction: c.compaction.clone(),
         })
@@ -276,6 +281,12 @@ impl AgentBuilder {
     /// Output token cap per model call.
     pub fn max_output_tokens(mut self, n: u32) -> Self {
         self.config.max_output_tokens = Some(n);
+        self
+    }
+
+    /// Cap on one model reply's bytes (at least 1).
+    pub fn max_reply_bytes(mut self, n: usize) -> Self {
+        self.config.max_reply_bytes = n.max(1);
         self
     }
 

@@ -369,6 +369,7 @@ impl Compaction<'_> {
             ))],
             tools: Vec::new(),
             max_output_tokens: None,
+            max_reply_bytes: None,
             temperature: None,
             metadata: RequestMetadata {
                 agent: self.run.agent.clone(),

@@ -13,6 +13,7 @@ mod hooks;
 mod offload;
 mod permissions;
 pub mod prompt;
+mod reply_cap;
 mod run_loop;
 mod session;
 

@@ -59,6 +59,7 @@ async fn stream_reply(
     request: ModelRequest,
     emitter: &Emitter,
 ) -> Result<Reply, FailedReply> {
+    let mut cap = crate::reply_cap::ReplyCap::new(cfg.max_reply_bytes, cfg.max_output_tokens);
     let mut stream = cfg.model.provider.stream(request);
     let mut reply = Reply {
         text: String::new(),
@@ -77,6 +78,16 @@ async fn stream_reply(
                 });
             }
         };
+        if cap.exceeded_by(&ev) {
+            // Dropping the stream closes the connection: nothing more of it is read.
+            return Err(FailedReply {
+                error: cadre_llm::ProviderError::ReplyTooLong {
+                    provider: cfg.model.provider.name().to_string(),
+                    limit: cfg.max_reply_bytes,
+                },
+                partial_text: reply.text,
+            });
+        }
         match ev {
             StreamEvent::TextDelta(t) => {
                 reply.text.push_str(&t);
@@ -385,6 +396,7 @@ async fn run_inner(
             messages: session.messages().to_vec(),
             tools: tools.clone(),
             max_output_tokens: cfg.max_output_tokens,
+            max_reply_bytes: Some(cfg.max_reply_bytes),
             temperature: cfg.temperature,
             metadata: metadata.clone(),
         };
@@ -426,6 +438,16 @@ async fn run_inner(
                         return finish(state, &text, turns);
                     }
                 }
+            }
+            Some(Err(FailedReply {
+                error: cadre_llm::ProviderError::ReplyTooLong { .. },
+                partial_text,
+            })) => {
+                text.add(&partial_text);
+                let state = EndState::LimitReached {
+                    limit: LimitKind::ReplyTooLong,
+                };
+                return finish(state, &text, turns);
             }
             Some(Err(failed)) => {
                 text.add(&failed.partial_text);

@@ -124,7 +124,14 @@ impl Provider for AnthropicProvider {
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
         let body = request::build_body(&request, self.core.stream, self.cache);
-        http::run_body(self.core.clone(), self.wire.clone(), request.model, body)
+        let cap = request.reply_cap();
+        http::run_body(
+            self.core.clone(),
+            self.wire.clone(),
+            request.model,
+            cap,
+            body,
+        )
     }
 
     fn missing_key(&self) -> Option<String> {

@@ -61,6 +61,15 @@ pub enum ProviderError {
         /// Whether any content had been received before the break.
         after_content: bool,
     },
+    /// The reply grew past its cap (text, thinking and tool arguments, or one SSE event);
+    /// the stream was dropped.
+    #[error("the reply from {provider} grew past {limit} bytes")]
+    ReplyTooLong {
+        /// Provider name.
+        provider: String,
+        /// The cap in bytes.
+        limit: usize,
+    },
     /// No data arrived for too long.
     #[error("{provider} stream stalled: no data for {}s", .after.as_secs())]
     IdleTimeout {

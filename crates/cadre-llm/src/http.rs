@@ -108,6 +108,10 @@ pub(crate) fn env_value(var: &str) -> Option<String> {
 
 /// Turns SSE events of one reply into [`StreamEvent`]s.
 pub(crate) trait SseDecoder: Send {
+    /// Bytes of the reply the decoder holds back (tool calls and signatures still
+    /// arriving), counted against the reply cap.
+    fn held_bytes(&self) -> usize;
+
     /// Handle one SSE event (`event` is the SSE event name, `message` when absent).
     /// Push events to emit into `out`; return `Ok(true)` once the reply is complete.
     fn on_event(

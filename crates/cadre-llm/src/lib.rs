@@ -23,7 +23,8 @@ pub use context_window::ContextWindows;
 pub use error::ProviderError;
 pub use pricing::{ModelPrice, PriceTable};
 pub use provider::{
-    ModelRequest, ModelResponse, ModelStream, Provider, RequestMetadata, StreamEvent, collect,
+    DEFAULT_MAX_REPLY_BYTES, ModelRequest, ModelResponse, ModelStream, Provider, RequestMetadata,
+    StreamEvent, collect,
 };
 pub use registry::{
     BUILTIN_PROVIDERS, NotReady, ProviderConfig, ProviderKind, ProviderRegistry, ResolvedModel,

@@ -30,10 +30,25 @@ pub struct ModelRequest {
     pub tools: Vec<ToolDefinition>,
     /// Upper bound on output tokens, when set.
     pub max_output_tokens: Option<u32>,
+    /// Upper bound on the bytes of text, thinking and tool-call arguments of the reply
+    /// (`None`: [`DEFAULT_MAX_REPLY_BYTES`]). A provider holds no more than this of a reply
+    /// (partial tool calls, one SSE event) and fails with [`ProviderError::ReplyTooLong`]
+    /// beyond it.
+    pub max_reply_bytes: Option<usize>,
     /// Sampling temperature, when set.
     pub temperature: Option<f32>,
     /// Who is asking.
     pub metadata: RequestMetadata,
+}
+
+/// The reply cap when a request sets none: 4 MiB of text, thinking and tool arguments.
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 4 * 1024 * 1024;
+
+impl ModelRequest {
+    /// The reply cap of this request ([`Self::max_reply_bytes`] or the default).
+    pub fn reply_cap(&self) -> usize {
+        self.max_reply_bytes.unwrap_or(DEFAULT_MAX_REPLY_BYTES)
+    }
 }
 
 /// One piece of a streamed reply. Tool calls arrive whole: providers assemble deltas.

@@ -80,6 +80,7 @@ pub struct HarnessBuilder {
     max_parallel_tools: usize,
     offload_threshold: usize,
     max_output_tokens: Option<u32>,
+    max_reply_bytes: usize,
     declarations: Vec<AgentDefinition>,
     factories: Vec<(String, String, AgentFactory)>,
     load_files: bool,
@@ -116,6 +117,7 @@ impl Default for HarnessBuilder {
             max_parallel_tools: cadre_engine::DEFAULT_MAX_PARALLEL_TOOLS,
             offload_threshold: cadre_engine::DEFAULT_OFFLOAD_THRESHOLD,
             max_output_tokens: None,
+            max_reply_bytes: cadre_llm::DEFAULT_MAX_REPLY_BYTES,
             declarations: Vec::new(),
             factories: Vec::new(),
             load_files: true,
@@ -241,6 +243,13 @@ impl HarnessBuilder {
     /// Cap the output tokens of every model call (main agent and children).
     pub fn max_output_tokens(mut self, n: u32) -> Self {
         self.max_output_tokens = Some(n);
+        self
+    }
+
+    /// Cap one model reply (text, thinking, tool arguments) at `n` bytes, for the main
+    /// agent and children (default 4 MiB).
+    pub fn max_reply_bytes(mut self, n: usize) -> Self {
+        self.max_reply_bytes = n.max(1);
         self
     }
 
@@ -423,6 +432,7 @@ impl HarnessBuilder {
         rc.offload_threshold = self.offload_threshold;
         rc.store = self.store;
         rc.max_output_tokens = self.max_output_tokens;
+        rc.max_reply_bytes = self.max_reply_bytes;
         rc.sandbox = self.sandbox;
         rc.compaction = compaction.clone();
         if let Some(f) = self.tweak {
@@ -470,6 +480,7 @@ impl HarnessBuilder {
         if let Some(n) = self.max_output_tokens {
             b = b.max_output_tokens(n);
         }
+        b = b.max_reply_bytes(self.max_reply_bytes);
         if delegates {
             b = b.extension(Arc::new(SubagentContext::new(runtime.clone())));
         }

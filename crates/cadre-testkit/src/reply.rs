@@ -15,6 +15,8 @@ pub enum StreamEnd {
     Cut,
     /// Nothing more is sent until the server shuts down.
     Stall,
+    /// The last frame is sent again and again, without end (a model stuck in a loop).
+    RepeatLast,
 }
 
 /// The body of a reply.
@@ -158,6 +160,15 @@ impl MockReply {
     /// Send only the first `n` frames, then send nothing more (until the server stops).
     pub fn stall_after(self, n: usize) -> Self {
         self.truncate(n, StreamEnd::Stall)
+    }
+
+    /// After the frames, send the last one again and again until the client goes away:
+    /// an endless reply.
+    pub fn repeat_last(mut self) -> Self {
+        if let ReplyBody::Chunks { end, .. } = &mut self.body {
+            *end = StreamEnd::RepeatLast;
+        }
+        self.map_inner(|r| r.repeat_last())
     }
 
     /// Re-chunk the body into frames of at most `size` bytes (at least 1), splitting

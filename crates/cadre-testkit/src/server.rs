@@ -305,36 +305,45 @@ fn frames(
     end: StreamEnd,
     shutdown: watch::Receiver<bool>,
 ) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    let last = chunks.last().cloned();
     let state = (chunks.into_iter(), gap, end, shutdown, 0usize, false);
     futures::stream::unfold(
         state,
-        |(mut it, gap, end, mut shutdown, sent, over)| async move {
-            if over {
-                return None;
-            }
-            if let Some(chunk) = it.next() {
-                if sent > 0 {
-                    if gap.is_zero() {
-                        // Returning Pending once makes hyper flush: each frame is its own write.
-                        tokio::task::yield_now().await;
-                    } else {
-                        tokio::time::sleep(gap).await;
+        move |(mut it, gap, end, mut shutdown, sent, over)| {
+            let last = last.clone();
+            async move {
+                if over {
+                    return None;
+                }
+                let next = match (it.next(), end, last) {
+                    (Some(chunk), _, _) => Some(chunk),
+                    (None, StreamEnd::RepeatLast, Some(last)) => Some(last),
+                    _ => None,
+                };
+                if let Some(chunk) = next {
+                    if sent > 0 {
+                        if gap.is_zero() {
+                            // Returning Pending once makes hyper flush: each frame is its own write.
+                            tokio::task::yield_now().await;
+                        } else {
+                            tokio::time::sleep(gap).await;
+                        }
                     }
+                    return Some((Ok(chunk), (it, gap, end, shutdown, sent + 1, false)));
                 }
-                return Some((Ok(chunk), (it, gap, end, shutdown, sent + 1, false)));
-            }
-            match end {
-                StreamEnd::Finish => None,
-                StreamEnd::Cut => {
-                    // Let the frames already written reach the client before the reset.
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    let err = std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "cut");
-                    Some((Err(err), (it, gap, end, shutdown, sent, true)))
-                }
-                StreamEnd::Stall => {
-                    let _ = shutdown.wait_for(|s| *s).await;
-                    let err = std::io::Error::other("server stopped");
-                    Some((Err(err), (it, gap, end, shutdown, sent, true)))
+                match end {
+                    StreamEnd::Finish => None,
+                    StreamEnd::Cut => {
+                        // Let the frames already written reach the client before the reset.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        let err = std::io::Error::new(std::io::ErrorKind::ConnectionAborted, "cut");
+                        Some((Err(err), (it, gap, end, shutdown, sent, true)))
+                    }
+                    StreamEnd::Stall | StreamEnd::RepeatLast => {
+                        let _ = shutdown.wait_for(|s| *s).await;
+                        let err = std::io::Error::other("server stopped");
+                        Some((Err(err), (it, gap, end, shutdown, sent, true)))
+                    }
                 }
             }
         },

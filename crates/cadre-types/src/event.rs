@@ -15,6 +15,9 @@ pub enum LimitKind {
     Tokens,
     /// The budget in dollars.
     Cost,
+    /// One model reply grew past its cap (`max_reply_bytes`, or the output tokens cadre
+    /// counted past `max_output_tokens`); the stream was dropped.
+    ReplyTooLong,
 }
 
 impl std::fmt::Display for LimitKind {
@@ -24,6 +27,7 @@ impl std::fmt::Display for LimitKind {
             LimitKind::WallClock => "time budget",
             LimitKind::Tokens => "token budget",
             LimitKind::Cost => "cost budget",
+            LimitKind::ReplyTooLong => "reply too long",
         })
     }
 }
@@ -38,6 +42,8 @@ pub enum IncompleteReason {
     Budget,
     /// The wall-clock budget ran out.
     Time,
+    /// One model reply was cut off at its size cap.
+    ReplyTooLong,
     /// The run was cancelled.
     Cancelled,
     /// An error (of the provider, or internal) stopped the run.
@@ -45,12 +51,13 @@ pub enum IncompleteReason {
 }
 
 impl IncompleteReason {
-    /// The wire name: `max_turns`, `budget`, `time`, `cancelled`, `error`.
+    /// The wire name: `max_turns`, `budget`, `time`, `reply_too_long`, `cancelled`, `error`.
     pub fn as_str(self) -> &'static str {
         match self {
             IncompleteReason::MaxTurns => "max_turns",
             IncompleteReason::Budget => "budget",
             IncompleteReason::Time => "time",
+            IncompleteReason::ReplyTooLong => "reply_too_long",
             IncompleteReason::Cancelled => "cancelled",
             IncompleteReason::Error => "error",
         }
@@ -98,6 +105,7 @@ impl EndState {
                 LimitKind::MaxTurns => IncompleteReason::MaxTurns,
                 LimitKind::WallClock => IncompleteReason::Time,
                 LimitKind::Tokens | LimitKind::Cost => IncompleteReason::Budget,
+                LimitKind::ReplyTooLong => IncompleteReason::ReplyTooLong,
             }),
         }
     }

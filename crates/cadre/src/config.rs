@@ -309,8 +309,11 @@ pub struct LimitsConfig {
     pub max_tokens: Option<u64>,
     /// Budget in dollars of a run, sub-agents included (calls of models with a price).
     pub max_cost_usd: Option<f64>,
-    /// Output token cap per model call (sent as `max_tokens` to the provider).
+    /// Output token cap per model call (sent as `max_tokens` to the provider, and counted
+    /// by cadre as the reply streams).
     pub max_output_tokens: Option<u32>,
+    /// Cap on one model reply's text, thinking and tool arguments, in bytes (default 4 MiB).
+    pub max_reply_bytes: Option<usize>,
 }
 
 impl LimitsConfig {

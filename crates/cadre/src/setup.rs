@@ -142,6 +142,9 @@ impl Setup {
         if let Some(n) = config.limits.max_output_tokens {
             b = b.max_output_tokens(n);
         }
+        if let Some(n) = config.limits.max_reply_bytes {
+            b = b.max_reply_bytes(n);
+        }
         if let Some(n) = config.tools.offload_threshold {
             b = b.offload_threshold(n);
         }

@@ -207,6 +207,22 @@ impl Decoder {
 }
 
 impl SseDecoder for Decoder {
+    fn held_bytes(&self) -> usize {
+        self.blocks
+            .values()
+            .map(|b| match b {
+                Block::Tool {
+                    id,
+                    name,
+                    json,
+                    initial,
+                } => id.len() + name.len() + json.len() + initial.as_ref().map_or(0, String::len),
+                Block::Thinking { signature } => signature.len(),
+                Block::Text | Block::Other => 0,
+            })
+            .sum()
+    }
+
     fn on_event(
         &mut self,
         _event: &str,

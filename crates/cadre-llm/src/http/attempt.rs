@@ -11,6 +11,7 @@ use futures::stream::BoxStream;
 use reqwest::header::CONTENT_TYPE;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
 /// Largest response body read for a non-streaming reply or an error.
@@ -19,20 +20,26 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 const MAX_ERROR_BODY: usize = 64 * 1024;
 /// How long to wait for the end of a body after the reply is complete.
 const DRAIN_LIMIT: Duration = Duration::from_millis(250);
+/// How far the bytes of one SSE event may go past the reply cap (the JSON around the
+/// content): the SSE parser buffers an event whole, so this bounds its buffer.
+const EVENT_SLACK: usize = 64 * 1024;
 
-/// Send `body` to the provider with retries and stream the decoded reply.
+/// Send `body` to the provider with retries and stream the decoded reply, holding at most
+/// `cap` bytes of its content.
 pub(crate) fn run(
     core: Arc<HttpCore>,
     wire: Arc<dyn Wire>,
     model: String,
+    cap: usize,
     body: Bytes,
 ) -> ModelStream {
     let policy = core.retry.clone();
     let name = core.name.clone();
     let limit = core.limit.clone();
     let model: Arc<str> = model.into();
-    let make: AttemptFn =
-        Arc::new(move |_attempt| attempt(core.clone(), wire.clone(), model.clone(), body.clone()));
+    let make: AttemptFn = Arc::new(move |_attempt| {
+        attempt(core.clone(), wire.clone(), model.clone(), cap, body.clone())
+    });
     super::limit::gated(limit.as_ref(), move || with_retries(policy, name, make))
 }
 
@@ -41,10 +48,11 @@ pub(crate) fn run_body(
     core: Arc<HttpCore>,
     wire: Arc<dyn Wire>,
     model: String,
+    cap: usize,
     body: Result<Bytes, ProviderError>,
 ) -> ModelStream {
     match body {
-        Ok(body) => run(core, wire, model, body),
+        Ok(body) => run(core, wire, model, cap, body),
         Err(err) => Box::pin(futures::stream::once(async move { Err(err) })),
     }
 }
@@ -54,6 +62,8 @@ pub(crate) fn run_body(
 enum BodyError {
     #[error("no data within the idle timeout")]
     Idle,
+    #[error("an event grew past the reply cap")]
+    TooLong,
     #[error("{0}")]
     Broken(String),
 }
@@ -78,9 +88,41 @@ struct Attempt {
     phase: Phase,
     queue: VecDeque<StreamEvent>,
     emitted: bool,
+    /// The reply cap in bytes (text, thinking, tool calls).
+    cap: usize,
+    /// Content bytes decoded so far.
+    content: usize,
+    /// Body bytes received since the last complete SSE event.
+    since_event: Arc<AtomicUsize>,
+}
+
+/// Bytes of a reply event counted against the reply cap.
+fn content_bytes(event: &StreamEvent) -> usize {
+    match event {
+        StreamEvent::TextDelta(t) | StreamEvent::ThinkingDelta(t) => t.len(),
+        StreamEvent::ThinkingSignature(s) => s.len(),
+        StreamEvent::ToolCall(c) => c.id.len() + c.name.len() + c.arguments.len(),
+        StreamEvent::Usage(_) | StreamEvent::Done { .. } => 0,
+    }
 }
 
 impl Attempt {
+    fn too_long(&self) -> ProviderError {
+        ProviderError::ReplyTooLong {
+            provider: self.core.name.clone(),
+            limit: self.cap,
+        }
+    }
+
+    /// Count `events` against the cap, with what the decoder still holds.
+    fn check_cap(&mut self, events: &[StreamEvent], held: usize) -> Result<(), ProviderError> {
+        self.content += events.iter().map(content_bytes).sum::<usize>();
+        if self.content.saturating_add(held) > self.cap {
+            return Err(self.too_long());
+        }
+        Ok(())
+    }
+
     fn stream_error(&self, message: impl Into<String>) -> ProviderError {
         ProviderError::Stream {
             provider: self.core.name.clone(),
@@ -113,6 +155,7 @@ impl Attempt {
     fn body_error(&self, error: EventStreamError<BodyError>) -> ProviderError {
         match error {
             EventStreamError::Transport(BodyError::Idle) => self.idle_error(),
+            EventStreamError::Transport(BodyError::TooLong) => self.too_long(),
             EventStreamError::Transport(BodyError::Broken(m)) => {
                 self.stream_error(format!("connection broke mid-reply: {m}"))
             }
@@ -156,7 +199,17 @@ impl Attempt {
                 .map_error(status.as_u16(), &text, retry_after, &self.model));
         }
         if core.stream {
+            let since = self.since_event.clone();
+            let limit = self.cap.saturating_add(EVENT_SLACK);
             let events = idle_bytes(response, core.idle_timeout)
+                .map(move |chunk| {
+                    let chunk = chunk?;
+                    let seen = since.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
+                    if seen > limit {
+                        return Err(BodyError::TooLong);
+                    }
+                    Ok(chunk)
+                })
                 .eventsource()
                 .boxed();
             self.phase = Phase::Sse {
@@ -168,11 +221,13 @@ impl Attempt {
         let bytes = match read_body(response, core.idle_timeout, MAX_BODY).await {
             Ok(b) => b,
             Err(BodyError::Idle) => return Err(self.idle_error()),
+            Err(BodyError::TooLong) => return Err(self.too_long()),
             Err(BodyError::Broken(m)) => {
                 return Err(self.stream_error(format!("connection broke mid-reply: {m}")));
             }
         };
         let events = self.wire.parse_full(&bytes)?;
+        self.check_cap(&events, 0)?;
         self.queue.extend(events);
         Ok(())
     }
@@ -207,6 +262,10 @@ impl Attempt {
                     match events.next().await {
                         Some(Ok(ev)) => match decoder.on_event(&ev.event, &ev.data, &mut out) {
                             Ok(done) => {
+                                self.since_event.store(0, Ordering::Relaxed);
+                                if let Err(e) = self.check_cap(&out, decoder.held_bytes()) {
+                                    return Some(Err(e));
+                                }
                                 self.phase = if done {
                                     Phase::Drain(events)
                                 } else {
@@ -215,6 +274,9 @@ impl Attempt {
                             }
                             Err(e) => return Some(Err(self.fix(e))),
                         },
+                        Some(Err(e @ EventStreamError::Transport(BodyError::TooLong))) => {
+                            return Some(Err(self.body_error(e)));
+                        }
                         Some(Err(e)) => {
                             // A body that breaks after the reply was complete (e.g. an
                             // OpenAI stream cut after `finish_reason`) still counts.
@@ -240,7 +302,13 @@ impl Attempt {
 }
 
 /// One attempt: send, check the status, decode the reply.
-fn attempt(core: Arc<HttpCore>, wire: Arc<dyn Wire>, model: Arc<str>, body: Bytes) -> ModelStream {
+fn attempt(
+    core: Arc<HttpCore>,
+    wire: Arc<dyn Wire>,
+    model: Arc<str>,
+    cap: usize,
+    body: Bytes,
+) -> ModelStream {
     let state = Attempt {
         core,
         wire,
@@ -249,6 +317,9 @@ fn attempt(core: Arc<HttpCore>, wire: Arc<dyn Wire>, model: Arc<str>, body: Byte
         phase: Phase::Connect,
         queue: VecDeque::new(),
         emitted: false,
+        cap,
+        content: 0,
+        since_event: Arc::new(AtomicUsize::new(0)),
     };
     futures::stream::unfold(state, |mut st| async move {
         let item = st.next().await?;

@@ -180,6 +180,13 @@ impl Decoder {
 }
 
 impl SseDecoder for Decoder {
+    fn held_bytes(&self) -> usize {
+        self.calls
+            .values()
+            .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+            .sum()
+    }
+
     fn on_event(
         &mut self,
         _event: &str,

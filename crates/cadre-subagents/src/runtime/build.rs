@@ -193,6 +193,7 @@ impl SubagentRuntime {
             .limits(inherited.limits)
             .tool_timeout(self.cfg.tool_timeout)
             .max_parallel_tools(self.cfg.max_parallel_tools)
+            .max_reply_bytes(self.cfg.max_reply_bytes)
             .permissions(inherited.permissions.clone())
             .offloader(Offloader::new(&plan.root, self.cfg.offload_threshold));
         for h in &inherited.hooks {

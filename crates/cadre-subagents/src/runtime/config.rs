@@ -101,6 +101,8 @@ pub struct RuntimeConfig {
     pub store: Option<Arc<dyn cadre_store::TaskStore>>,
     /// Output token cap per model call of every child (none: the provider's default).
     pub max_output_tokens: Option<u32>,
+    /// Cap on one model reply of every child, in bytes (text, thinking, tool arguments).
+    pub max_reply_bytes: usize,
     /// Runs agents whose definition has a `url` (none: such agents cannot be started).
     pub remote: Option<Arc<dyn RemoteExecutor>>,
     /// How long a foreground `task` call waits before its child is moved to the background
@@ -141,6 +143,7 @@ impl RuntimeConfig {
             task_timeout: None,
             remote: None,
             max_output_tokens: None,
+            max_reply_bytes: cadre_llm::DEFAULT_MAX_REPLY_BYTES,
             store: None,
             sandbox: None,
             compaction: None,
