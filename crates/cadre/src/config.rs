@@ -428,9 +428,23 @@ pub fn user_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config").join("cadre"))
 }
 
+/// The largest configuration file read (a `config.toml` is a few KiB).
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The text of a configuration file, `None` when it does not exist. Only a regular file
+/// (after symlinks) of at most [`MAX_CONFIG_BYTES`] is read: a FIFO or a link to
+/// `/dev/zero` in a cloned repository is refused at once instead of hanging cadre.
+fn read_config_text(path: &Path) -> Result<Option<String>> {
+    match cadre_tools::read_to_string_capped(path, MAX_CONFIG_BYTES) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(anyhow::Error::new(e).context("cannot read the configuration")),
+    }
+}
+
 fn read_table(path: &Path) -> Result<Option<toml::Table>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
+    match read_config_text(path)? {
+        Some(text) => {
             let table: toml::Table = toml::from_str(&text)
                 .with_context(|| format!("invalid configuration in {}", path.display()))?;
             // Check each file on its own so an error names the file it is in.
@@ -439,8 +453,7 @@ fn read_table(path: &Path) -> Result<Option<toml::Table>> {
                 .with_context(|| format!("invalid configuration in {}", path.display()))?;
             Ok(Some(table))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        None => Ok(None),
     }
 }
 
@@ -465,11 +478,7 @@ pub fn project_file(workspace: &Path) -> PathBuf {
 /// comments and layout; returns the file. A rule already there is not added twice.
 pub fn add_allow_rule(workspace: &Path, rule: &str) -> Result<PathBuf> {
     let path = project_file(workspace);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
-    };
+    let text = read_config_text(&path)?.unwrap_or_default();
     let mut doc: toml_edit::DocumentMut = text
         .parse()
         .with_context(|| format!("invalid configuration in {}", path.display()))?;
