@@ -81,6 +81,12 @@ text = "results: {{tool_results}}"
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("— completed"), "{stderr}");
-    assert!(stdout.contains("FIFO"), "{stdout}");
-    assert!(stdout.matches("not a regular file").count() >= 1, "{stdout}");
+    assert!(
+        stdout.contains("pipe is a FIFO, not a regular file"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("to /dev/zero, outside the workspace"),
+        "{stdout}"
+    );
 }
