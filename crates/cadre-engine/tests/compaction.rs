@@ -401,3 +401,91 @@ async fn a_forced_compaction_follows_the_users_instructions() {
     let system = sent["messages"][0]["content"].as_str().unwrap();
     assert!(system.ends_with("keep the API decisions"), "{system}");
 }
+
+#[tokio::test]
+async fn an_unknown_window_is_said_once_per_agent_and_model_not_at_every_run() {
+    let mock = MockServer::start().await.unwrap();
+    mock.set_responder(Arc::new(|r: &RecordedRequest| {
+        reply(r, OpenAiJson::new().text("ok"))
+    }));
+    let agent = builder(model(&mock)).compaction(policy(None)).build();
+    let h = Harness::new();
+    let mut session = h.session();
+    let said = || {
+        h.events
+            .events()
+            .iter()
+            .filter(|e| matches!(e, Event::Notice { message } if message.contains("is unknown")))
+            .count()
+    };
+    // Each prompt of an interactive session is a run of the same agent: said at the first.
+    for prompt in ["one", "two", "three"] {
+        let out = h.run(&agent, &mut session, prompt).await;
+        assert_eq!(out.state, EndState::Completed);
+    }
+    assert_eq!(said(), 1);
+    // Switching the model (`/model`) is a new agent: said again, for it.
+    let switched = agent.with_model(model(&mock));
+    h.run(&switched, &mut session, "four").await;
+    assert_eq!(said(), 2);
+}
+
+#[tokio::test]
+async fn a_failed_summary_before_a_call_is_said_and_the_run_goes_on_uncompacted() {
+    let mock = MockServer::start().await.unwrap();
+    mock.set_responder(Arc::new(|r: &RecordedRequest| {
+        if is_summary_request(r) {
+            MockReply::openai_error(500, "summariser down", None)
+        } else {
+            reply(r, OpenAiJson::new().text("answered uncompacted"))
+        }
+    }));
+    let agent = builder(model(&mock))
+        .tools(ToolRegistry::new().with(TestTool::new("echo", Behaviour::Echo)))
+        .compaction(policy(Some(1_000)))
+        .build();
+    let h = Harness::new();
+    let mut session = h.session();
+    for i in 0..6 {
+        let filler = "words ".repeat(150);
+        session
+            .push(Message::user(format!("question {i} {filler}")))
+            .unwrap();
+        session
+            .push(Message::assistant(format!("answer {i}")))
+            .unwrap();
+    }
+    let out = h.run(&agent, &mut session, "one more").await;
+    assert_eq!(out.state, EndState::Completed, "{}", out.output);
+    assert_eq!(out.output, "answered uncompacted");
+    let kinds: Vec<bool> = mock.requests().iter().map(is_summary_request).collect();
+    assert_eq!(
+        kinds,
+        [true, false],
+        "the summary was tried, then the call went out"
+    );
+    let notice = h
+        .events
+        .events()
+        .into_iter()
+        .find_map(|e| match e {
+            Event::Notice { message } if message.contains("not compacted") => Some(message),
+            _ => None,
+        })
+        .expect("the failure is said");
+    assert!(notice.contains("the summary call failed"), "{notice}");
+    assert!(notice.contains("goes on uncompacted"), "{notice}");
+    assert!(
+        !h.events
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Compaction { .. }))
+    );
+    // Nothing was removed: the whole history went out, and stays.
+    assert!(
+        texts(&mock.requests()[1])
+            .iter()
+            .any(|t| t.starts_with("question 0"))
+    );
+    assert_eq!(session.messages().len(), 14);
+}

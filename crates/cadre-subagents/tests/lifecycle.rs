@@ -238,6 +238,7 @@ async fn task_output_blocks_polls_and_times_out_without_failing_the_task() {
     let done = c.call("task_output", json!({"task_id": id})).await;
     assert_eq!(field(&done, "status"), "completed");
     assert_eq!(field(&done, "result"), "slow reply");
+    assert_eq!(field(&done, "complete"), "true");
     assert!(field(&done, "created_at").ends_with('Z'));
 
     let unknown = c.call("task_output", json!({"task_id": "task_nope"})).await;
@@ -402,4 +403,46 @@ async fn the_concurrency_cap_queues_extra_children() {
     );
     assert_eq!(f.rec.max_in_flight.load(Ordering::SeqCst), 4);
     assert_eq!(f.rec.of("worker").len(), 40);
+}
+
+#[tokio::test]
+async fn task_output_says_a_limited_result_is_partial_and_why() {
+    let mut limited = worker("limited");
+    limited.max_turns = Some(2);
+    let f = fixture(
+        r#"
+        [[scripts]]
+        agent = "limited"
+        [[scripts.turns]]
+        text = "first notes"
+        tool_calls = [{ name = "echo", args = { text = "a" } }]
+        [[scripts.turns]]
+        text = "second notes"
+        tool_calls = [{ name = "echo", args = { text = "b" } }]
+        "#,
+        Options {
+            defs: vec![limited],
+            ..Default::default()
+        },
+    );
+    let c = Caller::new(&f);
+    let bg = c
+        .call(
+            "agent_spawn",
+            json!({"agent_id": "limited", "task": "go", "timeout_seconds": 0}),
+        )
+        .await;
+    let id = field(&bg, "task_id").to_string();
+    let done = c.call("task_output", json!({"task_id": id})).await;
+    assert_eq!(
+        field(&done, "complete"),
+        "false (reason: max_turns)",
+        "{}",
+        done.content
+    );
+    assert!(
+        done.content.contains("first notes\n\nsecond notes"),
+        "both turns' text: {}",
+        done.content
+    );
 }

@@ -446,3 +446,206 @@ async fn a_child_under_a_small_window_compacts_and_its_progress_says_so() {
         last.body
     );
 }
+
+/// The main model's window in the long session: its fixed part (system prompt and the
+/// built-in tools) is about 3 600 tokens, so a few reads overflow it.
+const MAIN_WINDOW: u64 = 8_000;
+/// Main-agent turns that read a file before the final answer.
+const MAIN_STEPS: usize = 12;
+/// Background workers the main agent starts at its first turn.
+const WORKERS: usize = 3;
+
+/// The `RESULT-n` tokens of a text, in order of first appearance.
+fn results_in(text: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    for part in text.split("RESULT-").skip(1) {
+        let n: String = part.chars().take_while(|c| c.is_ascii_digit()).collect();
+        let token = format!("RESULT-{n}");
+        if !n.is_empty() && !seen.contains(&token) {
+            seen.push(token);
+        }
+    }
+    seen.sort();
+    seen
+}
+
+/// `reply` as the request asked for it (streamed or not), with usage as a provider counts it.
+fn as_reply(r: &RecordedRequest, reply: OpenAiJson) -> MockReply {
+    let prompt = (r.raw.len() / 4) as u64;
+    let json = reply.usage(prompt, 20, 0).to_json();
+    let choice = &json["choices"][0];
+    let mut s = OpenAiStream::new().role();
+    if let Some(t) = choice["message"]["content"].as_str() {
+        s = s.text(t);
+    }
+    for (i, c) in choice["message"]["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        s = s.tool_call(
+            i,
+            c["id"].as_str().unwrap(),
+            c["function"]["name"].as_str().unwrap(),
+            c["function"]["arguments"].as_str().unwrap(),
+        );
+    }
+    let finish = choice["finish_reason"].as_str().unwrap();
+    MockReply::by_stream(
+        s.finish(finish).usage(prompt, 20, 0).done().into_reply(),
+        MockReply::json(&json),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_long_session_with_background_results_is_compacted_and_keeps_them() {
+    let mock = MockServer::start().await.unwrap();
+    let turn = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    mock.set_responder(Arc::new(move |r: &RecordedRequest| {
+        let body = String::from_utf8_lossy(&r.raw).to_string();
+        if is_summary(r) {
+            // The summary keeps the sub-agent results it sees.
+            let text = format!("Goal: the steps. Sub-agent tasks: {}.", results_in(&body).join(", "));
+            return as_reply(r, OpenAiJson::new().text(&text));
+        }
+        if r.body["model"] == "worker-model" {
+            let prompt = user_texts(r).pop().unwrap_or_default();
+            let k: String = prompt.chars().filter(|c| c.is_ascii_digit()).collect();
+            return as_reply(r, OpenAiJson::new().text(&format!("RESULT-{k}")));
+        }
+        let n = turn.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let reply = if n == 1 {
+            (1..=WORKERS).fold(OpenAiJson::new(), |j, k| {
+                let args = format!(
+                    r#"{{"subagent_type":"worker","description":"job {k}","prompt":"job {k}","background":true}}"#
+                );
+                j.tool_call(&format!("call_t{k}"), "task", &args)
+            })
+        } else if n <= MAIN_STEPS {
+            OpenAiJson::new()
+                .text(&format!("step {n}"))
+                .tool_call(&format!("call_r{n}"), "read_file", r#"{"path":"big.txt"}"#)
+        } else {
+            OpenAiJson::new().text(&format!("final: {}", results_in(&body).join(" ")))
+        };
+        as_reply(r, reply)
+    }));
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join(".cadre/agents")).unwrap();
+    std::fs::write(
+        ws.join(".cadre/config.toml"),
+        format!(
+            "[providers.openai]\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n\
+             [compaction]\nkeep_recent_turns = 2\n\
+             [models.context_windows]\n\"openai:main-model\" = {MAIN_WINDOW}\n",
+            mock.openai_base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        ws.join(".cadre/agents/worker.md"),
+        "---\nname: worker\ndescription: Does a job.\ntools: [read_file]\n\
+         model: openai:worker-model\n---\nYou are the worker.\n",
+    )
+    .unwrap();
+    let lines: String = (1..=100)
+        .map(|i| format!("line {i:03} of big.txt here\n"))
+        .collect();
+    std::fs::write(ws.join("big.txt"), &lines).unwrap();
+
+    let out = Command::new(env!("CARGO_BIN_EXE_cadre"))
+        .env_remove("CADRE_MODEL")
+        .env("XDG_CONFIG_HOME", ws.join("nocfg"))
+        .env(KEY_VAR, "sk-test")
+        .args([
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--model",
+            "openai:main-model",
+        ])
+        .args(["run", "--output", "jsonl", "run the steps"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let compactions: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "compaction" && e["agent"] == "main")
+        .collect();
+    assert!(!compactions.is_empty(), "no compaction: {stdout}");
+    for c in &compactions {
+        assert_eq!(c["model"], "openai:main-model");
+        assert!(
+            c["tokens_after"].as_u64() < c["tokens_before"].as_u64(),
+            "{c}"
+        );
+    }
+    // Every worker's result reaches the final answer, those summarised away included.
+    let all: Vec<String> = (1..=WORKERS).map(|k| format!("RESULT-{k}")).collect();
+    let done = events
+        .iter()
+        .rfind(|e| e["type"] == "done" && e["agent"] == "main")
+        .unwrap();
+    assert_eq!(
+        done["output"],
+        format!("final: {}", all.join(" ")),
+        "{done}"
+    );
+
+    let requests = mock.requests();
+    let main: Vec<&RecordedRequest> = requests
+        .iter()
+        .filter(|r| !is_summary(r) && r.body["model"] == "main-model")
+        .collect();
+    assert!(main.len() > MAIN_STEPS, "{}", main.len());
+    for r in &main {
+        assert!(
+            (r.raw.len() as u64) / 4 <= MAIN_WINDOW,
+            "a main request of {} bytes",
+            r.raw.len()
+        );
+        assert_pairs_intact(r);
+    }
+    // Around the first compaction: the request before carries the first read and the
+    // background results; the summary request has no tools; the one after opens with the
+    // summary (which names the results), no longer carries the first read, and has the
+    // current background-task status again.
+    let first = requests.iter().position(is_summary).unwrap();
+    let before = requests[..first]
+        .iter()
+        .rfind(|r| r.body["model"] == "main-model")
+        .unwrap();
+    let after = requests[first + 1..]
+        .iter()
+        .find(|r| r.body["model"] == "main-model")
+        .unwrap();
+    let raw = |r: &RecordedRequest| String::from_utf8_lossy(&r.raw).to_string();
+    assert!(raw(before).contains("call_r2"), "the first read was sent");
+    // The workers answer at once; the first compaction comes turns later.
+    let seen_before = results_in(&raw(before));
+    assert!(
+        !seen_before.is_empty(),
+        "results arrived before the compaction"
+    );
+    assert_eq!(before.body["messages"][0], after.body["messages"][0]);
+    assert_eq!(before.body["tools"], after.body["tools"]);
+    let sent = user_texts(after);
+    assert!(sent[0].starts_with("<conversation-summary>"), "{sent:?}");
+    let seen_after = results_in(&raw(after));
+    assert!(
+        seen_before.iter().all(|r| seen_after.contains(r)),
+        "{seen_before:?} kept in {sent:?}"
+    );
+    assert!(!raw(after).contains("call_r2"));
+    assert!(
+        sent.iter().any(|t| t.starts_with("<background-tasks>")),
+        "the task status is appended again: {sent:?}"
+    );
+}
