@@ -37,7 +37,8 @@ impl ShownResult {
 }
 
 /// The result of task `task_id` as the parent sees it: whole up to `max_bytes`, else
-/// written to `<dir>/<task_id>.md` (once) and shown by its head. If the file cannot be
+/// written to `<dir>/<task_id>.md` (once) and shown by its head (4 KiB, or `max_bytes`
+/// when that is smaller). If the file cannot be
 /// written, the whole result is shown: never lose it.
 pub fn shown_result(result: &str, task_id: &str, dir: &Path, max_bytes: usize) -> ShownResult {
     let whole = || ShownResult {
@@ -60,7 +61,9 @@ pub fn shown_result(result: &str, task_id: &str, dir: &Path, max_bytes: usize) -
             return whole();
         }
     }
-    let mut end = HEAD_BYTES.min(result.len());
+    // The head never exceeds the limit itself: with a limit below HEAD_BYTES the parent
+    // would otherwise get the whole result and a file besides.
+    let mut end = HEAD_BYTES.min(max_bytes).min(result.len());
     while !result.is_char_boundary(end) {
         end -= 1;
     }
@@ -94,6 +97,17 @@ mod tests {
             shown_result(&big, "task_2", dir.path(), DEFAULT_MAX_RESULT_BYTES),
             shown
         );
+    }
+
+    #[test]
+    fn the_head_of_a_stored_result_is_never_above_a_small_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = "é".repeat(300);
+        let shown = shown_result(&big, "task_4", dir.path(), 201);
+        assert!(shown.file.is_some());
+        assert!(shown.text.len() <= 201, "{}", shown.text.len());
+        assert_eq!(shown.text.len(), 200, "cut on a char boundary");
+        assert!(big.starts_with(&shown.text));
     }
 
     #[test]

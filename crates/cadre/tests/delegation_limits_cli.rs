@@ -1,5 +1,6 @@
 //! `cadre run` end to end on what delegation may not do: widen a parent's tools at any depth,
-//! spend beyond the run's budgets, or go past the depth cap without saying so.
+//! spend beyond the run's budgets, go past the depth cap without saying so, or hand the
+//! parent a result above `[subagents] max_result_bytes` instead of its head and a file.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli_support;
@@ -311,4 +312,55 @@ fn a_cost_budget_with_an_unpriced_model_says_it_cannot_count_it() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn a_result_above_the_configured_size_is_stored_as_a_file_and_the_parent_gets_its_head() {
+    let big = "0123456789".repeat(60);
+    let script = format!(
+        r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{{ name = "task", args = {{ subagent_type = "c1", prompt = "write a lot" }} }}]
+[[scripts.turns]]
+text = "main got: {{{{tool_results}}}}"
+
+[[scripts]]
+agent = "c1"
+[[scripts.turns]]
+text = "{big}"
+"#
+    );
+    let c1 = shared_agent("c1");
+    let (dir, model) = workspace(
+        &[("c1", &c1)],
+        "[subagents]\nmax_result_bytes = 200\n",
+        &script,
+    );
+    let out = cadre(dir.path())
+        .args(["--model", &model, "run", "go"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = stdout
+        .split("<result_file path=\"")
+        .nth(1)
+        .and_then(|p| p.split('"').next())
+        .unwrap_or_else(|| panic!("no result file named: {stdout}"));
+    let path = std::path::Path::new(path);
+    assert!(
+        path.starts_with(dir.path().canonicalize().unwrap().join(".cadre/results")),
+        "{}",
+        path.display()
+    );
+    assert_eq!(std::fs::read_to_string(path).unwrap().trim(), big);
+    assert!(stdout.contains("bytes=\"600\""), "{stdout}");
+    // The parent saw the head only, not the whole result.
+    assert!(!stdout.contains(&big), "{stdout}");
 }
