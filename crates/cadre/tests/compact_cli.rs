@@ -60,16 +60,16 @@ fn user_texts(r: &RecordedRequest) -> Vec<String> {
         .collect()
 }
 
-/// A workspace whose `openai` provider is `mock`, with automatic compaction off and one
-/// turn kept verbatim.
-fn workspace(mock: &MockServer) -> tempfile::TempDir {
+/// A workspace whose `openai` provider is `mock`, with automatic compaction off, one turn
+/// kept verbatim, and `extra` in `[compaction]`.
+fn workspace(mock: &MockServer, extra: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(dir.path().join(".cadre")).unwrap();
     std::fs::write(
         dir.path().join(".cadre/config.toml"),
         format!(
             "[providers.openai]\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n\
-             [compaction]\nenabled = false\nkeep_recent_turns = 1\n",
+             [compaction]\nenabled = false\nkeep_recent_turns = 1\n{extra}",
             mock.openai_base_url()
         ),
     )
@@ -122,7 +122,7 @@ fn assert_compacted_around(summary: &RecordedRequest, next: &RecordedRequest, ol
 async fn run_compact_now_compacts_the_resumed_session_before_the_new_prompt() {
     let mock = MockServer::start().await.unwrap();
     mock.set_responder(responder());
-    let ws = workspace(&mock);
+    let ws = workspace(&mock, "");
     let first = run(ws.path(), &[&first_question()]);
     let stderr = text(&first.stderr);
     assert!(first.status.success(), "{stderr}");
@@ -199,7 +199,8 @@ async fn run_compact_now_compacts_the_resumed_session_before_the_new_prompt() {
 async fn repl_compact_with_instructions_compacts_even_with_automatic_compaction_off() {
     let mock = MockServer::start().await.unwrap();
     mock.set_responder(responder());
-    let ws = workspace(&mock);
+    // The summary is written by `[compaction] model`, not the session's model.
+    let ws = workspace(&mock, "model = \"openai:summariser\"\n");
     let mut child = cadre(ws.path())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -228,9 +229,7 @@ async fn repl_compact_with_instructions_compacts_even_with_automatic_compaction_
         "{stderr}"
     );
     assert!(
-        stderr.contains(&format!(
-            "⇣ compacted: 2 messages summarised by {MODEL}, about"
-        )),
+        stderr.contains("⇣ compacted: 2 messages summarised by openai:summariser, about"),
         "{stderr}"
     );
     assert!(stdout.contains("answer to third question"), "{stdout}");
@@ -239,6 +238,8 @@ async fn repl_compact_with_instructions_compacts_even_with_automatic_compaction_
     let kinds: Vec<bool> = requests.iter().map(is_summary).collect();
     assert_eq!(kinds, [false, false, true, false], "{requests:?}");
     assert_compacted_around(&requests[2], &requests[3], &first_question());
+    assert_eq!(requests[2].body["model"], "summariser");
+    assert_eq!(requests[3].body["model"], "gpt-4o-mini");
     assert_eq!(
         user_texts(&requests[3])[1..],
         ["second question", "third question"]
