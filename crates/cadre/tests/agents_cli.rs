@@ -274,6 +274,42 @@ fn user_dir_agents_load_below_the_project() {
 }
 
 #[test]
+fn opencode_user_dirs_load_below_cadres_user_dir() {
+    let dir = workspace();
+    let config = dir.path().join(".no-user-config");
+    write(
+        &config,
+        "opencode/agent/oc-one.md",
+        "---\ndescription: from agent/\nmode: subagent\n---\nOne.\n",
+    );
+    write(
+        &config,
+        "opencode/agents/oc-two.md",
+        "---\ndescription: from agents/\nmode: all\n---\nTwo.\n",
+    );
+    write(
+        &config,
+        "opencode/agents/personal.md",
+        "---\ndescription: opencode's\nmode: subagent\n---\n",
+    );
+    write(
+        &config,
+        "cadre/agents/personal.md",
+        "---\nname: personal\ndescription: cadre's\n---\n",
+    );
+    let list = json_list(dir.path());
+    let by = |n: &str| {
+        list.iter()
+            .find(|e| e["name"] == n)
+            .unwrap_or_else(|| panic!("no {n} in {list:?}"))
+            .clone()
+    };
+    assert_eq!(by("oc-one")["description"], "from agent/");
+    assert_eq!(by("oc-two")["description"], "from agents/");
+    assert_eq!(by("personal")["description"], "cadre's");
+}
+
+#[test]
 fn the_examples_directory_checks_clean() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/agents");
     let out = cadre_with_anthropic(&examples)
