@@ -19,6 +19,9 @@ struct Case {
     bytes: u64,
     loaded: usize,
     refused: usize,
+    /// The first refusal's reason, as `agents check` prints it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
     summary: Summary,
 }
 
@@ -27,6 +30,11 @@ fn ordinary(i: usize) -> String {
     format!(
         "---\nname: agent-{i}\ndescription: Use this agent when the user asks for a review of module {i}. Examples: <example>Context: a change landed.</example>\ntools: Read, Grep, Glob, Bash\nmodel: inherit # same as the parent\ncolor: blue\n---\n\nYou are agent {i}. Review the module you are given and report each finding with its file\npath and line. Do not change any file.\n"
     )
+}
+
+/// 200 KB of nested `[` in a description: the file that stalled every command for 47 s.
+fn nested_brackets() -> Vec<u8> {
+    format!("---\nname: x\ndescription: {}\n---\n", "[".repeat(200_000)).into_bytes()
 }
 
 /// The hostile kinds, in the order [`hostile`] cycles through them.
@@ -149,6 +157,7 @@ fn measure(name: &str, dir: &tempfile::TempDir, files: usize, bytes: u64, runs: 
         bytes,
         loaded: first.len(),
         refused: first.errors().len(),
+        reason: first.errors().first().map(|e| e.reason.clone()),
         summary: summarize(&samples),
     }
 }
@@ -180,10 +189,28 @@ pub fn run(args: &LoaderArgs) -> Result<()> {
     ));
     drop(dir);
 
-    let mut singles: Vec<(String, Vec<u8>)> = vec![(
-        "200 KB of `[` (the reported stall)".to_string(),
-        format!("---\nname: x\ndescription: {}\n---\n", "[".repeat(200_000)).into_bytes(),
-    )];
+    // The reported stall: 200 KB of nested brackets beside a good file. The bad one must be
+    // refused and the good one loaded.
+    let (dir, files, bytes) = workspace(
+        [
+            ("good.md".to_string(), ordinary(0).into_bytes()),
+            ("nested.md".to_string(), nested_brackets()),
+        ]
+        .into_iter(),
+    )?;
+    let case = measure("200 KB of `[` beside a good file", &dir, files, bytes, runs);
+    if case.loaded != 1 || case.refused != 1 {
+        bail!(
+            "200 KB of `[` beside a good file: {} loaded, {} refused (want 1 and 1)",
+            case.loaded,
+            case.refused
+        );
+    }
+    cases.push(case);
+    drop(dir);
+
+    let mut singles: Vec<(String, Vec<u8>)> =
+        vec![("one file: 200 KB of `[`".to_string(), nested_brackets())];
     for (kind, name) in KINDS.iter().enumerate() {
         singles.push((format!("one file: {name}"), hostile(kind, &mut rng)));
     }
@@ -204,6 +231,10 @@ pub fn run(args: &LoaderArgs) -> Result<()> {
             "  {:<38} {:>6} files {:>10} bytes  loaded {:>6}  refused {:>6}  median {:9.2} ms  max {:9.2} ms",
             c.name, c.files, c.bytes, c.loaded, c.refused, c.summary.median_ms, c.summary.max_ms
         );
+        if let Some(reason) = &c.reason {
+            let short: String = reason.chars().take(160).collect();
+            println!("  {:<38} first refusal: {short}", "");
+        }
     }
     let path = args
         .json
