@@ -1,29 +1,48 @@
 #!/usr/bin/env bash
-# Run every cargo-fuzz target under fuzz/ for SECONDS each (default 60), starting from the
-# seed corpus in fuzz/seeds/<target>/ (never modified) and a working corpus under
-# fuzz/corpus/<target>/. Exits non-zero when any target finds a crash, a timeout (an input
-# that takes longer than FUZZ_TIMEOUT seconds, default 2) or an out-of-memory; the input
-# that did it is left in fuzz/artifacts/<target>/.
+# Run cargo-fuzz targets under fuzz/ for SECONDS each (default 60), starting from the seed
+# corpus in fuzz/seeds/<target>/ (never modified) and a working corpus under
+# fuzz/corpus/<target>/. With target names after SECONDS, only those run; else every target.
+# Exits non-zero when any target finds a crash, a timeout (an input that takes longer than
+# FUZZ_TIMEOUT seconds, default 2) or an out-of-memory; the input that did it is left in
+# fuzz/artifacts/<target>/. Each target's log is kept in fuzz/target/logs/<target>.log, and
+# the last lines print executions and coverage (cov, ft) per target.
 #
 # Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
+#
+#   scripts/fuzz.sh 600 frontmatter      # one target for 10 minutes
+#   scripts/fuzz.sh 30                   # every target for 30 s (CI)
 set -u
 seconds="${1:-60}"
+shift || true
 timeout="${FUZZ_TIMEOUT:-2}"
 cd "$(dirname "$0")/../fuzz" || exit 2
 
 # Start from the main workspace's dependency versions.
 [ -f Cargo.lock ] || cp ../Cargo.lock Cargo.lock
-targets=$(cargo +nightly fuzz list) || exit 2
+if [ "$#" -gt 0 ]; then
+    targets="$*"
+else
+    targets=$(cargo +nightly fuzz list) || exit 2
+fi
+mkdir -p target/logs
 failed=()
+summary=()
 for t in $targets; do
     mkdir -p "corpus/$t" "seeds/$t"
     echo "== fuzz target $t for ${seconds}s"
-    if ! cargo +nightly fuzz run "$t" "corpus/$t" "seeds/$t" -- \
+    log="target/logs/$t.log"
+    # The log keeps libFuzzer's progress lines (#N NEW/REDUCE/pulse); the screen gets the rest.
+    cargo +nightly fuzz run "$t" "corpus/$t" "seeds/$t" -- \
         -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=2048 \
-        -max_len=131072 -print_final_stats=1; then
-        failed+=("$t")
-    fi
+        -max_len=131072 -print_final_stats=1 >"$log" 2>&1
+    rc=$?
+    grep -v '^#[0-9]' "$log"
+    [ "$rc" -eq 0 ] || failed+=("$t")
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
+    summary+=("$t: ${runs:-?} executions in ${seconds}s, ${cov:-no coverage line}")
 done
+printf 'fuzz: %s\n' "${summary[@]}"
 if [ "${#failed[@]}" -gt 0 ]; then
     echo "fuzz: crashes in: ${failed[*]} (inputs in fuzz/artifacts/)" >&2
     exit 1

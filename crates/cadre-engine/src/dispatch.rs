@@ -136,27 +136,9 @@ impl<'a> Dispatcher<'a> {
             Ok(t) => t.clone(),
             Err(msg) => return self.finish(call, &call.name, ToolOutput::error(msg), None),
         };
-        let raw = if call.arguments.trim().is_empty() {
-            "{}"
-        } else {
-            call.arguments.as_str()
-        };
-        let args: serde_json::Value = match serde_json::from_str(raw) {
-            Ok(v @ serde_json::Value::Object(_)) => v,
-            Ok(_) => {
-                let msg = format!(
-                    "invalid arguments for {}: expected a JSON object",
-                    call.name
-                );
-                return self.finish(call, &call.name, ToolOutput::error(msg), None);
-            }
-            Err(e) => {
-                let msg = format!(
-                    "invalid JSON in the arguments for {}: {e}. Send the arguments as one JSON object.",
-                    call.name
-                );
-                return self.finish(call, &call.name, ToolOutput::error(msg), None);
-            }
+        let args = match cadre_tools::decode_arguments(&call.name, &call.arguments) {
+            Ok(v) => v,
+            Err(msg) => return self.finish(call, &call.name, ToolOutput::error(msg), None),
         };
         let mut info = ToolCallInfo {
             call_id: call.id.clone(),

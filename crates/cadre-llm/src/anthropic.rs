@@ -140,9 +140,9 @@ impl Provider for AnthropicProvider {
 }
 
 /// Decoding and error mapping for the Anthropic protocol.
-struct AnthropicWire {
-    provider: String,
-    auth_hint: String,
+pub(crate) struct AnthropicWire {
+    pub(crate) provider: String,
+    pub(crate) auth_hint: String,
 }
 
 impl Wire for AnthropicWire {

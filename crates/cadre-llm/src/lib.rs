@@ -6,6 +6,8 @@
 mod cache;
 mod context_window;
 mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod http;
 mod json;
 pub mod pricing;

@@ -154,9 +154,9 @@ impl Provider for OpenAiProvider {
 }
 
 /// Decoding and error mapping for the OpenAI protocol.
-struct OpenAiWire {
-    provider: String,
-    auth_hint: String,
+pub(crate) struct OpenAiWire {
+    pub(crate) provider: String,
+    pub(crate) auth_hint: String,
 }
 
 impl Wire for OpenAiWire {

@@ -139,7 +139,7 @@ pub(crate) enum RpcId {
 
 impl RpcId {
     /// The id's JSON text.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn as_json(&self) -> &str {
         match self {
             RpcId::Null => "null",

@@ -10,6 +10,8 @@
 
 pub mod a2a;
 pub mod client;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod jsonrpc;
 pub mod server;
 mod time;

@@ -26,7 +26,7 @@ pub use read_capped::{CappedReadError, read_capped, read_to_string_capped};
 pub use registry::{ToolRegistry, network_refusal};
 pub use secret_env::{DEFAULT_SECRET_VARS, SecretEnv};
 pub use subject::PermissionSubject;
-pub use tool::{Tool, ToolError, ToolOutput, parse_args};
+pub use tool::{Tool, ToolError, ToolOutput, decode_arguments, parse_args};
 pub use workspace::{
     AccessPolicy, EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, PathError,
     Workspace, Written,

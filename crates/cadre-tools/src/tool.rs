@@ -128,6 +128,21 @@ pub trait Tool: Send + Sync {
     ) -> Result<ToolOutput, ToolError>;
 }
 
+/// The arguments of a call to `tool` from their raw text as the model sent it: a JSON
+/// object (blank text means `{}`), or the message that tells the model what was wrong.
+pub fn decode_arguments(tool: &str, raw: &str) -> Result<serde_json::Value, String> {
+    let raw = if raw.trim().is_empty() { "{}" } else { raw };
+    match serde_json::from_str(raw) {
+        Ok(v @ serde_json::Value::Object(_)) => Ok(v),
+        Ok(_) => Err(format!(
+            "invalid arguments for {tool}: expected a JSON object"
+        )),
+        Err(e) => Err(format!(
+            "invalid JSON in the arguments for {tool}: {e}. Send the arguments as one JSON object."
+        )),
+    }
+}
+
 /// Parse tool arguments into a typed struct, mapping failures to [`ToolError::InvalidArgs`].
 pub fn parse_args<T: serde::de::DeserializeOwned>(args: serde_json::Value) -> Result<T, ToolError> {
     serde_json::from_value(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))

@@ -1,0 +1,43 @@
+//! `cadre serve`'s JSON-RPC request parser: any body gives a request or an error object,
+//! never a panic; the answer is JSON-RPC 2.0 and carries the caller's id verbatim; a send's
+//! params decode or are refused.
+#![no_main]
+
+use cadre_remote::fuzzing::{Outcome, parse_request};
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+fuzz_target!(|data: &[u8]| {
+    let outcome = parse_request(data).unwrap_or_else(|e| panic!("answer not encodable: {e}"));
+    let (id, answer) = match &outcome {
+        Outcome::Request {
+            id,
+            method,
+            params,
+            answer,
+        } => {
+            assert!(params.is_object(), "params {params:?} is not an object");
+            if matches!(
+                method.as_str(),
+                "SendMessage" | "message/send" | "SendStreamingMessage" | "message/stream"
+            ) {
+                let _ = cadre_remote::a2a::parse::send_params(params);
+            }
+            (id, answer)
+        }
+        Outcome::Rejected { id, code, answer } => {
+            assert!((-32768..=-32000).contains(code), "code {code}");
+            if serde_json::from_slice::<serde::de::IgnoredAny>(data).is_err() {
+                assert_eq!(*code, -32700, "invalid JSON must be a parse error");
+            }
+            (id, answer)
+        }
+    };
+    let reply: Value = serde_json::from_str(answer).unwrap_or_else(|e| panic!("{answer}: {e}"));
+    assert_eq!(reply["jsonrpc"], "2.0");
+    let id = id.as_deref().unwrap_or("null");
+    assert!(
+        answer.contains(&format!("\"id\":{id}")),
+        "answer {answer} does not carry the id {id} verbatim"
+    );
+});
