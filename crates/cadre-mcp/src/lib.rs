@@ -3,11 +3,13 @@
 //! As a client: MCP servers configured in `.mcp.json` (Claude Code's format) or
 //! `[mcp_servers.NAME]` (Codex's format) become [`McpServers`], whose tools are ordinary
 //! [`cadre_tools::Tool`]s named `mcp__<server>__<tool>`, so approvals, permission rules and
-//! narrowing treat them like any other tool.
+//! narrowing treat them like any other tool. [`AgentServerPool`] starts the servers
+//! sub-agents' definitions declare (`mcpServers`) for their children only.
 //!
 //! As a server (`cadre mcp serve`): [`McpSession`] offers the runtime's delegation tools to
 //! an MCP client over stdio ([`serve_stdio`]) or streamable HTTP ([`http_router`]).
 
+mod agent_servers;
 mod cache;
 mod config;
 mod connection;
@@ -18,6 +20,7 @@ mod server;
 mod servers;
 mod tool;
 
+pub use agent_servers::AgentServerPool;
 pub use cache::CACHE_DIR;
 pub use config::{
     ConfigError, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerConfig, ServerEntry, Startup,

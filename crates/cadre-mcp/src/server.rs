@@ -14,6 +14,7 @@ use rmcp::model::{
 use rmcp::service::PeerRequestOptions;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -108,6 +109,9 @@ pub struct McpServer {
     offer: std::sync::Mutex<Option<Offer>>,
     /// Where that is kept between sessions.
     cache: Option<PathBuf>,
+    /// For a server of sub-agents' definitions: how many children hold it. It starts only
+    /// while one does, so a tool that outlived them cannot bring it back.
+    holders: Option<Arc<AtomicUsize>>,
 }
 
 impl std::fmt::Debug for McpServer {
@@ -132,6 +136,26 @@ impl McpServer {
         cache: Option<PathBuf>,
         launcher: Option<Arc<cadre_sandbox::Launcher>>,
     ) -> Arc<Self> {
+        Self::build(cfg, cache, launcher, None)
+    }
+
+    /// As [`with_cache`](Self::with_cache), for a server that may start only while
+    /// `holders` is above zero.
+    pub(crate) fn held(
+        cfg: ServerConfig,
+        cache: Option<PathBuf>,
+        launcher: Option<Arc<cadre_sandbox::Launcher>>,
+        holders: Arc<AtomicUsize>,
+    ) -> Arc<Self> {
+        Self::build(cfg, cache, launcher, Some(holders))
+    }
+
+    fn build(
+        cfg: ServerConfig,
+        cache: Option<PathBuf>,
+        launcher: Option<Arc<cadre_sandbox::Launcher>>,
+        holders: Option<Arc<AtomicUsize>>,
+    ) -> Arc<Self> {
         let offer = cache.as_deref().and_then(crate::cache::load);
         let sandbox = match (&cfg.sandbox, launcher) {
             (Some(policy), Some(l)) => {
@@ -152,6 +176,7 @@ impl McpServer {
             inner: Mutex::new(Inner { state, conn: None }),
             offer: std::sync::Mutex::new(offer),
             cache,
+            holders,
         })
     }
 
@@ -229,6 +254,16 @@ impl McpServer {
                 ));
             }
             _ => {}
+        }
+        if self
+            .holders
+            .as_ref()
+            .is_some_and(|h| h.load(Ordering::SeqCst) == 0)
+        {
+            return Err(format!(
+                "MCP server {} is stopped: the sub-agents it was declared for have ended",
+                self.cfg.name
+            ));
         }
         let retrying = matches!(inner.state, ServerState::Failed { .. });
         match self.open().await {

@@ -95,6 +95,31 @@ impl AgentPermissions {
     }
 }
 
+/// One entry of a definition's `mcpServers`, in Claude Code's form: the name of a configured
+/// server, or a server of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentMcpServer {
+    /// A server of the configuration (`.mcp.json`, `[mcp_servers.NAME]`), by name.
+    Named(String),
+    /// A server declared in the definition: its name and its entry as written (the keys of
+    /// a `.mcp.json` entry; checked when a child of the definition starts).
+    Inline {
+        /// The server's name (its tools are `mcp__<name>__<tool>`).
+        name: String,
+        /// The entry, as JSON.
+        entry: serde_json::Value,
+    },
+}
+
+impl AgentMcpServer {
+    /// The server's name.
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Named(n) | Self::Inline { name: n, .. } => n,
+        }
+    }
+}
+
 /// Where a definition came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DefinitionSource {
@@ -178,6 +203,8 @@ pub struct AgentDefinition {
     pub primary: bool,
     /// Run every child of it in its own git worktree (`isolation: worktree`).
     pub isolation: Option<crate::Isolation>,
+    /// MCP servers of its own (`mcpServers`): started for its children, offered to them only.
+    pub mcp_servers: Vec<AgentMcpServer>,
     /// Where it came from.
     pub source: DefinitionSource,
     /// The factory, for `DefinitionSource::Factory` entries.
@@ -201,6 +228,7 @@ impl std::fmt::Debug for AgentDefinition {
             .field("sandbox", &self.sandbox)
             .field("permissions", &self.permissions)
             .field("isolation", &self.isolation)
+            .field("mcp_servers", &self.mcp_servers)
             .field("source", &self.source)
             .finish_non_exhaustive()
     }
@@ -240,6 +268,7 @@ impl AgentDefinition {
             permissions: AgentPermissions::default(),
             primary: false,
             isolation: None,
+            mcp_servers: Vec::new(),
             source: DefinitionSource::Code,
             factory: None,
             warnings: Vec::new(),

@@ -2,7 +2,7 @@
 //! (cadre, Claude Code, harness9, the Java seed, OpenCode, Gemini CLI, and Codex roles once
 //! read from TOML), their value shapes, and the validation rules that make a file broken.
 
-use crate::definition::{MAX_OFFERED_DESCRIPTION, RequestedMode};
+use crate::definition::{AgentMcpServer, MAX_OFFERED_DESCRIPTION, RequestedMode};
 use crate::frontmatter::{self, boolean, positive_int, scalar_text, show, string_list};
 use crate::loader::{DirKind, FileFormat};
 use crate::model_spec::{ModelDialect, resolve_model};
@@ -59,6 +59,7 @@ enum Key {
     ProtectedPaths,
     Sandbox,
     Isolation,
+    McpServers,
 }
 
 /// Every accepted key spelling.
@@ -94,6 +95,8 @@ const KEYS: &[(&str, Key)] = &[
     ("protected_paths", Key::ProtectedPaths),
     ("sandbox", Key::Sandbox),
     ("isolation", Key::Isolation),
+    ("mcpServers", Key::McpServers),
+    ("mcp_servers", Key::McpServers),
 ];
 
 /// Keys other tools write that change nothing in cadre: accepted without a word.
@@ -102,10 +105,6 @@ const SILENT_KEYS: &[&str] = &["color", "nickname_candidates", "hidden"];
 /// Keys with a behaviour cadre does not reproduce: accepted, with a warning saying what
 /// applies instead.
 const UNSUPPORTED_KEYS: &[(&str, &str)] = &[
-    (
-        "mcpServers",
-        "the child gets the parent's MCP tools, narrowed by `tools`",
-    ),
     ("hooks", "the parent's hooks apply"),
     ("memory", "cadre keeps no per-agent memory"),
     ("background", "the caller chooses foreground or background"),
@@ -507,6 +506,9 @@ pub(crate) fn definition_from(
         def.sandbox =
             Some(serde_yaml_ng::from_value(v.clone()).map_err(|e| format!("`{k}`: {e}"))?);
     }
+    if let Some((k, v)) = get(Key::McpServers) {
+        def.mcp_servers = mcp_servers(k, v)?;
+    }
     if let Some((k, v)) = get(Key::Mode) {
         match as_text(k, v)?.trim() {
             "subagent" | "all" => {}
@@ -613,10 +615,121 @@ pub(crate) fn definition_from(
     Ok(def)
 }
 
+/// `mcpServers`: a list whose items name a configured server (`- github`) or declare servers
+/// (`- name: {command: ...}`), or a mapping of declared servers. Only the shape is checked
+/// here; an entry's keys are checked when a child starts (a bad entry is a warning then).
+fn mcp_servers(key: &str, value: &Value) -> Result<Vec<AgentMcpServer>, String> {
+    fn declared(key: &str, map: &Mapping, out: &mut Vec<AgentMcpServer>) -> Result<(), String> {
+        for (name, entry) in map {
+            let name = scalar_text(name)
+                .filter(|n| !n.trim().is_empty())
+                .ok_or_else(|| {
+                    format!("`{key}`: a server name must be text, found {}", show(name))
+                })?;
+            if !entry.is_mapping() {
+                return Err(format!(
+                    "`{key}`: server {name} must be a mapping of its settings (command, args, env or type, url, headers), found {}",
+                    show(entry)
+                ));
+            }
+            let entry =
+                serde_json::to_value(entry).map_err(|e| format!("`{key}`: server {name}: {e}"))?;
+            out.push(AgentMcpServer::Inline { name, entry });
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    match value {
+        Value::Null => {}
+        Value::Mapping(map) => declared(key, map, &mut out)?,
+        Value::Sequence(items) => {
+            for item in items {
+                match item {
+                    Value::Mapping(map) => declared(key, map, &mut out)?,
+                    other => match scalar_text(other).filter(|n| !n.trim().is_empty()) {
+                        Some(name) => out.push(AgentMcpServer::Named(name.trim().to_string())),
+                        None => {
+                            return Err(format!(
+                                "`{key}`: an item must name a configured server or declare one, found {}",
+                                show(other)
+                            ));
+                        }
+                    },
+                }
+            }
+        }
+        other => {
+            return Err(format!(
+                "`{key}` must be a list of server names or servers, found {}",
+                show(other)
+            ));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for s in &out {
+        if !seen.insert(s.name().to_string()) {
+            return Err(format!("`{key}`: server {} is listed twice", s.name()));
+        }
+    }
+    Ok(out)
+}
+
 /// Every per-agent rule must be one cadre can apply.
 fn check_rules(def: &AgentDefinition) -> Result<(), String> {
     let p = &def.permissions;
     cadre_engine::PermissionRules::parse(&p.only, &p.deny, &p.ask)
         .map(|_| ())
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(front: &str) -> Result<AgentDefinition, String> {
+        let aliases = HashMap::new();
+        let cx = ParseContext {
+            kind: DirKind::Claude,
+            workspace: None,
+            aliases: &aliases,
+            extra_tools: &[],
+            providers: None,
+        };
+        let text = format!("---\nname: a\ndescription: d\n{front}\n---\nBody.\n");
+        parse_definition(Path::new("a.md"), &text, &cx)
+    }
+
+    #[test]
+    fn mcp_servers_name_configured_servers_or_declare_their_own() {
+        let d = parse(
+            "mcpServers:\n  - github\n  - mine:\n      command: npx\n      args: [\"-y\", \"srv\"]\n",
+        )
+        .unwrap();
+        assert_eq!(
+            d.mcp_servers,
+            [
+                AgentMcpServer::Named("github".into()),
+                AgentMcpServer::Inline {
+                    name: "mine".into(),
+                    entry: serde_json::json!({"command": "npx", "args": ["-y", "srv"]}),
+                },
+            ]
+        );
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        let d = parse("mcpServers:\n  web:\n    type: http\n    url: http://h/mcp\n").unwrap();
+        assert_eq!(d.mcp_servers[0].name(), "web");
+    }
+
+    #[test]
+    fn mcp_servers_of_the_wrong_shape_are_errors() {
+        for (front, says) in [
+            ("mcpServers: github", "must be a list"),
+            ("mcpServers:\n  - 5\n  - [x]", "an item must name"),
+            ("mcpServers:\n  - mine: npx", "must be a mapping"),
+            ("mcpServers:\n  - a\n  - a", "listed twice"),
+        ] {
+            let e = parse(front).unwrap_err();
+            assert!(e.contains(says), "{front}: {e}");
+        }
+    }
 }

@@ -4,6 +4,7 @@
 //! tools) that expose it to a parent model as ordinary tools.
 
 pub mod agent_policy;
+mod agent_servers;
 pub mod agent_tools;
 mod child_job;
 mod child_setup;
@@ -35,12 +36,13 @@ pub mod tool_names;
 mod tracker;
 pub mod worktree;
 
+pub use agent_servers::{AgentServers, ServerLease, ServerRequest};
 pub use child_setup::{SetupError, WorkspacePlan, child_prompt, child_prompt_with, plan_workspace};
 pub use context_ext::{SubagentContext, delivery_message, section, status_message};
 pub use definition::{
-    AgentDefinition, AgentFactory, AgentPermissions, DefinitionSource, FactoryInput,
-    MAX_OFFERED_DESCRIPTION, RemoteProtocol, RemoteSpec, RequestedMode, WorkspaceMode,
-    WorkspaceSpec,
+    AgentDefinition, AgentFactory, AgentMcpServer, AgentPermissions, DefinitionSource,
+    FactoryInput, MAX_OFFERED_DESCRIPTION, RemoteProtocol, RemoteSpec, RequestedMode,
+    WorkspaceMode, WorkspaceSpec,
 };
 pub use definition_file::{ParseContext, is_valid_name, normalise_name, parse_definition};
 pub use guard::DelegationGuard;

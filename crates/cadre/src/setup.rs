@@ -161,6 +161,15 @@ impl Setup {
             extra.register(t);
         }
         add_web_tools(&mut extra, &config.tools);
+        // Servers sub-agents' definitions declare start for their children only, and share
+        // the configured ones' connections.
+        let agent_servers: Arc<dyn cadre_subagents::AgentServers> =
+            Arc::new(cadre_mcp::AgentServerPool::new(
+                mcp.clone(),
+                &ws,
+                config.secret_env(),
+                Some(sandbox.launcher.clone()),
+            ));
         b = b.extra_tools(extra.iter().cloned());
         let store = open_store(&ws, &config.store).await?;
         let maintenance = cadre_store::start_maintenance(
@@ -187,6 +196,7 @@ impl Setup {
             rc.max_depth = sub.max_depth.unwrap_or(3);
             rc.max_concurrent = sub.max_concurrent.unwrap_or(16).max(min_concurrent);
             rc.remote = Some(remote);
+            rc.agent_servers = Some(agent_servers);
             rc.default_max_turns = sub.max_turns.unwrap_or(10);
             rc.background_approvals = match sub.background_approvals {
                 Some(BackgroundApprovalsName::Escalate) => BackgroundApprovals::Escalate,

@@ -6,11 +6,12 @@
 use super::SubagentRuntime;
 use super::{BuiltKey, Child, ChildPlan, ChildRunner, Decided, Inherited, Parent, SpawnError};
 use crate::DELEGATION_TOOLS;
+use crate::ServerLease;
 use crate::agent_policy::child_policy;
 use crate::child_setup::{SetupError, child_prompt_with, plan_workspace};
 use crate::definition::{AgentDefinition, DefinitionSource, FactoryInput};
 use crate::guard::DelegationGuard;
-use crate::narrowing::child_grant;
+use crate::narrowing::{child_grant, narrow_names};
 use cadre_engine::{Agent, Limits, Offloader, PermissionPolicy, Session, SessionMeta};
 use cadre_llm::ResolvedModel;
 use cadre_sandbox::SandboxPolicy;
@@ -23,8 +24,14 @@ use tokio_util::sync::CancellationToken;
 
 impl SubagentRuntime {
     /// Check the depth cap for a child of `parent`, and decide whether it may delegate and
-    /// which tools it may call: always a subset of what the parent may call.
-    fn decide(&self, def: &AgentDefinition, parent: &Parent) -> Result<Decided, SpawnError> {
+    /// which tools it may call: a subset of what the parent may call, plus the tools of its
+    /// definition's own MCP servers (`own`) that the definition's lists let through.
+    fn decide(
+        &self,
+        def: &AgentDefinition,
+        parent: &Parent,
+        own: Option<&ServerLease>,
+    ) -> Result<Decided, SpawnError> {
         let depth = parent.run.depth + 1;
         if depth > self.cfg.max_depth {
             return Err(SpawnError::DepthExceeded(self.cfg.max_depth));
@@ -37,13 +44,18 @@ impl SubagentRuntime {
             });
         }
         let may_delegate = def.can_delegate && depth < self.cfg.max_depth;
-        let grant = child_grant(
+        let mut grant = child_grant(
             &parent.callable(),
             def.tools.as_deref(),
             &def.disallowed_tools,
             DELEGATION_TOOLS,
             may_delegate,
         );
+        for t in own_tools(def, own) {
+            if !grant.iter().any(|g| g == t.name()) {
+                grant.push(t.name().to_string());
+            }
+        }
         Ok(Decided {
             may_delegate,
             grant: ToolGrant::only(grant),
@@ -91,11 +103,16 @@ impl SubagentRuntime {
         parent: &Parent,
         decided: &Decided,
         inherited: &Arc<Inherited>,
+        own: Option<&ServerLease>,
     ) -> ToolRegistry {
         let grant = &decided.grant;
         let mut tools = parent
             .tools
             .filtered(|t| grant.allows(t.name()) && !DELEGATION_TOOLS.contains(&t.name()));
+        // The definition's own servers' tools replace inherited ones of the same name.
+        for t in own_tools(def, own) {
+            tools.register(t.clone());
+        }
         if decided.may_delegate {
             for t in self.delegation_tools_for(inherited).iter() {
                 if grant.allows(t.name()) {
@@ -147,6 +164,7 @@ impl SubagentRuntime {
         parent: &Parent,
         decided: &Decided,
         root: Option<&Path>,
+        own: Option<&ServerLease>,
     ) -> Result<(Agent, PathBuf, SandboxPolicy), SpawnError> {
         let mut plan = plan_workspace(def, &self.cfg.main_workspace)?;
         if let Some(root) = root {
@@ -162,7 +180,7 @@ impl SubagentRuntime {
             limits: self.limits_of(def, parent),
             sandbox: sandbox.clone(),
         });
-        let mut tools = self.tools_of(def, parent, decided, &inherited);
+        let mut tools = self.tools_of(def, parent, decided, &inherited, own);
         if sandbox.denies_network() {
             tools.withhold_network(sandbox.mode.as_str());
         }
@@ -223,11 +241,14 @@ impl SubagentRuntime {
         parent: &Parent,
         decided: &Decided,
         root: Option<&Path>,
+        own: Option<&ServerLease>,
     ) -> Result<(Agent, Arc<Workspace>), SpawnError> {
         // A delegating agent holds the delegation tools, which hold the runtime: caching it
         // here would make a cycle that keeps the runtime alive after its owner drops it. A
-        // child in its own worktree has a root nobody else has.
-        let cacheable = def.factory.is_none() && !decided.may_delegate && root.is_none();
+        // child in its own worktree has a root nobody else has. One with servers of its own
+        // has tools made for it.
+        let cacheable =
+            def.factory.is_none() && !decided.may_delegate && root.is_none() && own.is_none();
         let key = cacheable.then(|| BuiltKey {
             agent: def.name.clone(),
             parent_depth: parent.run.depth,
@@ -251,7 +272,7 @@ impl SubagentRuntime {
         {
             return Ok((agent.clone(), ws.clone()));
         }
-        let (built, root, sandbox) = self.prepare(def, parent, decided, root)?;
+        let (built, root, sandbox) = self.prepare(def, parent, decided, root, own)?;
         let workspace = Arc::new(
             Workspace::new(&root)
                 .map_err(|e| {
@@ -319,19 +340,32 @@ impl SubagentRuntime {
     /// Create a child of `agent` for `parent`: its agent, workspace and a fresh `sub-<uuid>`
     /// session, ready to take messages with [`start`](Self::start).
     pub fn create_child(&self, agent: &str, parent: &Parent) -> Result<Child, SpawnError> {
-        self.build_child(agent, parent, None)
+        self.build_child(agent, parent, None, None)
+    }
+
+    /// [`create_child`](Self::create_child), with the MCP servers its definition declares
+    /// (`mcpServers`) started for it (shared where they already run) and held while the
+    /// child exists.
+    pub async fn open_child(&self, agent: &str, parent: &Parent) -> Result<Child, SpawnError> {
+        let own = self.own_servers(agent, parent).await;
+        self.build_child(agent, parent, None, own)
     }
 
     /// Check that a child of `agent` can be made for `parent` (the agent exists, the depth
     /// cap allows it, its model resolves, a remote agent has an executor) and give it its
     /// session id and its tool grant, without building it: the errors a caller must see at
     /// once, at the cost of a few strings.
-    pub(crate) fn plan_child(&self, agent: &str, parent: &Parent) -> Result<ChildPlan, SpawnError> {
+    pub(crate) fn plan_child(
+        &self,
+        agent: &str,
+        parent: &Parent,
+        own: Option<Arc<ServerLease>>,
+    ) -> Result<ChildPlan, SpawnError> {
         let def = self
             .registry
             .get(agent)
             .ok_or_else(|| SpawnError::UnknownAgent(agent.to_string()))?;
-        let decided = self.decide(def, parent)?;
+        let decided = self.decide(def, parent, own.as_deref())?;
         let model = match &def.remote {
             Some(spec) => {
                 if self.cfg.remote.is_none() {
@@ -350,6 +384,7 @@ impl SubagentRuntime {
             decided,
             parent: parent.clone(),
             worktree: None,
+            own_servers: own,
         })
     }
 
@@ -363,10 +398,10 @@ impl SubagentRuntime {
         self.build(
             &plan.agent,
             &plan.parent,
-            Some(plan.decided.clone()),
+            Some((plan.decided.clone(), plan.session_id.clone())),
             None,
-            Some(plan.session_id.clone()),
             root,
+            plan.own_servers.clone(),
         )
     }
 
@@ -377,6 +412,7 @@ impl SubagentRuntime {
         agent: &str,
         parent: &Parent,
         resume: Option<&str>,
+        own: Option<Arc<ServerLease>>,
     ) -> Result<Child, SpawnError> {
         if let Some(def) = self.registry.get(agent)
             && def.isolation.is_some()
@@ -386,26 +422,27 @@ impl SubagentRuntime {
                  task: start it with `task`, not as a live child"
             )));
         }
-        self.build(agent, parent, None, resume, None, None)
+        self.build(agent, parent, None, resume, None, own)
     }
 
-    /// Build a child; `decided` is what its plan decided, if it was planned.
+    /// Build a child; `planned` is what its plan decided and the session id it gave it, if
+    /// it was planned.
     fn build(
         &self,
         agent: &str,
         parent: &Parent,
-        decided: Option<Decided>,
+        planned: Option<(Decided, String)>,
         resume: Option<&str>,
-        fresh_id: Option<String>,
         root: Option<&Path>,
+        own: Option<Arc<ServerLease>>,
     ) -> Result<Child, SpawnError> {
         let def = self
             .registry
             .get(agent)
             .ok_or_else(|| SpawnError::UnknownAgent(agent.to_string()))?;
-        let decided = match decided {
-            Some(d) => d,
-            None => self.decide(def, parent)?,
+        let (decided, fresh_id) = match planned {
+            Some((d, id)) => (d, Some(id)),
+            None => (self.decide(def, parent, own.as_deref())?, None),
         };
         let (runner, model) = match &def.remote {
             Some(spec) => {
@@ -422,7 +459,8 @@ impl SubagentRuntime {
                 (runner, format!("remote:{}", spec.url))
             }
             None => {
-                let (agent, workspace) = self.local_agent(def, parent, &decided, root)?;
+                let (agent, workspace) =
+                    self.local_agent(def, parent, &decided, root, own.as_deref())?;
                 let model = agent.config().model.spec.clone();
                 (ChildRunner::Local { agent, workspace }, model)
             }
@@ -462,6 +500,29 @@ impl SubagentRuntime {
             session: Arc::new(tokio::sync::Mutex::new(session)),
             depth: parent.run.depth + 1,
             grant: decided.grant,
+            own_servers: own,
         })
     }
+}
+
+/// The tools of `def`'s own MCP servers that its `tools` / `disallowedTools` let through
+/// (the same rule as for inherited tools).
+fn own_tools<'a>(
+    def: &AgentDefinition,
+    own: Option<&'a ServerLease>,
+) -> impl Iterator<Item = &'a Arc<dyn cadre_tools::Tool>> {
+    let tools = own.map(|l| l.tools.as_slice()).unwrap_or_default();
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    let kept: Vec<String> = narrow_names(
+        &names,
+        def.tools.as_deref(),
+        &def.disallowed_tools,
+        DELEGATION_TOOLS,
+    )
+    .into_iter()
+    .map(str::to_string)
+    .collect();
+    tools
+        .iter()
+        .filter(move |t| kept.iter().any(|k| k == t.name()))
 }

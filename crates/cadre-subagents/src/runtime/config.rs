@@ -115,6 +115,9 @@ pub struct RuntimeConfig {
     /// Results above this many bytes reach the parent as a head and a file under
     /// `.cadre/results/` (default 32 KiB).
     pub max_result_bytes: usize,
+    /// Starts the MCP servers definitions declare (`mcpServers`) for their children (none:
+    /// such declarations are a warning and the children get none).
+    pub agent_servers: Option<Arc<dyn crate::AgentServers>>,
 }
 
 impl RuntimeConfig {
@@ -148,6 +151,7 @@ impl RuntimeConfig {
             sandbox: None,
             compaction: None,
             max_result_bytes: crate::results::DEFAULT_MAX_RESULT_BYTES,
+            agent_servers: None,
         }
     }
 

@@ -5,6 +5,7 @@
 
 mod build;
 mod config;
+mod servers;
 mod types;
 
 pub use config::{BackgroundApprovals, RuntimeConfig, SandboxSettings, ToolSurface};
@@ -378,7 +379,8 @@ impl SubagentRuntime {
     /// Start a one-off child (the `task` tool). It is checked now and built when it gets a
     /// slot; it runs in its own task, and foreground callers wait with [`wait`](Self::wait).
     pub async fn spawn(&self, req: SpawnRequest, parent: &Parent) -> Result<Started, SpawnError> {
-        let mut plan = self.plan_child(&req.agent, parent)?;
+        let own = self.own_servers(&req.agent, parent).await;
+        let mut plan = self.plan_child(&req.agent, parent, own)?;
         let isolation = req
             .isolation
             .or_else(|| self.registry.get(&req.agent).and_then(|d| d.isolation));
@@ -595,7 +597,7 @@ impl SubagentRuntime {
         {
             return Err(SpawnError::LabelInUse(l.clone()));
         }
-        let child = self.create_child(agent, parent)?;
+        let child = self.open_child(agent, parent).await?;
         let key = format!("agent:{}:{}", child.name, uuid::Uuid::new_v4());
         let live = LiveChild {
             key,
@@ -647,7 +649,8 @@ impl SubagentRuntime {
             return Ok(None);
         };
         let at = parent.at_depth(entry.depth.saturating_sub(1));
-        let child = self.build_child(&entry.agent_id, &at, Some(&entry.child_session_id))?;
+        let own = self.own_servers(&entry.agent_id, &at).await;
+        let child = self.build_child(&entry.agent_id, &at, Some(&entry.child_session_id), own)?;
         let live = LiveChild {
             key: entry.agent_key,
             agent_id: entry.agent_id,

@@ -203,6 +203,8 @@ pub struct Child {
     pub depth: u32,
     /// The tools its runs may call.
     pub grant: ToolGrant,
+    /// The MCP servers of its definition (`mcpServers`), held while the child exists.
+    pub own_servers: Option<Arc<crate::ServerLease>>,
 }
 
 /// What is decided about a child before it is built.
@@ -234,6 +236,8 @@ pub(crate) struct ChildPlan {
     pub parent: Parent,
     /// Where its worktree comes from, with `isolation: worktree`.
     pub worktree: Option<crate::worktree::WorktreeSpec>,
+    /// The MCP servers of its definition, held from the spawn on.
+    pub own_servers: Option<Arc<crate::ServerLease>>,
 }
 
 /// The child a task runs: built already (a live child taking a new message) or planned.

@@ -119,7 +119,7 @@ impl AccessPolicy {
     }
 
     /// Whether file tools may not write `abs` (a canonical path, `rel` below the root).
-    pub(crate) fn is_protected(&self, abs: &Path, rel: &Path) -> bool {
+    pub fn is_protected(&self, abs: &Path, rel: &Path) -> bool {
         self.protect
             && (rel.components().any(|c| is_one_of(c, PROTECTED_NAMES))
                 || self

@@ -1,0 +1,188 @@
+//! The MCP servers sub-agents' definitions declare (`mcpServers`, Claude Code's form): a
+//! configured server by name (the session's connection, shared with the parent), or a server
+//! of the definition's own, checked like a configured one (same keys, `${VAR}` expansion at
+//! start, cadre's secrets removed, its `sandbox`) and started for the children of that
+//! definition only. Children that declare the same server share one process; when the last
+//! of them ends, it is stopped, and it cannot be started again until another child holds it.
+
+use crate::config::{ServerConfig, ServerEntry};
+use crate::naming::server_part;
+use crate::server::McpServer;
+use crate::servers::McpServers;
+use crate::tool::tools_of;
+use async_trait::async_trait;
+use cadre_subagents::{AgentMcpServer, AgentServers, ServerLease, ServerRequest};
+use cadre_tools::SecretEnv;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// The servers of definitions, for every child of a session. Implements [`AgentServers`].
+pub struct AgentServerPool {
+    /// The session's configured servers, which named entries refer to.
+    configured: McpServers,
+    workspace: PathBuf,
+    secrets: SecretEnv,
+    launcher: Option<Arc<cadre_sandbox::Launcher>>,
+    /// Declared servers by name and entry as written; kept (with what they offered) after
+    /// their last holder ends, so the next child starts the same one.
+    declared: Mutex<HashMap<String, Declared>>,
+}
+
+impl std::fmt::Debug for AgentServerPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentServerPool").finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone)]
+struct Declared {
+    server: Arc<McpServer>,
+    holders: Arc<AtomicUsize>,
+}
+
+/// What one lease holds: its declared servers, each released when the lease drops.
+struct Hold(Vec<Declared>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        for d in self.0.drain(..) {
+            if d.holders.fetch_sub(1, Ordering::SeqCst) == 1 {
+                // The last child using it ended: its process goes now.
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    rt.spawn(async move { d.server.stop().await });
+                }
+            }
+        }
+    }
+}
+
+impl AgentServerPool {
+    /// A pool for a session whose configured servers are `configured`, in `workspace`;
+    /// declared stdio servers start without `secrets` and, with a `sandbox`, through
+    /// `launcher`, like configured ones.
+    pub fn new(
+        configured: McpServers,
+        workspace: impl Into<PathBuf>,
+        secrets: SecretEnv,
+        launcher: Option<Arc<cadre_sandbox::Launcher>>,
+    ) -> Self {
+        Self {
+            configured,
+            workspace: workspace.into(),
+            secrets,
+            launcher,
+            declared: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The declared server `name` of `request`'s definition, held once more; or the
+    /// configured one when it is the same server (same name, same transport).
+    fn hold_declared(
+        &self,
+        request: &ServerRequest<'_>,
+        name: &str,
+        entry: &serde_json::Value,
+        hold: &mut Hold,
+    ) -> Result<Arc<McpServer>, String> {
+        let origin = format!("agent {}, {}", request.agent, request.origin);
+        let parsed: ServerEntry = serde_json::from_value(entry.clone())
+            .map_err(|e| format!("skipped MCP server {name} ({origin}): {e}"))?;
+        let cfg = parsed
+            .resolve(name, &origin, &self.workspace)
+            .map_err(|e| format!("skipped {e}"))?;
+        let cfg = ServerConfig {
+            secrets: self.secrets.clone(),
+            ..cfg
+        };
+        if let Some(same) = self
+            .configured
+            .get(name)
+            .filter(|c| c.config().transport == cfg.transport && c.config().sandbox == cfg.sandbox)
+        {
+            return Ok(same.clone());
+        }
+        let key = format!("{name}\u{0}{entry}");
+        let mut declared = self.declared.lock().map_err(|_| "poisoned".to_string())?;
+        let d = declared
+            .entry(key)
+            .or_insert_with(|| {
+                let holders = Arc::new(AtomicUsize::new(0));
+                let cache = crate::cache::path(&self.workspace, &cfg);
+                Declared {
+                    server: McpServer::held(
+                        cfg,
+                        Some(cache),
+                        self.launcher.clone(),
+                        holders.clone(),
+                    ),
+                    holders,
+                }
+            })
+            .clone();
+        d.holders.fetch_add(1, Ordering::SeqCst);
+        hold.0.push(d.clone());
+        Ok(d.server)
+    }
+}
+
+#[async_trait]
+impl AgentServers for AgentServerPool {
+    async fn acquire(&self, request: ServerRequest<'_>) -> ServerLease {
+        let mut tools = Vec::new();
+        let mut warnings = Vec::new();
+        let mut hold = Hold(Vec::new());
+        let mut parts: HashMap<String, String> = HashMap::new();
+        for s in request.servers {
+            let part = server_part(s.name());
+            if let Some(first) = parts.get(&part) {
+                warnings.push(format!(
+                    "skipped MCP server {}: its tools would be named like those of server {first} (mcp__{part}__...); rename one of them",
+                    s.name()
+                ));
+                continue;
+            }
+            parts.insert(part, s.name().to_string());
+            let server = match s {
+                AgentMcpServer::Named(name) => match self.configured.get(name) {
+                    Some(server) => server.clone(),
+                    None => {
+                        warnings.push(format!(
+                            "`mcpServers` names MCP server {name}, which is not configured (.mcp.json or [mcp_servers.{name}])"
+                        ));
+                        continue;
+                    }
+                },
+                AgentMcpServer::Inline { name, entry } => {
+                    if !request.inline_allowed {
+                        warnings.push(format!(
+                            "MCP server {name} is not started: {} declares it, and file tools can write that file; declare servers only in files they cannot write (.cadre/agents/, .claude/agents/, the user's agent directory), as .mcp.json",
+                            request.origin
+                        ));
+                        continue;
+                    }
+                    match self.hold_declared(&request, name, entry, &mut hold) {
+                        Ok(server) => server,
+                        Err(e) => {
+                            warnings.push(e);
+                            continue;
+                        }
+                    }
+                }
+            };
+            if !server.config().enabled {
+                continue;
+            }
+            // Its tools must be in the child's first request: one cadre has never seen
+            // start starts now, the others on their first call.
+            if !server.knows_offer()
+                && let Err(e) = server.start().await
+            {
+                warnings.push(e);
+            }
+            tools.extend(tools_of(&server));
+        }
+        ServerLease::new(tools, warnings, hold)
+    }
+}

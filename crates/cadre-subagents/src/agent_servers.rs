@@ -1,0 +1,72 @@
+//! The seam through which a definition's own MCP servers (`mcpServers`) reach its children,
+//! keeping MCP out of the runtime: the MCP layer implements [`AgentServers`]; the runtime
+//! asks it for a [`ServerLease`] before it builds a child of such a definition, gives the
+//! lease's tools to that child only, and holds the lease as long as the child exists. When
+//! the last lease on a server drops, the MCP layer stops the server.
+
+use crate::definition::AgentMcpServer;
+use async_trait::async_trait;
+use cadre_tools::Tool;
+use std::sync::Arc;
+
+/// What a child of a definition with `mcpServers` asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerRequest<'a> {
+    /// The definition's name.
+    pub agent: &'a str,
+    /// Where the definition comes from (its file), for messages.
+    pub origin: &'a str,
+    /// Its `mcpServers`.
+    pub servers: &'a [AgentMcpServer],
+    /// Whether servers declared in the definition may run: false when its file is one the
+    /// file tools can write (the model could have written the command). Named servers of
+    /// the configuration are always usable.
+    pub inline_allowed: bool,
+}
+
+/// The tools of a definition's servers for one child, holding those servers while it lives.
+pub struct ServerLease {
+    /// The tools (`mcp__<server>__<tool>`), before the definition's own narrowing.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// What could not be provided, naming the server (shown to the parent as notices).
+    pub warnings: Vec<String>,
+    /// Dropped with the lease: releases the servers.
+    _hold: Box<dyn Send + Sync>,
+}
+
+impl std::fmt::Debug for ServerLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerLease")
+            .field(
+                "tools",
+                &self.tools.iter().map(|t| t.name()).collect::<Vec<_>>(),
+            )
+            .field("warnings", &self.warnings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerLease {
+    /// A lease on `tools`; `hold` is dropped (releasing what it holds) with the lease.
+    pub fn new(
+        tools: Vec<Arc<dyn Tool>>,
+        warnings: Vec<String>,
+        hold: impl Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            tools,
+            warnings,
+            _hold: Box::new(hold),
+        }
+    }
+}
+
+/// Starts the servers of definitions' `mcpServers` for their children (the MCP layer).
+#[async_trait]
+pub trait AgentServers: Send + Sync {
+    /// The tools of `request.servers` for a child about to be built: servers already
+    /// running (for the parent, or for another child) are shared; one whose tools are not
+    /// known yet is started now, the others on their first call. Never fails: what cannot
+    /// be provided is a warning in the lease.
+    async fn acquire(&self, request: ServerRequest<'_>) -> ServerLease;
+}

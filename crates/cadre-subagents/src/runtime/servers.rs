@@ -1,0 +1,82 @@
+//! The MCP servers a definition declares (`mcpServers`), for its children: asked of the MCP
+//! layer through [`AgentServers`](crate::AgentServers) before a child is built, with the
+//! trust rule for servers declared inline (their command comes from a file: only files the
+//! file tools cannot write may declare one, the rule `.mcp.json` lives by).
+
+use super::{Parent, SubagentRuntime};
+use crate::definition::{AgentDefinition, AgentMcpServer, DefinitionSource};
+use crate::{ServerLease, ServerRequest};
+use cadre_types::{Event, EventEnvelope};
+use std::sync::Arc;
+
+impl SubagentRuntime {
+    /// The lease on `agent`'s own MCP servers for a child about to be built under `parent`
+    /// (none when it declares none). What cannot be provided is a notice of the parent's run.
+    pub(crate) async fn own_servers(
+        &self,
+        agent: &str,
+        parent: &Parent,
+    ) -> Option<Arc<ServerLease>> {
+        let def = self.registry.get(agent)?;
+        if def.mcp_servers.is_empty() {
+            return None;
+        }
+        let warn = |message: String| {
+            parent.run.events.emit(EventEnvelope {
+                session_id: parent.run.session_id.clone(),
+                agent: parent.run.agent.clone(),
+                task_id: parent.run.task_id.clone(),
+                event: Event::Notice {
+                    message: format!("warning: agent {}: {message}", def.name),
+                },
+            });
+        };
+        if def.remote.is_some() {
+            warn("`mcpServers` ignored: a remote agent has the tools its server gives it".into());
+            return None;
+        }
+        let Some(servers) = &self.cfg.agent_servers else {
+            warn("`mcpServers` ignored: MCP servers are not available here".into());
+            return None;
+        };
+        let origin = def.source.to_string();
+        let lease = servers
+            .acquire(ServerRequest {
+                agent: &def.name,
+                origin: &origin,
+                servers: &def.mcp_servers,
+                inline_allowed: self.may_declare_servers(def),
+            })
+            .await;
+        for w in &lease.warnings {
+            warn(w.clone());
+        }
+        Some(Arc::new(lease))
+    }
+
+    /// Whether `def` may declare servers of its own (commands cadre runs): a definition made
+    /// in code, or a file the file tools cannot write, judged where it resolves to (links
+    /// followed): outside the workspace, or on a protected path inside it (`.cadre/`,
+    /// `.claude/`, ..., `protected_paths`), like `.mcp.json`. Not `subagents/` or
+    /// `.gemini/agents/`, which the file tools can write.
+    fn may_declare_servers(&self, def: &AgentDefinition) -> bool {
+        if !def
+            .mcp_servers
+            .iter()
+            .any(|s| matches!(s, AgentMcpServer::Inline { .. }))
+        {
+            return true;
+        }
+        let DefinitionSource::File(path) = &def.source else {
+            return true;
+        };
+        let Ok(abs) = path.canonicalize() else {
+            return false;
+        };
+        let main = &self.cfg.main_workspace;
+        match abs.strip_prefix(main) {
+            Ok(rel) => self.cfg.file_access.is_protected(&abs, rel),
+            Err(_) => true,
+        }
+    }
+}
