@@ -115,12 +115,90 @@ tool_calls = [{ name = "task", args = { subagent_type = "worker", description = 
 text = "main done: {{tool_results}}"
 "#;
 
+/// The everything server over streamable HTTP (it runs while the guard lives).
+fn everything_http(index: &std::path::Path, ws: &std::path::Path) -> (HttpEverything, McpServers) {
+    let server = http_everything(index);
+    let entry = ServerEntry {
+        url: Some(server.url.clone()),
+        ..ServerEntry::default()
+    };
+    let servers = McpServers::from_entries(
+        [("everything".to_string(), entry, "test".to_string())],
+        ws,
+        &Default::default(),
+    );
+    (server, servers)
+}
+
 #[tokio::test]
 async fn progress_of_a_long_call_reaches_the_parent_as_updates_of_the_child() {
     let Some(index) = everything() else { return };
     let dir = tempfile::tempdir().unwrap();
     let servers =
         McpServers::from_entries([everything_stdio(&index)], dir.path(), &Default::default());
+    check_progress(dir.path(), servers).await;
+}
+
+#[tokio::test]
+async fn progress_over_http_reaches_the_parent_as_updates_of_the_child() {
+    let Some(index) = everything() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, servers) = everything_http(&index, dir.path());
+    check_progress(dir.path(), servers).await;
+}
+
+#[tokio::test]
+async fn cancelling_the_calling_child_over_http_ends_the_call_cancelled() {
+    let Some(index) = everything() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, servers) = everything_http(&index, dir.path());
+    let script = format!(
+        r#"{DELEGATE}
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+tool_calls = [{{ name = "mcp__everything__trigger-long-running-operation", args = {{ duration = 3600, steps = 3600 }} }}]
+[[scripts.turns]]
+text = "unreachable"
+"#
+    );
+    let model = Recording::new(&script);
+    let mut worker = AgentDefinition::new("worker", "Does the work.");
+    worker.prompt = "You work.".into();
+    let h = harness(dir.path(), &servers, model, vec![worker]).await;
+    let events = Arc::new(Collect::default());
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut session = h.new_session().unwrap();
+    let run = h.run_in(
+        &mut session,
+        "delegate",
+        cadre_subagents::RunOptions {
+            events: events.clone(),
+            approvals: Arc::new(AllowAll),
+            cancel: cancel.clone(),
+            ..Default::default()
+        },
+    );
+    let canceller = async {
+        events
+            .wait_for("the first progress", |evs| {
+                evs.iter().any(|e| {
+                    matches!(&e.event, Event::Notice { message } if message.contains("trigger-long-running-operation: progress 1/3600"))
+                })
+            })
+            .await;
+        cancel.cancel();
+    };
+    let (out, ()) = tokio::join!(run, canceller);
+    assert_eq!(out.state, EndState::Cancelled, "{out:?}");
+    let tasks = h.runtime().tasks_of(session.id()).await;
+    assert_eq!(tasks.len(), 1, "{tasks:?}");
+    assert_eq!(tasks[0].status, cadre_subagents::TaskStatus::Cancelled);
+    servers.stop_all().await;
+}
+
+async fn check_progress(ws: &std::path::Path, servers: McpServers) {
+    let dir = ws;
     let script = format!(
         r#"{DELEGATE}
 [[scripts]]
@@ -134,7 +212,7 @@ text = "worker saw: {{{{tool_results}}}}"
     let model = Recording::new(&script);
     let mut worker = AgentDefinition::new("worker", "Does the work.");
     worker.prompt = "You work.".into();
-    let h = harness(dir.path(), &servers, model, vec![worker]).await;
+    let h = harness(dir, &servers, model, vec![worker]).await;
     let events = Arc::new(Collect::default());
     let mut session = h.new_session().unwrap();
     let out = h

@@ -181,3 +181,51 @@ text = "found: {{tool_results}}"
     assert!(stdout.contains("found: Echo: rust mcp"), "{stdout}");
     assert!(!stderr.contains("[tools.web_search]"), "{stderr}");
 }
+
+#[test]
+fn an_agent_files_own_server_serves_its_child_in_cadre_run() {
+    let Some(index) = everything() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".cadre/agents")).unwrap();
+    std::fs::write(
+        dir.path().join(".cadre/agents/helper.md"),
+        "---\nname: helper\ndescription: Echoes through its own server.\nmcpServers:\n  - mine:\n      command: node\n      args: [\"${EVERYTHING_JS}\", \"stdio\"]\n---\nYou help.\n",
+    )
+    .unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "helper", description = "help", prompt = "go" } }]
+[[scripts.turns]]
+text = "main: {{tool_results}}"
+[[scripts]]
+agent = "helper"
+[[scripts.turns]]
+tool_calls = [{ name = "mcp__mine__echo", args = { message = "through the helper" } }]
+[[scripts.turns]]
+text = "helper: {{tool_results}}"
+"#,
+    )
+    .unwrap();
+    let out = cadre(dir.path())
+        .env("EVERYTHING_JS", &index)
+        .args([
+            "--model",
+            &format!("scripted:{}", script.display()),
+            "run",
+            "delegate",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("helper: Echo: through the helper"),
+        "{stdout}\n{stderr}"
+    );
+}
