@@ -232,3 +232,55 @@ fn config_file_sets_the_model_and_limits() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn zero_limits_are_configuration_errors_naming_the_key() {
+    for (table, key) in [
+        ("[subagents]\nmax_concurrent = 0\n", "[subagents] max_concurrent"),
+        ("[tools]\nmax_parallel = 0\n", "[tools] max_parallel"),
+        ("[limits]\nmax_reply_bytes = 0\n", "[limits] max_reply_bytes"),
+        ("[limits]\nmax_turns = 0\n", "[limits] max_turns"),
+        (
+            "[providers.local]\nbase_url = \"http://127.0.0.1:9/v1\"\nmax_attempts = 0\n",
+            "[providers.local] max_attempts",
+        ),
+    ] {
+        let (dir, model) = workspace_with_script(READ_THEN_ANSWER);
+        std::fs::create_dir_all(dir.path().join(".cadre")).unwrap();
+        std::fs::write(dir.path().join(".cadre/config.toml"), table).unwrap();
+        let out = cadre(dir.path())
+            .args(["--model", &model, "run", "go"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{table}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{key} must be at least 1, not 0")),
+            "{stderr}"
+        );
+        assert!(stderr.contains("config.toml"), "{stderr}");
+    }
+    // A negative value is refused by its type, naming the key too.
+    let (dir, model) = workspace_with_script(READ_THEN_ANSWER);
+    std::fs::create_dir_all(dir.path().join(".cadre")).unwrap();
+    std::fs::write(
+        dir.path().join(".cadre/config.toml"),
+        "[subagents]\nmax_concurrent = -1\n",
+    )
+    .unwrap();
+    let out = cadre(dir.path())
+        .args(["--model", &model, "run", "go"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("max_concurrent"), "{stderr}");
+    std::fs::remove_file(dir.path().join(".cadre/config.toml")).unwrap();
+    let out = cadre(dir.path())
+        .args(["--model", &model, "run", "--max-turns", "0", "go"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--max-turns"), "{stderr}");
+}
