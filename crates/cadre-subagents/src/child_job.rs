@@ -80,7 +80,10 @@ impl ChildJob {
                 UpdateKind::Error,
             ),
         };
-        let error = (status == TaskStatus::Failed).then(|| text.clone());
+        let error = match status {
+            TaskStatus::Failed => Some(text.clone()),
+            _ => cancel_reason(&self.runtime),
+        };
         // As on the normal path: the end state and the store first, so whoever sees the
         // terminal status locally reads a complete, durable record.
         self.tracker.set_end_state(id, end.clone());
@@ -257,7 +260,7 @@ impl ChildJob {
         let end = outcome.state.clone();
         let (status, error) = match outcome.state {
             EndState::Completed => (TaskStatus::Completed, None),
-            EndState::Cancelled => (TaskStatus::Cancelled, None),
+            EndState::Cancelled => (TaskStatus::Cancelled, cancel_reason(&self.runtime)),
             EndState::Failed { error } => (TaskStatus::Failed, Some(error)),
             EndState::LimitReached { limit } => (
                 TaskStatus::Failed,
@@ -290,6 +293,12 @@ impl ChildJob {
                 .transition(id, TaskStatus::Cancelled, result, error, usage);
         }
     }
+}
+
+/// What a cancelled task records as its reason: why the process is shutting down, when
+/// that is why (none for a cancel asked for by a user or a model).
+fn cancel_reason(runtime: &Weak<SubagentRuntime>) -> Option<String> {
+    runtime.upgrade().and_then(|rt| rt.shutdown_reason())
 }
 
 impl ChildJob {

@@ -556,20 +556,41 @@ impl Config {
             ("[limits] max_turns", l.max_turns.map(u64::from)),
             ("[limits] wall_clock_secs", l.wall_clock_secs),
             ("[limits] max_tokens", l.max_tokens),
-            ("[limits] max_output_tokens", l.max_output_tokens.map(u64::from)),
-            ("[limits] max_reply_bytes", l.max_reply_bytes.map(|n| n as u64)),
+            (
+                "[limits] max_output_tokens",
+                l.max_output_tokens.map(u64::from),
+            ),
+            (
+                "[limits] max_reply_bytes",
+                l.max_reply_bytes.map(|n| n as u64),
+            ),
             ("[tools] timeout_secs", t.timeout_secs),
             ("[tools] max_parallel", t.max_parallel.map(|n| n as u64)),
-            ("[subagents] max_concurrent", s.max_concurrent.map(|n| n as u64)),
+            (
+                "[subagents] max_concurrent",
+                s.max_concurrent.map(|n| n as u64),
+            ),
             ("[subagents] max_turns", s.max_turns.map(u64::from)),
             ("[subagents] task_timeout_secs", s.task_timeout_secs),
-            ("[subagents] max_result_bytes", s.max_result_bytes.map(|n| n as u64)),
-            ("[serve] max_concurrent_tasks", v.max_concurrent_tasks.map(|n| n as u64)),
+            (
+                "[subagents] max_result_bytes",
+                s.max_result_bytes.map(|n| n as u64),
+            ),
+            (
+                "[serve] max_concurrent_tasks",
+                v.max_concurrent_tasks.map(|n| n as u64),
+            ),
             ("[serve] max_body_bytes", v.max_body_bytes.map(|n| n as u64)),
-            ("[serve] max_input_bytes", v.max_input_bytes.map(|n| n as u64)),
+            (
+                "[serve] max_input_bytes",
+                v.max_input_bytes.map(|n| n as u64),
+            ),
             ("[serve] request_timeout_secs", v.request_timeout_secs),
             ("[serve] idle_timeout_secs", v.idle_timeout_secs),
-            ("[serve] max_connections", v.max_connections.map(|n| n as u64)),
+            (
+                "[serve] max_connections",
+                v.max_connections.map(|n| n as u64),
+            ),
         ];
         for (key, value) in limits {
             if value == Some(0) {
@@ -580,7 +601,10 @@ impl Config {
             for (key, value) in [
                 ("max_attempts", p.max_attempts.map(u64::from)),
                 ("idle_timeout_secs", p.idle_timeout_secs),
-                ("max_concurrent_requests", p.max_concurrent_requests.map(|n| n as u64)),
+                (
+                    "max_concurrent_requests",
+                    p.max_concurrent_requests.map(|n| n as u64),
+                ),
             ] {
                 if value == Some(0) {
                     anyhow::bail!("[providers.{name}] {key} must be at least 1, not 0");

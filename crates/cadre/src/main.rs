@@ -10,6 +10,7 @@ mod repl_cmd;
 mod run_cmd;
 mod serve_cmd;
 mod setup;
+mod signals;
 mod tasks_cmd;
 mod tui_cmd;
 mod worktrees_cmd;

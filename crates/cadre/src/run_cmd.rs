@@ -2,13 +2,14 @@
 
 use crate::cli::{ApprovalAnswer, Cli, OutputFormat, RunArgs};
 use crate::setup::{Overrides, Setup, workspace_root};
-use anyhow::{Result, bail};
+use crate::signals::{StopSignal, StopSignals};
+use anyhow::{Context, Result, bail};
 use cadre_engine::{NonInteractiveApprovals, Session};
-use cadre_subagents::{Harness, TaskStatus};
+use cadre_subagents::{Harness, SubagentRuntime, TaskStatus};
 use cadre_tools::RunContext;
 use cadre_types::{EndState, Event, EventEnvelope, EventSink, Message, new_session_id};
 use std::process::ExitCode;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -62,17 +63,31 @@ fn exit_for(state: &EndState) -> ExitCode {
     }
 }
 
-/// Cancel `cancel` on the first Ctrl-C; exit at once on the second.
-fn on_ctrl_c(cancel: CancellationToken) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ncadre: cancelling (Ctrl-C again to quit at once)…");
-            cancel.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(EXIT_CANCELLED as i32);
+/// Cancel `cancel` on the first SIGINT, SIGTERM or SIGHUP, after telling `runtime` why
+/// (its tasks record `cadre received SIGTERM`); exit at once on the second. The signal
+/// received is set in the returned cell.
+fn on_stop_signals(
+    cancel: CancellationToken,
+    runtime: Arc<SubagentRuntime>,
+) -> Result<(tokio::task::JoinHandle<()>, Arc<OnceLock<StopSignal>>)> {
+    let mut signals = StopSignals::install().context("cannot listen for signals")?;
+    let received = Arc::new(OnceLock::new());
+    let cell = received.clone();
+    let task = tokio::spawn(async move {
+        let first = signals.next().await;
+        let _ = cell.set(first);
+        match first {
+            StopSignal::Interrupt => {
+                eprintln!("\ncadre: cancelling (Ctrl-C again to quit at once)…")
             }
+            other => eprintln!("\ncadre: received {}, cancelling…", other.name()),
         }
-    })
+        runtime.set_shutdown_reason(format!("cadre received {}", first.name()));
+        cancel.cancel();
+        let second = signals.next().await;
+        std::process::exit(i32::from(second.exit_code()));
+    });
+    Ok((task, received))
 }
 
 /// The model a resumed session recorded, read before anything is set up.
@@ -138,7 +153,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         })
     };
     let cancel = CancellationToken::new();
-    let ctrl_c = on_ctrl_c(cancel.clone());
+    let (signals, received) = on_stop_signals(cancel.clone(), h.runtime().clone())?;
     // The session to name at the end, if it holds something to resume.
     let mut resumable = None;
     let (state, session_id) = match &args.agent {
@@ -179,7 +194,6 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             (outcome.state, session.id().to_string())
         }
     };
-    ctrl_c.abort();
     let running = h.runtime().tracker().open_background(&session_id);
     if running > 0 {
         eprintln!(
@@ -190,12 +204,20 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
     if left > 0 {
         eprintln!("cadre: {left} task(s) did not stop in time; the next start marks them failed");
     }
+    // Only now: a second signal while the tasks drain still exits at once.
+    signals.abort();
     if args.output == OutputFormat::Text
         && let Some(id) = resumable
     {
         eprintln!("session: {id} (resume with --resume {id})");
     }
-    Ok(exit_for(&state))
+    let code = exit_for(&state);
+    // SIGTERM and SIGHUP exit as the signal says however the run ended (SIGINT: as the
+    // run ended, normally `cancelled`).
+    Ok(match received.get() {
+        Some(s) if *s != StopSignal::Interrupt => ExitCode::from(s.exit_code()),
+        _ => code,
+    })
 }
 
 /// `--compact-now`: compact the session before the prompt. What it did is the `compaction`

@@ -236,9 +236,15 @@ fn config_file_sets_the_model_and_limits() {
 #[test]
 fn zero_limits_are_configuration_errors_naming_the_key() {
     for (table, key) in [
-        ("[subagents]\nmax_concurrent = 0\n", "[subagents] max_concurrent"),
+        (
+            "[subagents]\nmax_concurrent = 0\n",
+            "[subagents] max_concurrent",
+        ),
         ("[tools]\nmax_parallel = 0\n", "[tools] max_parallel"),
-        ("[limits]\nmax_reply_bytes = 0\n", "[limits] max_reply_bytes"),
+        (
+            "[limits]\nmax_reply_bytes = 0\n",
+            "[limits] max_reply_bytes",
+        ),
         ("[limits]\nmax_turns = 0\n", "[limits] max_turns"),
         (
             "[providers.local]\nbase_url = \"http://127.0.0.1:9/v1\"\nmax_attempts = 0\n",

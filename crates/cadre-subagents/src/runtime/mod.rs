@@ -34,6 +34,9 @@ use tracing::Instrument;
 pub struct SubagentRuntime {
     persist: Option<Persist>,
     detached: std::sync::atomic::AtomicBool,
+    /// Why the process is shutting down (`cadre received SIGTERM`), once it is: the reason
+    /// the tasks it cancels record.
+    shutdown_reason: std::sync::OnceLock<String>,
     cfg: RuntimeConfig,
     registry: AgentRegistry,
     skills: SkillSet,
@@ -118,6 +121,7 @@ impl SubagentRuntime {
         let runtime = Arc::new_cyclic(|me| Self {
             persist,
             detached: std::sync::atomic::AtomicBool::new(false),
+            shutdown_reason: std::sync::OnceLock::new(),
             cfg,
             registry,
             skills,
@@ -335,6 +339,19 @@ impl SubagentRuntime {
             Ok(_) => 0,
             Err(_) => self.tracker.unfinished().len(),
         }
+    }
+
+    /// Say why the process is shutting down, before cancelling: every task cancelled from
+    /// now on records `reason` as its error. The first reason given stays.
+    pub fn set_shutdown_reason(&self, reason: impl Into<String>) {
+        let _ = self.shutdown_reason.set(reason.into());
+    }
+
+    /// Why the process is shutting down, once [`set_shutdown_reason`] said so.
+    ///
+    /// [`set_shutdown_reason`]: Self::set_shutdown_reason
+    pub fn shutdown_reason(&self) -> Option<String> {
+        self.shutdown_reason.get().cloned()
     }
 
     /// Stop holding finished parents open for their background tasks (`cadre run --detach`).
