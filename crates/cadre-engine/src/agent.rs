@@ -9,7 +9,6 @@ use cadre_llm::ResolvedModel;
 use cadre_tools::{RunContext, ToolRegistry, Workspace};
 use cadre_types::{EndState, Usage};
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -121,9 +120,6 @@ pub struct RunOutcome {
 #[derive(Debug, Clone)]
 pub struct Agent {
     config: Arc<AgentConfig>,
-    /// Set once this agent said that its model's context window is unknown: said at the
-    /// first run, not at every prompt of an interactive session.
-    unknown_window_said: Arc<AtomicBool>,
 }
 
 impl Agent {
@@ -154,7 +150,6 @@ impl Agent {
     pub fn from_config(config: AgentConfig) -> Self {
         Self {
             config: Arc::new(config),
-            unknown_window_said: Arc::new(AtomicBool::new(false)),
         }
     }
 
@@ -196,8 +191,7 @@ impl Agent {
         workspace: Arc<Workspace>,
         cancel: CancellationToken,
     ) -> RunOutcome {
-        let said = &self.unknown_window_said;
-        run_loop::run(&self.config, said, session, prompt, run, workspace, cancel).await
+        run_loop::run(&self.config, session, prompt, run, workspace, cancel).await
     }
 
     /// Compact `session` now (`/compact`, `cadre run --compact-now`): summarise all but the

@@ -14,7 +14,8 @@ use crate::session::{CompactionRecord, Session, SessionError};
 use cadre_llm::{ContextWindows, ModelRequest, ProviderError, RequestMetadata, ResolvedModel};
 use cadre_tools::{RunContext, Spend};
 use cadre_types::{Event, EventEnvelope, Message, ToolDefinition};
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 /// Default share of the window at which a conversation is compacted.
@@ -58,6 +59,24 @@ pub struct CompactionPolicy {
     pub keep_recent_turns: usize,
     /// The model that writes summaries (none: the agent's own).
     pub model: Option<ResolvedModel>,
+    /// The models whose unknown window was said already.
+    pub unknown_windows: UnknownWindows,
+}
+
+/// The models a notice said have no known context window, shared by the clones of a
+/// policy (a main agent and its children), so each model is named once. It holds one entry
+/// per model used, which the configuration bounds.
+#[derive(Debug, Clone, Default)]
+pub struct UnknownWindows(Arc<Mutex<HashSet<String>>>);
+
+impl UnknownWindows {
+    /// True the first time it is asked about `spec`.
+    pub fn first(&self, spec: &str) -> bool {
+        self.0
+            .lock()
+            .map(|mut said| said.insert(spec.to_string()))
+            .unwrap_or(false)
+    }
 }
 
 impl Default for CompactionPolicy {
@@ -68,6 +87,7 @@ impl Default for CompactionPolicy {
             threshold: DEFAULT_COMPACTION_THRESHOLD,
             keep_recent_turns: DEFAULT_KEEP_RECENT_TURNS,
             model: None,
+            unknown_windows: UnknownWindows::default(),
         }
     }
 }

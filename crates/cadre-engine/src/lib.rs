@@ -24,7 +24,7 @@ pub use agent::{
 pub use approvals::{AutoApprove, DenyAll, NonInteractiveApprovals};
 pub use compaction::{
     CompactionError, CompactionPolicy, CompactionReport, DEFAULT_COMPACTION_THRESHOLD,
-    DEFAULT_KEEP_RECENT_TURNS, estimate_tokens,
+    DEFAULT_KEEP_RECENT_TURNS, UnknownWindows, estimate_tokens,
 };
 pub use extension::TurnExtension;
 pub use hooks::{HookDecision, ToolCallInfo, ToolHook};

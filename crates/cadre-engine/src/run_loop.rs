@@ -10,7 +10,6 @@ use cadre_tools::{Budget, RunContext, Spend, Workspace};
 use cadre_types::{EndState, Event, EventEnvelope, LimitKind, Message, Usage};
 use futures::StreamExt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -210,7 +209,6 @@ impl Stop {
 
 pub(crate) async fn run(
     cfg: &AgentConfig,
-    unknown_window_said: &AtomicBool,
     session: &mut Session,
     prompt: Option<String>,
     run: Arc<RunContext>,
@@ -225,22 +223,13 @@ pub(crate) async fn run(
         depth = run.depth,
         trace = %run.trace_id,
     );
-    run_inner(
-        cfg,
-        unknown_window_said,
-        session,
-        prompt,
-        run,
-        workspace,
-        cancel,
-    )
-    .instrument(span)
-    .await
+    run_inner(cfg, session, prompt, run, workspace, cancel)
+        .instrument(span)
+        .await
 }
 
 async fn run_inner(
     cfg: &AgentConfig,
-    unknown_window_said: &AtomicBool,
     session: &mut Session,
     prompt: Option<String>,
     run: Arc<RunContext>,
@@ -298,12 +287,14 @@ async fn run_inner(
         .compaction
         .as_ref()
         .and_then(|p| p.limit_for(&cfg.model));
-    // Said once per agent (and model), by the top-level run: children inherit the policy
-    // and mostly the model.
+    // Said once per model by all the agents sharing the policy (a main agent and its
+    // children): not at every prompt of an interactive session, nor at every child run.
     if automatic
         && context_limit.is_none()
-        && run.depth == 0
-        && !unknown_window_said.swap(true, Ordering::Relaxed)
+        && cfg
+            .compaction
+            .as_ref()
+            .is_some_and(|p| p.unknown_windows.first(&cfg.model.spec))
     {
         emitter.emit(Event::Notice {
             message: format!(

@@ -403,7 +403,7 @@ async fn a_forced_compaction_follows_the_users_instructions() {
 }
 
 #[tokio::test]
-async fn an_unknown_window_is_said_once_per_agent_and_model_not_at_every_run() {
+async fn an_unknown_window_is_said_once_per_model_not_at_every_run_or_child() {
     let mock = MockServer::start().await.unwrap();
     mock.set_responder(Arc::new(|r: &RecordedRequest| {
         reply(r, OpenAiJson::new().text("ok"))
@@ -424,10 +424,44 @@ async fn an_unknown_window_is_said_once_per_agent_and_model_not_at_every_run() {
         assert_eq!(out.state, EndState::Completed);
     }
     assert_eq!(said(), 1);
-    // Switching the model (`/model`) is a new agent: said again, for it.
-    let switched = agent.with_model(model(&mock));
+    // Switching to another model without a window (`/model`): said again, for it.
+    let other = || ResolvedModel {
+        spec: "mockai:other".into(),
+        ..model(&mock)
+    };
+    let switched = agent.with_model(other());
     h.run(&switched, &mut session, "four").await;
     assert_eq!(said(), 2);
+    // Children share the policy: a child on a model already named says nothing, and
+    // children on a new one say it once between them, not at every child run.
+    let child_run = |session: &Session| {
+        Arc::new(RunContext {
+            depth: 1,
+            ..(*h.run_context(session)).clone()
+        })
+    };
+    let ws = Arc::new(cadre_tools::Workspace::new(h.dir.path()).unwrap());
+    for spec in ["mockai:gpt-mock", "mockai:third", "mockai:third"] {
+        let child = agent.with_model(ResolvedModel {
+            spec: spec.into(),
+            ..model(&mock)
+        });
+        let mut s = h.session();
+        let run = child_run(&s);
+        child
+            .run(
+                &mut s,
+                Some("job".into()),
+                run,
+                ws.clone(),
+                h.cancel.clone(),
+            )
+            .await;
+    }
+    assert_eq!(said(), 3);
+    assert!(h.events.events().iter().any(
+        |e| matches!(e, Event::Notice { message } if message.contains("mockai:third is unknown"))
+    ));
 }
 
 #[tokio::test]

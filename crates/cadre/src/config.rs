@@ -233,6 +233,7 @@ impl CompactionConfig {
             threshold,
             keep_recent_turns: keep,
             model: None,
+            unknown_windows: Default::default(),
         })
     }
 }
