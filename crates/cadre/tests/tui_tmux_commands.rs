@@ -166,7 +166,11 @@ fn commands_follow_ups_escalations_and_resuming() {
     tmux.wait_for("helper again: more please");
     tmux.keys(&["Escape"]);
     tmux.keys(&["Escape"]);
-    tmux.wait("the panel to close", |s| !s.contains("Tasks — Enter open"));
+    // Both levels closed: the list, and the task view the first Escape leaves (keys typed
+    // while either shows go to the panel, not the input).
+    tmux.wait("the panel to close", |s| {
+        !s.contains("Tasks — Enter open") && !s.contains("s follow-up · Esc back")
+    });
 
     // A background child's request is escalated to the dialog, named, and announced.
     submit(&tmux, "background write");
