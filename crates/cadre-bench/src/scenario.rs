@@ -64,25 +64,9 @@ pub fn parent_prompt(n: usize) -> String {
     )
 }
 
-/// Wait until every task of `session` is terminal.
-async fn drain(runtime: &SubagentRuntime, session: &str) {
-    loop {
-        let open: Vec<String> = runtime
-            .tracker()
-            .of_session(session)
-            .into_iter()
-            .filter(|t| !t.status.is_terminal())
-            .map(|t| t.id)
-            .collect();
-        if open.is_empty() {
-            return;
-        }
-        for id in open {
-            if let Some(mut rx) = runtime.tracker().watch(&id) {
-                let _ = rx.wait_for(|s| s.is_terminal()).await;
-            }
-        }
-    }
+/// Wait until every task of the run is terminal (they all run in this process).
+async fn drain(runtime: &SubagentRuntime) {
+    runtime.wait_idle().await;
 }
 
 /// Completed results visible to the parent: foreground `task` results, delivered background
@@ -174,14 +158,14 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
             CancellationToken::new(),
         )
         .await;
-    drain(&wiring.runtime, &session_id).await;
+    drain(&wiring.runtime).await;
     let elapsed = started.elapsed();
 
     let parent_rejected = outcome.turns >= 2 && is_body_limit(&outcome.state);
     if outcome.state != EndState::Completed && !parent_rejected {
         bail!("the parent run ended {:?}", outcome.state);
     }
-    let tasks = wiring.runtime.tracker().of_session(&session_id);
+    let tasks = wiring.runtime.tasks_of(&session_id).await;
     let completed = tasks
         .iter()
         .filter(|t| t.status == TaskStatus::Completed)

@@ -166,12 +166,16 @@ pub fn wire(ws: &Path, opts: &WireOptions) -> Result<Wiring> {
     }
     let policy = PermissionPolicy::default();
     let n = opts.n.max(1);
-    let mut cfg = RuntimeConfig::new(ws.to_path_buf());
+    let store = opts.store.clone().unwrap_or_else(|| {
+        Arc::new(cadre_store::MemoryStore::new(cadre_store::NodeId::new(
+            "bench",
+        )))
+    });
+    let mut cfg = RuntimeConfig::new(ws.to_path_buf(), store);
     cfg.sessions_dir = opts.sessions_dir.clone();
     cfg.base_tools = ToolRegistry::new().with(Arc::new(Noop));
     cfg.permissions = policy.clone();
     cfg.max_concurrent = opts.max_concurrent.max(1);
-    cfg.store = opts.store.clone();
     let runtime = SubagentRuntime::new(cfg, registry, SkillSet::new(), providers.clone());
     let mut tools = ToolRegistry::new().with(Arc::new(Noop));
     for t in runtime.delegation_tools().iter() {

@@ -47,7 +47,7 @@ async fn the_version_header_decides_the_shapes_and_unknown_versions_are_refused(
     assert_eq!(info["reason"], "VERSION_NOT_SUPPORTED");
     assert_eq!(info["metadata"]["supportedVersions"], "1.0,0.3");
     assert_eq!(info["metadata"]["requestedVersion"], "99.0");
-    assert_eq!(task_count(&n, &srv), 0, "nothing started");
+    assert_eq!(task_count(&n, &srv).await, 0, "nothing started");
 
     // No header: v0.3, even under the v1.0 method name.
     let v = call(&url, None, "SendMessage", send()).await;
@@ -155,7 +155,7 @@ async fn sends_are_checked_before_anything_starts() {
             error_info(&v);
         }
     }
-    assert_eq!(task_count(&n, &srv), 0, "nothing started");
+    assert_eq!(task_count(&n, &srv).await, 0, "nothing started");
     let v = call(
         &url,
         Some("1.0"),

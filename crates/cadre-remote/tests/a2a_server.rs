@@ -72,8 +72,8 @@ async fn blocking_send_answers_in_the_callers_version() {
     let snap = n
         .harness
         .runtime()
-        .tracker()
-        .get(t["id"].as_str().unwrap())
+        .task_record(t["id"].as_str().unwrap())
+        .await
         .unwrap();
     assert_eq!(snap.result.as_deref(), Some("echo: hello"));
 

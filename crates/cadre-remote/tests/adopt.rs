@@ -258,3 +258,62 @@ async fn a_running_remote_task_has_its_remote_id_in_the_store() {
         assert!(!out.is_error, "{}", out.content);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_of_an_adopted_task_reaches_the_remote() {
+    // A task-protocol remote whose task runs until it is cancelled.
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stopped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (seen2, stopped2) = (seen.clone(), stopped.clone());
+    let app = axum::Router::new().fallback(move |req: axum::extract::Request| {
+        let (seen, stopped) = (seen2.clone(), stopped2.clone());
+        async move {
+            let path = req.uri().path().to_string();
+            seen.lock()
+                .unwrap()
+                .push(format!("{} {path}", req.method()));
+            let status = if req.method() == axum::http::Method::POST && path.ends_with("/cancel") {
+                stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+                "cancelled"
+            } else if path.ends_with("/wait") {
+                if stopped.load(std::sync::atomic::Ordering::SeqCst) {
+                    "cancelled"
+                } else {
+                    "running"
+                }
+            } else {
+                return (
+                    StatusCode::NOT_FOUND,
+                    axum::Json(json!({"error": "not here"})),
+                );
+            };
+            (StatusCode::OK, axum::Json(json!({"status": status})))
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(&dir).await;
+    let id = running_remote(&*store, &url, None).await;
+    let client = Arc::new(RemoteClient::new().unwrap());
+    assert_eq!(
+        adopt_remote_tasks(store.clone(), client).await,
+        vec![id.clone()]
+    );
+    // The cancel is requested in the store, as task_cancel or cadre serve on any node does.
+    assert_eq!(
+        store.request_cancel(&id).await.unwrap(),
+        TaskStatus::Running
+    );
+    let r = terminal(&*store, &id).await;
+    assert_eq!(r.status, TaskStatus::Cancelled, "{r:?}");
+    let cancel = format!("POST /tasks/{id}/cancel");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(
+        seen.iter().filter(|s| **s == cancel).count(),
+        1,
+        "the remote saw the cancel once: {seen:?}"
+    );
+}

@@ -89,7 +89,12 @@ async fn auto_discovers_a2a_streams_deltas_and_continues_the_context() {
     assert!(env.task_id.unwrap().starts_with("task_"));
     let remote = out.remote_task_id.clone().unwrap();
     assert_eq!(
-        n.harness.runtime().tracker().get(&remote).unwrap().status,
+        n.harness
+            .runtime()
+            .task_record(&remote)
+            .await
+            .unwrap()
+            .status,
         TaskStatus::Completed
     );
 
@@ -194,14 +199,14 @@ async fn cancelling_the_run_cancels_the_remote_task() {
         });
         let rt = n.harness.runtime().clone();
         let session = srv.session.clone();
-        let running = move || {
-            rt.tracker()
-                .of_session(&session)
+        let running = || async {
+            rt.tasks_of(&session)
+                .await
                 .iter()
                 .any(|t| t.status == TaskStatus::Running)
         };
         assert!(
-            eventually(10, running).await,
+            eventually_async(10, running).await,
             "{protocol:?}: the remote task started"
         );
         cancel.cancel();
@@ -212,14 +217,14 @@ async fn cancelling_the_run_cancels_the_remote_task() {
         assert_eq!(out.state, EndState::Cancelled, "{protocol:?}");
         let rt = n.harness.runtime().clone();
         let session = srv.session.clone();
-        let stopped = move || {
-            rt.tracker()
-                .of_session(&session)
+        let stopped = || async {
+            rt.tasks_of(&session)
+                .await
                 .iter()
                 .all(|t| t.status == TaskStatus::Cancelled)
         };
         assert!(
-            eventually(5, stopped).await,
+            eventually_async(5, stopped).await,
             "{protocol:?}: the remote task was cancelled"
         );
     }

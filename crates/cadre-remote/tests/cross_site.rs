@@ -70,7 +70,7 @@ async fn cross_origin_requests_get_403_with_and_without_a_token() {
                 .unwrap();
             assert_eq!(r.status().as_u16(), 403, "preflight from {origin}");
         }
-        assert_eq!(task_count(&n, &srv), 0, "token {token:?}");
+        assert_eq!(task_count(&n, &srv).await, 0, "token {token:?}");
         // The same requests without an Origin (not from a page) work.
         let r = with_token(
             c.post(format!("{}/", srv.url())).json(&send_message()),
@@ -141,7 +141,7 @@ async fn an_allowed_origin_gets_cors_answers() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 403);
-    assert_eq!(task_count(&n, &srv), 1);
+    assert_eq!(task_count(&n, &srv).await, 1);
     srv.stop().await.unwrap();
 }
 
@@ -176,7 +176,7 @@ async fn a_host_that_is_not_this_server_gets_403() {
             let v: Value = r.json().await.unwrap();
             assert!(v["error"].as_str().unwrap().contains("Host"), "{v}");
         }
-        assert_eq!(task_count(&n, &srv), 0);
+        assert_eq!(task_count(&n, &srv).await, 0);
         for host in [
             format!("localhost:{port}"),
             format!("127.0.0.1:{port}"),
@@ -263,7 +263,7 @@ async fn a_post_that_is_not_json_gets_415() {
                 assert_eq!(r.status().as_u16(), 401, "{url}");
             }
         }
-        assert_eq!(task_count(&n, &srv), 0);
+        assert_eq!(task_count(&n, &srv).await, 0);
         let r = with_token(
             c.post(format!("{}/", srv.url()))
                 .header(CONTENT_TYPE, "application/json; charset=utf-8")

@@ -34,7 +34,7 @@ async fn inputs_above_the_limit_are_refused() {
     let (s, v) = rpc(&srv.url(), "SendMessage", json!({"message": message(&big)})).await;
     assert_eq!(s, 200);
     assert_eq!(v["error"]["code"], -32602, "{v}");
-    assert_eq!(task_count(&n, &srv), 0);
+    assert_eq!(task_count(&n, &srv).await, 0);
     // At the limit is fine.
     let (s, v) = post(
         &format!("{}/tasks", srv.url()),

@@ -256,10 +256,11 @@ async fn no_answer_in_time_cancel_and_shutdown_end_the_question() {
     let id = v["result"]["task"]["id"].as_str().unwrap().to_string();
     let rt = n.harness.runtime();
     assert!(
-        eventually(20, || rt
-            .tracker()
-            .get(&id)
-            .is_some_and(|s| s.status.is_terminal()))
+        eventually_async(20, || async {
+            rt.task_record(&id)
+                .await
+                .is_some_and(|s| s.status.is_terminal())
+        })
         .await
     );
     let (_, v) = rpc(&url, "GetTask", json!({"id": id})).await;
@@ -282,7 +283,7 @@ async fn no_answer_in_time_cancel_and_shutdown_end_the_question() {
     let (_, v) = rpc(&url, "SendMessage", json!({"message": to("asker", "go")})).await;
     let id = v["result"]["task"]["id"].as_str().unwrap().to_string();
     srv.stop().await.unwrap();
-    let snap = n.harness.runtime().tracker().get(&id).unwrap();
+    let snap = n.harness.runtime().task_record(&id).await.unwrap();
     assert_eq!(
         snap.status,
         cadre_subagents::TaskStatus::Completed,

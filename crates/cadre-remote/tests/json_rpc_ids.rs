@@ -89,8 +89,8 @@ async fn a_notification_is_carried_out_but_not_answered() {
     let rt = n.harness.runtime().clone();
     let session = srv.session.clone();
     assert!(
-        eventually(10, || {
-            let tasks = rt.tracker().of_session(&session);
+        eventually_async(10, || async {
+            let tasks = rt.tasks_of(&session).await;
             tasks.len() == 1 && tasks[0].result.as_deref() == Some("echo: fire and forget")
         })
         .await,

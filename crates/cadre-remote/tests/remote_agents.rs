@@ -140,18 +140,19 @@ async fn a_timed_out_task_moves_to_the_background_and_task_cancel_stops_it_remot
         assert!(!out.is_error, "{}", out.content);
         let rt = a.harness.runtime().clone();
         assert!(
-            eventually(10, || rt.tracker().get(&id).unwrap().status
-                == TaskStatus::Cancelled)
+            eventually_async(10, || async {
+                rt.task_record(&id).await.unwrap().status == TaskStatus::Cancelled
+            })
             .await
         );
         let brt = b.harness.runtime().clone();
         let session = srv.session.clone();
-        let stopped = move || {
-            let tasks = brt.tracker().of_session(&session);
+        let stopped = || async {
+            let tasks = brt.tasks_of(&session).await;
             tasks.len() == 1 && tasks[0].status == TaskStatus::Cancelled
         };
         assert!(
-            eventually(10, stopped).await,
+            eventually_async(10, stopped).await,
             "{protocol:?}: B's task was cancelled"
         );
         srv.stop().await.unwrap();

@@ -115,7 +115,7 @@ async fn oversized_bodies_get_413() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 413);
-    assert_eq!(task_count(&n, &srv), 0);
+    assert_eq!(task_count(&n, &srv).await, 0);
     srv.stop().await.unwrap();
 }
 
@@ -208,7 +208,7 @@ async fn malformed_json_rpc_gets_error_objects_with_http_200() {
         );
         assert!(v.get("result").is_none());
     }
-    assert_eq!(task_count(&n, &srv), 0);
+    assert_eq!(task_count(&n, &srv).await, 0);
     srv.stop().await.unwrap();
 }
 
@@ -252,7 +252,7 @@ async fn five_hundred_concurrent_sends_all_complete() {
     )
     .await;
     assert_eq!(v["result"]["totalSize"], 500);
-    assert_eq!(task_count(&n, &srv), 500);
+    assert_eq!(task_count(&n, &srv).await, 500);
     assert!(started.elapsed() < Duration::from_secs(60));
     srv.stop().await.unwrap();
 }
@@ -282,11 +282,11 @@ async fn shutdown_lets_tasks_finish_then_cancels_the_rest() {
         }
     });
     let rt = n.harness.runtime().clone();
-    assert!(eventually(5, || rt.tracker().of_session(&srv.session).len() == 2).await);
+    assert!(eventually_async(5, || async { rt.tasks_of(&srv.session).await.len() == 2 }).await);
     let t0 = Instant::now();
     srv.stop().await.unwrap();
     assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
-    let snap = rt.tracker().get(&slow).unwrap();
+    let snap = rt.task_record(&slow).await.unwrap();
     assert_eq!(snap.status, cadre_subagents::TaskStatus::Cancelled);
     let (status, v) = waiter.await.unwrap();
     assert_eq!(status, 200);

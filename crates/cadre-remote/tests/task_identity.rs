@@ -69,18 +69,19 @@ async fn a_follow_up_with_the_task_id_continues_the_same_task() {
     assert_eq!(v["result"]["task"]["id"], id, "{v}");
     let (_, v) = rpc(&url, "ListTasks", json!({"contextId": ctx})).await;
     assert_eq!(v["result"]["tasks"].as_array().unwrap().len(), 1, "{v}");
-    assert_eq!(task_count(&n, &srv), 3, "three turns on the runtime");
+    assert_eq!(task_count(&n, &srv).await, 3, "three turns on the runtime");
 
     // Cancelling the task stops every turn.
     let (_, v) = rpc(&url, "CancelTask", json!({"id": id})).await;
     assert_eq!(v["result"]["status"]["state"], "TASK_STATE_CANCELED", "{v}");
     let rt = n.harness.runtime();
     assert!(
-        eventually(10, || rt
-            .tracker()
-            .of_session(&srv.session)
-            .iter()
-            .all(|t| t.status.is_terminal()))
+        eventually_async(10, || async {
+            rt.tasks_of(&srv.session)
+                .await
+                .iter()
+                .all(|t| t.status.is_terminal())
+        })
         .await
     );
     srv.stop().await.unwrap();
@@ -95,7 +96,7 @@ async fn unknown_ended_and_mismatched_tasks_are_refused() {
     let done = v["result"]["task"].clone();
     assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED");
     let id = done["id"].as_str().unwrap();
-    let before = task_count(&n, &srv);
+    let before = task_count(&n, &srv).await;
 
     for method in ["SendMessage", "SendStreamingMessage"] {
         let (_, v) = rpc(
@@ -124,7 +125,7 @@ async fn unknown_ended_and_mismatched_tasks_are_refused() {
         "taskId": "task_nonexistent", "parts": [{"kind": "text", "text": "x"}]}});
     let (_, v) = rpc(&url, "message/send", v03).await;
     assert_eq!(v["error"]["code"], -32001, "{v}");
-    assert_eq!(task_count(&n, &srv), before, "nothing started");
+    assert_eq!(task_count(&n, &srv).await, before, "nothing started");
 
     // Only a contextId: a new task in that conversation, with its history.
     let mut m = message("two");

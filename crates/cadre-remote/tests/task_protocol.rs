@@ -52,7 +52,7 @@ async fn submit_wait_get_and_conflict() {
     .await;
     assert_eq!(s, 409, "{v}");
     assert!(v["error"].as_str().unwrap().contains("already finished"));
-    assert_eq!(task_count(&n, &srv), 1);
+    assert_eq!(task_count(&n, &srv).await, 1);
 
     let (s, _) = get(&format!("{base}/tasks/nope")).await;
     assert_eq!(s, 404);
@@ -88,7 +88,7 @@ async fn resubmitting_a_running_id_is_idempotent_and_cancel_stops_it() {
     let (s2, v2) = post(&format!("{base}/tasks"), body).await;
     assert_eq!((s1, s2), (200, 200));
     assert_eq!(v1["task_id"], v2["task_id"]);
-    assert_eq!(task_count(&n, &srv), 1, "no second run");
+    assert_eq!(task_count(&n, &srv).await, 1, "no second run");
 
     // A short wait returns the running task.
     let (s, v) = get(&format!("{base}/tasks/long/wait?timeout_seconds=1")).await;

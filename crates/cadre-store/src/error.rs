@@ -1,6 +1,6 @@
 //! The store's error type.
 
-use crate::status::TaskStatus;
+use cadre_types::TaskStatus;
 
 /// Why a store operation failed or was refused.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +58,25 @@ impl StoreError {
     /// True when a write was refused by the state rules.
     pub fn is_refused(&self) -> bool {
         matches!(self, StoreError::Refused { .. })
+    }
+
+    /// True for a failure that may pass by itself (the database restarting or busy, a
+    /// dropped connection, a full pool): the same write can be tried again. A refusal, an
+    /// unknown id or a corrupt record is an answer, not a failure to retry.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            StoreError::Io(_) => true,
+            StoreError::Db(e) => matches!(
+                e,
+                sqlx::Error::Io(_)
+                    | sqlx::Error::Tls(_)
+                    | sqlx::Error::Protocol(_)
+                    | sqlx::Error::PoolTimedOut
+                    | sqlx::Error::Database(_)
+                    | sqlx::Error::WorkerCrashed
+            ),
+            _ => false,
+        }
     }
 }
 

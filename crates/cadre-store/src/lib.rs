@@ -1,6 +1,7 @@
 //! cadre's persistent task store.
 //!
-//! Task records (the sub-agent runtime's tasks) and live children are kept in SQL: an
+//! Task records (the sub-agent runtime's tasks) and live children are kept in memory
+//! ([`MemoryStore`], for library users who want no persistence) or in SQL: an
 //! embedded SQLite file by default (`<workspace>/.cadre/cadre.db`, WAL, safe for several
 //! processes on one machine) or a PostgreSQL database shared by several nodes. The state
 //! rules are enforced by the database with conditional updates, completions are delivered
@@ -13,11 +14,12 @@
 mod background;
 mod config;
 mod error;
+mod memory;
 mod model;
 mod node;
 mod redact;
+mod retry;
 mod sql;
-mod status;
 mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -25,20 +27,22 @@ pub mod testing;
 pub use background::{
     BeatSource, Heartbeater, Maintenance, RunningIds, Sweeper, jittered, start_maintenance,
 };
+pub use cadre_types::{TaskOutcome, TaskStatus, end_state_text};
 pub use config::{
     DEFAULT_HEARTBEAT_SECS, DEFAULT_ORPHAN_TIMEOUT_SECS, DEFAULT_SWEEP_SECS, STORE_URL_ENV,
     StoreConfig,
 };
 pub use error::{StoreError, StoreResult};
+pub use memory::{DEFAULT_RETENTION, MemoryStore};
 pub use model::{
-    LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition, Transport, end_state_text,
+    BackgroundSummary, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition, Transport,
 };
 pub use node::{NodeId, current_instance, hostname, instance_alive};
 pub use redact::{REDACTED, has_env_reference, redact_headers, redact_url};
+pub use retry::{RETRY_FOR, transition_retrying};
 pub use sql::schema::{Migration, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 pub use sql::{
     Backend, DEFAULT_POLL_INTERVAL, SQLITE_BUSY_TIMEOUT, SqlStore, executor_died_message,
     executor_lost_message, open, open_config, open_postgres, open_sqlite,
 };
-pub use status::TaskStatus;
 pub use store::{CancelWatch, TaskStore};

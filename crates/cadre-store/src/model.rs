@@ -1,8 +1,7 @@
 //! Plain records the store reads and writes: tasks, transitions, filters and live children.
 
 use crate::redact::{redact_headers, redact_url};
-use crate::status::TaskStatus;
-use cadre_types::Usage;
+use cadre_types::{EndState, IncompleteReason, TaskStatus, Usage, parse_end_state};
 use std::collections::BTreeMap;
 
 /// How a task's child is executed.
@@ -90,6 +89,38 @@ impl NewTask {
     pub fn stored_headers(&self) -> BTreeMap<String, String> {
         redact_headers(&self.remote_headers)
     }
+
+    /// The record a store creates from this: `pending`, owned by `owner_node` (process
+    /// `owner_instance`), created at `now` (Unix ms), headers and URL redacted. A foreground
+    /// task is created delivered: its parent waits for it, nothing delivers it later.
+    pub fn into_record(self, owner_node: &str, owner_instance: &str, now: u64) -> TaskRecord {
+        TaskRecord {
+            remote_headers: self.stored_headers(),
+            transport: Transport::from_stored(&self.transport.to_stored()),
+            id: self.id,
+            agent_id: self.agent_id,
+            parent_agent_id: self.parent_agent_id,
+            parent_session_id: self.parent_session_id,
+            child_session_id: self.child_session_id,
+            user_id: self.user_id,
+            status: TaskStatus::Pending,
+            prompt: self.prompt,
+            description: self.description,
+            result: None,
+            error: None,
+            end_state: None,
+            cancel_requested: false,
+            background: self.background,
+            delivered: !self.background,
+            created_at: now,
+            updated_at: now,
+            heartbeat_at: None,
+            owner_node: owner_node.to_string(),
+            owner_instance: Some(owner_instance.to_string()),
+            remote_task_id: None,
+            usage: Usage::default(),
+        }
+    }
 }
 
 /// A task as stored.
@@ -143,6 +174,29 @@ pub struct TaskRecord {
     pub remote_headers: BTreeMap<String, String>,
     /// Tokens the child used.
     pub usage: Usage,
+}
+
+impl TaskRecord {
+    /// How the run ended, read back from the stored name (a failure takes the record's
+    /// error); `None` before the end or for a name this version does not know.
+    pub fn end_state(&self) -> Option<EndState> {
+        self.end_state
+            .as_deref()
+            .and_then(|n| parse_end_state(n, self.error.as_deref()))
+    }
+
+    /// Why the task's result is not complete; `None` when it is (or the task has not ended).
+    /// Read from the run's end state, or from the status when the end state is unknown.
+    pub fn incomplete_reason(&self) -> Option<IncompleteReason> {
+        if let Some(end) = self.end_state() {
+            return end.incomplete_reason();
+        }
+        match self.status {
+            TaskStatus::Cancelled => Some(IncompleteReason::Cancelled),
+            TaskStatus::Failed => Some(IncompleteReason::Error),
+            _ => None,
+        }
+    }
 }
 
 /// A state change with what it carries. Fields left `None` keep their stored value.
@@ -220,25 +274,17 @@ impl Transition {
         self
     }
 
-    /// Set the end state from a run's [`cadre_types::EndState`] (see [`end_state_text`]).
-    pub fn with_run_end(self, end: &cadre_types::EndState) -> Self {
-        self.with_end_state(end_state_text(end))
-    }
-}
-
-/// The stored form of a run's end: `completed`, `failed`, `cancelled`, or
-/// `limit_reached:<limit>` with the limit in snake case (`limit_reached:max_turns`).
-pub fn end_state_text(end: &cadre_types::EndState) -> String {
-    use cadre_types::EndState;
-    match end {
-        EndState::LimitReached { limit } => {
-            let name = serde_json::to_value(limit)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| limit.to_string());
-            format!("limit_reached:{name}")
+    /// The end of a run: its status, error and end state ([`cadre_types::TaskOutcome`]),
+    /// its output (when there is any) and its usage.
+    pub fn ended(end: &cadre_types::EndState, output: String, usage: Usage) -> Self {
+        let outcome = cadre_types::TaskOutcome::from(end);
+        Transition {
+            to: outcome.status,
+            result: Some(output).filter(|r| !r.is_empty()),
+            error: outcome.error,
+            end_state: Some(outcome.end_state),
+            usage: Some(usage),
         }
-        other => other.name().to_string(),
     }
 }
 
@@ -251,6 +297,21 @@ pub struct TaskFilter {
     pub status: Option<TaskStatus>,
     /// At most this many (all when `None`).
     pub limit: Option<u32>,
+}
+
+/// A session's background tasks as its status summary shows them
+/// ([`crate::TaskStore::background_summary`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BackgroundSummary {
+    /// The newest open (pending or running) background tasks, newest first, up to the limit
+    /// asked for.
+    pub open: Vec<TaskRecord>,
+    /// All open background tasks of the session.
+    pub open_total: usize,
+    /// Background tasks of the session that have ended.
+    pub finished_total: usize,
+    /// Ended background tasks whose result has not been delivered yet.
+    pub undelivered: usize,
 }
 
 /// A live child (created by `agent_spawn`), persisted so it can be found by key or label.
@@ -278,15 +339,15 @@ mod tests {
     use cadre_types::{EndState, LimitKind};
 
     #[test]
-    fn end_states_as_stored() {
+    fn a_run_end_becomes_one_transition() {
         let limit = EndState::LimitReached {
             limit: LimitKind::MaxTurns,
         };
-        assert_eq!(end_state_text(&limit), "limit_reached:max_turns");
-        assert_eq!(end_state_text(&EndState::Cancelled), "cancelled");
-        let failed = EndState::Failed { error: "x".into() };
-        assert_eq!(end_state_text(&failed), "failed");
-        let t = Transition::failed("x").with_run_end(&limit);
+        let t = Transition::ended(&limit, "half".into(), Usage::default());
+        assert_eq!(t.to, TaskStatus::Failed);
         assert_eq!(t.end_state.as_deref(), Some("limit_reached:max_turns"));
+        assert_eq!(t.result.as_deref(), Some("half"));
+        let t = Transition::ended(&EndState::Completed, String::new(), Usage::default());
+        assert_eq!((t.to, t.result), (TaskStatus::Completed, None));
     }
 }

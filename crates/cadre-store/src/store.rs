@@ -1,9 +1,12 @@
 //! The [`TaskStore`] trait and the cancellation watch it hands out.
 
 use crate::error::StoreResult;
-use crate::model::{LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition};
+use crate::model::{
+    BackgroundSummary, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition,
+};
 use crate::node::NodeId;
-use crate::status::TaskStatus;
+use cadre_types::TaskStatus;
+use std::collections::HashSet;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -31,6 +34,31 @@ pub trait TaskStore: Send + Sync {
 
     /// All tasks of a parent session, oldest first.
     async fn list_by_session(&self, session: &str) -> StoreResult<Vec<TaskRecord>>;
+
+    /// The background tasks of a session for its status summary: the newest `open_limit`
+    /// open ones, newest first, with the open, finished and undelivered totals.
+    async fn background_summary(
+        &self,
+        session: &str,
+        open_limit: usize,
+    ) -> StoreResult<BackgroundSummary> {
+        let mut summary = BackgroundSummary::default();
+        for r in self.list_by_session(session).await?.into_iter().rev() {
+            if !r.background {
+                continue;
+            }
+            if r.status.is_terminal() {
+                summary.finished_total += 1;
+                summary.undelivered += usize::from(!r.delivered);
+            } else {
+                summary.open_total += 1;
+                if summary.open.len() < open_limit {
+                    summary.open.push(r);
+                }
+            }
+        }
+        Ok(summary)
+    }
 
     /// Apply a transition under the state rules; `Refused` (nothing written) or `NotFound`
     /// otherwise. Bumps `updated_at`.
@@ -128,6 +156,25 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Send the cancelled ids not reported yet on a watch's channel; on a full look (`full`),
+/// forget reported ids that are no longer pending. False when the receiver is gone.
+pub(crate) async fn report_cancellations(
+    tx: &mpsc::Sender<String>,
+    reported: &mut HashSet<String>,
+    ids: Vec<String>,
+    full: bool,
+) -> bool {
+    if full {
+        reported.retain(|r| ids.contains(r));
+    }
+    for id in ids {
+        if reported.insert(id.clone()) && tx.send(id).await.is_err() {
+            return false;
+        }
+    }
+    !tx.is_closed()
 }
 
 /// Task ids whose cancellation was requested, from [`TaskStore::watch_cancellations`].

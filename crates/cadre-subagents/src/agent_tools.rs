@@ -2,11 +2,10 @@
 //! `agent_list`. Thin adapters over the runtime; replies are `key: value` lines.
 
 use crate::live::LiveChild;
-use crate::runtime::{Inherited, Parent, SubagentRuntime};
-use crate::tracker::TaskStatus;
+use crate::runtime::{Inherited, Parent, RuntimeRef, SubagentRuntime};
 use async_trait::async_trait;
 use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use cadre_types::ToolDefinition;
+use cadre_types::{TaskStatus, ToolDefinition};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -95,21 +94,23 @@ async fn deliver(
 
 /// `agent_spawn(agent_id, task?, label?, timeout_seconds?)`.
 pub struct AgentSpawnTool {
-    runtime: Arc<SubagentRuntime>,
+    runtime: RuntimeRef,
     /// What the agent holding this tool passes down to its children.
     inherited: Arc<Inherited>,
 }
 
 impl AgentSpawnTool {
     /// The tool of a top-level agent over `runtime`.
-    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        let inherited = runtime.top_inherited().clone();
-        Self::for_parent(runtime, inherited)
+    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
+        Self::for_parent(runtime, runtime.top_inherited().clone())
     }
 
     /// The tool of an agent that passes `inherited` down.
-    pub fn for_parent(runtime: Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
-        Self { runtime, inherited }
+    pub fn for_parent(runtime: &Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
+        Self {
+            runtime: RuntimeRef::new(runtime),
+            inherited,
+        }
     }
 }
 
@@ -131,7 +132,8 @@ impl Tool for AgentSpawnTool {
     }
 
     fn definition(&self) -> ToolDefinition {
-        let ids: Vec<&str> = self.runtime.registry().names();
+        let runtime = self.runtime.upgrade();
+        let ids: Vec<&str> = runtime.iter().flat_map(|r| r.registry().names()).collect();
         ToolDefinition {
             name: "agent_spawn".into(),
             description: "Create a sub-agent that keeps its own conversation, optionally giving it a first task. \
@@ -166,10 +168,11 @@ impl Tool for AgentSpawnTool {
         args: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
+        let runtime = self.runtime.get()?;
         let a: SpawnArgs = parse_args(args)?;
         let label = a.label.filter(|l| !l.trim().is_empty());
         let parent = Parent::of_call(ctx, &self.inherited);
-        let child = match self.runtime.spawn_live(&a.agent_id, label, &parent).await {
+        let child = match runtime.spawn_live(&a.agent_id, label, &parent).await {
             Ok(c) => c,
             Err(e) => return Ok(error(e)),
         };
@@ -178,30 +181,30 @@ impl Tool for AgentSpawnTool {
                 "{}status: accepted",
                 header(&child)
             ))),
-            Some(task) => {
-                Ok(deliver(&self.runtime, &child, task, a.timeout_seconds, &parent).await)
-            }
+            Some(task) => Ok(deliver(&runtime, &child, task, a.timeout_seconds, &parent).await),
         }
     }
 }
 
 /// `agent_send(agent_key | label, message, timeout_seconds?)`.
 pub struct AgentSendTool {
-    runtime: Arc<SubagentRuntime>,
+    runtime: RuntimeRef,
     /// What the agent holding this tool passes down to its children.
     inherited: Arc<Inherited>,
 }
 
 impl AgentSendTool {
     /// The tool of a top-level agent over `runtime`.
-    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        let inherited = runtime.top_inherited().clone();
-        Self::for_parent(runtime, inherited)
+    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
+        Self::for_parent(runtime, runtime.top_inherited().clone())
     }
 
     /// The tool of an agent that passes `inherited` down.
-    pub fn for_parent(runtime: Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
-        Self { runtime, inherited }
+    pub fn for_parent(runtime: &Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
+        Self {
+            runtime: RuntimeRef::new(runtime),
+            inherited,
+        }
     }
 }
 
@@ -255,6 +258,7 @@ impl Tool for AgentSendTool {
         args: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
+        let runtime = self.runtime.get()?;
         let a: SendArgs = parse_args(args)?;
         let (key, label) = match (
             a.agent_key.filter(|k| !k.is_empty()),
@@ -265,8 +269,7 @@ impl Tool for AgentSendTool {
             pair => pair,
         };
         let parent = Parent::of_call(ctx, &self.inherited);
-        let found = self
-            .runtime
+        let found = runtime
             .find_live(&parent, key.as_deref(), label.as_deref())
             .await;
         let child = match (found, key, label) {
@@ -284,19 +287,21 @@ impl Tool for AgentSendTool {
                 )));
             }
         };
-        Ok(deliver(&self.runtime, &child, a.message, a.timeout_seconds, &parent).await)
+        Ok(deliver(&runtime, &child, a.message, a.timeout_seconds, &parent).await)
     }
 }
 
 /// `agent_list()`.
 pub struct AgentListTool {
-    runtime: Arc<SubagentRuntime>,
+    runtime: RuntimeRef,
 }
 
 impl AgentListTool {
     /// The tool over `runtime`.
-    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        Self { runtime }
+    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
+        Self {
+            runtime: RuntimeRef::new(runtime),
+        }
     }
 }
 
@@ -323,10 +328,15 @@ impl Tool for AgentListTool {
         _args: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let children = self.runtime.live().list(&ctx.run.session_id);
+        let runtime = self.runtime.get()?;
+        let children = runtime.live().list(&ctx.run.session_id);
         let mut out = format!("agents: {}", children.len());
         for c in children {
-            let state = match c.last_task().and_then(|t| self.runtime.tracker().get(&t)) {
+            let last = match c.last_task() {
+                Some(id) => runtime.task_record(&id).await,
+                None => None,
+            };
+            let state = match last {
                 None => "idle".to_string(),
                 Some(t) if t.status.is_terminal() => format!("idle (last task {})", t.status),
                 Some(t) => format!("{} (task {})", t.status, t.id),

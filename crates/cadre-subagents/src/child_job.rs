@@ -1,16 +1,17 @@
 //! One task of a child: wait for a concurrency slot, make its worktree and build the child
-//! if it was only planned, run its agent on its session, settle the worktree, and record
-//! the honest end state in the tracker.
+//! if it was only planned, run its agent on its session, settle the worktree, and store the
+//! honest end state (once, in the task store) before anyone here is told.
 
 use crate::forward::ForwardSink;
-use crate::persist::Persist;
+use crate::live::LiveChildren;
 use crate::remote::{OnRemoteId, RemoteApprovals, RemoteRequest};
 use crate::runtime::{Child, ChildRunner, JobChild, SubagentRuntime};
-use crate::tracker::{TaskStatus, TaskTracker};
+use crate::tracker::LocalTasks;
 use crate::worktree::Worktree;
 use cadre_engine::RunOutcome;
+use cadre_store::{StoreError, TaskStore, Transition};
 use cadre_tools::{RunContext, Spend};
-use cadre_types::{EndState, Event, EventEnvelope, Message, UpdateKind};
+use cadre_types::{EndState, Event, EventEnvelope, Message, TaskStatus, UpdateKind, Usage};
 use std::sync::{Arc, Weak};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -20,15 +21,19 @@ pub(crate) struct ChildJob {
     pub child: JobChild,
     /// Builds a planned child.
     pub runtime: Weak<SubagentRuntime>,
+    /// A one-off child (the `task` tool's): its session ends with this task.
+    pub one_off: bool,
+    /// The runtime's live children (a one-off child's go when its task ends).
+    pub live: Arc<LiveChildren>,
     pub prompt: String,
     /// The task's title (named in a worktree's commit message).
     pub description: String,
     pub run: Arc<RunContext>,
     pub cancel: CancellationToken,
     pub slot: Arc<Semaphore>,
-    pub tracker: TaskTracker,
+    pub local: LocalTasks,
     pub forward: Arc<ForwardSink>,
-    pub persist: Option<Persist>,
+    pub store: Arc<dyn TaskStore>,
 }
 
 impl ChildJob {
@@ -56,23 +61,48 @@ impl ChildJob {
         }
     }
 
+    /// Store how the task ended, then tell this process: waiters here read a complete,
+    /// durable record. When the store already holds an end (the sweeper failed the task, say),
+    /// that end stands, and is what waiters see. A store that fails is tried again for a
+    /// while; the end it could not take is still the end told here, never a cancel.
+    async fn end(&self, end: &EndState, output: String, usage: Usage) {
+        let id = &self.task_id;
+        let mut t = Transition::ended(end, output, usage);
+        if t.to == TaskStatus::Cancelled
+            && let Some(reason) = cancel_reason(&self.runtime)
+        {
+            t = t.with_error(reason);
+        }
+        let wanted = t.to;
+        let status = match cadre_store::transition_retrying(self.store.as_ref(), id, t).await {
+            Ok(()) => wanted,
+            Err(StoreError::Refused { from, .. }) if from.is_terminal() => {
+                tracing::warn!(task = %id, stored = %from, "the store holds another end; it stands");
+                from
+            }
+            Err(e) => {
+                tracing::error!(task = %id, error = %e, "store: cannot record the end of a task");
+                wanted
+            }
+        };
+        if self.one_off {
+            // The session is over: what it spawned goes with it, before anyone is told.
+            self.live.drop_session(self.child.session_id());
+        }
+        self.local.finish(id, status);
+    }
+
     /// End a task that never started: cancelled, or failed because its child could not be
     /// built.
     async fn end_unstarted(&self, failure: Option<String>) {
-        let id = &self.task_id;
         let sid = self.child.session_id();
-        let (status, end, text, kind) = match failure {
-            None => {
-                let _ = self.tracker.request_cancel(id);
-                (
-                    TaskStatus::Cancelled,
-                    EndState::Cancelled,
-                    "cancelled before it started".to_string(),
-                    UpdateKind::Cancelled,
-                )
-            }
+        let (end, text, kind) = match failure {
+            None => (
+                EndState::Cancelled,
+                "cancelled before it started".to_string(),
+                UpdateKind::Cancelled,
+            ),
             Some(error) => (
-                TaskStatus::Failed,
                 EndState::Failed {
                     error: error.clone(),
                 },
@@ -80,18 +110,7 @@ impl ChildJob {
                 UpdateKind::Error,
             ),
         };
-        let error = match status {
-            TaskStatus::Failed => Some(text.clone()),
-            _ => cancel_reason(&self.runtime),
-        };
-        // As on the normal path: the end state and the store first, so whoever sees the
-        // terminal status locally reads a complete, durable record.
-        self.tracker.set_end_state(id, end.clone());
-        if let Some(p) = &self.persist {
-            p.finished(id, status, None, error.clone(), &end, Default::default())
-                .await;
-        }
-        let _ = self.tracker.transition(id, status, None, error, None);
+        self.end(&end, String::new(), Usage::default()).await;
         self.forward.update(sid, kind, text, None, None);
     }
 
@@ -146,21 +165,39 @@ impl ChildJob {
             _ = self.cancel.cancelled() => None,
         };
         let started = match session {
-            Some(session) => {
-                let stored = match &self.persist {
-                    Some(p) => p.running(id).await,
-                    None => true,
-                };
-                let local = self
-                    .tracker
-                    .transition(id, TaskStatus::Running, None, None, None)
-                    .is_ok();
-                (stored && local).then_some(session)
+            // A cancel requested in the store (here or on another node) refuses `running`.
+            Some(session) if !self.cancel.is_cancelled() => {
+                match cadre_store::transition_retrying(
+                    self.store.as_ref(),
+                    id,
+                    Transition::running(),
+                )
+                .await
+                {
+                    Ok(()) => {
+                        self.local.started(id);
+                        Some(session)
+                    }
+                    Err(e) if e.is_refused() => {
+                        tracing::debug!(task = %id, error = %e, "store refused running");
+                        None
+                    }
+                    Err(e) => {
+                        // The store is down, not saying no: the work goes on, and its end
+                        // (allowed from pending) is written when it comes.
+                        tracing::error!(task = %id, error = %e, "store: cannot record that a task runs");
+                        self.local.started(id);
+                        Some(session)
+                    }
+                }
             }
-            None => None,
+            _ => None,
         };
         let Some(mut session) = started else {
             // Cancelled before it could start (here or, through the store, elsewhere).
+            if let Some(w) = &worktree {
+                w.finish(None, "unused").await;
+            }
             self.end_unstarted(None).await;
             return;
         };
@@ -171,10 +208,10 @@ impl ChildJob {
                 agent
                     .run(
                         &mut session,
-                        Some(self.prompt),
+                        Some(std::mem::take(&mut self.prompt)),
                         run,
                         workspace.clone(),
-                        self.cancel,
+                        self.cancel.clone(),
                     )
                     .await
             }
@@ -188,11 +225,11 @@ impl ChildJob {
                 let request = RemoteRequest {
                     agent: child.name.clone(),
                     spec: spec.clone(),
-                    prompt: self.prompt,
+                    prompt: std::mem::take(&mut self.prompt),
                     task_id: id.clone(),
                     session_id: sid.clone(),
                     context_id: context,
-                    on_remote_id: self.persist.as_ref().map(|p| record_remote_id(p, id)),
+                    on_remote_id: Some(record_remote_id(&self.store, id)),
                     approvals: RemoteApprovals(run.approvals.clone()),
                 };
                 let events = run.events.clone();
@@ -241,7 +278,7 @@ impl ChildJob {
             }
         };
         drop(session);
-        let mut outcome = outcome;
+        let mut output = outcome.output;
         if let Some(w) = &worktree {
             let failure = match &outcome.state {
                 EndState::Completed => None,
@@ -251,47 +288,12 @@ impl ChildJob {
             };
             let message = format!("cadre: {} task {id}\n\n{}", child.name, self.description);
             let report = w.finish(failure, &message).await.render();
-            if !outcome.output.is_empty() {
-                outcome.output.push_str("\n\n");
+            if !output.is_empty() {
+                output.push_str("\n\n");
             }
-            outcome.output.push_str(&report);
+            output.push_str(&report);
         }
-        self.tracker.set_end_state(id, outcome.state.clone());
-        let end = outcome.state.clone();
-        let (status, error) = match outcome.state {
-            EndState::Completed => (TaskStatus::Completed, None),
-            EndState::Cancelled => (TaskStatus::Cancelled, cancel_reason(&self.runtime)),
-            EndState::Failed { error } => (TaskStatus::Failed, Some(error)),
-            EndState::LimitReached { limit } => (
-                TaskStatus::Failed,
-                Some(format!("limit reached ({limit}); the result is partial")),
-            ),
-        };
-        let result = Some(outcome.output).filter(|r| !r.is_empty());
-        let usage = Some(outcome.usage);
-        // The store first: once the local state is terminal, waiters read results that
-        // must already be durable.
-        if let Some(p) = &self.persist {
-            p.finished(
-                id,
-                status,
-                result.clone(),
-                error.clone(),
-                &end,
-                outcome.usage,
-            )
-            .await;
-        }
-        if let Err(e) = self
-            .tracker
-            .transition(id, status, result.clone(), error.clone(), usage)
-        {
-            // Cancel was requested while the child was finishing: it ends cancelled.
-            tracing::debug!(error = %e, "terminal state raced with cancel");
-            let _ = self
-                .tracker
-                .transition(id, TaskStatus::Cancelled, result, error, usage);
-        }
+        self.end(&outcome.state, output, outcome.usage).await;
     }
 }
 
@@ -319,8 +321,8 @@ impl ChildJob {
 
 /// A callback that records the remote task id in the store (in the background; a failed
 /// write is only logged, the run goes on).
-fn record_remote_id(persist: &Persist, task_id: &str) -> OnRemoteId {
-    let store = persist.store.clone();
+fn record_remote_id(store: &Arc<dyn TaskStore>, task_id: &str) -> OnRemoteId {
+    let store = store.clone();
     let task_id = task_id.to_string();
     OnRemoteId::new(move |remote_id: &str| {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {

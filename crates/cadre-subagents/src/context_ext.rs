@@ -6,16 +6,15 @@
 //! still run. Nothing earlier in the conversation is ever rewritten, so the requests of a
 //! session only grow at the end and providers' prompt caches keep hitting.
 
-use crate::persist::snapshot_of;
 use crate::registry::AgentRegistry;
 use crate::results::ShownResult;
 use crate::runtime::{SubagentRuntime, ToolSurface};
 use crate::task_tool::{completeness_attrs, xml_escape};
-use crate::tracker::{BackgroundStatus, TaskSnapshot, TaskStatus};
 use async_trait::async_trait;
 use cadre_engine::TurnExtension;
+use cadre_store::{BackgroundSummary, TaskRecord};
 use cadre_tools::RunContext;
-use cadre_types::Message;
+use cadre_types::{Message, TaskStatus};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -60,7 +59,7 @@ impl SubagentContext {
     }
 }
 
-fn task_line(t: &TaskSnapshot) -> String {
+fn task_line(t: &TaskRecord) -> String {
     let description: String = t
         .description
         .split_whitespace()
@@ -75,7 +74,7 @@ fn task_line(t: &TaskSnapshot) -> String {
     format!(
         "- {} {}: {}",
         t.id,
-        xml_escape(&t.agent),
+        xml_escape(&t.agent_id),
         xml_escape(&description)
     )
 }
@@ -87,7 +86,7 @@ fn task_line(t: &TaskSnapshot) -> String {
 /// call that started it answers — only finished tasks can have changed, and their results
 /// are delivered beside the status: the counts alone say what changed, and nothing at all
 /// while none finished (the model just started them).
-pub fn status_message(status: &BackgroundStatus, history: &[Message]) -> Option<String> {
+pub fn status_message(status: &BackgroundSummary, history: &[Message]) -> Option<String> {
     if status.open_total == 0 && status.finished_total == 0 {
         return None;
     }
@@ -179,7 +178,7 @@ pub fn section(registry: &AgentRegistry, surface: ToolSurface) -> String {
 
 /// The message that delivers finished background tasks to the parent, each with its
 /// result as shown to the parent.
-pub fn delivery_message(tasks: &[(TaskSnapshot, ShownResult)]) -> Message {
+pub fn delivery_message(tasks: &[(TaskRecord, ShownResult)]) -> Message {
     let mut s = String::from("<background-task-results>\n");
     for (t, shown) in tasks {
         let state = match t.status {
@@ -190,7 +189,7 @@ pub fn delivery_message(tasks: &[(TaskSnapshot, ShownResult)]) -> Message {
         s.push_str(&format!(
             "<task id=\"{}\" agent=\"{}\" state=\"{state}\"{}>",
             t.id,
-            xml_escape(&t.agent),
+            xml_escape(&t.agent_id),
             completeness_attrs(t)
         ));
         if let Some(e) = &t.error {
@@ -210,39 +209,27 @@ impl TurnExtension for SubagentContext {
     }
 
     async fn take_injections(&self, run: &RunContext, history: &[Message]) -> Vec<Message> {
-        let mut done = self.runtime.tracker().take_finished(&run.session_id);
-        if let Some(store) = self.runtime.store() {
-            // Record this process's deliveries, then collect what finished elsewhere or
-            // before a restart: the store hands each completion out once.
-            if !done.is_empty() {
-                let ids: Vec<String> = done.iter().map(|t| t.id.clone()).collect();
-                if let Err(e) = store.mark_delivered_many(&ids).await {
-                    tracing::warn!(tasks = ids.len(), error = %e, "store: mark delivered failed");
-                }
-            }
-            match store.take_undelivered_finished(&run.session_id).await {
-                Ok(records) => {
-                    for r in records {
-                        if !done.iter().any(|t| t.id == r.id) {
-                            // The store can hand out a task of this process between its
-                            // durable end and its local one: mark it here too, or the
-                            // tracker would deliver it again.
-                            self.runtime.tracker().mark_delivered(&r.id);
-                            done.push(snapshot_of(&r));
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "store: collecting finished tasks failed"),
-            }
-        }
+        let store = self.runtime.store();
+        // The store hands each completion out once, across processes and restarts.
+        let done = store
+            .take_undelivered_finished(&run.session_id)
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "store: collecting finished tasks failed");
+                Vec::new()
+            });
         // The status first, then the results it counts as finished.
         let mut out = Vec::new();
-        let status = self
-            .runtime
-            .tracker()
-            .background_status(&run.session_id, MAX_TASK_LINES);
-        if let Some(text) = status_message(&status, history) {
-            out.push(Message::user(text));
+        match store
+            .background_summary(&run.session_id, MAX_TASK_LINES)
+            .await
+        {
+            Ok(status) => {
+                if let Some(text) = status_message(&status, history) {
+                    out.push(Message::user(text));
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "store: reading the task status failed"),
         }
         if !done.is_empty() {
             run.events.emit(cadre_types::EventEnvelope {
@@ -274,30 +261,47 @@ impl TurnExtension for SubagentContext {
         if self.runtime.is_detached() {
             return false;
         }
-        let tracker = self.runtime.tracker();
-        let signal = tracker.session_signal(&run.session_id);
-        // The counts come from the tracker's counter and queue of ended tasks; after this a
-        // wake-up means a task ended, so a long tail of completions costs no rescans.
-        let (_, mut ready) = tracker.pending_counts(&run.session_id);
+        let session = run.session_id.as_str();
+        let local = self.runtime.local();
+        let undelivered = || async {
+            self.runtime
+                .store()
+                .background_summary(session, 0)
+                .await
+                .map(|s| s.undelivered)
+                .unwrap_or(0)
+        };
+        let mut ready = undelivered().await;
         loop {
-            // Register for the wake-up before looking, so no completion slips between.
-            let notified = signal.notified();
+            // Register for the wake-up before looking, so no completion slips between. A
+            // wake-up means a task ended, so a long tail of completions costs no store reads.
+            let Some(wake) = local.session_wake(session) else {
+                return ready > 0 || undelivered().await > 0;
+            };
+            let notified = wake.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let running = tracker.open_background(&run.session_id);
+            let Some(running) = local.open_background(session, &wake) else {
+                continue;
+            };
             if running == 0 {
-                return ready > 0 || tracker.pending_counts(&run.session_id).1 > 0;
+                return ready > 0 || undelivered().await > 0;
             }
             if ready > 0 && round < WAIT_ALL_AFTER_ROUNDS {
                 // Let a burst of completions land in the same turn, but stop gathering as
                 // soon as nothing is left running.
                 let deadline = tokio::time::Instant::now() + gather_window(round);
                 loop {
-                    let notified = signal.notified();
+                    let Some(wake) = local.session_wake(session) else {
+                        return true;
+                    };
+                    let notified = wake.notified();
                     tokio::pin!(notified);
                     notified.as_mut().enable();
-                    if tracker.open_background(&run.session_id) == 0 {
-                        return true;
+                    match local.open_background(session, &wake) {
+                        Some(0) => return true,
+                        None => continue,
+                        Some(_) => {}
                     }
                     tokio::select! {
                         _ = &mut notified => {}

@@ -2,7 +2,7 @@
 //! of them in the task's small progress log. Approval requests and plans pass through unchanged,
 //! so the parent's UI sees which sub-agent asks or plans.
 
-use crate::tracker::TaskTracker;
+use crate::tracker::LocalTasks;
 use cadre_types::{EndState, Event, EventEnvelope, EventSink, SubagentUpdate, UpdateKind};
 use std::sync::Arc;
 
@@ -16,7 +16,7 @@ pub(crate) struct ForwardSink {
     pub parent_task_id: Option<String>,
     pub agent: String,
     pub task_id: String,
-    pub tracker: TaskTracker,
+    pub local: LocalTasks,
     /// Background tasks log their progress; foreground ones only forward it.
     pub log: bool,
 }
@@ -31,8 +31,7 @@ impl ForwardSink {
         usage: Option<cadre_types::Usage>,
     ) {
         if self.log {
-            self.tracker
-                .log(&self.task_id, kind, tool.as_deref(), &text);
+            self.local.log(&self.task_id, kind, tool.as_deref(), &text);
         }
         let update = SubagentUpdate {
             agent: self.agent.clone(),
@@ -113,7 +112,7 @@ impl EventSink for ForwardSink {
             } => {
                 // The child's own running total, so its task shows live tokens before it ends.
                 if subagent.is_none() {
-                    self.tracker.record_usage(&self.task_id, total);
+                    self.local.record_usage(&self.task_id, total);
                 }
                 self.to_parent(Event::Usage {
                     usage,

@@ -419,7 +419,12 @@ impl HarnessBuilder {
         }
         let registry = registry.load();
 
-        let mut rc = RuntimeConfig::new(ws.clone());
+        let store = self.store.unwrap_or_else(|| {
+            Arc::new(cadre_store::MemoryStore::new(cadre_store::NodeId::detect(
+                &ws,
+            )))
+        });
+        let mut rc = RuntimeConfig::new(ws.clone(), store);
         rc.sessions_dir = sessions_dir.clone();
         rc.memory_files = self.memory_files.clone();
         rc.base_tools = base_tools.clone();
@@ -430,7 +435,6 @@ impl HarnessBuilder {
         rc.tool_timeout = self.tool_timeout;
         rc.max_parallel_tools = self.max_parallel_tools;
         rc.offload_threshold = self.offload_threshold;
-        rc.store = self.store;
         rc.max_output_tokens = self.max_output_tokens;
         rc.max_reply_bytes = self.max_reply_bytes;
         rc.sandbox = self.sandbox;

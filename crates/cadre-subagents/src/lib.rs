@@ -22,7 +22,6 @@ pub mod model_spec;
 mod narrowing;
 mod opencode;
 mod paths;
-mod persist;
 pub mod progress;
 mod registry;
 mod remote;
@@ -37,6 +36,8 @@ mod tracker;
 pub mod worktree;
 
 pub use agent_servers::{AgentServers, ServerLease, ServerRequest};
+pub use cadre_store::{BackgroundSummary, TaskRecord};
+pub use cadre_types::TaskStatus;
 pub use child_setup::{SetupError, WorkspacePlan, child_prompt, child_prompt_with, plan_workspace};
 pub use context_ext::{SubagentContext, delivery_message, section, status_message};
 pub use definition::{
@@ -54,7 +55,6 @@ pub use paths::{
     check_relative_path, display_path, display_source, prompt_file, resolve_workspace_path,
     runtime_root,
 };
-pub use persist::{end_state_name, parse_end_state_name, snapshot_of};
 pub use registry::{
     AgentRegistry, AgentRegistryBuilder, AgentWarning, GENERAL_PURPOSE, general_purpose,
     validate_declaration,
@@ -66,7 +66,6 @@ pub use runtime::{
 };
 pub use skills::{SKILL_DIRS, Skill, SkillSet};
 pub use task_tool::{TaskTool, render_result, xml_escape};
-pub use tracker::{BackgroundStatus, NewTask, TaskSnapshot, TaskStatus, TaskTracker, TrackerError};
 pub use worktree::Isolation;
 
 /// Names of the delegation tools; children that may not delegate never get them.

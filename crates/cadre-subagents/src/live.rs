@@ -107,6 +107,17 @@ impl LiveChildren {
         })
     }
 
+    /// Forget the live children of a session that has ended (the session of a one-off
+    /// child whose task is over): nothing can address them any more.
+    pub fn drop_session(&self, session: &str) {
+        self.lock().remove(session);
+    }
+
+    /// How many sessions have live children.
+    pub fn sessions(&self) -> usize {
+        self.lock().len()
+    }
+
     /// The live children of a session, in creation order.
     pub fn list(&self, session: &str) -> Vec<Arc<LiveChild>> {
         self.lock().get(session).cloned().unwrap_or_default()

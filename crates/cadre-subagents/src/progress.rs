@@ -90,11 +90,6 @@ impl ProgressLog {
     pub fn lines(&self) -> Vec<ProgressLine> {
         self.lines.iter().cloned().collect()
     }
-
-    /// Release spare capacity (the task has ended; nothing more will be logged).
-    pub fn shrink(&mut self) {
-        self.lines.shrink_to_fit();
-    }
 }
 
 #[cfg(test)]

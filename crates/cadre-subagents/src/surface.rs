@@ -16,24 +16,21 @@ pub fn tools(
 ) -> ToolRegistry {
     let mut reg = ToolRegistry::new();
     if matches!(surface, ToolSurface::Task | ToolSurface::Both) {
-        reg.register(Arc::new(TaskTool::for_parent(
-            runtime.clone(),
-            inherited.clone(),
-        )));
+        reg.register(Arc::new(TaskTool::for_parent(runtime, inherited.clone())));
     }
     if matches!(surface, ToolSurface::Lifecycle | ToolSurface::Both) {
         reg.register(Arc::new(AgentSpawnTool::for_parent(
-            runtime.clone(),
+            runtime,
             inherited.clone(),
         )));
         reg.register(Arc::new(AgentSendTool::for_parent(
-            runtime.clone(),
+            runtime,
             inherited.clone(),
         )));
-        reg.register(Arc::new(AgentListTool::new(runtime.clone())));
-        reg.register(Arc::new(TaskOutputTool::new(runtime.clone())));
-        reg.register(Arc::new(TaskCancelTool::new(runtime.clone())));
-        reg.register(Arc::new(TaskListTool::new(runtime.clone())));
+        reg.register(Arc::new(AgentListTool::new(runtime)));
+        reg.register(Arc::new(TaskOutputTool::new(runtime)));
+        reg.register(Arc::new(TaskCancelTool::new(runtime)));
+        reg.register(Arc::new(TaskListTool::new(runtime)));
     }
     reg
 }

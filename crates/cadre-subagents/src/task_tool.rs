@@ -2,32 +2,34 @@
 //! answer) or the background (get a task id at once; the result arrives by itself).
 
 use crate::results::ShownResult;
-use crate::runtime::{Inherited, Parent, SpawnRequest, SubagentRuntime};
-use crate::tracker::{TaskSnapshot, TaskStatus};
+use crate::runtime::{Inherited, Parent, RuntimeRef, SpawnRequest, SubagentRuntime};
 use async_trait::async_trait;
+use cadre_store::TaskRecord;
 use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use cadre_types::ToolDefinition;
+use cadre_types::{TaskStatus, ToolDefinition};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
 
 /// The `task` tool.
 pub struct TaskTool {
-    runtime: Arc<SubagentRuntime>,
+    runtime: RuntimeRef,
     /// What the agent holding this tool passes down to its children.
     inherited: Arc<Inherited>,
 }
 
 impl TaskTool {
     /// A `task` tool of a top-level agent over `runtime`.
-    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        let inherited = runtime.top_inherited().clone();
-        Self::for_parent(runtime, inherited)
+    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
+        Self::for_parent(runtime, runtime.top_inherited().clone())
     }
 
     /// A `task` tool of an agent that passes `inherited` down.
-    pub fn for_parent(runtime: Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
-        Self { runtime, inherited }
+    pub fn for_parent(runtime: &Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
+        Self {
+            runtime: RuntimeRef::new(runtime),
+            inherited,
+        }
     }
 }
 
@@ -60,7 +62,7 @@ pub fn xml_escape(s: &str) -> String {
 
 /// The attributes of a finished task's envelope that say how complete its result is:
 /// ` complete="true"`, or ` complete="false" reason="max_turns"`.
-pub fn completeness_attrs(snap: &TaskSnapshot) -> String {
+pub fn completeness_attrs(snap: &TaskRecord) -> String {
     match snap.incomplete_reason() {
         None => " complete=\"true\"".to_string(),
         Some(reason) => format!(" complete=\"false\" reason=\"{reason}\""),
@@ -68,7 +70,7 @@ pub fn completeness_attrs(snap: &TaskSnapshot) -> String {
 }
 
 /// Render a finished task for the parent model, with its result as `shown`.
-pub fn render_result(snap: &TaskSnapshot, shown: &ShownResult) -> ToolOutput {
+pub fn render_result(snap: &TaskRecord, shown: &ShownResult) -> ToolOutput {
     let result = shown.envelope();
     let complete = completeness_attrs(snap);
     match snap.status {
@@ -94,9 +96,13 @@ impl Tool for TaskTool {
     }
 
     fn definition(&self) -> ToolDefinition {
-        let defs: Vec<_> = self.runtime.registry().list().collect();
+        let runtime = self.runtime.upgrade();
+        let defs: Vec<_> = runtime.iter().flat_map(|r| r.registry().list()).collect();
         let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
-        let catalogue = self.runtime.registry().catalogue();
+        let catalogue = runtime
+            .as_ref()
+            .map(|r| r.registry().catalogue())
+            .unwrap_or_default();
         ToolDefinition {
             name: "task".into(),
             description: format!(
@@ -137,6 +143,7 @@ impl Tool for TaskTool {
         args: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
+        let runtime = self.runtime.get()?;
         let args: Args = parse_args(args)?;
         let description = if args.description.trim().is_empty() {
             crate::short_title(&args.prompt)
@@ -150,8 +157,7 @@ impl Tool for TaskTool {
             .transpose()
             .map_err(ToolError::InvalidArgs)?;
         let parent = Parent::of_call(ctx, &self.inherited);
-        let started = self
-            .runtime
+        let started = runtime
             .spawn(
                 SpawnRequest {
                     agent: args.subagent_type,
@@ -170,12 +176,12 @@ impl Tool for TaskTool {
                 started.task_id
             )));
         }
-        let timeout = self.runtime.config().task_timeout;
-        match self.runtime.wait(&started.task_id, &parent, timeout).await {
-            Some(snap) => Ok(render_result(&snap, &self.runtime.shown_result(&snap))),
+        let timeout = runtime.config().task_timeout;
+        match runtime.wait(&started.task_id, &parent, timeout).await {
+            Some(snap) => Ok(render_result(&snap, &runtime.shown_result(&snap))),
             None => {
                 // Timed out: the same child keeps running as a background task.
-                self.runtime.promote(&started.task_id).await;
+                runtime.promote(&started.task_id).await;
                 Ok(ToolOutput::ok(format!(
                     "<task id=\"{}\" state=\"running\"/>\nNo result within {}s; the sub-agent continues in the background and its result will be delivered to you when it finishes.",
                     started.task_id,

@@ -1,11 +1,11 @@
 //! The lifecycle tools that inspect and control tasks: `task_output`, `task_cancel`,
 //! `task_list`. Tasks are scoped to the parent session; replies are `key: value` lines.
 
-use crate::runtime::{SubagentRuntime, Waited};
-use crate::tracker::{TaskSnapshot, TaskStatus};
+use crate::runtime::{RuntimeRef, SubagentRuntime, Waited};
 use async_trait::async_trait;
+use cadre_store::TaskRecord;
 use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use cadre_types::ToolDefinition;
+use cadre_types::{TaskStatus, ToolDefinition};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -24,11 +24,11 @@ pub fn timestamp(ms: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
-fn describe(t: &TaskSnapshot) -> String {
+fn describe(t: &TaskRecord) -> String {
     let mut s = format!(
         "task_id: {}\nagent_id: {}\nstatus: {}\ncreated_at: {}\nupdated_at: {}\ndescription: {}\ntokens: {}\ncost: {}",
         t.id,
-        t.agent,
+        t.agent_id,
         t.status,
         timestamp(t.created_at),
         timestamp(t.updated_at),
@@ -51,9 +51,9 @@ fn describe(t: &TaskSnapshot) -> String {
 }
 
 /// `describe` plus the task's recent progress, for a task that has not finished.
-fn describe_running(runtime: &SubagentRuntime, t: &TaskSnapshot, note: &str) -> String {
+fn describe_running(runtime: &SubagentRuntime, t: &TaskRecord, note: &str) -> String {
     let mut s = describe(t);
-    let lines = runtime.tracker().log_of(&t.id);
+    let lines = runtime.progress_of(&t.id);
     if !lines.is_empty() {
         s.push_str("\nrecent progress:");
         for l in &lines {
@@ -66,7 +66,7 @@ fn describe_running(runtime: &SubagentRuntime, t: &TaskSnapshot, note: &str) -> 
     s
 }
 
-async fn lookup(runtime: &SubagentRuntime, ctx: &ToolContext, id: &str) -> Option<TaskSnapshot> {
+async fn lookup(runtime: &SubagentRuntime, ctx: &ToolContext, id: &str) -> Option<TaskRecord> {
     runtime.task(&ctx.run.session_id, id).await
 }
 
@@ -74,7 +74,7 @@ fn unknown(id: &str) -> ToolOutput {
     ToolOutput::error(format!("Error: Unknown task_id: {id}"))
 }
 
-async fn finished(runtime: &SubagentRuntime, t: &TaskSnapshot) -> ToolOutput {
+async fn finished(runtime: &SubagentRuntime, t: &TaskRecord) -> ToolOutput {
     runtime.mark_delivered(&t.id).await;
     let mut s = describe(t);
     if t.result.is_some() {
@@ -94,13 +94,15 @@ async fn finished(runtime: &SubagentRuntime, t: &TaskSnapshot) -> ToolOutput {
 
 /// `task_output(task_id, block?, timeout?)`.
 pub struct TaskOutputTool {
-    runtime: Arc<SubagentRuntime>,
+    runtime: RuntimeRef,
 }
 
 impl TaskOutputTool {
     /// The tool over `runtime`.
-    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        Self { runtime }
+    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
+        Self {
+            runtime: RuntimeRef::new(runtime),
+        }
     }
 }
 
@@ -151,32 +153,32 @@ impl Tool for TaskOutputTool {
         args: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
+        let runtime = self.runtime.get()?;
         let a: OutputArgs = parse_args(args)?;
-        let Some(t) = lookup(&self.runtime, ctx, &a.task_id).await else {
+        let Some(t) = lookup(&runtime, ctx, &a.task_id).await else {
             return Ok(unknown(&a.task_id));
         };
         if t.status.is_terminal() {
-            return Ok(finished(&self.runtime, &t).await);
+            return Ok(finished(&runtime, &t).await);
         }
         if !a.block.unwrap_or(true) {
             return Ok(ToolOutput::ok(describe_running(
-                &self.runtime,
+                &runtime,
                 &t,
                 "still running",
             )));
         }
         let ms = a.timeout.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS);
-        match self
-            .runtime
-            .wait_task(&a.task_id, &ctx.cancel, Duration::from_millis(ms))
+        match runtime
+            .wait_for(&a.task_id, &ctx.cancel, Some(Duration::from_millis(ms)))
             .await
         {
-            Waited::Done(t) => Ok(finished(&self.runtime, &t).await),
+            Waited::Done(t) => Ok(finished(&runtime, &t).await),
             Waited::Unknown => Ok(unknown(&a.task_id)),
             Waited::Aborted | Waited::TimedOut => {
-                let now = lookup(&self.runtime, ctx, &a.task_id).await.unwrap_or(t);
+                let now = lookup(&runtime, ctx, &a.task_id).await.unwrap_or(t);
                 Ok(ToolOutput::ok(describe_running(
-                    &self.runtime,
+                    &runtime,
                     &now,
                     &format!("timed out waiting after {ms} ms; the task is still running"),
                 )))
@@ -187,13 +189,15 @@ impl Tool for TaskOutputTool {
 
 /// `task_cancel(task_id)`.
 pub struct TaskCancelTool {
-    runtime: Arc<SubagentRuntime>,
+    runtime: RuntimeRef,
 }
 
 impl TaskCancelTool {
     /// The tool over `runtime`.
-    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        Self { runtime }
+    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
+        Self {
+            runtime: RuntimeRef::new(runtime),
+        }
     }
 }
 
@@ -233,8 +237,9 @@ impl Tool for TaskCancelTool {
         args: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
+        let runtime = self.runtime.get()?;
         let a: CancelArgs = parse_args(args)?;
-        let Some(t) = lookup(&self.runtime, ctx, &a.task_id).await else {
+        let Some(t) = lookup(&runtime, ctx, &a.task_id).await else {
             return Ok(unknown(&a.task_id));
         };
         if t.status.is_terminal() {
@@ -243,17 +248,13 @@ impl Tool for TaskCancelTool {
                 t.id, t.status
             )));
         }
-        let _ = self
-            .runtime
-            .cancel_task(&ctx.run.session_id, &a.task_id)
-            .await;
-        let after = match self
-            .runtime
-            .wait_task(&a.task_id, &CancellationToken::new(), CANCEL_WAIT)
+        let _ = runtime.cancel_task(&ctx.run.session_id, &a.task_id).await;
+        let after = match runtime
+            .wait_for(&a.task_id, &CancellationToken::new(), Some(CANCEL_WAIT))
             .await
         {
             Waited::Done(t) => *t,
-            _ => lookup(&self.runtime, ctx, &a.task_id).await.unwrap_or(t),
+            _ => lookup(&runtime, ctx, &a.task_id).await.unwrap_or(t),
         };
         let note = if after.status == TaskStatus::Cancelled {
             "the sub-agent was stopped"
@@ -271,13 +272,15 @@ impl Tool for TaskCancelTool {
 
 /// `task_list(status_filter?)`.
 pub struct TaskListTool {
-    runtime: Arc<SubagentRuntime>,
+    runtime: RuntimeRef,
 }
 
 impl TaskListTool {
     /// The tool over `runtime`.
-    pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
-        Self { runtime }
+    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
+        Self {
+            runtime: RuntimeRef::new(runtime),
+        }
     }
 }
 
@@ -317,6 +320,7 @@ impl Tool for TaskListTool {
         args: serde_json::Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
+        let runtime = self.runtime.get()?;
         let a: ListArgs = parse_args(args)?;
         let filter = a.status_filter.unwrap_or_else(|| "all".into());
         let wanted = match filter.as_str() {
@@ -330,8 +334,7 @@ impl Tool for TaskListTool {
                 }
             },
         };
-        let tasks: Vec<TaskSnapshot> = self
-            .runtime
+        let tasks: Vec<TaskRecord> = runtime
             .tasks_of(&ctx.run.session_id)
             .await
             .into_iter()

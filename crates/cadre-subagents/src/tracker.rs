@@ -1,594 +1,292 @@
-//! The task tracker: every child run is a task record with an explicit state machine, a
-//! small progress log and exactly-once delivery of its completion to the parent.
+//! What of a running task cannot be stored, kept for the tasks this process runs: the
+//! child's cancellation token, a watch of its status (so waiters here wake at once), its
+//! progress (the bounded log `task_output` shows while it runs, and its token count so
+//! far; the store gets the total when it ends), and per parent session the
+//! concurrency slots and the wake-up of a parent held open for its background tasks.
 //!
-//! Transitions live in one function, [`TaskStatus::can_become`] (shared with the persistent
-//! store, which enforces the same rule in SQL): terminal states never change, and once
-//! cancellation is requested only a terminal state can be written.
+//! Task state itself (status, result, delivery) has one owner, the task store. An entry here
+//! lives while its task runs and goes when it ends; a session's entry goes with its last
+//! running task. So this map holds nothing for a finished session, however many tasks it ran.
 
 use crate::progress::{ProgressLine, ProgressLog};
-use cadre_types::{UpdateKind, Usage, unix_millis};
+use cadre_types::{TaskStatus, UpdateKind, Usage};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use cadre_store::TaskStatus;
-
-/// A snapshot of one task.
-#[derive(Debug, Clone)]
-pub struct TaskSnapshot {
-    /// `task_<uuid>`.
-    pub id: String,
-    /// The sub-agent's name.
-    pub agent: String,
-    /// The parent's session id.
-    pub parent_session_id: String,
-    /// The child's session id.
-    pub child_session_id: String,
-    /// The short title given by the parent.
-    pub description: String,
-    /// The status.
-    pub status: TaskStatus,
-    /// The final (or partial) output.
-    pub result: Option<String>,
-    /// Why it failed, for failed tasks.
-    pub error: Option<String>,
-    /// Whether cancellation was requested.
-    pub cancel_requested: bool,
-    /// Whether the parent sees it as a background task.
-    pub background: bool,
-    /// Creation time, Unix ms.
-    pub created_at: u64,
-    /// Last change, Unix ms.
-    pub updated_at: u64,
-    /// Tokens the child used.
-    pub usage: Usage,
-    /// How the child's run ended, once it has (distinguishes a limit from a failure).
-    pub end_state: Option<cadre_types::EndState>,
-}
-
-impl TaskSnapshot {
-    /// Why the task's result is not complete; `None` when it is (or the task has not ended).
-    /// Read from the run's end state, or from the status when the end state is unknown.
-    pub fn incomplete_reason(&self) -> Option<cadre_types::IncompleteReason> {
-        use cadre_types::IncompleteReason;
-        if let Some(end) = &self.end_state {
-            return end.incomplete_reason();
-        }
-        match self.status {
-            TaskStatus::Cancelled => Some(IncompleteReason::Cancelled),
-            TaskStatus::Failed => Some(IncompleteReason::Error),
-            _ => None,
-        }
-    }
-}
-
-struct TaskEntry {
-    snap: TaskSnapshot,
-    delivered: bool,
-    log: ProgressLog,
-    cancel: CancellationToken,
-    status_tx: watch::Sender<TaskStatus>,
-}
-
-/// Why a tracker operation was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TrackerError {
-    /// No such task (in this session).
-    #[error("unknown task_id: {0}")]
-    Unknown(String),
-    /// The transition breaks the state rules.
-    #[error("task {id} cannot go from {from} to {to}")]
-    Refused {
-        /// Task id.
-        id: String,
-        /// Current status.
-        from: TaskStatus,
-        /// Requested status.
-        to: TaskStatus,
-    },
-}
-
-/// A session's background tasks as its status summary shows them.
-#[derive(Debug, Clone, Default)]
-pub struct BackgroundStatus {
-    /// The newest open (pending or running) tasks, newest first, up to the limit asked for.
-    pub open: Vec<TaskSnapshot>,
-    /// All open background tasks of the session.
-    pub open_total: usize,
-    /// Background tasks of the session that have ended.
-    pub finished_total: usize,
-}
-
-/// All tasks of a runtime, in memory.
-#[derive(Default, Clone)]
-pub struct TaskTracker {
-    inner: Arc<Mutex<Tracked>>,
+/// The local side of the running tasks. Cheap to clone (clones share the map).
+#[derive(Clone, Default)]
+pub(crate) struct LocalTasks {
+    inner: Arc<Mutex<Inner>>,
 }
 
 #[derive(Default)]
-struct Tracked {
-    tasks: HashMap<String, TaskEntry>,
-    /// Task ids per parent session, in creation order.
-    by_session: HashMap<String, Vec<String>>,
-    /// Woken whenever a background task of the session ends.
-    signals: HashMap<String, Arc<Notify>>,
-    /// Background tasks not yet terminal, per session (kept so waiting is O(1) per wake-up).
-    open_background: HashMap<String, usize>,
-    /// Background tasks that ended and may not be delivered yet, per session, in the order
-    /// they ended (so delivery costs what it delivers, not a scan of every task).
-    finished: HashMap<String, Vec<String>>,
+struct Inner {
+    tasks: HashMap<String, Running>,
+    sessions: HashMap<String, SessionLocal>,
 }
 
-/// What a new task starts with.
-#[derive(Debug, Clone)]
-pub struct NewTask {
-    /// Task id.
-    pub id: String,
-    /// Sub-agent name.
-    pub agent: String,
-    /// Parent session.
-    pub parent_session_id: String,
-    /// Child session.
-    pub child_session_id: String,
-    /// Short title.
-    pub description: String,
-    /// Background (delivered to the parent on completion) or foreground.
-    pub background: bool,
+/// A task running here.
+struct Running {
+    session: String,
+    /// Whether its end wakes the parent (a background task, or a promoted one).
+    background: bool,
+    cancel: CancellationToken,
+    status: watch::Sender<TaskStatus>,
+    log: ProgressLog,
+    /// Tokens used so far (live progress; the store gets the total at the end).
+    usage: Usage,
 }
 
-impl TaskTracker {
-    fn lock(&self) -> MutexGuard<'_, Tracked> {
+/// What a parent session has while it has tasks running here.
+struct SessionLocal {
+    /// Its tasks running here.
+    tasks: usize,
+    /// Those of them that are background tasks.
+    open_background: usize,
+    /// Woken whenever one of its background tasks ends.
+    ended: Arc<Notify>,
+    /// Its concurrency slots.
+    slots: Arc<Semaphore>,
+}
+
+impl LocalTasks {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
         match self.inner.lock() {
             Ok(g) => g,
-            Err(poisoned) => poisoned.into_inner(),
+            Err(p) => p.into_inner(),
         }
     }
 
-    /// Register a task in `pending` state; returns its cancellation token and status watch.
-    pub fn insert(&self, t: NewTask, cancel: CancellationToken) -> watch::Receiver<TaskStatus> {
-        let now = unix_millis();
-        let (tx, rx) = watch::channel(TaskStatus::Pending);
-        let mut g = self.lock();
-        g.by_session
-            .entry(t.parent_session_id.clone())
-            .or_default()
-            .push(t.id.clone());
-        if t.background {
-            *g.open_background
-                .entry(t.parent_session_id.clone())
-                .or_default() += 1;
-        }
-        g.tasks.insert(
-            t.id.clone(),
-            TaskEntry {
-                snap: TaskSnapshot {
-                    id: t.id,
-                    agent: t.agent,
-                    parent_session_id: t.parent_session_id,
-                    child_session_id: t.child_session_id,
-                    description: t.description,
-                    status: TaskStatus::Pending,
-                    result: None,
-                    error: None,
-                    cancel_requested: false,
-                    background: t.background,
-                    created_at: now,
-                    updated_at: now,
-                    usage: Usage::default(),
-                    end_state: None,
-                },
-                delivered: !t.background,
-                log: ProgressLog::default(),
-                cancel,
-                status_tx: tx,
-            },
-        );
-        rx
-    }
-
-    /// Move a task to `to`, with its result and error, under the state rules.
-    pub fn transition(
+    /// Register a task of `session` (stored as `pending` already); returns the session's
+    /// concurrency slots, of which a new session gets `max_concurrent`.
+    pub(crate) fn insert(
         &self,
         id: &str,
-        to: TaskStatus,
-        result: Option<String>,
-        error: Option<String>,
-        usage: Option<Usage>,
-    ) -> Result<(), TrackerError> {
+        session: &str,
+        background: bool,
+        cancel: CancellationToken,
+        max_concurrent: usize,
+    ) -> Arc<Semaphore> {
+        let (status, _) = watch::channel(TaskStatus::Pending);
         let mut g = self.lock();
-        let e = g
-            .tasks
-            .get_mut(id)
-            .ok_or_else(|| TrackerError::Unknown(id.to_string()))?;
-        let from = e.snap.status;
-        if !from.can_become(to, e.snap.cancel_requested) {
-            return Err(TrackerError::Refused {
-                id: id.to_string(),
-                from,
-                to,
-            });
-        }
-        e.snap.status = to;
-        e.snap.updated_at = unix_millis();
-        if result.is_some() {
-            e.snap.result = result;
-        }
-        if error.is_some() {
-            e.snap.error = error;
-        }
-        if let Some(u) = usage {
-            e.snap.usage = u;
-        }
-        e.status_tx.send_replace(to);
-        if to.is_terminal() {
-            e.log.shrink();
-        }
-        if to.is_terminal() && e.snap.background {
-            let session = e.snap.parent_session_id.clone();
-            if let Some(n) = g.open_background.get_mut(&session) {
-                *n = n.saturating_sub(1);
-            }
-            g.finished
-                .entry(session.clone())
-                .or_default()
-                .push(id.to_string());
-            if let Some(n) = g.signals.get(&session) {
-                n.notify_waiters();
-            }
-        }
-        Ok(())
-    }
-
-    /// Request cancellation: sets the flag and cancels the child's token. Returns the
-    /// status at the time of the request.
-    pub fn request_cancel(&self, id: &str) -> Result<TaskStatus, TrackerError> {
-        let mut g = self.lock();
-        let e = g
-            .tasks
-            .get_mut(id)
-            .ok_or_else(|| TrackerError::Unknown(id.to_string()))?;
-        if !e.snap.status.is_terminal() {
-            e.snap.cancel_requested = true;
-            e.snap.updated_at = unix_millis();
-            e.cancel.cancel();
-        }
-        Ok(e.snap.status)
-    }
-
-    /// Record how the child's run ended (kept even if the status write then loses a race).
-    pub fn set_end_state(&self, id: &str, state: cadre_types::EndState) {
-        if let Some(e) = self.lock().tasks.get_mut(id) {
-            e.snap.end_state = Some(state);
-        }
-    }
-
-    /// Mark a foreground task as background (timeout promotion): its completion will be delivered.
-    pub fn promote(&self, id: &str) {
-        let mut g = self.lock();
-        let mut opened = None;
-        let mut ended = None;
-        if let Some(e) = g.tasks.get_mut(id) {
-            if !e.snap.background {
-                let session = e.snap.parent_session_id.clone();
-                if e.snap.status.is_terminal() {
-                    // It ended between the caller's timeout and this promotion.
-                    ended = Some(session);
-                } else {
-                    opened = Some(session);
-                }
-            }
-            if !e.snap.background {
-                e.snap.background = true;
-                e.delivered = false;
-            }
-        }
-        if let Some(session) = opened {
-            *g.open_background.entry(session).or_default() += 1;
-        }
-        if let Some(session) = ended {
-            g.finished.entry(session).or_default().push(id.to_string());
-        }
-    }
-
-    /// Background tasks of `session` still pending or running (O(1)).
-    pub fn open_background(&self, session: &str) -> usize {
-        self.lock()
-            .open_background
-            .get(session)
-            .copied()
-            .unwrap_or(0)
-    }
-
-    /// The signal woken when a background task of `session` ends.
-    pub fn session_signal(&self, session: &str) -> Arc<Notify> {
-        self.lock()
-            .signals
+        let s = g
+            .sessions
             .entry(session.to_string())
-            .or_default()
-            .clone()
+            .or_insert_with(|| SessionLocal {
+                tasks: 0,
+                open_background: 0,
+                ended: Arc::new(Notify::new()),
+                slots: Arc::new(Semaphore::new(max_concurrent.max(1))),
+            });
+        s.tasks += 1;
+        s.open_background += usize::from(background);
+        let slots = s.slots.clone();
+        g.tasks.insert(
+            id.to_string(),
+            Running {
+                session: session.to_string(),
+                background,
+                cancel,
+                status,
+                log: ProgressLog::default(),
+                usage: Usage::default(),
+            },
+        );
+        slots
     }
 
-    /// (background tasks still running or pending, finished ones not yet delivered) of a
-    /// session, from the open-task counter and the queue of ended tasks (no scan of the
-    /// session's tasks).
-    pub fn pending_counts(&self, session: &str) -> (usize, usize) {
-        let g = self.lock();
-        let running = g.open_background.get(session).copied().unwrap_or(0);
-        let ready = g
-            .finished
-            .get(session)
-            .into_iter()
-            .flatten()
-            .filter(|id| g.tasks.get(*id).is_some_and(|e| !e.delivered))
-            .count();
-        (running, ready)
-    }
-
-    /// Mark a task's completion as delivered (e.g. read by `task_output`).
-    pub fn mark_delivered(&self, id: &str) {
-        if let Some(e) = self.lock().tasks.get_mut(id) {
-            e.delivered = true;
+    /// The task started.
+    pub(crate) fn started(&self, id: &str) {
+        if let Some(t) = self.lock().tasks.get(id) {
+            t.status.send_replace(TaskStatus::Running);
         }
     }
 
-    /// Record the running token total of a task still running (its end state sets the final one).
-    pub fn record_usage(&self, id: &str, usage: Usage) {
-        if let Some(e) = self.lock().tasks.get_mut(id)
-            && !e.snap.status.is_terminal()
-        {
-            e.snap.usage = usage;
+    /// The task ended (its end is stored already): waiters see `status`, a background task's
+    /// parent is woken, and the entry goes, with its session's when it was the last.
+    pub(crate) fn finish(&self, id: &str, status: TaskStatus) {
+        let mut g = self.lock();
+        let Some(t) = g.tasks.remove(id) else {
+            return;
+        };
+        t.status.send_replace(status);
+        let Some(s) = g.sessions.get_mut(&t.session) else {
+            return;
+        };
+        s.tasks = s.tasks.saturating_sub(1);
+        if t.background {
+            s.open_background = s.open_background.saturating_sub(1);
+            s.ended.notify_waiters();
         }
+        if s.tasks == 0 {
+            // Anyone still waiting on this entry's wake-up looks again and finds it gone.
+            s.ended.notify_waiters();
+            g.sessions.remove(&t.session);
+        }
+    }
+
+    /// A foreground task became a background one: its end will wake the parent. False when
+    /// it does not run here (any more).
+    pub(crate) fn promote(&self, id: &str) -> bool {
+        let mut g = self.lock();
+        let Some(t) = g.tasks.get_mut(id) else {
+            return false;
+        };
+        if !t.background {
+            t.background = true;
+            let session = t.session.clone();
+            if let Some(s) = g.sessions.get_mut(&session) {
+                s.open_background += 1;
+            }
+        }
+        true
+    }
+
+    /// Cancel the child's token, if the task runs here.
+    pub(crate) fn cancel(&self, id: &str) -> bool {
+        match self.lock().tasks.get(id) {
+            Some(t) => {
+                t.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Record the running token total of a task (its stored end carries the final one).
+    pub(crate) fn record_usage(&self, id: &str, usage: Usage) {
+        if let Some(t) = self.lock().tasks.get_mut(id) {
+            t.usage = usage;
+        }
+    }
+
+    /// The running token total of a task, while it runs here.
+    pub(crate) fn usage_of(&self, id: &str) -> Option<Usage> {
+        self.lock().tasks.get(id).map(|t| t.usage)
     }
 
     /// Record a progress update in the task's small log (a preview of it).
-    pub fn log(&self, id: &str, kind: UpdateKind, tool: Option<&str>, text: &str) {
-        if let Some(e) = self.lock().tasks.get_mut(id) {
-            e.log.push(kind, tool, text);
+    pub(crate) fn log(&self, id: &str, kind: UpdateKind, tool: Option<&str>, text: &str) {
+        if let Some(t) = self.lock().tasks.get_mut(id) {
+            t.log.push(kind, tool, text);
         }
     }
 
-    /// The task's recent progress, oldest first.
-    pub fn log_of(&self, id: &str) -> Vec<ProgressLine> {
+    /// The task's recent progress, oldest first (empty unless it runs here).
+    pub(crate) fn log_of(&self, id: &str) -> Vec<ProgressLine> {
         self.lock()
             .tasks
             .get(id)
-            .map(|e| e.log.lines())
+            .map(|t| t.log.lines())
             .unwrap_or_default()
     }
 
-    /// A snapshot of one task.
-    pub fn get(&self, id: &str) -> Option<TaskSnapshot> {
-        self.lock().tasks.get(id).map(|e| e.snap.clone())
+    /// A watch of the task's status, if it runs here.
+    pub(crate) fn watch(&self, id: &str) -> Option<watch::Receiver<TaskStatus>> {
+        self.lock().tasks.get(id).map(|t| t.status.subscribe())
     }
 
-    /// Watch a task's status.
-    pub fn watch(&self, id: &str) -> Option<watch::Receiver<TaskStatus>> {
-        self.lock().tasks.get(id).map(|e| e.status_tx.subscribe())
-    }
-
-    /// All tasks of a parent session, in creation order.
-    pub fn of_session(&self, session: &str) -> Vec<TaskSnapshot> {
-        let g = self.lock();
-        g.by_session
-            .get(session)
-            .map(|ids| {
-                ids.iter()
-                    .filter_map(|id| g.tasks.get(id))
-                    .map(|e| e.snap.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-
-    /// The background tasks of a session for its status summary: the newest `limit` that
-    /// are still open (pending or running), newest first, with the open and finished totals.
-    pub fn background_status(&self, session: &str, limit: usize) -> BackgroundStatus {
-        let g = self.lock();
-        let open_total = g.open_background.get(session).copied().unwrap_or(0);
-        let mut status = BackgroundStatus {
-            open: Vec::new(),
-            open_total,
-            finished_total: 0,
-        };
-        let mut total = 0usize;
-        for id in g.by_session.get(session).into_iter().flatten().rev() {
-            if let Some(e) = g.tasks.get(id)
-                && e.snap.background
-            {
-                total += 1;
-                if status.open.len() < limit && !e.snap.status.is_terminal() {
-                    status.open.push(e.snap.clone());
-                }
-            }
-        }
-        status.finished_total = total.saturating_sub(open_total);
-        status
-    }
-
-    /// Finished, undelivered background tasks of a session, in the order they ended; marks
-    /// them delivered. Tasks already read (e.g. by `task_output`) are skipped.
-    pub fn take_finished(&self, session: &str) -> Vec<TaskSnapshot> {
-        let mut g = self.lock();
-        let Some(ids) = g.finished.remove(session) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for id in ids {
-            if let Some(e) = g.tasks.get_mut(&id)
-                && e.snap.background
-                && !e.delivered
-                && e.snap.status.is_terminal()
-            {
-                e.delivered = true;
-                out.push(e.snap.clone());
-            }
-        }
-        out
-    }
-
-    /// Status receivers of every task not yet terminal, in any session.
-    pub fn unfinished(&self) -> Vec<watch::Receiver<TaskStatus>> {
+    /// Status watches of every task running here.
+    pub(crate) fn unfinished(&self) -> Vec<watch::Receiver<TaskStatus>> {
         self.lock()
             .tasks
             .values()
-            .filter(|e| !e.snap.status.is_terminal())
-            .map(|e| e.status_tx.subscribe())
+            .map(|t| t.status.subscribe())
             .collect()
+    }
+
+    /// True while the task runs here.
+    pub(crate) fn contains(&self, id: &str) -> bool {
+        self.lock().tasks.contains_key(id)
+    }
+
+    /// How many tasks run here.
+    pub(crate) fn len(&self) -> usize {
+        self.lock().tasks.len()
+    }
+
+    /// How many parent sessions have tasks running here.
+    pub(crate) fn sessions(&self) -> usize {
+        self.lock().sessions.len()
+    }
+
+    /// The wake-up of `session`'s background task ends, with how many of them run here; `None`
+    /// when none of its tasks runs here.
+    pub(crate) fn session_wake(&self, session: &str) -> Option<Arc<Notify>> {
+        self.lock().sessions.get(session).map(|s| s.ended.clone())
+    }
+
+    /// Background tasks of `session` running here, if `wake` is still its wake-up (else the
+    /// session's entry was replaced meanwhile, and the caller must look again).
+    pub(crate) fn open_background(&self, session: &str, wake: &Arc<Notify>) -> Option<usize> {
+        match self.lock().sessions.get(session) {
+            Some(s) if Arc::ptr_eq(&s.ended, wake) => Some(s.open_background),
+            Some(_) => None,
+            None => Some(0),
+        }
+    }
+
+    /// Background tasks of `session` running here.
+    pub(crate) fn open_background_of(&self, session: &str) -> usize {
+        self.lock()
+            .sessions
+            .get(session)
+            .map_or(0, |s| s.open_background)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use TaskStatus::*;
 
     #[test]
-    fn transition_table_is_exhaustive() {
-        // (from, to, cancel_requested) -> allowed
-        for from in TaskStatus::ALL {
-            for to in TaskStatus::ALL {
-                for cancel in [false, true] {
-                    let expected = match (from, to) {
-                        _ if from.is_terminal() => false,
-                        (_, t) if cancel && !t.is_terminal() => false,
-                        (Pending, Running) => true,
-                        (Pending | Running, t) => t.is_terminal(),
-                        _ => false,
-                    };
-                    assert_eq!(
-                        from.can_become(to, cancel),
-                        expected,
-                        "{from} -> {to} (cancel={cancel})"
-                    );
-                }
-            }
-        }
-        assert!(!Completed.can_become(Failed, false));
-        assert!(!Cancelled.can_become(Completed, false));
-        assert!(!Running.can_become(Running, false));
-        assert!(!Running.can_become(Pending, false));
-        assert!(
-            Running.can_become(Completed, true),
-            "a racing terminal state may land"
-        );
-    }
-
-    fn new(id: &str, background: bool) -> NewTask {
-        NewTask {
-            id: id.into(),
-            agent: "a".into(),
-            parent_session_id: "s".into(),
-            child_session_id: format!("sub-{id}"),
-            description: "d".into(),
-            background,
-        }
+    fn entries_go_with_their_task_and_sessions_with_their_last() {
+        let t = LocalTasks::default();
+        let slots = t.insert("a", "s", true, CancellationToken::new(), 2);
+        t.insert("b", "s", false, CancellationToken::new(), 2);
+        assert_eq!(slots.available_permits(), 2);
+        let wake = t.session_wake("s").unwrap();
+        assert_eq!(t.open_background("s", &wake), Some(1));
+        assert!(t.promote("b"));
+        assert_eq!(t.open_background("s", &wake), Some(2));
+        let mut rx = t.watch("a").unwrap();
+        t.started("a");
+        assert_eq!(*rx.borrow_and_update(), TaskStatus::Running);
+        t.finish("a", TaskStatus::Completed);
+        assert_eq!(*rx.borrow(), TaskStatus::Completed, "the last value stays");
+        assert!(t.watch("a").is_none());
+        assert_eq!((t.len(), t.sessions()), (1, 1));
+        t.finish("b", TaskStatus::Failed);
+        assert_eq!((t.len(), t.sessions()), (0, 0));
+        assert_eq!(t.open_background("s", &wake), Some(0));
+        t.insert("c", "s", true, CancellationToken::new(), 2);
+        assert_eq!(t.open_background("s", &wake), None, "a new entry");
+        assert!(!t.promote("a"));
     }
 
     #[test]
-    fn delivery_follows_completion_order_and_skips_what_was_read() {
-        let t = TaskTracker::default();
-        for id in ["a", "b", "c"] {
-            t.insert(new(id, true), CancellationToken::new());
-        }
-        for id in ["c", "a", "b"] {
-            t.transition(id, Completed, Some(id.into()), None, None)
-                .unwrap();
-        }
-        t.mark_delivered("a");
-        let ids: Vec<_> = t.take_finished("s").into_iter().map(|s| s.id).collect();
-        assert_eq!(ids, ["c", "b"]);
-        assert!(t.take_finished("s").is_empty());
-        t.insert(new("d", true), CancellationToken::new());
-        t.insert(new("e", true), CancellationToken::new());
-        t.insert(new("f", true), CancellationToken::new());
-        let status = t.background_status("s", 2);
-        assert_eq!((status.open_total, status.finished_total), (3, 3));
-        assert_eq!(
-            status
-                .open
-                .iter()
-                .map(|s| s.id.as_str())
-                .collect::<Vec<_>>(),
-            ["f", "e"]
-        );
-    }
-
-    #[test]
-    fn a_foreground_task_promoted_after_it_ended_is_still_delivered() {
-        let t = TaskTracker::default();
-        t.insert(new("f", false), CancellationToken::new());
-        t.transition("f", Completed, Some("late".into()), None, None)
-            .unwrap();
-        assert!(t.take_finished("s").is_empty(), "foreground: not delivered");
-        t.promote("f");
-        assert_eq!(t.open_background("s"), 0);
-        let got = t.take_finished("s");
-        assert_eq!(got.len(), 1);
-        assert_eq!(got[0].result.as_deref(), Some("late"));
-    }
-
-    #[test]
-    fn completion_is_delivered_once_and_terminal_states_stick() {
-        let t = TaskTracker::default();
-        t.insert(new("t1", true), CancellationToken::new());
-        t.insert(new("t2", false), CancellationToken::new());
-        t.transition("t1", Running, None, None, None).unwrap();
-        assert!(t.take_finished("s").is_empty());
-        t.transition("t1", Completed, Some("r".into()), None, None)
-            .unwrap();
-        t.transition("t2", Running, None, None, None).unwrap();
-        t.transition("t2", Completed, Some("r2".into()), None, None)
-            .unwrap();
-        let got = t.take_finished("s");
-        assert_eq!(got.len(), 1, "foreground tasks are not injected");
-        assert_eq!(got[0].result.as_deref(), Some("r"));
-        assert!(t.take_finished("s").is_empty(), "exactly once");
-        assert!(t.transition("t1", Failed, None, None, None).is_err());
-    }
-
-    #[test]
-    fn cancel_blocks_non_terminal_writes_and_cancels_the_token() {
-        let t = TaskTracker::default();
+    fn cancel_reaches_the_token_of_a_task_running_here() {
+        let t = LocalTasks::default();
         let token = CancellationToken::new();
-        t.insert(new("t1", true), token.clone());
-        t.request_cancel("t1").unwrap();
+        t.insert("a", "s", true, token.clone(), 1);
+        assert!(t.cancel("a"));
         assert!(token.is_cancelled());
-        assert!(t.transition("t1", Running, None, None, None).is_err());
-        t.transition("t1", Cancelled, None, None, None).unwrap();
-        assert_eq!(t.get("t1").unwrap().status, Cancelled);
+        assert!(!t.cancel("missing"));
     }
 
     #[test]
-    fn open_background_counts_follow_inserts_promotions_and_ends() {
-        let t = TaskTracker::default();
-        t.insert(new("b1", true), CancellationToken::new());
-        t.insert(new("f1", false), CancellationToken::new());
-        assert_eq!(t.open_background("s"), 1);
-        t.promote("f1");
-        assert_eq!(t.open_background("s"), 2);
-        t.transition("b1", Running, None, None, None).unwrap();
-        t.transition("b1", Completed, None, None, None).unwrap();
-        assert_eq!(t.open_background("s"), 1);
-        t.request_cancel("f1").unwrap();
-        t.transition("f1", Cancelled, None, None, None).unwrap();
-        assert_eq!(t.open_background("s"), 0);
-        assert_eq!(t.pending_counts("s"), (0, 2));
-    }
-
-    #[test]
-    fn log_keeps_previews_and_shrinks_at_the_end() {
-        let t = TaskTracker::default();
-        t.insert(new("t1", true), CancellationToken::new());
+    fn the_log_keeps_previews_while_the_task_runs() {
+        let t = LocalTasks::default();
+        t.insert("a", "s", true, CancellationToken::new(), 1);
         for i in 0..(crate::progress::TASK_LOG_CAPACITY + 5) {
-            t.log("t1", UpdateKind::ToolStart, Some("bash"), &i.to_string());
+            t.log("a", UpdateKind::ToolStart, Some("bash"), &i.to_string());
         }
-        let log = t.log_of("t1");
+        let log = t.log_of("a");
         assert_eq!(log.len(), crate::progress::TASK_LOG_CAPACITY);
         assert_eq!(log[0].text, "5");
-        t.transition("t1", Running, None, None, None).unwrap();
-        t.transition("t1", Completed, None, None, None).unwrap();
-        assert_eq!(t.log_of("t1").len(), crate::progress::TASK_LOG_CAPACITY);
-        assert!(t.log_of("missing").is_empty());
+        t.finish("a", TaskStatus::Completed);
+        assert!(t.log_of("a").is_empty());
     }
 }

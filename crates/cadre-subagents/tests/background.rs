@@ -69,7 +69,7 @@ async fn background_ids_return_at_once_and_results_are_delivered_exactly_once() 
     assert_eq!(deliveries(&parent[2].messages), 1);
     assert_eq!(deliveries(s.messages()), 1);
     let id = first_result[0].0.split('"').nth(1).unwrap().to_string();
-    let snap = f.runtime.tracker().get(&id).unwrap();
+    let snap = f.runtime.task_record(&id).await.unwrap();
     assert_eq!(snap.status, TaskStatus::Completed);
     assert!(snap.background);
     // The model saw the task start in its tool result: no status repeats it before turn 2;
@@ -91,16 +91,9 @@ async fn background_ids_return_at_once_and_results_are_delivered_exactly_once() 
         ["<background-tasks>\nBackground tasks: 0 open, 1 finished.\n</background-tasks>"]
     );
     assert_eq!(parent[2].system, parent[0].system);
-    // Progress was logged, as short previews, for the background task.
-    let log = f.runtime.tracker().log_of(&id);
-    assert_eq!(
-        log.first().map(|l| l.kind),
-        Some(cadre_types::UpdateKind::Start)
-    );
-    assert_eq!(
-        log.last().map(|l| l.kind),
-        Some(cadre_types::UpdateKind::Done)
-    );
+    // Its progress log (task_output shows it while the task runs) left with the task.
+    assert!(f.runtime.progress_of(&id).is_empty());
+    assert_eq!(f.runtime.running_here(), 0);
 }
 
 const BG_WRITE: &str = r#"
@@ -252,8 +245,8 @@ async fn a_child_that_hits_max_turns_returns_its_partial_output() {
     // The child's usage is rolled up into the parent's.
     let worker = f
         .runtime
-        .tracker()
-        .of_session(&f.rec.of("main")[0].metadata.session_id)[0]
+        .tasks_of(&f.rec.of("main")[0].metadata.session_id)
+        .await[0]
         .usage;
     assert!(worker.total() > 0);
     assert!(out.usage.total() > worker.total(), "{:?}", out.usage);

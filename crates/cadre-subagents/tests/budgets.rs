@@ -7,7 +7,7 @@
 mod common;
 
 use cadre_engine::Limits;
-use cadre_subagents::{TaskSnapshot, TaskStatus};
+use cadre_subagents::{TaskRecord, TaskStatus};
 use cadre_types::{EndState, Event, LimitKind};
 use common::*;
 use std::time::Duration;
@@ -19,13 +19,16 @@ fn max_tokens(n: u64) -> Limits {
     }
 }
 
-fn tasks(f: &Fixture) -> Vec<TaskSnapshot> {
+async fn tasks(f: &Fixture) -> Vec<TaskRecord> {
     let session = &f.rec.of("main")[0].metadata.session_id;
-    f.runtime.tracker().of_session(session)
+    f.runtime.tasks_of(session).await
 }
 
-fn limit_reached(t: &TaskSnapshot, limit: LimitKind) -> bool {
-    t.status == TaskStatus::Failed && t.end_state == Some(EndState::LimitReached { limit })
+fn limit_reached(t: &TaskRecord, limit: LimitKind) -> bool {
+    let end = t.end_state.as_deref();
+    t.status == TaskStatus::Failed
+        && end.and_then(|e| cadre_types::parse_end_state(e, None))
+            == Some(EndState::LimitReached { limit })
 }
 
 #[tokio::test]
@@ -71,7 +74,7 @@ async fn two_background_children_spend_the_parents_budget_and_end_limit_reached(
         out.output
     );
     assert!(out.usage.total() >= 4400, "{:?}", out.usage);
-    let tasks = tasks(&f);
+    let tasks = tasks(&f).await;
     assert_eq!(tasks.len(), 2);
     for t in &tasks {
         assert!(limit_reached(t, LimitKind::Tokens), "{t:?}");
@@ -134,7 +137,7 @@ async fn general_purpose_gets_what_the_parent_has_left_not_a_copy_of_its_budget(
         }
     );
     assert_eq!(f.rec.of("general-purpose").len(), 1, "no second turn");
-    let t = &tasks(&f)[0];
+    let t = &tasks(&f).await[0];
     assert!(limit_reached(t, LimitKind::Tokens), "{t:?}");
     assert_eq!(t.result.as_deref(), Some("gp partial"));
     assert_eq!(out.usage.total(), 3200);
@@ -184,7 +187,7 @@ async fn a_grandchild_spends_from_every_ancestor() {
     );
     assert!(out.usage.total() >= 5020, "{:?}", out.usage);
     assert_eq!(f.rec.of("d1").len(), 1, "d1 stopped with the main budget");
-    let t = &tasks(&f)[0];
+    let t = &tasks(&f).await[0];
     assert!(limit_reached(t, LimitKind::Tokens), "{t:?}");
 }
 
@@ -222,7 +225,7 @@ async fn the_parents_deadline_ends_a_foreground_child_with_its_partial_output() 
             limit: LimitKind::WallClock
         }
     );
-    let t = &tasks(&f)[0];
+    let t = &tasks(&f).await[0];
     assert!(limit_reached(t, LimitKind::WallClock), "{t:?}");
     assert_eq!(t.result.as_deref(), Some("worker partial"));
 }

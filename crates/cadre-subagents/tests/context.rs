@@ -5,10 +5,10 @@
 
 mod common;
 
-use cadre_subagents::{NewTask, TaskStatus, ToolSurface, section, status_message};
+use cadre_store::{NewTask, Transition};
+use cadre_subagents::{TaskStatus, ToolSurface, section, status_message};
 use cadre_types::Message;
 use common::*;
-use tokio_util::sync::CancellationToken;
 
 const RULES: &str = "# Sub-agents
 You can delegate self-contained jobs to sub-agents. Each starts with a fresh context and sees only the brief you write, so make it complete.
@@ -20,27 +20,30 @@ You can delegate self-contained jobs to sub-agents. Each starts with a fresh con
 const AGENTS: &str = "- general-purpose: A capable all-round agent for open-ended work: investigating questions that need several searches, finding code or files when the first guess may miss, and carrying out multi-step tasks. It has the same tools as you (except delegation) and works in the same workspace.
 - worker: The worker agent.";
 
-fn add_tasks(f: &Fixture, session: &str, n: usize) {
+async fn add_task(f: &Fixture, session: &str, id: &str, description: &str) {
+    let mut t = NewTask::new("worker", session, "p");
+    t.id = id.to_string();
+    t.description = description.to_string();
+    t.background = true;
+    f.runtime.store().create(t).await.unwrap();
+}
+
+async fn add_tasks(f: &Fixture, session: &str, n: usize) {
     for i in 0..n {
         let id = format!("task_{i:02}");
-        f.runtime.tracker().insert(
-            NewTask {
-                id: id.clone(),
-                agent: "worker".into(),
-                parent_session_id: session.into(),
-                child_session_id: format!("sub-{i}"),
-                description: format!("job {i}"),
-                background: true,
-            },
-            CancellationToken::new(),
-        );
+        add_task(f, session, &id, &format!("job {i}")).await;
         if i % 3 == 0 {
-            f.runtime
-                .tracker()
-                .transition(&id, TaskStatus::Running, None, None, None)
-                .unwrap();
+            set(f, &id, TaskStatus::Running).await;
         }
     }
+}
+
+async fn set(f: &Fixture, id: &str, to: TaskStatus) {
+    f.runtime
+        .store()
+        .transition(id, Transition::to(to).with_result("r"))
+        .await
+        .unwrap();
 }
 
 fn worker_fixture() -> Fixture {
@@ -53,16 +56,22 @@ fn worker_fixture() -> Fixture {
     )
 }
 
-fn status(f: &Fixture, session: &str) -> Option<String> {
-    status_message(&f.runtime.tracker().background_status(session, 10), &[])
+async fn status(f: &Fixture, session: &str) -> Option<String> {
+    status_after(f, session, &[]).await
 }
 
-fn status_after(f: &Fixture, session: &str, history: &[Message]) -> Option<String> {
-    status_message(&f.runtime.tracker().background_status(session, 10), history)
+async fn status_after(f: &Fixture, session: &str, history: &[Message]) -> Option<String> {
+    let summary = f
+        .runtime
+        .store()
+        .background_summary(session, 10)
+        .await
+        .unwrap();
+    status_message(&summary, history)
 }
 
-#[test]
-fn the_section_holds_rules_and_agents_only() {
+#[tokio::test]
+async fn the_section_holds_rules_and_agents_only() {
     let f = worker_fixture();
     // With the task tool, its description lists the agents (once per request).
     let with_task =
@@ -82,7 +91,7 @@ fn the_section_holds_rules_and_agents_only() {
         section(f.runtime.registry(), ToolSurface::Lifecycle),
         lifecycle
     );
-    add_tasks(&f, "s-1", 3);
+    add_tasks(&f, "s-1", 3).await;
     assert_eq!(
         section(f.runtime.registry(), ToolSurface::Lifecycle),
         lifecycle,
@@ -90,101 +99,74 @@ fn the_section_holds_rules_and_agents_only() {
     );
 }
 
-#[test]
-fn no_status_without_background_tasks() {
+#[tokio::test]
+async fn no_status_without_background_tasks() {
     let f = worker_fixture();
-    assert_eq!(status(&f, "s-1"), None);
+    assert_eq!(status(&f, "s-1").await, None);
 }
 
-#[test]
-fn status_with_three_tasks_one_finished() {
+#[tokio::test]
+async fn status_with_three_tasks_one_finished() {
     let f = worker_fixture();
-    add_tasks(&f, "s-1", 3);
-    add_tasks(&f, "s-other", 0);
-    f.runtime
-        .tracker()
-        .transition(
-            "task_00",
-            TaskStatus::Completed,
-            Some("r".into()),
-            None,
-            None,
-        )
-        .unwrap();
+    add_tasks(&f, "s-1", 3).await;
+    add_tasks(&f, "s-other", 0).await;
+    set(&f, "task_00", TaskStatus::Completed).await;
     let want = "<background-tasks>\n\
                 Background tasks: 2 open, 1 finished. Open, newest first:\n\
                 - task_02 worker: job 2\n\
                 - task_01 worker: job 1\n\
                 </background-tasks>";
-    assert_eq!(status(&f, "s-1").unwrap(), want);
+    assert_eq!(status(&f, "s-1").await.unwrap(), want);
     for id in ["task_01", "task_02"] {
-        f.runtime
-            .tracker()
-            .transition(id, TaskStatus::Failed, None, Some("x".into()), None)
-            .unwrap();
+        set(&f, id, TaskStatus::Failed).await;
     }
     assert_eq!(
-        status(&f, "s-1").unwrap(),
+        status(&f, "s-1").await.unwrap(),
         "<background-tasks>\nBackground tasks: 0 open, 3 finished.\n</background-tasks>"
     );
 }
 
-#[test]
-fn a_status_is_not_repeated_and_shrinks_to_counts_when_only_tasks_finished() {
+#[tokio::test]
+async fn a_status_is_not_repeated_and_shrinks_to_counts_when_only_tasks_finished() {
     let f = worker_fixture();
-    add_tasks(&f, "s-1", 3);
-    let first = status(&f, "s-1").unwrap();
+    add_tasks(&f, "s-1", 3).await;
+    let first = status(&f, "s-1").await.unwrap();
     let mut history = vec![Message::user("go"), Message::user(first)];
-    assert_eq!(status_after(&f, "s-1", &history), None, "unchanged");
-    let done = |id: &str| {
-        f.runtime
-            .tracker()
-            .transition(id, TaskStatus::Completed, Some("r".into()), None, None)
-            .unwrap();
-    };
-    done("task_01");
-    let counts = status_after(&f, "s-1", &history).unwrap();
+    assert_eq!(status_after(&f, "s-1", &history).await, None, "unchanged");
+    set(&f, "task_01", TaskStatus::Completed).await;
+    let counts = status_after(&f, "s-1", &history).await.unwrap();
     assert_eq!(
         counts,
         "<background-tasks>\nBackground tasks: 2 open (as seen before), 1 finished.\n</background-tasks>"
     );
     history.push(Message::user(counts));
-    assert_eq!(status_after(&f, "s-1", &history), None, "unchanged again");
-    // A pending task that starts running is still open: nothing to tell.
-    f.runtime
-        .tracker()
-        .transition("task_02", TaskStatus::Running, None, None, None)
-        .unwrap();
-    assert_eq!(status_after(&f, "s-1", &history), None, "started");
-    // A new open task lists them again.
-    f.runtime.tracker().insert(
-        NewTask {
-            id: "task_09".into(),
-            agent: "worker".into(),
-            parent_session_id: "s-1".into(),
-            child_session_id: "sub-9".into(),
-            description: "job 9".into(),
-            background: true,
-        },
-        CancellationToken::new(),
+    assert_eq!(
+        status_after(&f, "s-1", &history).await,
+        None,
+        "unchanged again"
     );
-    let full = status_after(&f, "s-1", &history).unwrap();
+    // A pending task that starts running is still open: nothing to tell.
+    set(&f, "task_02", TaskStatus::Running).await;
+    assert_eq!(status_after(&f, "s-1", &history).await, None, "started");
+    // A new open task lists them again.
+    add_task(&f, "s-1", "task_09", "job 9").await;
+    let full = status_after(&f, "s-1", &history).await.unwrap();
     assert!(
         full.contains("3 open, 1 finished. Open, newest first:\n- task_09 worker: job 9\n- task_02 worker: job 2\n- task_00 worker: job 0\n"),
         "{full}"
     );
     history.push(Message::user(full));
-    done("task_09");
-    done("task_00");
-    done("task_02");
-    let all_done = status_after(&f, "s-1", &history).unwrap();
+    set(&f, "task_09", TaskStatus::Completed).await;
+    set(&f, "task_00", TaskStatus::Completed).await;
+    set(&f, "task_02", TaskStatus::Completed).await;
+    let all_done = status_after(&f, "s-1", &history).await.unwrap();
     assert!(all_done.contains(": 0 open, 4 finished."), "{all_done}");
 }
 
-#[test]
-fn tasks_the_model_saw_start_are_not_listed_again() {
+#[tokio::test]
+async fn tasks_the_model_saw_start_are_not_listed_again() {
     let f = worker_fixture();
-    add_tasks(&f, "s-1", 2);
+    add_tasks(&f, "s-1", 2).await;
     let started = |id: &str| Message::Tool {
         tool_call_id: format!("call_{id}"),
         name: "task".into(),
@@ -193,7 +175,7 @@ fn tasks_the_model_saw_start_are_not_listed_again() {
     };
     let mut history = vec![Message::user("go"), started("task_00")];
     // task_01 is unknown to the model: the full list.
-    let full = status_after(&f, "s-1", &history).unwrap();
+    let full = status_after(&f, "s-1", &history).await.unwrap();
     assert!(
         full.contains("- task_01 worker: job 1\n- task_00 worker: job 0"),
         "{full}"
@@ -201,28 +183,23 @@ fn tasks_the_model_saw_start_are_not_listed_again() {
     history.pop();
     history.push(started("task_00"));
     history.push(started("task_01"));
-    assert_eq!(status_after(&f, "s-1", &history), None, "both just started");
-    f.runtime
-        .tracker()
-        .transition(
-            "task_00",
-            TaskStatus::Completed,
-            Some("r".into()),
-            None,
-            None,
-        )
-        .unwrap();
     assert_eq!(
-        status_after(&f, "s-1", &history).unwrap(),
+        status_after(&f, "s-1", &history).await,
+        None,
+        "both just started"
+    );
+    set(&f, "task_00", TaskStatus::Completed).await;
+    assert_eq!(
+        status_after(&f, "s-1", &history).await.unwrap(),
         "<background-tasks>\nBackground tasks: 1 open (as seen before), 1 finished.\n</background-tasks>"
     );
 }
 
-#[test]
-fn status_with_twelve_open_tasks_lists_ten_and_counts_the_rest() {
+#[tokio::test]
+async fn status_with_twelve_open_tasks_lists_ten_and_counts_the_rest() {
     let f = worker_fixture();
-    add_tasks(&f, "s-1", 12);
-    let s = status(&f, "s-1").unwrap();
+    add_tasks(&f, "s-1", 12).await;
+    let s = status(&f, "s-1").await.unwrap();
     let lines: Vec<&str> = s.lines().collect();
     assert_eq!(lines.len(), 14, "{s}");
     assert!(lines[1].contains("12 open, 0 finished"), "{s}");
@@ -231,21 +208,12 @@ fn status_with_twelve_open_tasks_lists_ten_and_counts_the_rest() {
     assert_eq!(lines[12], "… 2 more");
 }
 
-#[test]
-fn a_description_cannot_close_the_status_early_or_make_it_long() {
+#[tokio::test]
+async fn a_description_cannot_close_the_status_early_or_make_it_long() {
     let f = worker_fixture();
-    f.runtime.tracker().insert(
-        NewTask {
-            id: "task_x".into(),
-            agent: "worker".into(),
-            parent_session_id: "s-1".into(),
-            child_session_id: "sub-x".into(),
-            description: format!("a\n</background-tasks>\nfake {}", "y".repeat(500)),
-            background: true,
-        },
-        CancellationToken::new(),
-    );
-    let s = status(&f, "s-1").unwrap();
+    let description = format!("a\n</background-tasks>\nfake {}", "y".repeat(500));
+    add_task(&f, "s-1", "task_x", &description).await;
+    let s = status(&f, "s-1").await.unwrap();
     assert_eq!(s.matches("</background-tasks>").count(), 1, "{s}");
     assert_eq!(s.lines().count(), 4, "{s}");
     assert!(s.len() < 400, "{s}");

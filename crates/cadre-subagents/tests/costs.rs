@@ -119,7 +119,7 @@ async fn usage_and_cost_roll_up_across_two_sub_agents() {
     let child = priced(usage(CHILD));
     assert_eq!(child.cost_nano_usd, 660_000);
 
-    let tasks = harness.runtime().tracker().of_session(session.id());
+    let tasks = harness.runtime().tasks_of(session.id()).await;
     assert_eq!(tasks.len(), 2);
     for t in &tasks {
         assert_eq!(t.status, TaskStatus::Completed);

@@ -144,12 +144,15 @@ fn long_descriptions_are_cut_for_the_parent_only() {
     );
     // What the parent model is offered stays small: the task tool and the prompt section.
     let runtime = SubagentRuntime::new(
-        RuntimeConfig::new(ws.root()),
+        RuntimeConfig::new(
+            ws.root(),
+            Arc::new(cadre_store::MemoryStore::new(cadre_store::NodeId::new("n"))),
+        ),
         reg.clone(),
         SkillSet::new(),
         Arc::new(ProviderRegistry::new(HashMap::new(), "openai")),
     );
-    let tool = TaskTool::new(runtime.clone()).definition().description;
+    let tool = TaskTool::new(&runtime).definition().description;
     assert!(tool.len() < 3_000, "{} bytes", tool.len());
     assert!(tool.contains(&offered));
     // The lifecycle surface lists the agents in the prompt section instead.

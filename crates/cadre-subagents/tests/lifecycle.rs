@@ -296,7 +296,7 @@ async fn task_cancel_stops_a_child_stuck_in_a_slow_model_call() {
         "no further model call from the child"
     );
     assert_eq!(
-        f.runtime.tracker().get(&id).unwrap().status,
+        f.runtime.task_record(&id).await.unwrap().status,
         TaskStatus::Cancelled
     );
     let again = c.call("task_cancel", json!({"task_id": id})).await;
@@ -380,24 +380,16 @@ async fn the_concurrency_cap_queues_extra_children() {
     // The parent holds open while tasks run; each round of deliveries gives it a turn, and the
     // script has only two, so it may end failing once the script runs out: count the tasks.
     let _ = f.run_in(&mut s, "go").await;
-    let tasks = f.runtime.tracker().of_session(s.id());
+    let tasks = f.runtime.tasks_of(s.id()).await;
     assert_eq!(tasks.len(), 40);
     // Every task finished; never more than 4 children at once.
-    let start = Instant::now();
-    while f
-        .runtime
-        .tracker()
-        .of_session(s.id())
-        .iter()
-        .any(|t| !t.status.is_terminal())
-    {
-        assert!(start.elapsed() < Duration::from_secs(10));
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    tokio::time::timeout(Duration::from_secs(10), f.runtime.wait_idle())
+        .await
+        .expect("every task ends");
     assert!(
         f.runtime
-            .tracker()
-            .of_session(s.id())
+            .tasks_of(s.id())
+            .await
             .iter()
             .all(|t| t.status == TaskStatus::Completed)
     );

@@ -90,16 +90,19 @@ impl Tool for Release {
         self.0.0.send_modify(|m| *m |= 1 << job);
         let runtime = self.1.get().unwrap();
         let task = runtime
-            .tracker()
-            .of_session(&ctx.run.session_id)
+            .tasks_of(&ctx.run.session_id)
+            .await
             .into_iter()
             .find(|t| t.description == format!("job {job}"))
             .unwrap();
-        let mut rx = runtime.tracker().watch(&task.id).unwrap();
-        tokio::time::timeout(Duration::from_secs(30), rx.wait_for(|s| s.is_terminal()))
-            .await
-            .expect("the released job ends")
-            .unwrap();
+        let never = tokio_util::sync::CancellationToken::new();
+        let ended = runtime
+            .wait_for(&task.id, &never, Some(Duration::from_secs(30)))
+            .await;
+        assert!(
+            matches!(ended, cadre_subagents::Waited::Done(_)),
+            "the released job ends"
+        );
         Ok(ToolOutput::ok(format!("job {job} finished")))
     }
 }

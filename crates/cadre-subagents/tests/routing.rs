@@ -155,7 +155,7 @@ async fn the_guard_refuses_delegation_even_when_a_registry_offers_it_by_mistake(
         },
     );
     // A leaf built wrongly on purpose: its registry contains `task`.
-    let wrong = ToolRegistry::new().with(Arc::new(TaskTool::new(f.runtime.clone())));
+    let wrong = ToolRegistry::new().with(Arc::new(TaskTool::new(&f.runtime)));
     let leaf = Agent::builder("leaf", f.parent.config().model.clone())
         .tools(wrong)
         .hook(Arc::new(DelegationGuard::new(false, 3)))

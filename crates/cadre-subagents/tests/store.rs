@@ -6,12 +6,13 @@ mod common;
 
 use cadre_store::testing::{find_pg_bin, shared_cluster};
 use cadre_store::{NodeId, TaskStatus, TaskStore};
-use cadre_tools::{ToolContext, ToolOutput, Workspace};
+use cadre_subagents::Waited;
 use cadre_types::Message;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -49,38 +50,12 @@ fn node(script: &str, store: Arc<dyn TaskStore>, sessions: std::path::PathBuf) -
         Options {
             defs: vec![worker("worker")],
             tweak: Box::new(move |c| {
-                c.store = Some(store);
+                c.store = store;
                 c.sessions_dir = Some(sessions);
             }),
             ..Default::default()
         },
     )
-}
-
-async fn call(f: &Fixture, session: &str, tool: &str, args: Value) -> ToolOutput {
-    let mut run = (*f.run_context(&f.session())).clone();
-    run.session_id = session.to_string();
-    let ctx = ToolContext {
-        hidden: Default::default(),
-        call_id: "c".into(),
-        tools: Arc::new(f.parent.config().tools.clone()),
-        workspace: Arc::new(Workspace::new(&f.ws).unwrap()),
-        cancel: f.cancel.clone(),
-        run: Arc::new(run),
-    };
-    let tools = f.runtime.delegation_tools();
-    match tools.get(tool).unwrap().call(args, &ctx).await {
-        Ok(o) => o,
-        Err(e) => ToolOutput::error(e.to_string()),
-    }
-}
-
-fn field(out: &ToolOutput, key: &str) -> String {
-    out.content
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
-        .unwrap_or_else(|| panic!("no {key} in {}", out.content))
-        .to_string()
 }
 
 const SLOW: &str = r#"
@@ -137,7 +112,7 @@ async fn records_cancel_and_wait_across_nodes(kind: Kind) {
     );
 
     // The record carries the result, end state, usage and owner.
-    let rec = a.runtime.store().unwrap().get(&id).await.unwrap().unwrap();
+    let rec = a.runtime.store().get(&id).await.unwrap().unwrap();
     assert_eq!(rec.status, TaskStatus::Completed);
     assert_eq!(rec.owner_node, "node-a");
     assert_eq!(rec.end_state.as_deref(), Some("completed"));
@@ -172,15 +147,19 @@ async fn records_cancel_and_wait_across_nodes(kind: Kind) {
         asked.elapsed()
     );
     // The owner hears of it through the store (within 1 s, SPEC §5), not at once.
-    let mut owner = a2.runtime.tracker().watch(&stuck).unwrap();
-    tokio::time::timeout(Duration::from_secs(2), owner.wait_for(|s| s.is_terminal()))
-        .await
-        .expect("the owner stops the child within 2 s")
-        .unwrap();
-    assert_eq!(
-        a2.runtime.tracker().get(&stuck).unwrap().status,
-        TaskStatus::Cancelled
-    );
+    let owner = a2
+        .runtime
+        .wait_for(
+            &stuck,
+            &CancellationToken::new(),
+            Some(Duration::from_secs(2)),
+        )
+        .await;
+    let Waited::Done(rec) = owner else {
+        panic!("the owner stops the child within 2 s: {owner:?}");
+    };
+    assert_eq!(rec.status, TaskStatus::Cancelled);
+    assert!(!a2.runtime.runs_here(&stuck), "the owner's child stopped");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(
         a2.rec.of("worker").len(),

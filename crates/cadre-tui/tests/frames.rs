@@ -2,7 +2,7 @@
 //! the engine's events build them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use cadre_subagents::{TaskSnapshot, TaskStatus};
+use cadre_subagents::{TaskRecord, TaskStatus};
 use cadre_tui::model::approvals::PendingApproval;
 use cadre_tui::model::{App, Overlay, Status, TaskDetail, TaskPanel};
 use cadre_tui::render::{View, draw};
@@ -73,25 +73,20 @@ fn snapshot(
     status: TaskStatus,
     background: bool,
     tokens: u64,
-) -> TaskSnapshot {
-    TaskSnapshot {
-        id: id.into(),
-        agent: agent.into(),
-        parent_session_id: "s-1234abcd".into(),
-        child_session_id: format!("sub-{id}"),
-        description: task.into(),
-        status,
-        result: status
-            .is_terminal()
-            .then(|| "Two modules: inventory.py and report.py.".to_string()),
-        error: None,
-        cancel_requested: false,
-        background,
-        created_at: START,
-        updated_at: START + 12_500,
-        usage: priced(tokens, tokens / 10),
-        end_state: None,
-    }
+) -> TaskRecord {
+    let mut t = cadre_store::NewTask::new(agent, "s-1234abcd", task);
+    t.id = id.into();
+    t.child_session_id = Some(format!("sub-{id}"));
+    t.description = task.into();
+    t.background = background;
+    let mut r = t.into_record("node", "1:1", START);
+    r.status = status;
+    r.result = status
+        .is_terminal()
+        .then(|| "Two modules: inventory.py and report.py.".to_string());
+    r.updated_at = START + 12_500;
+    r.usage = priced(tokens, tokens / 10);
+    r
 }
 
 /// A model call's usage at $1 per million tokens in and $2 out.

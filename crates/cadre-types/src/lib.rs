@@ -1,5 +1,5 @@
 //! Plain data shared by every cadre crate: messages, tool definitions and calls,
-//! usage, the typed event stream, approval requests, ids and the `${VAR}` reference syntax.
+//! usage, the typed event stream, task states, approval requests, ids and the `${VAR}` reference syntax.
 //! No I/O lives here.
 
 mod approval;
@@ -7,6 +7,7 @@ pub mod env_ref;
 mod event;
 mod ids;
 mod message;
+mod task;
 mod tool;
 mod usage;
 
@@ -17,5 +18,6 @@ pub use event::{
 };
 pub use ids::{new_session_id, new_sub_session_id, new_task_id, unix_millis};
 pub use message::{Message, ToolCall};
+pub use task::{TaskOutcome, TaskStatus, end_state_text, parse_end_state};
 pub use tool::ToolDefinition;
 pub use usage::{Usage, format_usd, usd_to_nanos};

@@ -217,7 +217,7 @@ impl Repl {
                     println!("no tasks in this session");
                 }
                 for t in tasks {
-                    println!("{} [{}] {}: {}", t.id, t.status, t.agent, t.description);
+                    println!("{} [{}] {}: {}", t.id, t.status, t.agent_id, t.description);
                 }
             }
             SlashCommand::Model(None) => {
@@ -264,8 +264,8 @@ impl Repl {
                 let children = self
                     .h()
                     .runtime()
-                    .tracker()
-                    .of_session(self.session.id())
+                    .tasks_of(self.session.id())
+                    .await
                     .iter()
                     .fold(cadre_types::Usage::default(), |mut u, t| {
                         u += t.usage;
@@ -382,11 +382,11 @@ impl Repl {
         }
         let running: Vec<String> = h
             .runtime()
-            .tracker()
-            .of_session(self.session.id())
+            .tasks_of(self.session.id())
+            .await
             .into_iter()
             .filter(|t| t.background && !t.status.is_terminal())
-            .map(|t| format!("{} ({})", t.agent, t.id))
+            .map(|t| format!("{} ({})", t.agent_id, t.id))
             .collect();
         if !running.is_empty() {
             eprintln!("still running in the background: {}", running.join(", "));

@@ -194,7 +194,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             (outcome.state, session.id().to_string())
         }
     };
-    let running = h.runtime().tracker().open_background(&session_id);
+    let running = h.runtime().open_background(&session_id);
     if running > 0 {
         eprintln!(
             "cadre: {running} background task(s) still running were cancelled at exit; see cadre tasks list --session {session_id}"
@@ -278,10 +278,14 @@ async fn direct(
             "— [{name}] {} · {} · session {}",
             snap.status,
             snap.usage.summary(),
-            snap.child_session_id
+            snap.child_session_id.as_deref().unwrap_or("-")
         );
     }
-    Ok(snap.end_state.clone().unwrap_or(match snap.status {
+    let stored = snap
+        .end_state
+        .as_deref()
+        .and_then(|e| cadre_types::parse_end_state(e, snap.error.as_deref()));
+    Ok(stored.unwrap_or(match snap.status {
         TaskStatus::Cancelled => EndState::Cancelled,
         _ => EndState::Failed {
             error: snap.error.unwrap_or_else(|| "the sub-agent failed".into()),

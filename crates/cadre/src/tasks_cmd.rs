@@ -18,9 +18,7 @@ fn time(ms: u64) -> String {
 pub fn record_json(r: &TaskRecord) -> Value {
     // Derived from the stored end state: `null` while the task runs.
     let completeness = r
-        .end_state
-        .as_deref()
-        .and_then(|n| cadre_subagents::parse_end_state_name(n, r.error.as_deref()))
+        .end_state()
         .map(|e| e.incomplete_reason().map_or(Ok(()), Err));
     json!({
         "task_id": r.id,

@@ -220,10 +220,10 @@ async fn task_cancel_on_node_a_stops_the_task_on_node_b() {
     }
     let rt = harness.runtime().clone();
     let task = rt
-        .tracker()
-        .of_session(&sid)
+        .tasks_of(&sid)
+        .await
         .into_iter()
-        .find(|t| t.agent == "far")
+        .find(|t| t.agent_id == "far")
         .unwrap();
     assert_eq!(task.status, TaskStatus::Running);
 
@@ -267,7 +267,7 @@ async fn task_cancel_on_node_a_stops_the_task_on_node_b() {
         "{outcome:?}"
     );
     assert_eq!(
-        rt.tracker().get(&task.id).unwrap().status,
+        rt.task_record(&task.id).await.unwrap().status,
         TaskStatus::Cancelled
     );
 

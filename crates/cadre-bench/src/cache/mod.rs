@@ -159,7 +159,7 @@ async fn run_cell(kind: ProviderKind, stream: bool, dump: Option<&Path>) -> Resu
             outcome.state
         );
     }
-    let tasks = harness.runtime().tracker().of_session(session.id());
+    let tasks = harness.runtime().tasks_of(session.id()).await;
     let done = tasks
         .iter()
         .filter(|t| t.status == TaskStatus::Completed)

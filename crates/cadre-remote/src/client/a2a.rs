@@ -203,6 +203,22 @@ async fn rpc(call: &Call<'_>, card: &CardInfo, method: &str, params: Value) -> R
     rpc_within(call, card, method, params, call.settings.request_timeout).await
 }
 
+/// Ask the remote to cancel task `id` (best effort, within the cancel timeout).
+pub(crate) async fn cancel(call: &Call<'_>, card: &CardInfo, id: &str) {
+    let sent = rpc(
+        call,
+        card,
+        method(card.version, "CancelTask", "tasks/cancel"),
+        json!({"id": id}),
+    );
+    if !matches!(
+        tokio::time::timeout(call.settings.cancel_timeout, sent).await,
+        Ok(Ok(_))
+    ) {
+        tracing::debug!(url = %call.base, task = id, "remote cancel not confirmed");
+    }
+}
+
 /// Run the request over A2A.
 pub(crate) async fn run(call: &Call<'_>, card: &CardInfo) -> RemoteOutcome {
     let mut p = Progress {
@@ -218,13 +234,7 @@ pub(crate) async fn run(call: &Call<'_>, card: &CardInfo) -> RemoteOutcome {
         Ok(()) => p.outcome(call),
         Err(Stop::Cancelled) => {
             if let Some(id) = &p.task_id {
-                let cancel = rpc(
-                    call,
-                    card,
-                    method(card.version, "CancelTask", "tasks/cancel"),
-                    json!({"id": id}),
-                );
-                let _ = tokio::time::timeout(call.settings.cancel_timeout, cancel).await;
+                cancel(call, card, id).await;
             }
             cancelled(p.task_id, p.context_id)
         }

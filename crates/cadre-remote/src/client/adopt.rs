@@ -1,19 +1,23 @@
 //! Adopting remote tasks after a restart: the store keeps, for each remote sub-agent task,
 //! the agent's url, the remote task id and the header references; a `cadre` process that
 //! starts on the owning node polls the remote for every such task still open and writes its
-//! end into the store, so records of a process that died do not stay `running` forever.
+//! end into the store, so records of a process that died do not stay `running` forever. A
+//! cancel requested for an adopted task (by a tool, `cadre serve` or another node) is
+//! forwarded to the remote, which then reports the task cancelled.
 
 use super::call::Call;
 use super::{Discovered, RemoteClient, a2a, tasks};
 use cadre_engine::NonInteractiveApprovals;
 use cadre_store::{
     REDACTED, TaskFilter, TaskRecord, TaskStatus, TaskStore, Transition, Transport,
-    current_instance, end_state_text, instance_alive,
+    current_instance, instance_alive,
 };
 use cadre_subagents::{RemoteApprovals, RemoteOutcome, RemoteProtocol, RemoteRequest, RemoteSpec};
-use cadre_types::{EndState, NullSink};
+use cadre_types::NullSink;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -41,7 +45,8 @@ pub(crate) enum Check {
 /// spawn a poller that asks the remote for the task's state until it ends, then writes the
 /// end (result, error, end state, usage) to the store. A task the remote does not know ends
 /// `failed` with `remote task lost: <reason>`; one that has not ended after 24 h of polling
-/// too. Returns the adopted task ids; the pollers run as detached tokio tasks.
+/// too. A cancel requested for one of them is forwarded to its remote. Returns the adopted
+/// task ids; the pollers run as detached tokio tasks.
 pub async fn adopt_remote_tasks(
     store: Arc<dyn TaskStore>,
     client: Arc<RemoteClient>,
@@ -60,6 +65,8 @@ pub async fn adopt_remote_tasks(
     let node = store.node_id().as_str().to_string();
     let me = current_instance();
     let mut adopted = Vec::new();
+    let mut cancels = HashMap::new();
+    let mut pollers = JoinSet::new();
     for record in records {
         if record.transport.is_local() || record.owner_node != node {
             continue;
@@ -73,9 +80,53 @@ pub async fn adopt_remote_tasks(
         }
         tracing::info!(task = %record.id, "adopting remote task");
         adopted.push(record.id.clone());
-        tokio::spawn(follow(store.clone(), client.clone(), record));
+        let cancel = CancellationToken::new();
+        cancels.insert(record.id.clone(), cancel.clone());
+        pollers.spawn(follow(store.clone(), client.clone(), record, cancel));
+    }
+    if !pollers.is_empty() {
+        tokio::spawn(relay_cancels(store, cancels, pollers));
     }
     adopted
+}
+
+/// Hand cancel requests stored for adopted tasks to their pollers, until every poller is done.
+/// One watch of the store serves them all.
+async fn relay_cancels(
+    store: Arc<dyn TaskStore>,
+    cancels: HashMap<String, CancellationToken>,
+    mut pollers: JoinSet<()>,
+) {
+    let mut watch = match store.watch_cancellations(store.node_id()).await {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch for cancellations of adopted tasks");
+            None
+        }
+    };
+    loop {
+        let next = async {
+            match watch.as_mut() {
+                Some(w) => w.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            id = next => match id {
+                Some(id) => {
+                    if let Some(c) = cancels.get(&id) {
+                        c.cancel();
+                    }
+                }
+                None => watch = None,
+            },
+            done = pollers.join_next() => {
+                if done.is_none() {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 /// The request an adopted record is polled with (headers whose literal value was redacted
@@ -110,8 +161,15 @@ fn request_of(record: &TaskRecord, url: &str) -> RemoteRequest {
     }
 }
 
-/// Poll one adopted task until it ends (or is given up) and record the end.
-async fn follow(store: Arc<dyn TaskStore>, client: Arc<RemoteClient>, record: TaskRecord) {
+/// Poll one adopted task until it ends (or is given up) and record the end. When `cancel`
+/// fires, the cancel is forwarded to the remote once, and polling goes on until the remote
+/// reports the end.
+async fn follow(
+    store: Arc<dyn TaskStore>,
+    client: Arc<RemoteClient>,
+    record: TaskRecord,
+    cancel: CancellationToken,
+) {
     let Transport::Remote { url } = &record.transport else {
         return;
     };
@@ -133,6 +191,7 @@ async fn follow(store: Arc<dyn TaskStore>, client: Arc<RemoteClient>, record: Ta
     let mut delay = first;
     let mut protocol: Option<Discovered> = None;
     let mut last_error = String::from("no answer yet");
+    let mut forwarded = false;
     loop {
         if Instant::now() >= deadline {
             let reason = format!("no end reported within 24 h (last: {last_error})");
@@ -152,15 +211,15 @@ async fn follow(store: Arc<dyn TaskStore>, client: Arc<RemoteClient>, record: Ta
         let check = match known {
             Ok(p) => {
                 protocol = Some(p.clone());
-                match p {
-                    Discovered::A2a(card) => match &record.remote_task_id {
-                        Some(id) => a2a::check(&call, &card, id).await,
-                        None => Check::Lost(format!(
-                            "remote agent at {} never named its task",
-                            call.base
-                        )),
-                    },
-                    Discovered::Tasks => tasks::check(&call).await,
+                if cancel.is_cancelled() && !forwarded {
+                    forward_cancel(&call, &p, record.remote_task_id.as_deref()).await;
+                    forwarded = true;
+                    delay = first;
+                }
+                tokio::select! {
+                    c = poll(&call, &p, record.remote_task_id.as_deref()) => c,
+                    // Forward the cancel at once rather than after a long poll.
+                    _ = cancel.cancelled(), if !forwarded => continue,
                 }
             }
             Err(e) => Check::Error(e),
@@ -184,30 +243,44 @@ async fn follow(store: Arc<dyn TaskStore>, client: Arc<RemoteClient>, record: Ta
                 delay = (delay * 2).min(MAX_ERROR_DELAY);
             }
         }
-        tokio::time::sleep(delay).await;
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = cancel.cancelled(), if !forwarded => {}
+        }
+    }
+}
+
+/// One poll of an adopted task over the protocol its remote speaks.
+async fn poll(call: &Call<'_>, protocol: &Discovered, remote_id: Option<&str>) -> Check {
+    match protocol {
+        Discovered::A2a(card) => match remote_id {
+            Some(id) => a2a::check(call, card, id).await,
+            None => Check::Lost(format!(
+                "remote agent at {} never named its task",
+                call.base
+            )),
+        },
+        Discovered::Tasks => tasks::check(call).await,
+    }
+}
+
+/// Ask the remote to cancel an adopted task (best effort: the polls say how it ended).
+async fn forward_cancel(call: &Call<'_>, protocol: &Discovered, remote_id: Option<&str>) {
+    match protocol {
+        Discovered::A2a(card) => {
+            // A task the remote never named cannot be cancelled there; the poll finds it lost.
+            if let Some(id) = remote_id {
+                a2a::cancel(call, card, id).await;
+            }
+        }
+        Discovered::Tasks => tasks::cancel_remote(call).await,
     }
 }
 
 /// Record how an adopted task ended, as the runtime does for a live one.
 async fn finish(store: &dyn TaskStore, id: &str, outcome: RemoteOutcome) {
-    let end_state = end_state_text(&outcome.state);
-    let (to, error) = match outcome.state {
-        EndState::Completed => (TaskStatus::Completed, None),
-        EndState::Cancelled => (TaskStatus::Cancelled, None),
-        EndState::Failed { error } => (TaskStatus::Failed, Some(error)),
-        EndState::LimitReached { limit } => (
-            TaskStatus::Failed,
-            Some(format!("limit reached ({limit}); the result is partial")),
-        ),
-    };
-    let t = Transition {
-        to,
-        result: Some(outcome.output).filter(|r| !r.is_empty()),
-        error,
-        end_state: Some(end_state),
-        usage: Some(outcome.usage),
-    };
-    if let Err(e) = store.transition(id, t).await {
+    let t = Transition::ended(&outcome.state, outcome.output, outcome.usage);
+    if let Err(e) = cadre_store::transition_retrying(store, id, t).await {
         tracing::warn!(task = %id, error = %e, "cannot record the end of an adopted task");
     }
 }
@@ -215,7 +288,7 @@ async fn finish(store: &dyn TaskStore, id: &str, outcome: RemoteOutcome) {
 /// Fail an adopted task the remote cannot account for.
 async fn finish_lost(store: &dyn TaskStore, id: &str, reason: &str) {
     let t = Transition::failed(format!("remote task lost: {reason}"));
-    if let Err(e) = store.transition(id, t).await {
+    if let Err(e) = cadre_store::transition_retrying(store, id, t).await {
         tracing::warn!(task = %id, error = %e, "cannot record a lost remote task");
     }
 }

@@ -102,7 +102,8 @@ async fn wait_once(call: &Call<'_>) -> Result<Value, String> {
         .map_err(|_| format!("remote agent at {} answered with invalid JSON", call.base))
 }
 
-async fn cancel_remote(call: &Call<'_>) {
+/// Ask the remote to cancel the task (best effort, within the cancel timeout).
+pub(crate) async fn cancel_remote(call: &Call<'_>) {
     let send = call
         .http
         .post(format!(

@@ -104,7 +104,7 @@ fn plan(state: &Arc<State>, l: &Launch) -> Result<Plan, LaunchError> {
     let mut book = state.book.lock();
     if let Some(ext) = &l.external_id {
         if let Some(t) = book.by_external(ext) {
-            let done = state.snapshot(&t).is_none_or(|s| s.status.is_terminal());
+            let done = !state.is_running(&t);
             return if done {
                 Err(LaunchError::Finished(t))
             } else {
@@ -273,7 +273,7 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
                     journal,
                     gate,
                 },
-                |t| state.snapshot(t).is_none_or(|s| s.status.is_terminal()),
+                |t| !state.is_running(t),
             )
         }
     };

@@ -188,7 +188,7 @@ impl Server {
     }
 
     /// The session id of the server-side parent run: every served task is its child, so
-    /// `runtime.tracker().of_session(id)` lists them.
+    /// `runtime.tasks_of(id)` lists them.
     pub fn session_id(&self) -> &str {
         &self.state.parent.run.session_id
     }

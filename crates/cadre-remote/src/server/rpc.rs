@@ -254,9 +254,9 @@ pub(crate) async fn handle(
             let budget = state.opts.request_timeout;
             let call = async {
                 match m {
-                    Method::Get => get(&state, &req.params, version),
+                    Method::Get => get(&state, &req.params, version).await,
                     Method::Cancel => cancel(&state, &req.params, version).await,
-                    _ => list(&state, &req.params, version),
+                    _ => list(&state, &req.params, version).await,
                 }
             };
             tokio::time::timeout(budget, call)
@@ -285,7 +285,7 @@ pub(crate) fn launch_error(e: &LaunchError) -> RpcError {
 /// The task a message names with `taskId`, if it may take the message: it exists (else
 /// TaskNotFound), the message's `contextId`, if any, is the task's (else InvalidParams), it
 /// has not ended (else UnsupportedOperation) and it was started over A2A.
-fn target(state: &State, p: &SendParams) -> Result<Option<Arc<ServedTask>>, RpcError> {
+async fn target(state: &State, p: &SendParams) -> Result<Option<Arc<ServedTask>>, RpcError> {
     let Some(id) = p.message.task_id.as_deref() else {
         return Ok(None);
     };
@@ -303,7 +303,10 @@ fn target(state: &State, p: &SendParams) -> Result<Option<Arc<ServedTask>>, RpcE
         .with("taskId", id)
         .with("contextId", ctx));
     }
-    let state_now = state.view(&task).map_or(A2aState::Unknown, |v| v.state);
+    let state_now = state
+        .view(&task)
+        .await
+        .map_or(A2aState::Unknown, |v| v.state);
     if state_now.is_terminal() {
         return Err(RpcError::new(
             ErrorKind::UnsupportedOperation,
@@ -333,7 +336,7 @@ pub(crate) async fn start(
     p: &SendParams,
     follow: bool,
 ) -> Result<super::launch::Launched, RpcError> {
-    let onto = target(state, p)?;
+    let onto = target(state, p).await?;
     if let Some(task) = &onto
         && task.gate.question().is_some()
     {
@@ -383,13 +386,19 @@ pub(crate) async fn start(
 }
 
 /// Render a served task.
-fn render(state: &State, task: &ServedTask, detail: Detail, version: Version) -> Option<Value> {
-    Some(render::task(&state.view(task)?, detail, version))
+async fn render(
+    state: &State,
+    task: &ServedTask,
+    detail: Detail,
+    version: Version,
+) -> Option<Value> {
+    Some(render::task(&state.view(task).await?, detail, version))
 }
 
 /// Render a served task by id.
-fn render_task(state: &State, id: &str, detail: Detail, version: Version) -> Option<Value> {
-    render(state, &*state.book.get(id)?, detail, version)
+async fn render_task(state: &State, id: &str, detail: Detail, version: Version) -> Option<Value> {
+    let task = state.book.get(id)?;
+    render(state, &task, detail, version).await
 }
 
 /// Start or continue a task; unless the caller asked to return at once or awaits no answer
@@ -408,7 +417,7 @@ async fn send(
         // polls GetTask).
         state.settled(&task, state.opts.max_wait).await;
         if state.answer_style(&task.agent).message
-            && let Some(m) = answer_message(state, &task, version)
+            && let Some(m) = answer_message(state, &task, version).await
         {
             return Ok(render::message_result(m, version));
         }
@@ -418,6 +427,7 @@ async fn send(
         artifacts: true,
     };
     let mut rendered = render(state, &task, detail, version)
+        .await
         .ok_or_else(|| RpcError::new(ErrorKind::Internal, "the task vanished"))?;
     if p.return_immediately && rendered["status"]["state"] == A2aState::Submitted.wire(version) {
         // Accepted and queued for its child: the caller sees it as being worked on.
@@ -429,8 +439,8 @@ async fn send(
 /// A completed task's answer as a Message of the agent in the task's context: what an agent
 /// served with `reply = "message"` answers a blocking send with. `None` while the task has
 /// not completed (the caller then gets the task).
-fn answer_message(state: &State, task: &ServedTask, version: Version) -> Option<Value> {
-    let view = state.view(task)?;
+async fn answer_message(state: &State, task: &ServedTask, version: Version) -> Option<Value> {
+    let view = state.view(task).await?;
     if view.state != A2aState::Completed {
         return None;
     }
@@ -460,13 +470,15 @@ fn history_length(params: &Value) -> Result<Option<usize>, RpcError> {
         .map_err(RpcError::invalid_params)
 }
 
-fn get(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, RpcError> {
+async fn get(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, RpcError> {
     let id = task_id(params)?;
     let detail = Detail {
         history: history_length(params)?,
         artifacts: true,
     };
-    render_task(state, &id, detail, version).ok_or_else(|| RpcError::task_not_found(&id))
+    render_task(state, &id, detail, version)
+        .await
+        .ok_or_else(|| RpcError::task_not_found(&id))
 }
 
 /// CancelTask: cancel every turn that has not ended, wait briefly for the task to stop.
@@ -478,6 +490,7 @@ async fn cancel(state: &Arc<State>, params: &Value, version: Version) -> Result<
         .ok_or_else(|| RpcError::task_not_found(&id))?;
     let now = state
         .view(&task)
+        .await
         .ok_or_else(|| RpcError::task_not_found(&id))?
         .state;
     if now.is_terminal() {
@@ -504,7 +517,9 @@ async fn cancel(state: &Arc<State>, params: &Value, version: Version) -> Result<
     {
         tracing::warn!(task = %task.id, "cancel requested; the task has not stopped yet");
     }
-    render(state, &task, Detail::default(), version).ok_or_else(|| RpcError::task_not_found(&id))
+    render(state, &task, Detail::default(), version)
+        .await
+        .ok_or_else(|| RpcError::task_not_found(&id))
 }
 
 /// SubscribeToTask: the task's updates from now on, as a stream; an unknown task is
@@ -519,7 +534,10 @@ async fn subscribe(state: Arc<State>, id: RpcId, params: &Value, version: Versio
         Ok(t) => t,
         Err(e) => return reply(Some(&id), Err(e)),
     };
-    let now = state.view(&task).map_or(A2aState::Unknown, |v| v.state);
+    let now = state
+        .view(&task)
+        .await
+        .map_or(A2aState::Unknown, |v| v.state);
     if now.is_terminal() || now == A2aState::Unknown {
         let e = RpcError::new(
             ErrorKind::UnsupportedOperation,
@@ -599,14 +617,24 @@ fn list_query(params: &Value) -> Result<ListQuery<'_>, RpcError> {
 }
 
 /// ListTasks: the remembered tasks matching the filters, most recently changed first.
-fn list(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, RpcError> {
+async fn list(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, RpcError> {
     let q = list_query(params)?;
+    // One read of the store for every served turn (all are children of the serve session).
+    let mut stored: std::collections::HashMap<String, cadre_subagents::TaskRecord> = state
+        .runtime
+        .tasks_of(&state.parent.run.session_id)
+        .await
+        .into_iter()
+        .map(|r| (r.id.clone(), r))
+        .collect();
     let mut rows = Vec::new();
     for task in state.book.list() {
         if q.context.is_some_and(|c| c != task.context_id) {
             continue;
         }
-        let Some(view) = state.view(&task) else {
+        let turns = task.journal.copy().turns;
+        let snaps = turns.iter().map(|t| stored.remove(t)).collect();
+        let Some(view) = state.view_of(&task, snaps) else {
             continue;
         };
         if q.status.is_some_and(|w| view.state != w)

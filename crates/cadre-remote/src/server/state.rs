@@ -10,7 +10,7 @@ use crate::a2a::A2aState;
 use crate::a2a::card::SkillInfo;
 use crate::a2a::parts::AnswerForm;
 use crate::a2a::render::{Role, Said, TaskView};
-use cadre_subagents::{GENERAL_PURPOSE, Parent, SubagentRuntime, TaskSnapshot, TaskStatus};
+use cadre_subagents::{GENERAL_PURPOSE, Parent, SubagentRuntime, TaskRecord, TaskStatus};
 use cadre_tools::RunContext;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -179,19 +179,35 @@ impl State {
         self.opts.answers.get(agent).copied().unwrap_or_default()
     }
 
-    /// The runtime's view of a served task's last turn (the one whose status is the task's).
-    pub(crate) fn snapshot(&self, task: &ServedTask) -> Option<TaskSnapshot> {
-        self.runtime.tracker().get(&task.last_turn())
+    /// A served task's last turn (the one whose status is the task's), as stored.
+    pub(crate) async fn snapshot(&self, task: &ServedTask) -> Option<TaskRecord> {
+        self.runtime.task_record(&task.last_turn()).await
     }
 
-    /// The A2A view of a served task: its state (its last turn's), the answer and error of
-    /// its last turn, the usage of all its turns and its history; `None` when the runtime no
-    /// longer knows its last turn.
-    pub(crate) fn view(&self, task: &ServedTask) -> Option<TaskView> {
+    /// True while a served task's last turn runs (this server runs what it serves).
+    pub(crate) fn is_running(&self, task: &ServedTask) -> bool {
+        self.runtime.runs_here(&task.last_turn())
+    }
+
+    /// The A2A view of a served task, its turns read from the store.
+    pub(crate) async fn view(&self, task: &ServedTask) -> Option<TaskView> {
+        let mut turns = Vec::new();
+        for t in task.journal.copy().turns {
+            turns.push(self.runtime.task_record(&t).await);
+        }
+        self.view_of(task, turns)
+    }
+
+    /// The A2A view of a served task whose turns (oldest first) are `snaps`: its state (its
+    /// last turn's), the answer and error of its last turn, the usage of all its turns and
+    /// its history; `None` when the store does not know its last turn.
+    pub(crate) fn view_of(
+        &self,
+        task: &ServedTask,
+        snaps: Vec<Option<TaskRecord>>,
+    ) -> Option<TaskView> {
         let log = task.journal.copy();
-        let tracker = self.runtime.tracker();
         let form = self.answer_style(&task.agent).form;
-        let snaps: Vec<Option<TaskSnapshot>> = log.turns.iter().map(|t| tracker.get(t)).collect();
         let last = snaps.last()?.as_ref()?;
         let mut usage = cadre_types::Usage::default();
         for s in snaps.iter().flatten() {
@@ -255,11 +271,11 @@ impl State {
         let deadline = tokio::time::Instant::now() + limit;
         let mut changes = task.journal.changes();
         loop {
-            let now = self.view(task).map_or(A2aState::Unknown, |v| v.state);
+            let now = self.view(task).await.map_or(A2aState::Unknown, |v| v.state);
             if now.is_terminal() || now.is_interrupted() || now == A2aState::Unknown {
                 return;
             }
-            let Some(mut turn) = self.runtime.tracker().watch(&task.last_turn()) else {
+            let Some(mut turn) = self.runtime.watch_status(&task.last_turn()) else {
                 return;
             };
             tokio::select! {
@@ -275,7 +291,7 @@ impl State {
         self.book
             .list()
             .into_iter()
-            .filter(|t| self.snapshot(t).is_some_and(|s| !s.status.is_terminal()))
+            .filter(|t| self.is_running(t))
             .collect()
     }
 

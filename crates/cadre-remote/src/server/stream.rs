@@ -32,7 +32,12 @@ use cadre_types::{SubagentUpdate, UpdateKind, unix_millis};
 use serde_json::Value;
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+/// How often a followed task is looked at again when nothing woke the stream.
+const LOOK_AGAIN: Duration = Duration::from_secs(2);
 
 /// Start or continue the task and answer with its event stream.
 pub(crate) async fn respond(
@@ -120,13 +125,17 @@ struct TaskFeed {
 }
 
 impl TaskFeed {
-    /// The next change of `task`, whose last turn is `last_turn`; `None` when nothing more
-    /// can come.
+    /// The next change of `task`; `None` when nothing more can come.
     async fn next(&mut self, state: &State, task: &ServedTask) -> Option<Change> {
-        let mut turn = state.runtime.tracker().watch(&task.last_turn())?;
+        let turn = task.last_turn();
+        // The turn's end: through its status watch while it runs here, else through the
+        // store (it ended a moment ago, or another node runs it). Its other changes are
+        // looked for now and then.
+        let never = CancellationToken::new();
+        let ended = state.runtime.wait_for(&turn, &never, Some(LOOK_AGAIN));
         tokio::select! {
             u = self.sub.recv() => u.map(Change::Progress),
-            _ = turn.wait_for(|s| s.is_terminal()) => Some(Change::Look),
+            _ = ended => Some(Change::Look),
             r = self.changes.changed() => r.ok().map(|_| Change::Look),
         }
     }
@@ -268,7 +277,7 @@ async fn produce(
     accepted: Option<A2aState>,
 ) {
     let version = out.version;
-    let Some(mut first) = state.view(&task) else {
+    let Some(mut first) = state.view(&task).await else {
         return;
     };
     let mut detail = Detail::default();
@@ -294,7 +303,7 @@ async fn produce(
                 return;
             }
         }
-        let Some(view) = state.view(&task) else {
+        let Some(view) = state.view(&task).await else {
             return;
         };
         if view.state.is_terminal() {
@@ -332,7 +341,7 @@ async fn produce(
             return;
         }
     }
-    let Some(view) = state.view(&task) else {
+    let Some(view) = state.view(&task).await else {
         return;
     };
     if let Some(result) = view.output.as_deref().filter(|r| !r.is_empty())

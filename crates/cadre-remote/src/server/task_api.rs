@@ -47,8 +47,8 @@ fn public_id(t: &ServedTask) -> &str {
 }
 
 /// `{task_id, agent_id, status, result?, error?, created_at, updated_at, usage}`.
-fn record(state: &State, t: &ServedTask) -> Option<Value> {
-    let snap = state.snapshot(t)?;
+async fn record(state: &State, t: &ServedTask) -> Option<Value> {
+    let snap = state.snapshot(t).await?;
     let mut v = json!({
         "task_id": public_id(t),
         "agent_id": t.agent,
@@ -79,8 +79,8 @@ fn not_found(id: &str) -> Response {
     error(StatusCode::NOT_FOUND, &format!("task {id} not found"))
 }
 
-fn answer(state: &State, t: &ServedTask) -> Response {
-    match record(state, t) {
+async fn answer(state: &State, t: &ServedTask) -> Response {
+    match record(state, t).await {
         Some(v) => Json(v).into_response(),
         None => not_found(public_id(t)),
     }
@@ -142,6 +142,7 @@ pub(crate) async fn submit(AxumState(state): AxumState<Arc<State>>, body: Bytes)
     };
     let status = state
         .snapshot(&task)
+        .await
         .map_or("pending", |s| protocol_status(s.status));
     Json(json!({"task_id": public_id(&task), "status": status})).into_response()
 }
@@ -152,7 +153,7 @@ pub(crate) async fn get_task(
     Path(id): Path<String>,
 ) -> Response {
     match state.book.find(&id) {
-        Some(t) => answer(&state, &t),
+        Some(t) => answer(&state, &t).await,
         None => not_found(&id),
     }
 }
@@ -173,7 +174,7 @@ pub(crate) async fn wait(
         .runtime
         .wait_for(&t.id, &CancellationToken::new(), Some(limit))
         .await;
-    answer(&state, &t)
+    answer(&state, &t).await
 }
 
 /// `POST /tasks/{id}/cancel`: request cancellation, wait briefly for the task to stop, answer
@@ -196,5 +197,5 @@ pub(crate) async fn cancel(
             .wait_for(&t.id, &CancellationToken::new(), Some(CANCEL_SETTLE))
             .await;
     }
-    answer(&state, &t)
+    answer(&state, &t).await
 }

@@ -207,11 +207,23 @@ pub async fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
     cond()
 }
 
-/// How many tasks the server has started (the runtime's tracker sees them all).
-pub fn task_count(node: &Node, srv: &Running) -> usize {
-    node.harness
-        .runtime()
-        .tracker()
-        .of_session(&srv.session)
-        .len()
+/// [`eventually`] for a condition that reads the task store.
+pub async fn eventually_async<F, Fut>(secs: u64, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while tokio::time::Instant::now() < deadline {
+        if cond().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cond().await
+}
+
+/// How many tasks the server has started (the task store holds them all).
+pub async fn task_count(node: &Node, srv: &Running) -> usize {
+    node.harness.runtime().tasks_of(&srv.session).await.len()
 }

@@ -10,7 +10,7 @@ use super::{Db, SqlStore};
 use crate::error::{StoreError, StoreResult};
 use crate::model::TaskRecord;
 use crate::node::NodeId;
-use crate::store::{AbortOnDrop, CancelWatch};
+use crate::store::{AbortOnDrop, CancelWatch, report_cancellations};
 use sqlx::Row;
 use sqlx::postgres::{PgListener, PgPool};
 use std::collections::HashSet;
@@ -94,25 +94,6 @@ async fn cancelled_ids(db: &Db, node: &str, only: Option<&str>) -> StoreResult<V
     })
 }
 
-/// Send the ids not reported yet; forget reported ids that are no longer pending (on a full
-/// poll). False when the receiver is gone.
-async fn report(
-    tx: &mpsc::Sender<String>,
-    reported: &mut HashSet<String>,
-    ids: Vec<String>,
-    full: bool,
-) -> bool {
-    if full {
-        reported.retain(|r| ids.contains(r));
-    }
-    for id in ids {
-        if reported.insert(id.clone()) && tx.send(id).await.is_err() {
-            return false;
-        }
-    }
-    !tx.is_closed()
-}
-
 impl SqlStore {
     async fn events(&self) -> StoreResult<&PgEvents> {
         self.pg_events
@@ -139,7 +120,7 @@ impl SqlStore {
                     loop {
                         match cancelled_ids(&db, &node, None).await {
                             Ok(ids) => {
-                                if !report(&tx, &mut reported, ids, true).await {
+                                if !report_cancellations(&tx, &mut reported, ids, true).await {
                                     return;
                                 }
                             }
@@ -159,7 +140,7 @@ impl SqlStore {
                         if full || one.is_some() {
                             match cancelled_ids(&db, &node, one.as_deref()).await {
                                 Ok(ids) => {
-                                    if !report(&tx, &mut reported, ids, full).await {
+                                    if !report_cancellations(&tx, &mut reported, ids, full).await {
                                         return;
                                     }
                                 }

@@ -2,7 +2,7 @@
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{LiveChildEntry, TaskRecord, Transport};
-use crate::status::TaskStatus;
+use cadre_types::TaskStatus;
 use cadre_types::Usage;
 use std::collections::BTreeMap;
 

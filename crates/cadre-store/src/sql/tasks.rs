@@ -4,8 +4,8 @@
 use super::rows::{RecordRow, TASK_COLS, tasks_sorted};
 use super::{SqlStore, is_unique_violation, now_ms};
 use crate::error::{StoreError, StoreResult};
-use crate::model::{NewTask, TaskFilter, TaskRecord, Transition};
-use crate::status::TaskStatus;
+use crate::model::{BackgroundSummary, NewTask, TaskFilter, TaskRecord, Transition};
+use cadre_types::TaskStatus;
 use sqlx::Row;
 
 /// The state rules as one conditional update. `$2` is the requested status.
@@ -75,32 +75,7 @@ impl SqlStore {
             Err(e) => return Err(e.into()),
         }
         let now = u64::try_from(now).unwrap_or(0);
-        Ok(TaskRecord {
-            id: t.id,
-            agent_id: t.agent_id,
-            parent_agent_id: t.parent_agent_id,
-            parent_session_id: t.parent_session_id,
-            child_session_id: t.child_session_id,
-            user_id: t.user_id,
-            status: TaskStatus::Pending,
-            prompt: t.prompt,
-            description: t.description,
-            result: None,
-            error: None,
-            end_state: None,
-            cancel_requested: false,
-            background: t.background,
-            delivered,
-            created_at: now,
-            updated_at: now,
-            heartbeat_at: None,
-            owner_node: self.node.to_string(),
-            owner_instance: Some(self.instance.clone()),
-            transport: crate::model::Transport::from_stored(&transport),
-            remote_task_id: None,
-            remote_headers: headers,
-            usage: Default::default(),
-        })
+        Ok(t.into_record(self.node.as_str(), &self.instance, now))
     }
 
     pub(super) async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
@@ -135,6 +110,35 @@ impl SqlStore {
                 q = q.bind(st.as_str());
             }
             tasks_sorted(&q.fetch_all(p).await?)
+        })
+    }
+
+    /// Two statements: the totals, and the newest open tasks (both on the session index).
+    pub(super) async fn summary(
+        &self,
+        session: &str,
+        limit: usize,
+    ) -> StoreResult<BackgroundSummary> {
+        let counts = "SELECT \
+               COALESCE(SUM(CASE WHEN status IN ('pending', 'running') THEN 1 ELSE 0 END), 0), \
+               COALESCE(SUM(CASE WHEN status IN ('pending', 'running') THEN 0 ELSE 1 END), 0), \
+               COALESCE(SUM(CASE WHEN status IN ('pending', 'running') OR delivered THEN 0 ELSE 1 END), 0) \
+             FROM tasks WHERE parent_session_id = $1 AND background";
+        let open = format!(
+            "SELECT {TASK_COLS} FROM tasks WHERE parent_session_id = $1 AND background \
+               AND status IN ('pending', 'running') ORDER BY created_at DESC, id DESC LIMIT $2"
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let total = |v: i64| usize::try_from(v).unwrap_or(0);
+        on_reader!(&self.db, p => {
+            let row = sqlx::query(counts).bind(session).fetch_one(p).await?;
+            let rows = sqlx::query(&open).bind(session).bind(limit).fetch_all(p).await?;
+            Ok(BackgroundSummary {
+                open: rows.iter().map(|r| r.task()).collect::<StoreResult<_>>()?,
+                open_total: total(row.try_get(0)?),
+                finished_total: total(row.try_get(1)?),
+                undelivered: total(row.try_get(2)?),
+            })
         })
     }
 

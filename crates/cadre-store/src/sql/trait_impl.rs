@@ -2,10 +2,12 @@
 
 use super::SqlStore;
 use crate::error::StoreResult;
-use crate::model::{LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition};
+use crate::model::{
+    BackgroundSummary, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition,
+};
 use crate::node::NodeId;
-use crate::status::TaskStatus;
 use crate::store::{CancelWatch, TaskStore};
+use cadre_types::TaskStatus;
 use std::time::Duration;
 
 #[async_trait::async_trait]
@@ -32,6 +34,14 @@ impl TaskStore for SqlStore {
             ..TaskFilter::default()
         })
         .await
+    }
+
+    async fn background_summary(
+        &self,
+        session: &str,
+        open_limit: usize,
+    ) -> StoreResult<BackgroundSummary> {
+        self.summary(session, open_limit).await
     }
 
     async fn transition(&self, id: &str, t: Transition) -> StoreResult<()> {

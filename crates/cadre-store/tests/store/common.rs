@@ -2,13 +2,17 @@
 //! drive/attack routines of the concurrency tests.
 
 use cadre_store::testing::{find_pg_bin, shared_cluster};
-use cadre_store::{NewTask, NodeId, SqlStore, StoreError, TaskStatus, TaskStore, Transition};
+use cadre_store::{
+    MemoryStore, NewTask, NodeId, SqlStore, StoreError, TaskStatus, TaskStore, Transition,
+};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// Which backend a test runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    Memory,
     Sqlite,
     Postgres,
 }
@@ -18,6 +22,8 @@ pub struct Fixture {
     pub url: String,
     /// The SQLite file, for SQLite.
     pub path: Option<PathBuf>,
+    /// The shared memory, for the memory store.
+    memory: Option<MemoryStore>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -26,12 +32,19 @@ impl Fixture {
     /// not installed outside CI. In CI (`CI=true`) a missing PostgreSQL fails the test.
     pub async fn new(kind: Kind) -> Option<Fixture> {
         match kind {
+            Kind::Memory => Some(Fixture {
+                url: "memory".to_string(),
+                path: None,
+                memory: Some(MemoryStore::new(NodeId::new("unused"))),
+                _dir: None,
+            }),
             Kind::Sqlite => {
                 let dir = tempfile::tempdir().unwrap();
                 let path = dir.path().join(".cadre").join("cadre.db");
                 Some(Fixture {
                     url: format!("sqlite://{}", path.display()),
                     path: Some(path),
+                    memory: None,
                     _dir: Some(dir),
                 })
             }
@@ -48,23 +61,56 @@ impl Fixture {
                 Some(Fixture {
                     url,
                     path: None,
+                    memory: None,
                     _dir: None,
                 })
             }
         }
     }
 
-    /// A store handle for node `node`.
-    pub async fn open(&self, node: &str) -> SqlStore {
+    /// A store handle for node `node` (on the memory store: a handle on the same memory).
+    pub async fn open(&self, node: &str) -> Arc<dyn TaskStore> {
+        match &self.memory {
+            Some(m) => Arc::new(m.on_node(NodeId::new(node))),
+            None => Arc::new(self.open_sql(node).await),
+        }
+    }
+
+    /// A SQL store handle for node `node` (SQL-only tests).
+    pub async fn open_sql(&self, node: &str) -> SqlStore {
         cadre_store::open(&self.url, NodeId::new(node))
             .await
             .unwrap_or_else(|e| panic!("open {}: {e}", self.url))
     }
 }
 
-/// Run an `async fn(Kind)` test once per backend, as `<name>::sqlite` and `<name>::postgres`.
+/// Run an `async fn(Kind)` test once per backend, as `<name>::memory`, `<name>::sqlite` and
+/// `<name>::postgres`.
 #[macro_export]
 macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn memory() {
+                super::$name($crate::common::Kind::Memory).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                super::$name($crate::common::Kind::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                super::$name($crate::common::Kind::Postgres).await
+            }
+        }
+    )*};
+}
+
+/// Run an `async fn(Kind)` test on the SQL backends only, as `<name>::sqlite` and
+/// `<name>::postgres`: for what only a database has (its schema, its files, several OS
+/// processes sharing it).
+#[macro_export]
+macro_rules! sql_backends {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,8 +12,8 @@ async fn two_handles_race(kind: Kind) {
     let Some(fx) = Fixture::new(kind).await else {
         return;
     };
-    let a: Arc<dyn TaskStore> = Arc::new(fx.open("node-a").await);
-    let b: Arc<dyn TaskStore> = Arc::new(fx.open("node-b").await);
+    let a: Arc<dyn TaskStore> = fx.open("node-a").await;
+    let b: Arc<dyn TaskStore> = fx.open("node-b").await;
     let (ids_a, ids_b) = tokio::join!(
         create_batch(a.as_ref(), "s-a", PER_NODE),
         create_batch(b.as_ref(), "s-b", PER_NODE)

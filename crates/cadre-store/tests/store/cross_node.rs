@@ -3,7 +3,7 @@
 
 use crate::both_backends;
 use crate::common::{Fixture, Kind};
-use cadre_store::{NewTask, StoreError, TaskStatus, TaskStore, Transition};
+use cadre_store::{NewTask, StoreError, TaskStatus, Transition};
 use std::time::{Duration, Instant};
 
 async fn cancel_reaches_owner(kind: Kind) {
@@ -47,7 +47,7 @@ async fn wait_for_other_node(kind: Kind) {
         return;
     };
     let a = fx.open("node-a").await;
-    let b = std::sync::Arc::new(fx.open("node-b").await);
+    let b = fx.open("node-b").await;
     let id = a.create(NewTask::new("w", "s", "p")).await.unwrap().id;
     a.transition(&id, Transition::running()).await.unwrap();
     assert_eq!(

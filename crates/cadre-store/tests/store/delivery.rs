@@ -2,20 +2,17 @@
 
 use crate::both_backends;
 use crate::common::{Fixture, Kind};
-use cadre_store::{
-    LiveChildEntry, NewTask, REDACTED, StoreError, TaskStore, Transition, Transport,
-};
+use cadre_store::{LiveChildEntry, NewTask, REDACTED, StoreError, Transition, Transport};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 async fn finished_delivered_exactly_once(kind: Kind) {
     let Some(fx) = Fixture::new(kind).await else {
         return;
     };
-    let a = Arc::new(fx.open("node-a").await);
-    let b = Arc::new(fx.open("node-b").await);
+    let a = fx.open("node-a").await;
+    let b = fx.open("node-b").await;
     let mut finished = HashSet::new();
     let mut still_running = Vec::new();
     for i in 0..50 {
@@ -205,6 +202,11 @@ async fn secrets_never_stored(kind: Kind) {
     );
     let mut bytes = Vec::new();
     match kind {
+        // What the memory holds is the records themselves.
+        Kind::Memory => {
+            let all = s.list(&Default::default()).await.unwrap();
+            bytes.extend(format!("{all:?}").into_bytes());
+        }
         Kind::Sqlite => {
             let db = fx.path.clone().unwrap();
             for suffix in ["", "-wal", "-shm"] {
@@ -263,7 +265,40 @@ async fn batch_delivery_marks_each_once(kind: Kind) {
     assert!(a.get(&ids[619]).await.unwrap().unwrap().delivered);
 }
 
+async fn background_summary_counts_and_lists_newest_open(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let a = fx.open("node-a").await;
+    let mut ids = Vec::new();
+    for i in 0..6 {
+        let mut t = NewTask::new("w", "s", &i.to_string());
+        t.background = i != 5;
+        ids.push(a.create(t).await.unwrap().id);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    a.create(NewTask::new("w", "other", "x")).await.unwrap();
+    a.transition(&ids[1], Transition::running()).await.unwrap();
+    a.transition(&ids[0], Transition::completed("ok"))
+        .await
+        .unwrap();
+    a.transition(&ids[2], Transition::failed("x"))
+        .await
+        .unwrap();
+    assert!(a.mark_delivered(&ids[2]).await.unwrap());
+    let s = a.background_summary("s", 1).await.unwrap();
+    assert_eq!((s.open_total, s.finished_total, s.undelivered), (3, 2, 1));
+    let open: Vec<&str> = s.open.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(open, [ids[4].as_str()], "the newest open background task");
+    let all = a.background_summary("s", 10).await.unwrap();
+    let open: Vec<&str> = all.open.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(open, [ids[4].as_str(), ids[3].as_str(), ids[1].as_str()]);
+    let none = a.background_summary("nobody", 10).await.unwrap();
+    assert_eq!(none, Default::default());
+}
+
 both_backends!(
+    background_summary_counts_and_lists_newest_open,
     batch_delivery_marks_each_once,
     finished_delivered_exactly_once,
     live_child_labels,

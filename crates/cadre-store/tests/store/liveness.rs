@@ -21,7 +21,7 @@ async fn sweep_fails_silent_tasks_only(kind: Kind) {
     let Some(fx) = Fixture::new(kind).await else {
         return;
     };
-    let store: Arc<dyn TaskStore> = Arc::new(fx.open("node-a").await);
+    let store: Arc<dyn TaskStore> = fx.open("node-a").await;
     let silent = running(store.as_ref(), Transport::Local).await;
     let beating = running(store.as_ref(), Transport::Local).await;
     let pending = store.create(NewTask::new("w", "s", "p")).await.unwrap().id;
@@ -88,8 +88,8 @@ async fn background_sweeper_and_owned_beats(kind: Kind) {
     let Some(fx) = Fixture::new(kind).await else {
         return;
     };
-    let a: Arc<dyn TaskStore> = Arc::new(fx.open("node-a").await);
-    let b: Arc<dyn TaskStore> = Arc::new(fx.open("node-b").await);
+    let a: Arc<dyn TaskStore> = fx.open("node-a").await;
+    let b: Arc<dyn TaskStore> = fx.open("node-b").await;
     let mine = running(a.as_ref(), Transport::Local).await;
     let orphan = running(b.as_ref(), Transport::Local).await;
     // A beats everything it owns; nobody beats B's task; A's sweeper fails B's.
@@ -131,14 +131,14 @@ async fn recover_fails_node_tasks(kind: Kind) {
     };
     let a = fx.open("node-a").await;
     let b = fx.open("node-b").await;
-    let r1 = running(&a, Transport::Local).await;
-    let r2 = running(&a, Transport::Local).await;
+    let r1 = running(a.as_ref(), Transport::Local).await;
+    let r2 = running(a.as_ref(), Transport::Local).await;
     let p = a.create(NewTask::new("w", "s", "p")).await.unwrap().id;
-    let done = running(&a, Transport::Local).await;
+    let done = running(a.as_ref(), Transport::Local).await;
     a.transition(&done, Transition::completed("ok"))
         .await
         .unwrap();
-    let other = running(&b, Transport::Local).await;
+    let other = running(b.as_ref(), Transport::Local).await;
     // "Restart": a new handle of node A recovers at once.
     drop(a);
     let a2 = fx.open("node-a").await;

@@ -1,8 +1,8 @@
 //! Several OS processes on one database: this test binary re-runs itself in a worker mode
 //! (`CADRE_STORE_WORKER`) selected by the `worker_entry` test.
 
-use crate::both_backends;
 use crate::common::{Fixture, Kind, attack, create_batch, drive, verify_wins};
+use crate::sql_backends;
 use cadre_store::{NodeId, TaskStatus, TaskStore, Transition};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -137,7 +137,7 @@ async fn two_processes_race(kind: Kind) {
     // All three processes start on a database that does not exist yet.
     let mut wa = spawn_worker("race", &fx.url, "node-a", "node-b");
     let mut wb = spawn_worker("race", &fx.url, "node-b", "node-a");
-    let parent = fx.open("parent").await;
+    let parent = fx.open_sql("parent").await;
     let (ra, rb) = tokio::join!(
         read_lines(&mut wa, "", |_| false),
         read_lines(&mut wb, "", |_| false)
@@ -176,7 +176,7 @@ async fn killed_writer_leaves_intact_db(kind: Kind) {
     let Some(fx) = Fixture::new(kind).await else {
         return;
     };
-    drop(fx.open("parent").await);
+    drop(fx.open_sql("parent").await);
     let mut w = spawn_worker("crash", &fx.url, "node-crash", "-");
     let (mut committed, rest) = read_lines(&mut w, "COMMITTED ", |g| g.len() >= 300).await;
     w.0.kill().unwrap(); // SIGKILL, mid-write
@@ -191,7 +191,7 @@ async fn killed_writer_leaves_intact_db(kind: Kind) {
     .await
     .unwrap();
     committed.extend(tail);
-    let store = fx.open("parent").await;
+    let store = fx.open_sql("parent").await;
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
     for id in &committed {
         let rec = store
@@ -213,7 +213,7 @@ async fn recovery_spares_live_sibling(kind: Kind) {
     let Some(fx) = Fixture::new(kind).await else {
         return;
     };
-    let me = fx.open("node-shared").await;
+    let me = fx.open_sql("node-shared").await;
     let mut w = spawn_worker("hold", &fx.url, "node-shared", "-");
     let (held, _rest) = read_lines(&mut w, "HELD ", |g| !g.is_empty()).await;
     let id = held[0].clone();
@@ -226,7 +226,7 @@ async fn recovery_spares_live_sibling(kind: Kind) {
     assert_eq!(me.recover_node(me.node_id()).await.unwrap(), vec![id]);
 }
 
-both_backends!(
+sql_backends!(
     two_processes_race,
     killed_writer_leaves_intact_db,
     recovery_spares_live_sibling

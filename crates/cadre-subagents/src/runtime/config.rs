@@ -96,9 +96,9 @@ pub struct RuntimeConfig {
     pub background_approvals: BackgroundApprovals,
     /// Delegation tools offered.
     pub surface: ToolSurface,
-    /// The persistent task store every task and live child is written through (none: tasks
-    /// live in this process only).
-    pub store: Option<Arc<dyn cadre_store::TaskStore>>,
+    /// The task store, the one owner of task state: every task and live child is written
+    /// there and read from there ([`cadre_store::MemoryStore`] keeps them in this process).
+    pub store: Arc<dyn cadre_store::TaskStore>,
     /// Output token cap per model call of every child (none: the provider's default).
     pub max_output_tokens: Option<u32>,
     /// Cap on one model reply of every child, in bytes (text, thinking, tool arguments).
@@ -121,8 +121,8 @@ pub struct RuntimeConfig {
 }
 
 impl RuntimeConfig {
-    /// Defaults for a main workspace.
-    pub fn new(main_workspace: PathBuf) -> Self {
+    /// Defaults for a main workspace whose tasks live in `store`.
+    pub fn new(main_workspace: PathBuf, store: Arc<dyn cadre_store::TaskStore>) -> Self {
         Self {
             main_workspace,
             memory_files: cadre_engine::prompt::DEFAULT_MEMORY_FILES
@@ -147,7 +147,7 @@ impl RuntimeConfig {
             remote: None,
             max_output_tokens: None,
             max_reply_bytes: cadre_llm::DEFAULT_MAX_REPLY_BYTES,
-            store: None,
+            store,
             sandbox: None,
             compaction: None,
             max_result_bytes: crate::results::DEFAULT_MAX_RESULT_BYTES,

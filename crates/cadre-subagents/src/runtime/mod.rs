@@ -9,30 +9,41 @@ mod servers;
 mod types;
 
 pub use config::{BackgroundApprovals, RuntimeConfig, SandboxSettings, ToolSurface};
+pub(crate) use types::RuntimeRef;
 pub use types::{Child, ChildRunner, Inherited, Parent, SpawnError, SpawnRequest, Started, Waited};
 pub(crate) use types::{ChildPlan, Decided, JobChild};
 
 use crate::child_job::ChildJob;
 use crate::forward::ForwardSink;
 use crate::live::{LiveChild, LiveChildren};
-use crate::persist::{Persist, TaskStart, snapshot_of};
+use crate::progress::ProgressLine;
 use crate::registry::AgentRegistry;
 use crate::skills::SkillSet;
-use crate::tracker::{NewTask, TaskSnapshot, TaskStatus, TaskTracker};
+use crate::tracker::LocalTasks;
 use async_trait::async_trait;
 use cadre_llm::ProviderRegistry;
+use cadre_store::{LiveChildEntry, NewTask, StoreError, TaskRecord, TaskStore, Transport};
 use cadre_tools::{ApprovalHandler, RunContext, ToolRegistry};
-use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink, new_task_id};
-use std::collections::HashMap;
+use cadre_types::{
+    ApprovalDecision, ApprovalRequest, EventSink, TaskStatus, new_task_id, unix_millis,
+};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+/// How long "no timeout" waits on the store (far beyond any run).
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// The runtime. Create with [`SubagentRuntime::new`]; share the `Arc`.
+///
+/// Task state has one owner, the configured [`TaskStore`]: every reader (the delegation
+/// tools, `cadre serve`, `cadre tasks`) reads it there. The runtime keeps only what cannot be
+/// stored, for the tasks it runs: their cancellation tokens, status watches and progress.
 pub struct SubagentRuntime {
-    persist: Option<Persist>,
+    store: Arc<dyn TaskStore>,
     detached: std::sync::atomic::AtomicBool,
     /// Why the process is shutting down (`cadre received SIGTERM`), once it is: the reason
     /// the tasks it cancels record.
@@ -41,10 +52,9 @@ pub struct SubagentRuntime {
     registry: AgentRegistry,
     skills: SkillSet,
     providers: Arc<ProviderRegistry>,
-    tracker: TaskTracker,
+    local: LocalTasks,
     root_cancel: CancellationToken,
-    slots: Mutex<HashMap<String, Arc<Semaphore>>>,
-    live: LiveChildren,
+    live: Arc<LiveChildren>,
     /// Built agents shared by children that would be built the same.
     built: Mutex<BuiltAgents>,
     /// What top-level parents pass down: the configured hooks, permissions and limits.
@@ -74,6 +84,14 @@ type BuiltAgents = HashMap<
         Arc<Inherited>,
     ),
 >;
+
+impl Drop for SubagentRuntime {
+    /// Nothing can reach the runtime any more: its background children and its watch of the
+    /// store stop (a foreground child stops with its caller anyway).
+    fn drop(&mut self) {
+        self.root_cancel.cancel();
+    }
+}
 
 impl std::fmt::Debug for SubagentRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -107,7 +125,7 @@ impl SubagentRuntime {
         skills: SkillSet,
         providers: Arc<ProviderRegistry>,
     ) -> Arc<Self> {
-        let persist = cfg.store.clone().map(|store| Persist { store });
+        let store = cfg.store.clone();
         let top_inherited = Arc::new(Inherited {
             hooks: cfg.hooks.clone(),
             permissions: cfg.permissions.clone(),
@@ -119,17 +137,16 @@ impl SubagentRuntime {
                 .unwrap_or_default(),
         });
         let runtime = Arc::new_cyclic(|me| Self {
-            persist,
+            store,
             detached: std::sync::atomic::AtomicBool::new(false),
             shutdown_reason: std::sync::OnceLock::new(),
             cfg,
             registry,
             skills,
             providers,
-            tracker: TaskTracker::default(),
+            local: LocalTasks::default(),
             root_cancel: CancellationToken::new(),
-            slots: Mutex::new(HashMap::new()),
-            live: LiveChildren::default(),
+            live: Arc::default(),
             built: Mutex::new(HashMap::new()),
             top_inherited,
             me: me.clone(),
@@ -138,14 +155,14 @@ impl SubagentRuntime {
         runtime
     }
 
-    /// With a store: cancel requests written by any process or node reach the children
-    /// running here (LISTEN/NOTIFY on PostgreSQL, polling on SQLite).
+    /// Cancel requests written by any process or node reach the children running here
+    /// (LISTEN/NOTIFY on PostgreSQL, polling on SQLite, at once in memory).
     fn watch_cancellations(&self) {
-        let (Some(p), Ok(handle)) = (&self.persist, tokio::runtime::Handle::try_current()) else {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let store = p.store.clone();
-        let tracker = self.tracker.clone();
+        let store = self.store.clone();
+        let local = self.local.clone();
         let stop = self.root_cancel.clone();
         handle.spawn(async move {
             let node = store.node_id().clone();
@@ -160,7 +177,7 @@ impl SubagentRuntime {
                 tokio::select! {
                     id = watch.recv() => match id {
                         Some(id) => {
-                            let _ = tracker.request_cancel(&id);
+                            local.cancel(&id);
                         }
                         None => return,
                     },
@@ -170,126 +187,111 @@ impl SubagentRuntime {
         });
     }
 
-    /// The persistent store, if the runtime has one.
-    pub fn store(&self) -> Option<&Arc<dyn cadre_store::TaskStore>> {
-        self.persist.as_ref().map(|p| &p.store)
+    /// The task store, the one owner of task state.
+    pub fn store(&self) -> &Arc<dyn TaskStore> {
+        &self.store
     }
 
-    /// Move a foreground task to the background (timeout promotion), here and in the store.
+    /// Move a foreground task to the background (timeout promotion): its result will be
+    /// delivered to the parent.
     pub async fn promote(&self, id: &str) {
-        self.tracker.promote(id);
-        if let Some(p) = &self.persist
-            && let Err(e) = p.store.promote(id).await
-        {
+        if let Err(e) = self.store.promote(id).await {
             tracing::warn!(task = id, error = %e, "store: promote failed");
         }
+        self.local.promote(id);
     }
 
-    /// Mark a task's result delivered to the parent, here and in the store.
+    /// Mark a task's result delivered to the parent.
     pub async fn mark_delivered(&self, id: &str) {
-        self.tracker.mark_delivered(id);
-        if let Some(p) = &self.persist
-            && let Err(e) = p.store.mark_delivered(id).await
-        {
+        if let Err(e) = self.store.mark_delivered(id).await {
             tracing::warn!(task = id, error = %e, "store: mark delivered failed");
         }
     }
 
-    /// Request cancellation of a task of `session`, wherever it runs: the local child stops
-    /// at once; a task owned by another process or node is flagged in the store and its owner
-    /// stops it. `None` when the session has no such task.
+    /// Request cancellation of a task of `session`, wherever it runs: the request is stored
+    /// (its owner, another process or node, stops the child), and a child running here stops
+    /// at once. `None` when the session has no such task.
     pub async fn cancel_task(&self, session: &str, id: &str) -> Option<TaskStatus> {
-        let local = self
-            .tracker
-            .get(id)
-            .filter(|t| t.parent_session_id == session)
-            .and_then(|_| self.tracker.request_cancel(id).ok());
-        let stored = match &self.persist {
-            Some(p) => match p.store.get(id).await {
-                Ok(Some(r)) if r.parent_session_id == session => {
-                    p.store.request_cancel(id).await.ok()
-                }
-                _ => None,
-            },
-            None => None,
-        };
-        local.or(stored)
-    }
-
-    /// A task of `session`: the live local view, else the store's record.
-    pub async fn task(&self, session: &str, id: &str) -> Option<TaskSnapshot> {
-        if let Some(t) = self
-            .tracker
-            .get(id)
-            .filter(|t| t.parent_session_id == session)
-        {
-            return Some(t);
-        }
-        let p = self.persist.as_ref()?;
-        match p.store.get(id).await {
-            Ok(Some(r)) if r.parent_session_id == session => Some(snapshot_of(&r)),
-            _ => None,
-        }
-    }
-
-    /// Wait for a task of any process or node: the local watch when it runs here, else the
-    /// store (notifications on PostgreSQL, polling on SQLite). Never cancels the task.
-    pub async fn wait_task(
-        &self,
-        id: &str,
-        abort: &CancellationToken,
-        timeout: Duration,
-    ) -> Waited {
-        if self.tracker.get(id).is_some() {
-            return self.wait_for(id, abort, Some(timeout)).await;
-        }
-        let Some(p) = &self.persist else {
-            return Waited::Unknown;
-        };
-        tokio::select! {
-            r = p.store.wait_terminal(id, timeout) => match r {
-                Ok(Some(rec)) => Waited::Done(Box::new(snapshot_of(&rec))),
-                Ok(None) => Waited::TimedOut,
-                Err(e) => {
-                    tracing::warn!(task = id, error = %e, "store: waiting failed");
-                    Waited::Unknown
-                }
-            },
-            _ = abort.cancelled() => Waited::Aborted,
-        }
-    }
-
-    /// Every task of `session`, oldest first: the store's records (tasks of earlier processes
-    /// included) with the live local view where there is one.
-    pub async fn tasks_of(&self, session: &str) -> Vec<TaskSnapshot> {
-        let local = self.tracker.of_session(session);
-        let Some(p) = &self.persist else {
-            return local;
-        };
-        match p.store.list_by_session(session).await {
-            Ok(records) => {
-                let mut out: Vec<TaskSnapshot> = records
-                    .iter()
-                    .map(|r| {
-                        local
-                            .iter()
-                            .find(|l| l.id == r.id)
-                            .cloned()
-                            .unwrap_or_else(|| snapshot_of(r))
-                    })
-                    .collect();
-                for l in local {
-                    if !out.iter().any(|o| o.id == l.id) {
-                        out.push(l);
-                    }
-                }
-                out
-            }
+        self.task(session, id).await?;
+        let status = match self.store.request_cancel(id).await {
+            Ok(s) => s,
             Err(e) => {
-                tracing::warn!(error = %e, "store: listing tasks failed; showing this process's");
-                local
+                tracing::warn!(task = id, error = %e, "store: cancel request failed");
+                return None;
+            }
+        };
+        self.local.cancel(id);
+        Some(status)
+    }
+
+    /// A task of `session`, as stored.
+    pub async fn task(&self, session: &str, id: &str) -> Option<TaskRecord> {
+        self.task_record(id)
+            .await
+            .filter(|r| r.parent_session_id == session)
+    }
+
+    /// Any task, as stored.
+    pub async fn task_record(&self, id: &str) -> Option<TaskRecord> {
+        match self.store.get(id).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(task = id, error = %e, "store: reading a task failed");
+                None
             }
         }
+    }
+
+    /// Every task of `session`, oldest first (tasks of earlier processes and other nodes
+    /// included).
+    pub async fn tasks_of(&self, session: &str) -> Vec<TaskRecord> {
+        match self.store.list_by_session(session).await {
+            Ok(records) => records,
+            Err(e) => {
+                tracing::warn!(error = %e, "store: listing tasks failed");
+                Vec::new()
+            }
+        }
+    }
+
+    /// A task's recent progress, oldest first, while it runs here.
+    pub fn progress_of(&self, id: &str) -> Vec<ProgressLine> {
+        self.local.log_of(id)
+    }
+
+    /// The tokens a task has used so far, while it runs here (its stored record gets the
+    /// total when it ends).
+    pub fn live_usage(&self, id: &str) -> Option<cadre_types::Usage> {
+        self.local.usage_of(id)
+    }
+
+    /// A watch of a task's status, while it runs here.
+    pub fn watch_status(&self, id: &str) -> Option<watch::Receiver<TaskStatus>> {
+        self.local.watch(id)
+    }
+
+    /// True while the task runs in this process.
+    pub fn runs_here(&self, id: &str) -> bool {
+        self.local.contains(id)
+    }
+
+    /// How many tasks run here right now (and so hold memory here).
+    pub fn running_here(&self) -> usize {
+        self.local.len()
+    }
+
+    /// How many parent sessions have tasks running here.
+    pub fn sessions_here(&self) -> usize {
+        self.local.sessions()
+    }
+
+    /// Background tasks of `session` running here.
+    pub fn open_background(&self, session: &str) -> usize {
+        self.local.open_background_of(session)
+    }
+
+    pub(crate) fn local(&self) -> &LocalTasks {
+        &self.local
     }
 
     /// The definitions.
@@ -304,18 +306,13 @@ impl SubagentRuntime {
 
     /// The result of a finished task as its parent model is shown it: whole, or above
     /// `max_result_bytes` stored under `.cadre/results/` and shown by its head.
-    pub fn shown_result(&self, snap: &TaskSnapshot) -> crate::results::ShownResult {
+    pub fn shown_result(&self, snap: &TaskRecord) -> crate::results::ShownResult {
         crate::results::shown_result(
             snap.result.as_deref().unwrap_or(""),
             &snap.id,
             &self.cfg.main_workspace.join(".cadre").join("results"),
             self.cfg.max_result_bytes,
         )
-    }
-
-    /// The task tracker.
-    pub fn tracker(&self) -> &TaskTracker {
-        &self.tracker
     }
 
     /// Cancel every child (process shutdown, Ctrl-C).
@@ -327,17 +324,23 @@ impl SubagentRuntime {
     /// so a process that exits leaves honest records. Returns how many did not finish in time.
     pub async fn shutdown_and_drain(&self, timeout: Duration) -> usize {
         self.root_cancel.cancel();
-        let waits = self
-            .tracker
-            .unfinished()
-            .into_iter()
-            .map(|mut rx| async move {
+        match tokio::time::timeout(timeout, self.wait_idle()).await {
+            Ok(()) => 0,
+            Err(_) => self.local.len(),
+        }
+    }
+
+    /// Wait until no task runs here (each has stored its end), without cancelling any.
+    pub async fn wait_idle(&self) {
+        loop {
+            let running = self.local.unfinished();
+            if running.is_empty() {
+                return;
+            }
+            let waits = running.into_iter().map(|mut rx| async move {
                 let _ = rx.wait_for(|s| s.is_terminal()).await;
             });
-        let all = futures::future::join_all(waits);
-        match tokio::time::timeout(timeout, all).await {
-            Ok(_) => 0,
-            Err(_) => self.tracker.unfinished().len(),
+            futures::future::join_all(waits).await;
         }
     }
 
@@ -380,17 +383,6 @@ impl SubagentRuntime {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         }
-    }
-
-    fn slot(&self, session: &str) -> Arc<Semaphore> {
-        let mut slots = match self.slots.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        slots
-            .entry(session.to_string())
-            .or_insert_with(|| Arc::new(Semaphore::new(self.cfg.max_concurrent.max(1))))
-            .clone()
     }
 
     /// Start a one-off child (the `task` tool). It is checked now and built when it gets a
@@ -454,38 +446,37 @@ impl SubagentRuntime {
         let task_id = new_task_id();
         let name = child.name().to_string();
         let session_id = child.session_id().to_string();
-        if let Some(p) = &self.persist {
-            p.created(TaskStart {
-                id: &task_id,
-                agent: &name,
-                parent_agent: &parent.run.agent,
-                parent_session_id: &parent.run.session_id,
-                child_session_id: &session_id,
-                user_id: parent.run.user_id.as_deref(),
-                prompt: &prompt,
-                description: &description,
+        let (transport, remote_headers) = match child.remote() {
+            Some(r) => (Transport::Remote { url: r.url.clone() }, r.headers.clone()),
+            None => (Transport::Local, BTreeMap::new()),
+        };
+        let parent_agent = &parent.run.agent;
+        self.store
+            .create(NewTask {
+                id: task_id.clone(),
+                agent_id: name.clone(),
+                parent_agent_id: (parent_agent != "main").then(|| parent_agent.clone()),
+                parent_session_id: parent.run.session_id.clone(),
+                child_session_id: Some(session_id.clone()),
+                user_id: parent.run.user_id.clone(),
+                prompt: prompt.clone(),
+                description: description.clone(),
                 background,
-                remote: child.remote().map(|r| (r.url.as_str(), &r.headers)),
+                transport,
+                remote_headers,
             })
-            .await
-            .map_err(|e| SpawnError::Store(e.to_string()))?;
-        }
+            .await?;
         let cancel = if background {
             self.root_cancel.child_token()
         } else {
             parent.cancel.child_token()
         };
-        let job_description = description.clone();
-        self.tracker.insert(
-            NewTask {
-                id: task_id.clone(),
-                agent: name.clone(),
-                parent_session_id: parent.run.session_id.clone(),
-                child_session_id: session_id.clone(),
-                description,
-                background,
-            },
+        let slot = self.local.insert(
+            &task_id,
+            &parent.run.session_id,
+            background,
             cancel.clone(),
+            self.cfg.max_concurrent,
         );
         let forward = Arc::new(ForwardSink {
             parent: parent.run.events.clone(),
@@ -495,7 +486,7 @@ impl SubagentRuntime {
             parent_task_id: parent.run.task_id.clone(),
             agent: name.clone(),
             task_id: task_id.clone(),
-            tracker: self.tracker.clone(),
+            local: self.local.clone(),
             log: background,
         });
         let approvals: Arc<dyn ApprovalHandler> =
@@ -521,16 +512,18 @@ impl SubagentRuntime {
         let span = tracing::info_span!("subagent", agent = %name, task = %task_id, session = %session_id, depth = child.depth());
         let job = ChildJob {
             task_id: task_id.clone(),
+            one_off: matches!(child, JobChild::Planned(_)),
             child,
             runtime: self.me.clone(),
+            live: self.live.clone(),
             prompt,
-            description: job_description,
+            description,
             run: child_run,
             cancel,
-            slot: self.slot(&parent.run.session_id),
-            tracker: self.tracker.clone(),
+            slot,
+            local: self.local.clone(),
             forward,
-            persist: self.persist.clone(),
+            store: self.store.clone(),
         };
         tokio::spawn(job.run().instrument(span));
         Ok(Started {
@@ -539,16 +532,30 @@ impl SubagentRuntime {
         })
     }
 
-    /// Wait until the task is terminal, `abort` fires or `timeout` passes. Never cancels
-    /// the task itself.
+    /// Wait until the task is terminal, `abort` fires or `timeout` passes, and read it from
+    /// the store: through its status watch when it runs here, else through the store
+    /// (notifications on PostgreSQL, polling on SQLite), so a task of any process or node can
+    /// be waited for. Never cancels the task.
     pub async fn wait_for(
         &self,
         task_id: &str,
         abort: &CancellationToken,
         timeout: Option<Duration>,
     ) -> Waited {
-        let Some(mut rx) = self.tracker.watch(task_id) else {
-            return Waited::Unknown;
+        let Some(mut rx) = self.local.watch(task_id) else {
+            let stored = tokio::select! {
+                r = self.store.wait_terminal(task_id, timeout.unwrap_or(FOREVER)) => r,
+                _ = abort.cancelled() => return Waited::Aborted,
+            };
+            return match stored {
+                Ok(Some(r)) => Waited::Done(Box::new(r)),
+                Ok(None) => Waited::TimedOut,
+                Err(StoreError::NotFound(_)) => Waited::Unknown,
+                Err(e) => {
+                    tracing::warn!(task = task_id, error = %e, "store: waiting failed");
+                    Waited::Unknown
+                }
+            };
         };
         let limit = async {
             match timeout {
@@ -561,9 +568,10 @@ impl SubagentRuntime {
             _ = abort.cancelled() => return Waited::Aborted,
             _ = limit => return Waited::TimedOut,
         }
-        match self.tracker.get(task_id) {
-            Some(s) => Waited::Done(Box::new(s)),
-            None => Waited::Unknown,
+        // The end was stored before the watch saw it.
+        match self.task_record(task_id).await {
+            Some(r) if r.status.is_terminal() => Waited::Done(Box::new(r)),
+            _ => Waited::Unknown,
         }
     }
 
@@ -576,13 +584,13 @@ impl SubagentRuntime {
         task_id: &str,
         parent: &Parent,
         timeout: Option<Duration>,
-    ) -> Option<TaskSnapshot> {
+    ) -> Option<TaskRecord> {
         match self.wait_for(task_id, &parent.cancel, timeout).await {
             Waited::Done(s) => Some(*s),
             Waited::TimedOut | Waited::Unknown => None,
             Waited::Aborted => {
                 if parent.run.budget.exceeded().is_none() {
-                    let _ = self.tracker.request_cancel(task_id);
+                    self.local.cancel(task_id);
                 }
                 match self
                     .wait_for(task_id, &CancellationToken::new(), None)
@@ -623,14 +631,24 @@ impl SubagentRuntime {
             child,
             last_task: Mutex::new(None),
         };
-        if let Some(p) = &self.persist {
-            p.live_child(session, &live).await.map_err(|e| match e {
-                cadre_store::StoreError::LabelInUse(_) => {
+        let entry = LiveChildEntry {
+            agent_key: live.key.clone(),
+            label: live.label.clone(),
+            agent_id: live.agent_id.clone(),
+            parent_session_id: session.to_string(),
+            child_session_id: live.child.session_id.clone(),
+            depth: live.child.depth,
+            created_at: unix_millis(),
+        };
+        self.store
+            .insert_live_child(&entry)
+            .await
+            .map_err(|e| match e {
+                StoreError::LabelInUse(_) => {
                     SpawnError::LabelInUse(live.label.clone().unwrap_or_default())
                 }
-                other => SpawnError::Store(other.to_string()),
+                other => SpawnError::Store(other),
             })?;
-        }
         self.live
             .add(session, live)
             .map_err(|e| SpawnError::LabelInUse(e.0))
@@ -653,15 +671,11 @@ impl SubagentRuntime {
         if here.is_some() {
             return Ok(here);
         }
-        let Some(p) = &self.persist else {
-            return Ok(None);
-        };
         let found = match (key, label) {
-            (Some(k), _) => p.store.find_live_by_key(session, k).await,
-            (None, Some(l)) => p.store.find_live_by_label(session, l).await,
+            (Some(k), _) => self.store.find_live_by_key(session, k).await,
+            (None, Some(l)) => self.store.find_live_by_label(session, l).await,
             (None, None) => Ok(None),
-        }
-        .map_err(|e| SpawnError::Store(e.to_string()))?;
+        }?;
         let Some(entry) = found else {
             return Ok(None);
         };
@@ -692,7 +706,7 @@ impl SubagentRuntime {
         agent: &str,
         prompt: String,
         parent: &Parent,
-    ) -> Result<TaskSnapshot, SpawnError> {
+    ) -> Result<TaskRecord, SpawnError> {
         let started = self
             .spawn(
                 SpawnRequest {

@@ -1,12 +1,12 @@
 //! The runtime's request, handle and error types.
 
+use super::SubagentRuntime;
 use crate::child_setup::SetupError;
 use crate::definition::RemoteSpec;
 use crate::remote::RemoteExecutor;
-use crate::tracker::TaskSnapshot;
 use cadre_engine::{Agent, Limits, PermissionPolicy, Session, ToolHook};
 use cadre_tools::{RunContext, ToolGrant, ToolRegistry, Workspace};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use tokio_util::sync::CancellationToken;
 
 /// Why a child could not be started.
@@ -48,7 +48,7 @@ pub enum SpawnError {
     Remote(String),
     /// The task store refused or failed the write.
     #[error("task store: {0}")]
-    Store(String),
+    Store(#[from] cadre_store::StoreError),
     /// The label is taken in this session.
     #[error("Label already in use: {0}")]
     LabelInUse(String),
@@ -60,6 +60,31 @@ pub enum SpawnError {
         /// Why.
         message: String,
     },
+}
+
+/// How a delegation tool reaches its runtime: without owning it. The runtime holds live
+/// children, a child holds its delegation tools, and a tool that held the runtime would keep
+/// all three alive for ever; this is upgraded for each call instead.
+#[derive(Clone)]
+pub(crate) struct RuntimeRef(Weak<SubagentRuntime>);
+
+impl RuntimeRef {
+    /// A reference to `runtime`.
+    pub(crate) fn new(runtime: &Arc<SubagentRuntime>) -> Self {
+        Self(Arc::downgrade(runtime))
+    }
+
+    /// The runtime, if it still exists.
+    pub(crate) fn upgrade(&self) -> Option<Arc<SubagentRuntime>> {
+        self.0.upgrade()
+    }
+
+    /// The runtime for a call; an error the model sees once it is gone.
+    pub(crate) fn get(&self) -> Result<Arc<SubagentRuntime>, cadre_tools::ToolError> {
+        self.upgrade().ok_or_else(|| {
+            cadre_tools::ToolError::Failed("the sub-agent runtime has shut down".to_string())
+        })
+    }
 }
 
 /// What to start.
@@ -156,7 +181,7 @@ pub struct Started {
 #[derive(Debug, Clone)]
 pub enum Waited {
     /// The task is terminal.
-    Done(Box<TaskSnapshot>),
+    Done(Box<cadre_store::TaskRecord>),
     /// The timeout passed first.
     TimedOut,
     /// The waiter was cancelled.

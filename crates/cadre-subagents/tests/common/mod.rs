@@ -219,7 +219,10 @@ pub fn fixture(script: &str, opts: Options) -> Fixture {
         mode: opts.mode,
         rules: Default::default(),
     };
-    let mut cfg = RuntimeConfig::new(ws.clone());
+    let store: Arc<dyn cadre_store::TaskStore> = Arc::new(cadre_store::MemoryStore::new(
+        cadre_store::NodeId::new("test"),
+    ));
+    let mut cfg = RuntimeConfig::new(ws.clone(), store);
     cfg.sessions_dir = Some(ws.join(".cadre/sessions"));
     cfg.base_tools = base_tools();
     cfg.permissions = policy.clone();
@@ -300,6 +303,39 @@ impl Fixture {
             .run(s, Some(prompt.into()), run, ws, self.cancel.clone())
             .await
     }
+}
+
+/// Call one of the runtime's delegation tools as the main agent of `session` would.
+pub async fn call(f: &Fixture, session: &str, tool: &str, args: serde_json::Value) -> ToolOutput {
+    let ctx = tool_context(f, session);
+    let tools = f.runtime.delegation_tools();
+    match tools.get(tool).unwrap().call(args, &ctx).await {
+        Ok(o) => o,
+        Err(e) => ToolOutput::error(e.to_string()),
+    }
+}
+
+/// The context of a tool call by the main agent of `session`.
+pub fn tool_context(f: &Fixture, session: &str) -> ToolContext {
+    let mut run = (*f.run_context(&f.session())).clone();
+    run.session_id = session.to_string();
+    ToolContext {
+        hidden: Default::default(),
+        call_id: "c".into(),
+        tools: Arc::new(f.parent.config().tools.clone()),
+        workspace: Arc::new(Workspace::new(&f.ws).unwrap()),
+        cancel: f.cancel.clone(),
+        run: Arc::new(run),
+    }
+}
+
+/// The value of a `key: value` line of a tool's reply.
+pub fn field(out: &ToolOutput, key: &str) -> String {
+    out.content
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{key}: ")))
+        .unwrap_or_else(|| panic!("no {key} in {}", out.content))
+        .to_string()
 }
 
 pub fn tool_results(messages: &[Message]) -> Vec<(String, bool)> {

@@ -485,22 +485,13 @@ mod tests {
             total: call(150, 15, 1_500),
             subagent: Some("explorer".into()),
         }));
-        let mut child = cadre_subagents::TaskSnapshot {
-            id: "task_1".into(),
-            agent: "explorer".into(),
-            parent_session_id: "s-1".into(),
-            child_session_id: "sub-1".into(),
-            description: "map".into(),
-            status: cadre_subagents::TaskStatus::Completed,
-            result: None,
-            error: None,
-            cancel_requested: false,
-            background: false,
-            created_at: 0,
-            updated_at: 0,
-            usage: call(50, 5, 500),
-            end_state: None,
-        };
+        let mut task = cadre_store::NewTask::new("explorer", "s-1", "map");
+        task.id = "task_1".into();
+        task.child_session_id = Some("sub-1".into());
+        task.description = "map".into();
+        let mut child = task.into_record("node", "1:1", 0);
+        child.status = cadre_subagents::TaskStatus::Completed;
+        child.usage = call(50, 5, 500);
         app.tasks.sync(std::slice::from_ref(&child));
         app.apply(&env(Event::Done {
             state: cadre_types::EndState::Completed,
@@ -534,22 +525,13 @@ mod tests {
             args: r#"{"subagent_type":"explorer","prompt":"map"}"#.into(),
         }));
         // The tick's sync saw the task before its first update arrived.
-        app.tasks.sync(&[cadre_subagents::TaskSnapshot {
-            id: "task_1".into(),
-            agent: "explorer".into(),
-            parent_session_id: "s-1".into(),
-            child_session_id: "sub-1".into(),
-            description: "map".into(),
-            status: cadre_subagents::TaskStatus::Running,
-            result: None,
-            error: None,
-            cancel_requested: false,
-            background: false,
-            created_at: 0,
-            updated_at: 0,
-            usage: Usage::default(),
-            end_state: None,
-        }]);
+        let mut task = cadre_store::NewTask::new("explorer", "s-1", "map");
+        task.id = "task_1".into();
+        task.child_session_id = Some("sub-1".into());
+        task.description = "map".into();
+        let mut record = task.into_record("node", "1:1", 0);
+        record.status = cadre_subagents::TaskStatus::Running;
+        app.tasks.sync(&[record]);
         app.apply(&env(Event::SubagentUpdate {
             update: SubagentUpdate {
                 agent: "explorer".into(),

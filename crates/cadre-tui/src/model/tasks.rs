@@ -2,7 +2,7 @@
 //! the runtime's tracker (its owner), synced by the shell; the last progress lines come from
 //! the sub-agent updates of the event stream, so foreground children show them too.
 
-use cadre_subagents::{TaskSnapshot, TaskStatus};
+use cadre_subagents::{TaskRecord, TaskStatus};
 use cadre_types::{SubagentUpdate, UpdateKind, Usage};
 use std::collections::{HashMap, VecDeque};
 
@@ -198,12 +198,12 @@ impl TaskBoard {
         new
     }
 
-    /// Take the tracker's view of the tasks (the owner of status, usage and times); true
+    /// Take the store's view of the tasks (the owner of status, usage and times); true
     /// when anything changed (the screen must be drawn again).
-    pub fn sync(&mut self, snaps: &[TaskSnapshot]) -> bool {
+    pub fn sync(&mut self, snaps: &[TaskRecord]) -> bool {
         let mut any = false;
         for s in snaps {
-            let t = self.entry(&s.id, &s.agent, s.created_at);
+            let t = self.entry(&s.id, &s.agent_id, s.created_at);
             let ended = s.status.is_terminal().then_some(s.updated_at);
             let changed = t.status != s.status
                 || t.usage != s.usage
@@ -340,22 +340,15 @@ mod tests {
         assert_eq!(t.elapsed_ms(10_000), 250);
         assert_eq!(b.counts(), (0, 1));
         // The tracker's record wins and says whether the screen must change.
-        let snap = TaskSnapshot {
-            id: "task_1".into(),
-            agent: "explorer".into(),
-            parent_session_id: "s-1".into(),
-            child_session_id: "sub-1".into(),
-            description: "map the project".into(),
-            status: TaskStatus::Cancelled,
-            result: None,
-            error: None,
-            cancel_requested: true,
-            background: true,
-            created_at: 100,
-            updated_at: 400,
-            usage: Usage::default(),
-            end_state: None,
-        };
+        let mut task = cadre_store::NewTask::new("explorer", "s-1", "map the project");
+        task.id = "task_1".into();
+        task.child_session_id = Some("sub-1".into());
+        task.description = "map the project".into();
+        task.background = true;
+        let mut snap = task.into_record("node", "1:1", 100);
+        snap.status = TaskStatus::Cancelled;
+        snap.cancel_requested = true;
+        snap.updated_at = 400;
         assert!(b.sync(std::slice::from_ref(&snap)));
         let t = b.get("task_1").unwrap();
         assert_eq!(

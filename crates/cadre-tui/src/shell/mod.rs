@@ -14,7 +14,7 @@ use crate::model::transcript::{EntryKind, ToolEntry};
 use crate::model::{Action, App, Overlay, SessionItem, Status, TaskDetail};
 use crate::render::{self, View};
 use cadre_engine::{RunOutcome, Session};
-use cadre_subagents::{Harness, Parent, RunOptions, TaskSnapshot};
+use cadre_subagents::{Harness, Parent, RunOptions, TaskRecord};
 use cadre_tools::{ApprovalHandler, RunContext};
 use cadre_types::{ApprovalDecision, EventEnvelope, EventSink, new_session_id, unix_millis};
 use ratatui::crossterm::event::{Event as TermEvent, MouseButton, MouseEventKind};
@@ -73,7 +73,7 @@ enum TurnEnd {
     Prompt(RunOutcome),
     Direct {
         agent: String,
-        result: Result<TaskSnapshot, String>,
+        result: Result<Box<TaskRecord>, String>,
     },
     /// `/compact`: what it did is the `compaction` event; only a failure is reported here.
     Compact(Result<(), String>),
@@ -300,11 +300,7 @@ impl Shell {
             self.replies.remove(&id);
             self.app.approvals.remove(id);
         }
-        let snaps = self
-            .harness
-            .runtime()
-            .tracker()
-            .of_session(&self.session_id);
+        let snaps = self.tasks().await;
         // A task that ended while nothing else runs changes only here.
         if self.app.tasks.sync(&snaps) {
             self.dirty = true;
@@ -344,7 +340,7 @@ impl Shell {
                             }
                         });
                     }
-                    self.app.tasks.sync(std::slice::from_ref(&snap));
+                    self.app.tasks.sync(std::slice::from_ref(&*snap));
                     self.app.transcript.push(EntryKind::Assistant(text));
                     self.app.notice(format!("@{agent} {}", snap.status));
                 }
@@ -355,17 +351,25 @@ impl Shell {
                 .app
                 .error(format!("/compact: {e}; the conversation is unchanged")),
         }
-        let snaps = self
-            .harness
-            .runtime()
-            .tracker()
-            .of_session(&self.session_id);
+        let snaps = self.tasks().await;
         self.app.tasks.sync(&snaps);
         self.dirty = true;
         if let Some(next) = self.app.end_turn() {
             let actions = keys::submit(&mut self.app, &next);
             self.pending.extend(actions);
         }
+    }
+
+    /// The session's tasks as stored, with the tokens the running ones used so far.
+    async fn tasks(&self) -> Vec<TaskRecord> {
+        let runtime = self.harness.runtime();
+        let mut tasks = runtime.tasks_of(&self.session_id).await;
+        for t in tasks.iter_mut().filter(|t| !t.status.is_terminal()) {
+            if let Some(u) = runtime.live_usage(&t.id) {
+                t.usage = u;
+            }
+        }
+        tasks
     }
 
     fn parent(&self, cancel: &CancellationToken) -> Parent {
@@ -412,6 +416,7 @@ impl Shell {
                         .runtime()
                         .run_direct(&agent, job, &parent)
                         .await
+                        .map(Box::new)
                         .map_err(|e| e.to_string());
                     (session, TurnEnd::Direct { agent, result })
                 })
@@ -461,16 +466,8 @@ impl Shell {
 
     async fn load_detail(&mut self, id: &str) {
         let runtime = self.harness.runtime();
-        let prompt = match runtime.store() {
-            Some(store) => store.get(id).await.ok().flatten().map(|r| r.prompt),
-            None => None,
-        };
-        let log = runtime
-            .tracker()
-            .log_of(id)
-            .iter()
-            .map(|l| l.render())
-            .collect();
+        let prompt = runtime.task_record(id).await.map(|r| r.prompt);
+        let log = runtime.progress_of(id).iter().map(|l| l.render()).collect();
         self.app.detail = Some(TaskDetail {
             task_id: id.to_string(),
             prompt,

@@ -1,0 +1,38 @@
+//! Writes of a task's life that must land: a transient store failure (the database
+//! restarting, a dropped connection) is waited out with bounded backoff instead of being
+//! taken for an answer. Only the state rules' refusal, a cancel requested, is an answer.
+
+use crate::error::StoreResult;
+use crate::model::Transition;
+use crate::store::TaskStore;
+use std::time::Duration;
+
+/// The first pause after a transient failure; each further pause doubles, up to
+/// [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(50);
+/// The longest pause between two tries.
+const MAX_PAUSE: Duration = Duration::from_secs(2);
+/// How long a write is tried before its last error is returned: long enough for a
+/// database restart, bounded so a store that is gone for good does not hold a task forever.
+pub const RETRY_FOR: Duration = Duration::from_secs(120);
+
+/// Write `t` to task `id`, trying again over transient failures for up to [`RETRY_FOR`].
+/// Returns the first answer (success, or a refusal by the state rules) or the last error.
+pub async fn transition_retrying(
+    store: &dyn TaskStore,
+    id: &str,
+    t: Transition,
+) -> StoreResult<()> {
+    let give_up = tokio::time::Instant::now() + RETRY_FOR;
+    let mut pause = FIRST_PAUSE;
+    loop {
+        match store.transition(id, t.clone()).await {
+            Err(e) if e.is_transient() && tokio::time::Instant::now() + pause < give_up => {
+                tracing::warn!(task = %id, to = %t.to, error = %e, "store: writing the task failed; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+            other => return other,
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! A task store that fails for a while (the database restarting) is waited out: a task
+//! whose `running` or end could not be written at first still ends as its child ended,
+//! never `cancelled`. Only a cancel request makes a task cancelled.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use async_trait::async_trait;
+use cadre_store::{
+    BackgroundSummary, CancelWatch, LiveChildEntry, MemoryStore, NewTask, NodeId, StoreError,
+    StoreResult, TaskFilter, TaskRecord, TaskStatus, TaskStore, Transition,
+};
+use cadre_tools::ToolOutput;
+use common::*;
+use serde_json::json;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+/// A [`MemoryStore`] whose next `failures` transitions to a status `failing` picks fail
+/// as a lost connection would, then work again.
+struct Flaky {
+    inner: MemoryStore,
+    failing: fn(TaskStatus) -> bool,
+    failures: AtomicUsize,
+    /// How many transitions were failed.
+    failed: AtomicUsize,
+}
+
+impl Flaky {
+    fn new(failing: fn(TaskStatus) -> bool, failures: usize) -> Arc<Self> {
+        Arc::new(Flaky {
+            inner: MemoryStore::new(NodeId::new("test")),
+            failing,
+            failures: AtomicUsize::new(failures),
+            failed: AtomicUsize::new(0),
+        })
+    }
+}
+
+#[async_trait]
+impl TaskStore for Flaky {
+    fn node_id(&self) -> &NodeId {
+        self.inner.node_id()
+    }
+    async fn create(&self, task: NewTask) -> StoreResult<TaskRecord> {
+        self.inner.create(task).await
+    }
+    async fn get(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
+        self.inner.get(id).await
+    }
+    async fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskRecord>> {
+        self.inner.list(filter).await
+    }
+    async fn list_by_session(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
+        self.inner.list_by_session(session).await
+    }
+    async fn background_summary(
+        &self,
+        session: &str,
+        open_limit: usize,
+    ) -> StoreResult<BackgroundSummary> {
+        self.inner.background_summary(session, open_limit).await
+    }
+    async fn transition(&self, id: &str, t: Transition) -> StoreResult<()> {
+        let fail = (self.failing)(t.to)
+            && self
+                .failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+        if fail {
+            self.failed.fetch_add(1, Ordering::SeqCst);
+            return Err(StoreError::Io(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "connection refused",
+            )));
+        }
+        self.inner.transition(id, t).await
+    }
+    async fn request_cancel(&self, id: &str) -> StoreResult<TaskStatus> {
+        self.inner.request_cancel(id).await
+    }
+    async fn set_end_state(&self, id: &str, end_state: &str) -> StoreResult<bool> {
+        self.inner.set_end_state(id, end_state).await
+    }
+    async fn set_remote_task_id(&self, id: &str, remote_task_id: &str) -> StoreResult<bool> {
+        self.inner.set_remote_task_id(id, remote_task_id).await
+    }
+    async fn promote(&self, id: &str) -> StoreResult<bool> {
+        self.inner.promote(id).await
+    }
+    async fn mark_delivered(&self, id: &str) -> StoreResult<bool> {
+        self.inner.mark_delivered(id).await
+    }
+    async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
+        self.inner.take_undelivered_finished(session).await
+    }
+    async fn heartbeat(&self, node: &NodeId, ids: &[String]) -> StoreResult<u64> {
+        self.inner.heartbeat(node, ids).await
+    }
+    async fn heartbeat_owned(&self) -> StoreResult<u64> {
+        self.inner.heartbeat_owned().await
+    }
+    async fn sweep(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>> {
+        self.inner.sweep(orphan_timeout).await
+    }
+    async fn recover_node(&self, node: &NodeId) -> StoreResult<Vec<String>> {
+        self.inner.recover_node(node).await
+    }
+    async fn watch_cancellations(&self, node: &NodeId) -> StoreResult<CancelWatch> {
+        self.inner.watch_cancellations(node).await
+    }
+    async fn wait_terminal(&self, id: &str, timeout: Duration) -> StoreResult<Option<TaskRecord>> {
+        self.inner.wait_terminal(id, timeout).await
+    }
+    async fn insert_live_child(&self, child: &LiveChildEntry) -> StoreResult<()> {
+        self.inner.insert_live_child(child).await
+    }
+    async fn live_children(&self, session: &str) -> StoreResult<Vec<LiveChildEntry>> {
+        self.inner.live_children(session).await
+    }
+    async fn find_live_by_key(
+        &self,
+        session: &str,
+        agent_key: &str,
+    ) -> StoreResult<Option<LiveChildEntry>> {
+        self.inner.find_live_by_key(session, agent_key).await
+    }
+    async fn find_live_by_label(
+        &self,
+        session: &str,
+        label: &str,
+    ) -> StoreResult<Option<LiveChildEntry>> {
+        self.inner.find_live_by_label(session, label).await
+    }
+    async fn remove_live_child(&self, session: &str, agent_key: &str) -> StoreResult<bool> {
+        self.inner.remove_live_child(session, agent_key).await
+    }
+}
+
+const ANSWER: &str = r#"
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+text = "the answer"
+"#;
+
+/// Run one foreground task on a store failing as `flaky` says; the stored record after.
+async fn run_through(flaky: &Arc<Flaky>) -> (ToolOutput, TaskRecord) {
+    let store: Arc<dyn TaskStore> = flaky.clone();
+    let f = fixture(
+        ANSWER,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(move |c| c.store = store),
+            ..Default::default()
+        },
+    );
+    let session = f.session();
+    let out = call(
+        &f,
+        session.id(),
+        "task",
+        json!({"subagent_type": "worker", "prompt": "go"}),
+    )
+    .await;
+    let tasks = f.runtime.tasks_of(session.id()).await;
+    assert_eq!(tasks.len(), 1);
+    (out, tasks.into_iter().next().unwrap())
+}
+
+#[tokio::test]
+async fn a_store_failing_when_the_task_starts_does_not_cancel_it() {
+    let flaky = Flaky::new(|to| to == TaskStatus::Running, 3);
+    let (out, rec) = run_through(&flaky).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("the answer"), "{}", out.content);
+    assert_eq!(rec.status, TaskStatus::Completed, "{rec:?}");
+    assert_eq!(rec.end_state.as_deref(), Some("completed"));
+    assert!(!rec.cancel_requested);
+    assert_eq!(flaky.failed.load(Ordering::SeqCst), 3, "the store did fail");
+}
+
+#[tokio::test]
+async fn a_store_failing_when_the_task_ends_records_its_real_end() {
+    let flaky = Flaky::new(TaskStatus::is_terminal, 3);
+    let (out, rec) = run_through(&flaky).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("the answer"), "{}", out.content);
+    assert_eq!(rec.status, TaskStatus::Completed, "{rec:?}");
+    assert_eq!(rec.end_state.as_deref(), Some("completed"));
+    assert_eq!(rec.result.as_deref(), Some("the answer"));
+    assert_eq!(flaky.failed.load(Ordering::SeqCst), 3, "the store did fail");
+}
+
+#[tokio::test]
+async fn a_cancel_request_still_cancels() {
+    const STUCK: &str = r#"
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+delay_ms = 60000
+text = "never"
+"#;
+    // The store fails the first tries of the end too: the cancel lands after them.
+    let flaky = Flaky::new(TaskStatus::is_terminal, 2);
+    let store: Arc<dyn TaskStore> = flaky.clone();
+    let f = fixture(
+        STUCK,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(move |c| c.store = store),
+            ..Default::default()
+        },
+    );
+    let session = f.session();
+    let out = call(
+        &f,
+        session.id(),
+        "task",
+        json!({"subagent_type": "worker", "prompt": "go", "background": true}),
+    )
+    .await;
+    let id = out.content.split('"').nth(1).unwrap().to_string();
+    let mut status = f.runtime.watch_status(&id).unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        status.wait_for(|s| *s == TaskStatus::Running),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    f.runtime.cancel_task(session.id(), &id).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), f.runtime.wait_idle())
+        .await
+        .unwrap();
+    let rec = f.runtime.store().get(&id).await.unwrap().unwrap();
+    assert_eq!(rec.status, TaskStatus::Cancelled, "{rec:?}");
+    assert_eq!(flaky.failed.load(Ordering::SeqCst), 2);
+}
