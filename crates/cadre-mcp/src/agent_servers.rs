@@ -155,13 +155,6 @@ impl AgentServers for AgentServerPool {
                     }
                 },
                 AgentMcpServer::Inline { name, entry } => {
-                    if !request.inline_allowed {
-                        warnings.push(format!(
-                            "MCP server {name} is not started: {} declares it, and file tools can write that file; declare servers only in files they cannot write (.cadre/agents/, .claude/agents/, the user's agent directory), as .mcp.json",
-                            request.origin
-                        ));
-                        continue;
-                    }
                     match self.hold_declared(&request, name, entry, &mut hold) {
                         Ok(server) => server,
                         Err(e) => {

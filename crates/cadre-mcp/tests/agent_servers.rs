@@ -2,7 +2,7 @@
 //! started for that agent's child, offered to it only (the parent never sees its tools), and
 //! stopped when the child ends (its process is gone); one named from the configuration is
 //! the session's own connection, offered to the child; a file the file tools can write may
-//! not declare a server (the model could have written its command).
+//! not use `mcpServers` (the model could have written the command, or widened the child).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -173,6 +173,27 @@ async fn a_configured_server_named_by_a_definition_is_the_sessions_connection() 
 }
 
 #[tokio::test]
+async fn a_file_the_file_tools_can_write_cannot_name_a_configured_server() {
+    let Some(index) = everything() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    // Naming a configured server would give the child tools its parent may not have.
+    agent_file(ws, ".gemini/agents/helper.md", "  - everything");
+    let configured = McpServers::from_entries([everything_stdio(&index)], ws, &Default::default());
+    let model = Recording::new(&DELEGATE.replace("SERVER_TOOL", "mcp__everything__echo"));
+    let pool = AgentServerPool::new(configured.clone(), ws, Default::default(), None);
+    let h = harness(ws, model.clone(), pool);
+    let out = h.run("delegate").await.unwrap();
+    assert_eq!(out.state, EndState::Completed, "{out:?}");
+    let child = offered(&model, "helper");
+    assert!(
+        !child.iter().any(|n| n.starts_with("mcp__everything")),
+        "{child:?}"
+    );
+    assert_eq!(configured.get("everything").unwrap().pid().await, None);
+}
+
+#[tokio::test]
 async fn a_file_the_file_tools_can_write_cannot_declare_a_server() {
     let Some(index) = everything() else { return };
     let dir = tempfile::tempdir().unwrap();
@@ -211,7 +232,7 @@ async fn a_file_the_file_tools_can_write_cannot_declare_a_server() {
     assert!(
         notices
             .iter()
-            .any(|n| n.contains("MCP server mine is not started") && n.contains(".gemini")),
+            .any(|n| n.contains("agent helper: `mcpServers` ignored") && n.contains(".gemini")),
         "{notices:?}"
     );
 }

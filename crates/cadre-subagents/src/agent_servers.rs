@@ -16,12 +16,9 @@ pub struct ServerRequest<'a> {
     pub agent: &'a str,
     /// Where the definition comes from (its file), for messages.
     pub origin: &'a str,
-    /// Its `mcpServers`.
+    /// Its `mcpServers` (from a definition the runtime trusts: made in code, or a file the
+    /// file tools cannot write).
     pub servers: &'a [AgentMcpServer],
-    /// Whether servers declared in the definition may run: false when its file is one the
-    /// file tools can write (the model could have written the command). Named servers of
-    /// the configuration are always usable.
-    pub inline_allowed: bool,
 }
 
 /// The tools of a definition's servers for one child, holding those servers while it lives.

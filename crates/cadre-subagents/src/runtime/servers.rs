@@ -1,10 +1,11 @@
 //! The MCP servers a definition declares (`mcpServers`), for its children: asked of the MCP
 //! layer through [`AgentServers`](crate::AgentServers) before a child is built, with the
-//! trust rule for servers declared inline (their command comes from a file: only files the
-//! file tools cannot write may declare one, the rule `.mcp.json` lives by).
+//! trust rule: `mcpServers` widens a child beyond its parent's tools and may run a command
+//! written in the file, so only files the file tools cannot write may use it, the rule
+//! `.mcp.json` lives by.
 
 use super::{Parent, SubagentRuntime};
-use crate::definition::{AgentDefinition, AgentMcpServer, DefinitionSource};
+use crate::definition::{AgentDefinition, DefinitionSource};
 use crate::{ServerLease, ServerRequest};
 use cadre_types::{Event, EventEnvelope};
 use std::sync::Arc;
@@ -40,12 +41,17 @@ impl SubagentRuntime {
             return None;
         };
         let origin = def.source.to_string();
+        if !self.may_declare_servers(def) {
+            warn(format!(
+                "`mcpServers` ignored: file tools can write {origin}; MCP servers are taken only from agent files they cannot write (.cadre/agents/, .claude/agents/, the user's agent directory), as from .mcp.json"
+            ));
+            return None;
+        }
         let lease = servers
             .acquire(ServerRequest {
                 agent: &def.name,
                 origin: &origin,
                 servers: &def.mcp_servers,
-                inline_allowed: self.may_declare_servers(def),
             })
             .await;
         for w in &lease.warnings {
@@ -54,19 +60,12 @@ impl SubagentRuntime {
         Some(Arc::new(lease))
     }
 
-    /// Whether `def` may declare servers of its own (commands cadre runs): a definition made
-    /// in code, or a file the file tools cannot write, judged where it resolves to (links
-    /// followed): outside the workspace, or on a protected path inside it (`.cadre/`,
-    /// `.claude/`, ..., `protected_paths`), like `.mcp.json`. Not `subagents/` or
-    /// `.gemini/agents/`, which the file tools can write.
+    /// Whether `def` may use `mcpServers`: a definition made in code, or a file the file
+    /// tools cannot write, judged where it resolves to (links followed): outside the
+    /// workspace, or on a protected path inside it (`.cadre/`, `.claude/`, ...,
+    /// `protected_paths`), like `.mcp.json`. Not `subagents/` or `.gemini/agents/`, which
+    /// the file tools can write.
     fn may_declare_servers(&self, def: &AgentDefinition) -> bool {
-        if !def
-            .mcp_servers
-            .iter()
-            .any(|s| matches!(s, AgentMcpServer::Inline { .. }))
-        {
-            return true;
-        }
         let DefinitionSource::File(path) = &def.source else {
             return true;
         };
