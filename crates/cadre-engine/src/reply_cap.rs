@@ -33,6 +33,7 @@ impl ReplyCap {
             StreamEvent::ToolCall(c) => c.id.len() + c.name.len() + c.arguments.len(),
             StreamEvent::ThinkingSignature(_)
             | StreamEvent::Usage(_)
+            | StreamEvent::Restart
             | StreamEvent::Done { .. } => 0,
         };
         self.bytes = self.bytes.saturating_add(n);

@@ -100,6 +100,19 @@ async fn stream_reply(
             StreamEvent::ThinkingSignature(s) => reply.signature = Some(s),
             StreamEvent::ToolCall(c) => reply.calls.push(c),
             StreamEvent::Usage(u) => reply.usage += u,
+            StreamEvent::Restart => {
+                // The provider asks again from the start: what streamed so far is not part
+                // of the reply (it was shown, so say that it is discarded).
+                reply.text.clear();
+                reply.thinking.clear();
+                reply.signature = None;
+                cap = crate::reply_cap::ReplyCap::new(cfg.max_reply_bytes, cfg.max_output_tokens);
+                emitter.emit(Event::Notice {
+                    message: "the reply broke off before any tool call; asking the model again \
+                              (the text above is discarded)"
+                        .into(),
+                });
+            }
             StreamEvent::Done { .. } => break,
         }
     }

@@ -58,8 +58,9 @@ pub enum ProviderError {
         provider: String,
         /// Detail.
         message: String,
-        /// Whether any content had been received before the break.
-        after_content: bool,
+        /// Whether tool-call content had arrived before the break: the reply cannot be
+        /// asked for again then (text alone is discarded and re-requested).
+        after_tool_call: bool,
     },
     /// The reply grew past its cap (text, thinking and tool arguments, or one SSE event);
     /// the stream was dropped.
@@ -77,6 +78,8 @@ pub enum ProviderError {
         provider: String,
         /// The idle limit that fired.
         after: Duration,
+        /// Whether tool-call content had arrived before the stall.
+        after_tool_call: bool,
     },
     /// The model cannot be used here: an unknown provider, a missing key or base URL.
     #[error(transparent)]
@@ -97,8 +100,12 @@ impl ProviderError {
                 matches!(status, 408 | 409 | 429 | 500 | 502 | 503 | 504 | 529)
             }
             ProviderError::Transport { .. } => true,
-            ProviderError::Stream { after_content, .. } => !after_content,
-            ProviderError::IdleTimeout { .. } => false,
+            ProviderError::Stream {
+                after_tool_call, ..
+            }
+            | ProviderError::IdleTimeout {
+                after_tool_call, ..
+            } => !after_tool_call,
             _ => false,
         }
     }

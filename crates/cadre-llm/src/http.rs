@@ -112,6 +112,9 @@ pub(crate) trait SseDecoder: Send {
     /// arriving), counted against the reply cap.
     fn held_bytes(&self) -> usize;
 
+    /// Whether a tool call has begun arriving and is not complete yet.
+    fn tool_call_started(&self) -> bool;
+
     /// Handle one SSE event (`event` is the SSE event name, `message` when absent).
     /// Push events to emit into `out`; return `Ok(true)` once the reply is complete.
     fn on_event(

@@ -64,6 +64,9 @@ pub enum StreamEvent {
     ToolCall(ToolCall),
     /// Token usage of this call.
     Usage(Usage),
+    /// The reply broke off before any tool call and is being asked for again: forget the
+    /// text and thinking received so far; the new reply follows from its start.
+    Restart,
     /// The reply is complete.
     Done {
         /// The provider's stop reason, if given.
@@ -118,6 +121,11 @@ pub async fn collect(mut stream: ModelStream) -> Result<ModelResponse, ProviderE
             StreamEvent::ThinkingSignature(s) => out.thinking_signature = Some(s),
             StreamEvent::ToolCall(c) => out.tool_calls.push(c),
             StreamEvent::Usage(u) => out.usage += u,
+            StreamEvent::Restart => {
+                out.text.clear();
+                out.thinking.clear();
+                out.thinking_signature = None;
+            }
             StreamEvent::Done { stop_reason } => out.stop_reason = stop_reason,
         }
     }

@@ -1,8 +1,9 @@
 //! Retry policy for HTTP providers: exponential backoff with full jitter, `Retry-After`
-//! honoured up to a cap, and the stream wrapper that re-sends a request whose reply failed
-//! before any event reached the consumer.
+//! honoured up to a cap (above it the call fails at once), a bound on the whole time spent
+//! retrying, and the stream wrapper that re-sends a request whose reply failed before any
+//! tool-call content (text already passed on is discarded with [`StreamEvent::Restart`]).
 
-use crate::{ModelStream, ProviderConfig, ProviderError};
+use crate::{ModelStream, ProviderConfig, ProviderError, StreamEvent};
 use futures::StreamExt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -10,10 +11,11 @@ use std::time::{Duration, SystemTime};
 /// How often and how patiently a provider re-sends a failed request.
 ///
 /// A request is retried when its error is retryable ([`ProviderError::is_retryable`]:
-/// HTTP 408/409/429/5xx/529, connection errors, a stream that broke before any content)
-/// and no event of the reply has reached the consumer yet. Errors such as 400, 401, 403,
-/// 404, an idle timeout, or a stream that broke after content was emitted are returned
-/// at once.
+/// HTTP 408/409/429/5xx/529, connection errors, a stream that broke or stalled before any
+/// tool-call content) and no tool call of the reply has reached the consumer. Errors such
+/// as 400, 401, 403, 404, a `Retry-After` above `max_retry_after`, or a break after
+/// tool-call content are returned at once; so is any error once retrying would go on past
+/// `give_up_after`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// Attempts per request, including the first (at least 1).
@@ -22,8 +24,11 @@ pub struct RetryPolicy {
     pub base_delay: Duration,
     /// Upper bound of the backoff.
     pub max_delay: Duration,
-    /// Longest server `Retry-After` honoured; longer values are cut to this.
+    /// Longest server `Retry-After` honoured; a longer one fails the call at once.
     pub max_retry_after: Duration,
+    /// No retry starts later than this after the first attempt did: a dead provider is
+    /// given up on within it.
+    pub give_up_after: Duration,
 }
 
 impl Default for RetryPolicy {
@@ -33,6 +38,7 @@ impl Default for RetryPolicy {
             base_delay: Duration::from_millis(500),
             max_delay: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(60),
+            give_up_after: Duration::from_secs(30),
         }
     }
 }
@@ -76,12 +82,72 @@ impl RetryPolicy {
     }
 
     /// How long to wait before retry number `retry` after `error`: the server's
-    /// `Retry-After` (capped at `max_retry_after`) when it sent one, else [`Self::backoff`].
+    /// `Retry-After` when it sent one, else [`Self::backoff`].
     pub fn delay_for(&self, retry: u32, error: &ProviderError) -> Duration {
         match error.retry_after() {
-            Some(after) => after.min(self.max_retry_after),
+            Some(after) => after,
             None => self.backoff(retry),
         }
+    }
+
+    /// Whether to retry after `error`, `elapsed` after the first attempt started and
+    /// `delay` before the next one would: `Err` with the error to return when not.
+    fn retry_or_fail(
+        &self,
+        attempt: u32,
+        error: ProviderError,
+        elapsed: Duration,
+        delay: Duration,
+    ) -> Result<(), ProviderError> {
+        if !error.is_retryable() || attempt >= self.max_attempts.max(1) {
+            return Err(error);
+        }
+        let asked = error.retry_after();
+        if asked.is_some_and(|after| after > self.max_retry_after) {
+            let limit = format!("more than the {} cadre waits", human(self.max_retry_after));
+            return Err(not_waiting(error, delay, &limit));
+        }
+        if elapsed.saturating_add(delay) > self.give_up_after {
+            return Err(match asked {
+                Some(_) => {
+                    let limit = format!("past the {} cadre retries for", human(self.give_up_after));
+                    not_waiting(error, delay, &limit)
+                }
+                None => error,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A duration for people: `27 h`, `5 min`, `40 s`.
+fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    match secs {
+        s if s >= 3600 => format!("{} h", s / 3600),
+        s if s >= 60 => format!("{} min", s / 60),
+        s => format!("{s} s"),
+    }
+}
+
+/// `error` (an HTTP error with `Retry-After`) saying that cadre does not wait `after`.
+fn not_waiting(error: ProviderError, after: Duration, limit: &str) -> ProviderError {
+    match error {
+        ProviderError::Http {
+            provider,
+            status,
+            message,
+            retry_after,
+        } => ProviderError::Http {
+            provider,
+            status,
+            message: format!(
+                "{message} (the server asks to wait {}, {limit}: not retried)",
+                human(after)
+            ),
+            retry_after,
+        },
+        other => other,
     }
 }
 
@@ -112,12 +178,18 @@ struct RetryState {
     provider: String,
     attempt: u32,
     current: ModelStream,
+    /// Text or thinking of the current attempt was passed on.
     emitted: bool,
+    /// A tool call was passed on: the reply is never asked for again.
+    tool_call: bool,
+    started: tokio::time::Instant,
     finished: bool,
 }
 
-/// Run attempts from `make` until one succeeds, an error is not retryable, an event has
-/// already been passed on, or the attempts are used up. Errors end the stream.
+/// Run attempts from `make` until one succeeds, an error is not retryable, a tool call has
+/// already been passed on, retrying would take too long, or the attempts are used up.
+/// Before a retry that follows passed-on text, [`StreamEvent::Restart`] is passed on.
+/// Errors end the stream.
 pub(crate) fn with_retries(policy: RetryPolicy, provider: String, make: AttemptFn) -> ModelStream {
     let current = make(1);
     let state = RetryState {
@@ -127,6 +199,8 @@ pub(crate) fn with_retries(policy: RetryPolicy, provider: String, make: AttemptF
         attempt: 1,
         current,
         emitted: false,
+        tool_call: false,
+        started: tokio::time::Instant::now(),
         finished: false,
     };
     futures::stream::unfold(state, |mut st| async move {
@@ -136,20 +210,29 @@ pub(crate) fn with_retries(policy: RetryPolicy, provider: String, make: AttemptF
         loop {
             match st.current.next().await {
                 Some(Ok(event)) => {
+                    st.tool_call |= matches!(event, StreamEvent::ToolCall(_));
                     st.emitted = true;
                     return Some((Ok(event), st));
                 }
                 Some(Err(error)) => {
-                    if st.emitted
-                        || !error.is_retryable()
-                        || st.attempt >= st.policy.max_attempts.max(1)
-                    {
-                        st.finished = true;
-                        return Some((Err(error), st));
-                    }
+                    let delay = st.policy.delay_for(st.attempt, &error);
+                    let error = if st.tool_call {
+                        Err(error)
+                    } else {
+                        let elapsed = st.started.elapsed();
+                        st.policy
+                            .retry_or_fail(st.attempt, error.clone(), elapsed, delay)
+                            .map(|()| error)
+                    };
+                    let error = match error {
+                        Ok(e) => e,
+                        Err(e) => {
+                            st.finished = true;
+                            return Some((Err(e), st));
+                        }
+                    };
                     // Close the failed attempt's connection before waiting.
                     st.current = futures::stream::empty().boxed();
-                    let delay = st.policy.delay_for(st.attempt, &error);
                     tracing::warn!(
                         provider = %st.provider,
                         attempt = st.attempt,
@@ -161,6 +244,9 @@ pub(crate) fn with_retries(policy: RetryPolicy, provider: String, make: AttemptF
                     tokio::time::sleep(delay).await;
                     st.attempt += 1;
                     st.current = (st.make)(st.attempt);
+                    if std::mem::take(&mut st.emitted) {
+                        return Some((Ok(StreamEvent::Restart), st));
+                    }
                 }
                 None => return None,
             }
@@ -172,7 +258,6 @@ pub(crate) fn with_retries(policy: RetryPolicy, provider: String, make: AttemptF
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::StreamEvent;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     #[test]
@@ -206,7 +291,65 @@ mod tests {
             message: "slow down".into(),
             retry_after: Some(Duration::from_secs(500)),
         };
-        assert_eq!(p.delay_for(1, &err), Duration::from_secs(60));
+        assert_eq!(p.delay_for(1, &err), Duration::from_secs(500));
+    }
+
+    fn rate_limited(secs: u64) -> ProviderError {
+        ProviderError::Http {
+            provider: "p".into(),
+            status: 429,
+            message: "rate limited for 27 h".into(),
+            retry_after: Some(Duration::from_secs(secs)),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_above_the_cap_fails_at_once_with_the_servers_message() {
+        let calls = Arc::new(AtomicU32::new(0));
+        let c = calls.clone();
+        let make: AttemptFn = Arc::new(move |_| {
+            c.fetch_add(1, Ordering::SeqCst);
+            futures::stream::once(async { Err(rate_limited(99_999)) }).boxed()
+        });
+        let started = std::time::Instant::now();
+        let out: Vec<_> = with_retries(RetryPolicy::default(), "p".into(), make)
+            .collect()
+            .await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let err = out[0].as_ref().unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "p returned HTTP 429: rate limited for 27 h (the server asks to wait 27 h, more \
+             than the 1 min cadre waits: not retried)"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_defaults_give_up_on_a_dead_provider_within_30_seconds() {
+        // A provider that always says "busy, come back in 20 s", with attempts to spare.
+        let make: AttemptFn =
+            Arc::new(|_| futures::stream::once(async { Err(rate_limited(20)) }).boxed());
+        let policy = RetryPolicy::default().with_max_attempts(100);
+        let started = tokio::time::Instant::now();
+        let out: Vec<_> = with_retries(policy, "p".into(), make).collect().await;
+        assert!(
+            started.elapsed() <= Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
+        let err = out.last().unwrap().as_ref().unwrap_err().to_string();
+        assert!(err.contains("past the 30 s cadre retries for"), "{err}");
+        // Errors without Retry-After: backoff until the same bound.
+        let make: AttemptFn = Arc::new(|_| failing(503));
+        let started = tokio::time::Instant::now();
+        let policy = RetryPolicy::default().with_max_attempts(1000);
+        let _: Vec<_> = with_retries(policy, "p".into(), make).collect().await;
+        assert!(
+            started.elapsed() <= Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]
@@ -256,13 +399,45 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn does_not_retry_after_content_or_on_client_errors() {
+    async fn text_is_restarted_but_a_tool_call_is_never_asked_for_again() {
         let calls = Arc::new(AtomicU32::new(0));
         let c = calls.clone();
         let policy = RetryPolicy::default().with_base_delay(Duration::from_millis(1));
+        let make: AttemptFn = Arc::new(move |attempt| {
+            c.fetch_add(1, Ordering::SeqCst);
+            let text = Ok(StreamEvent::TextDelta(format!("try {attempt}")));
+            if attempt == 1 {
+                futures::stream::iter(vec![text])
+                    .chain(failing(503))
+                    .boxed()
+            } else {
+                futures::stream::iter(vec![text]).boxed()
+            }
+        });
+        let out: Vec<_> = with_retries(policy.clone(), "p".into(), make)
+            .collect()
+            .await;
+        let out: Vec<StreamEvent> = out.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            out,
+            vec![
+                StreamEvent::TextDelta("try 1".into()),
+                StreamEvent::Restart,
+                StreamEvent::TextDelta("try 2".into()),
+            ]
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+
+        let calls = Arc::new(AtomicU32::new(0));
+        let c = calls.clone();
         let make: AttemptFn = Arc::new(move |_| {
             c.fetch_add(1, Ordering::SeqCst);
-            futures::stream::iter(vec![Ok(StreamEvent::TextDelta("a".into()))])
+            let call = cadre_types::ToolCall {
+                id: "c".into(),
+                name: "t".into(),
+                arguments: "{}".into(),
+            };
+            futures::stream::iter(vec![Ok(StreamEvent::ToolCall(call))])
                 .chain(failing(503))
                 .boxed()
         });

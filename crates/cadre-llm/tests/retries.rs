@@ -46,6 +46,25 @@ async fn retry_after_is_honoured() {
 }
 
 #[tokio::test]
+async fn a_retry_after_above_the_cap_fails_at_once_with_the_message() {
+    let mock = MockServer::start().await.unwrap();
+    mock.push_openai(
+        MockReply::openai_error(429, "rate limited for 27 h", Some("rate_limit"))
+            .retry_after(99999),
+    );
+    mock.push_openai(ok_openai());
+    let started = Instant::now();
+    let err = collect(openai(&mock, true).stream(hi())).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert_eq!(mock.requests().len(), 1);
+    assert_eq!(
+        err.to_string(),
+        "openai returned HTTP 429: rate limited for 27 h (the server asks to wait 27 h, more \
+         than the 1 min cadre waits: not retried)"
+    );
+}
+
+#[tokio::test]
 async fn server_errors_are_retried_until_success() {
     let mock = MockServer::start().await.unwrap();
     mock.push_openai(MockReply::openai_error(503, "busy", None));

@@ -59,7 +59,7 @@ async fn stream_cut_before_content_is_retried() {
 }
 
 #[tokio::test]
-async fn stream_cut_after_content_is_a_clear_error() {
+async fn a_cut_after_text_before_any_tool_call_is_retried_once_and_succeeds() {
     let mock = MockServer::start().await.unwrap();
     mock.push_openai(
         OpenAiStream::new()
@@ -68,39 +68,66 @@ async fn stream_cut_after_content_is_a_clear_error() {
             .into_reply()
             .cut_after(1),
     );
+    mock.push_openai(ok_openai());
     mock.push_anthropic(
         AnthropicStream::new()
             .text(&["partial", "more"])
             .into_reply()
             .cut_after(3),
     );
+    mock.push_anthropic(ok_anthropic());
     for p in [
         &openai(&mock, true) as &dyn Provider,
         &anthropic(&mock, true),
     ] {
         let (events, err) = run(p, hi()).await;
-        assert_eq!(text_of(&events), "partial");
-        let err = err.expect("the cut must surface as an error");
-        assert!(
-            matches!(
-                err,
-                ProviderError::Stream {
-                    after_content: true,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        assert!(!err.is_retryable());
-        assert!(err.to_string().contains("bad stream from"), "{err}");
+        assert!(err.is_none(), "{err:?}");
+        // The text of the broken reply, the restart, then the whole new reply.
+        let restart = events
+            .iter()
+            .position(|e| *e == StreamEvent::Restart)
+            .expect("a restart");
+        assert_eq!(text_of(&events[..restart]), "partial");
+        assert_eq!(text_of(&events[restart..]), "ok");
+        assert!(matches!(events.last(), Some(StreamEvent::Done { .. })));
+        let r = collect(p.stream(hi())).await;
+        assert!(r.is_err(), "the queue is empty now");
     }
-    assert_eq!(mock.requests().len(), 2);
+    // Two requests per provider, one retry each (plus the check on the empty queue).
+    assert_eq!(mock.requests().len(), 6);
+}
+
+#[tokio::test]
+async fn a_cut_after_text_is_an_error_when_no_attempt_is_left() {
+    let mock = MockServer::start().await.unwrap();
+    mock.push_openai(
+        OpenAiStream::new()
+            .text("partial")
+            .text(" answer")
+            .into_reply()
+            .cut_after(1),
+    );
+    let p = openai(&mock, true).with_retry_policy(RetryPolicy::default().with_max_attempts(1));
+    let (events, err) = run(&p, hi()).await;
+    assert_eq!(text_of(&events), "partial");
+    let err = err.expect("the cut must surface as an error");
+    assert!(
+        matches!(
+            err,
+            ProviderError::Stream {
+                after_tool_call: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("bad stream from"), "{err}");
 }
 
 #[tokio::test]
 async fn stream_cut_inside_a_tool_call_never_yields_it() {
     let mock = MockServer::start().await.unwrap();
-    // Text first, so the cut cannot be retried; then half a tool call.
+    // Text, then half a tool call: a reply with tool-call content is never asked for again.
     mock.push_openai(
         OpenAiStream::new()
             .text("Reading")
@@ -122,8 +149,19 @@ async fn stream_cut_inside_a_tool_call_never_yields_it() {
         let (events, err) = run(p, hi()).await;
         assert_eq!(text_of(&events), "Reading");
         assert!(calls_of(&events).is_empty(), "{events:?}");
-        assert!(err.is_some());
+        let err = err.expect("an error");
+        assert!(
+            matches!(
+                err,
+                ProviderError::Stream {
+                    after_tool_call: true,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
+    assert_eq!(mock.requests().len(), 2);
 
     // A single attempt cut inside a call: an error and no call either.
     mock.push_openai(
@@ -161,9 +199,10 @@ async fn stream_ending_without_done_is_broken() {
     let mock = MockServer::start().await.unwrap();
     mock.push_openai(OpenAiStream::new().text("half").into_reply());
     mock.push_anthropic(AnthropicStream::new().text(&["half"]).into_reply());
+    let once = || RetryPolicy::default().with_max_attempts(1);
     for p in [
-        &openai(&mock, true) as &dyn Provider,
-        &anthropic(&mock, true),
+        &openai(&mock, true).with_retry_policy(once()) as &dyn Provider,
+        &anthropic(&mock, true).with_retry_policy(once()),
     ] {
         let (events, err) = run(p, hi()).await;
         assert_eq!(text_of(&events), "half");
@@ -173,7 +212,7 @@ async fn stream_ending_without_done_is_broken() {
             matches!(
                 err,
                 ProviderError::Stream {
-                    after_content: true,
+                    after_tool_call: false,
                     ..
                 }
             ),
@@ -211,9 +250,10 @@ async fn stalled_streams_time_out() {
     mock.push_anthropic(ok_anthropic().stall_after(2));
     let mut cfg = config(mock.openai_base_url(), true);
     cfg.idle_timeout_secs = Some(1);
-    let o = openai_with(cfg.clone());
+    let once = || fast_retries().with_max_attempts(1);
+    let o = openai_with(cfg.clone()).with_retry_policy(once());
     cfg.base_url = Some(mock.base_url());
-    let a = anthropic_with(cfg);
+    let a = anthropic_with(cfg).with_retry_policy(once());
     let started = Instant::now();
     let (r1, r2) = tokio::join!(run(&o, hi()), run(&a, hi()));
     let elapsed = started.elapsed();
@@ -232,6 +272,27 @@ async fn stalled_streams_time_out() {
         "{elapsed:?}"
     );
     assert_eq!(mock.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_stall_before_any_tool_call_is_retried() {
+    let mock = MockServer::start().await.unwrap();
+    // Stalled before the head, and after some text.
+    mock.push_openai(ok_openai().delayed(Duration::from_secs(30)));
+    mock.push_openai(
+        OpenAiStream::new()
+            .text("wait")
+            .finish("stop")
+            .done()
+            .into_reply()
+            .stall_after(1),
+    );
+    mock.push_openai(ok_openai());
+    let mut cfg = config(mock.openai_base_url(), true);
+    cfg.idle_timeout_secs = Some(1);
+    let r = collect(openai_with(cfg).stream(hi())).await.unwrap();
+    assert_eq!(r.text, "ok");
+    assert_eq!(mock.requests().len(), 3);
 }
 
 #[tokio::test]

@@ -118,7 +118,7 @@ impl Decoder {
         ProviderError::Stream {
             provider: self.provider.clone(),
             message,
-            after_content: false,
+            after_tool_call: false,
         }
     }
 
@@ -221,6 +221,12 @@ impl SseDecoder for Decoder {
                 Block::Text | Block::Other => 0,
             })
             .sum()
+    }
+
+    fn tool_call_started(&self) -> bool {
+        self.blocks
+            .values()
+            .any(|b| matches!(b, Block::Tool { .. }))
     }
 
     fn on_event(

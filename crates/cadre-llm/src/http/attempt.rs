@@ -87,7 +87,9 @@ struct Attempt {
     body: Bytes,
     phase: Phase,
     queue: VecDeque<StreamEvent>,
-    emitted: bool,
+    /// Tool-call content arrived (a call begun or complete): past this point the reply is
+    /// never asked for again.
+    tool_call: bool,
     /// The reply cap in bytes (text, thinking, tool calls).
     cap: usize,
     /// Content bytes decoded so far.
@@ -102,7 +104,7 @@ fn content_bytes(event: &StreamEvent) -> usize {
         StreamEvent::TextDelta(t) | StreamEvent::ThinkingDelta(t) => t.len(),
         StreamEvent::ThinkingSignature(s) => s.len(),
         StreamEvent::ToolCall(c) => c.id.len() + c.name.len() + c.arguments.len(),
-        StreamEvent::Usage(_) | StreamEvent::Done { .. } => 0,
+        StreamEvent::Usage(_) | StreamEvent::Restart | StreamEvent::Done { .. } => 0,
     }
 }
 
@@ -127,7 +129,7 @@ impl Attempt {
         ProviderError::Stream {
             provider: self.core.name.clone(),
             message: message.into(),
-            after_content: self.emitted,
+            after_tool_call: self.tool_call,
         }
     }
 
@@ -135,10 +137,11 @@ impl Attempt {
         ProviderError::IdleTimeout {
             provider: self.core.name.clone(),
             after: self.core.idle_timeout,
+            after_tool_call: self.tool_call,
         }
     }
 
-    /// Mark decoder stream errors with whether content already went out.
+    /// Mark decoder stream errors with whether tool-call content had arrived.
     fn fix(&self, error: ProviderError) -> ProviderError {
         match error {
             ProviderError::Stream {
@@ -146,7 +149,7 @@ impl Attempt {
             } => ProviderError::Stream {
                 provider,
                 message,
-                after_content: self.emitted,
+                after_tool_call: self.tool_call,
             },
             other => other,
         }
@@ -236,7 +239,6 @@ impl Attempt {
     async fn next(&mut self) -> Option<Result<StreamEvent, ProviderError>> {
         loop {
             if let Some(event) = self.queue.pop_front() {
-                self.emitted = true;
                 return Some(Ok(event));
             }
             match std::mem::replace(&mut self.phase, Phase::Finished) {
@@ -263,6 +265,8 @@ impl Attempt {
                         Some(Ok(ev)) => match decoder.on_event(&ev.event, &ev.data, &mut out) {
                             Ok(done) => {
                                 self.since_event.store(0, Ordering::Relaxed);
+                                self.tool_call |= decoder.tool_call_started()
+                                    || out.iter().any(|e| matches!(e, StreamEvent::ToolCall(_)));
                                 if let Err(e) = self.check_cap(&out, decoder.held_bytes()) {
                                     return Some(Err(e));
                                 }
@@ -316,7 +320,7 @@ fn attempt(
         body,
         phase: Phase::Connect,
         queue: VecDeque::new(),
-        emitted: false,
+        tool_call: false,
         cap,
         content: 0,
         since_event: Arc::new(AtomicUsize::new(0)),

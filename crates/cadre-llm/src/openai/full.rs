@@ -55,7 +55,7 @@ pub(super) fn parse_full(provider: &str, body: &[u8]) -> Result<Vec<StreamEvent>
     let reply: Completion = serde_json::from_slice(body).map_err(|e| ProviderError::Stream {
         provider: provider.to_string(),
         message: format!("cannot decode reply: {e}"),
-        after_content: false,
+        after_tool_call: false,
     })?;
     let mut out = Vec::new();
     let mut stop_reason = None;

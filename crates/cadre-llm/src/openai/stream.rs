@@ -122,7 +122,7 @@ impl Decoder {
         ProviderError::Stream {
             provider: self.provider.clone(),
             message,
-            after_content: false,
+            after_tool_call: false,
         }
     }
 
@@ -185,6 +185,10 @@ impl SseDecoder for Decoder {
             .values()
             .map(|c| c.id.len() + c.name.len() + c.arguments.len())
             .sum()
+    }
+
+    fn tool_call_started(&self) -> bool {
+        !self.calls.is_empty()
     }
 
     fn on_event(
