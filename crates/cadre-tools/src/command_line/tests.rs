@@ -230,3 +230,20 @@ fn allow_texts_need_fixed_commands_without_file_redirects() {
     assert_eq!(allow(""), None);
     assert_eq!(allow("# comment"), None);
 }
+
+#[test]
+fn a_redirection_fd_number_past_i32_is_refused_not_a_panic() {
+    // Found by fuzzing: the parser unwrapped the number and panicked.
+    for text in [
+        "diff <(ls a) >(wc -l)2222222222222222>(",
+        "echo x 99999999999>out",
+        "cat 3000000000<in",
+    ] {
+        let line = CommandLine::parse(text);
+        assert!(!line.is_parsed(), "{text}");
+    }
+    // Ordinary numbers and descriptors still parse.
+    for text in ["echo 2>/dev/null", "ls 1>out 2>&1", "echo 1234567890"] {
+        assert!(CommandLine::parse(text).is_parsed(), "{text}");
+    }
+}

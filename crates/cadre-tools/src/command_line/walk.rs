@@ -99,18 +99,28 @@ impl Walker {
             self.unparsed("the command nests brackets too deeply");
             return;
         }
-        let mut parser = brush_parser::Parser::new(
-            std::io::Cursor::new(text.as_bytes()),
-            &options(),
-            &brush_parser::SourceInfo::default(),
-        );
-        match parser.parse_program() {
-            Ok(program) => {
+        if oversized_fd(text) {
+            self.unparsed("a redirection names a file descriptor number that is too large");
+            return;
+        }
+        // The parser is not ours and the text is the model's: a panic inside it (one was
+        // found by fuzzing) must refuse this command, not take the run down.
+        let parsed = std::panic::catch_unwind(|| {
+            brush_parser::Parser::new(
+                std::io::Cursor::new(text.as_bytes()),
+                &options(),
+                &brush_parser::SourceInfo::default(),
+            )
+            .parse_program()
+        });
+        match parsed {
+            Ok(Ok(program)) => {
                 for list in &program.complete_commands {
                     self.list(list);
                 }
             }
-            Err(e) => self.unparsed(format!("the command cannot be parsed: {e}")),
+            Ok(Err(e)) => self.unparsed(format!("the command cannot be parsed: {e}")),
+            Err(_) => self.unparsed("the command cannot be parsed (the parser failed on it)"),
         }
     }
 
@@ -357,4 +367,22 @@ fn nesting(text: &str) -> usize {
         }
     }
     max
+}
+
+/// True when a run of digits right before `<` or `>` is too long for a file descriptor
+/// number (the shell's `2>` form): the parser panics on one that overflows an `i32`.
+fn oversized_fd(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut run = 0usize;
+    for &b in bytes {
+        if b.is_ascii_digit() {
+            run += 1;
+        } else {
+            if (b == b'<' || b == b'>') && run > 9 {
+                return true;
+            }
+            run = 0;
+        }
+    }
+    false
 }

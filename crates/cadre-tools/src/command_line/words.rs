@@ -47,9 +47,11 @@ pub(super) fn analyse(raw: &str, walker: &mut Walker) -> Word {
         // spellings are caught too, which only costs a question.
         walker.unknown("arithmetic evaluation");
     }
-    let pieces = match brush_parser::word::parse(raw, &super::walk::options()) {
-        Ok(p) => p,
-        Err(_) => {
+    let parsed =
+        std::panic::catch_unwind(|| brush_parser::word::parse(raw, &super::walk::options()));
+    let pieces = match parsed {
+        Ok(Ok(p)) => p,
+        Ok(Err(_)) | Err(_) => {
             walker.unparsed(format!("the word {raw} cannot be parsed"));
             return Word::new(raw, WordKind::Expanded);
         }
