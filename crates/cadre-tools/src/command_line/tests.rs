@@ -232,12 +232,14 @@ fn allow_texts_need_fixed_commands_without_file_redirects() {
 }
 
 #[test]
-fn a_redirection_fd_number_past_i32_is_refused_not_a_panic() {
+fn inputs_the_parser_panics_on_are_refused_not_a_panic() {
     // Found by fuzzing: the parser unwrapped the number and panicked.
     for text in [
         "diff <(ls a) >(wc -l)2222222222222222>(",
         "echo x 99999999999>out",
         "cat 3000000000<in",
+        // A here-document inside a command substitution, with NULs: the tokenizer panicked.
+        "cat <<EOF > $(iEll\0\0\0fEOD\0\0\0\0\0\0\0d)\0ind\0o$ i(\0\u{1}d)\0$(iEOF\nEOF",
     ] {
         let line = CommandLine::parse(text);
         assert!(!line.is_parsed(), "{text}");
