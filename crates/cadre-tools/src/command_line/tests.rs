@@ -249,3 +249,26 @@ fn inputs_the_parser_panics_on_are_refused_not_a_panic() {
         assert!(CommandLine::parse(text).is_parsed(), "{text}");
     }
 }
+
+#[test]
+fn control_characters_are_refused_before_the_parser_sees_them() {
+    // Found by fuzzing: a here-document whose delimiter starts with a form feed looped in
+    // the tokenizer, holding the call (and a thread) forever.
+    for text in [
+        "b<<\u{c}( ",
+        "$m  -|zfvi<<\u{c}( ",
+        "echo a\u{b}b",
+        "ls\rrm -rf x",
+    ] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let owned = text.to_string();
+        std::thread::spawn(move || {
+            let _ = tx.send(CommandLine::parse(&owned).is_parsed());
+        });
+        let parsed = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{text:?} did not finish"));
+        assert!(!parsed, "{text:?}");
+    }
+    assert!(CommandLine::parse("printf 'a\tb'\techo x\nls").is_parsed());
+}

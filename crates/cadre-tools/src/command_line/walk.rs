@@ -99,6 +99,15 @@ impl Walker {
             self.unparsed("the command nests brackets too deeply");
             return;
         }
+        if text
+            .chars()
+            .any(|c| c.is_control() && c != '\t' && c != '\n')
+        {
+            // No shell command needs them, and the parser loops on some (a form feed after
+            // `<<`, found by fuzzing).
+            self.unparsed("the command contains control characters");
+            return;
+        }
         if oversized_fd(text) {
             self.unparsed("a redirection names a file descriptor number that is too large");
             return;
