@@ -102,6 +102,26 @@ impl Interrupts {
             }
         }
     }
+
+    /// Drive `run` to its end; each Ctrl-C meanwhile prints `cadre: {message}` and cancels
+    /// `cancel`, which `run` watches.
+    async fn cancelling<F: std::future::Future>(
+        &mut self,
+        run: F,
+        cancel: &CancellationToken,
+        message: &str,
+    ) -> F::Output {
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                out = &mut run => return out,
+                _ = self.next() => {
+                    eprintln!("\ncadre: {message}");
+                    cancel.cancel();
+                }
+            }
+        }
+    }
 }
 
 /// The REPL's state between lines.
@@ -305,16 +325,10 @@ impl Repl {
         let parent = self.parent(&cancel);
         let runtime = self.h().runtime().clone();
         let run = runtime.run_direct(agent, job, &parent);
-        tokio::pin!(run);
-        let out = loop {
-            tokio::select! {
-                out = &mut run => break out,
-                _ = self.interrupts.next() => {
-                    eprintln!("\ncadre: cancelling…");
-                    cancel.cancel();
-                }
-            }
-        };
+        let out = self
+            .interrupts
+            .cancelling(run, &cancel, "cancelling…")
+            .await;
         match out {
             Ok(snap) => {
                 self.spent += snap.usage;
@@ -325,30 +339,29 @@ impl Repl {
         }
     }
 
-    /// `/compact [instructions]`: the result (tokens before → after) is the `compaction`
-    /// event, printed by the sink; a failure is said, and the session is left as it was.
-    async fn compact(&mut self, instructions: Option<&str>) {
-        let cancel = CancellationToken::new();
-        let opts = RunOptions {
+    /// The options of one run of the main agent, cancelled by `cancel`.
+    fn run_options(&self, cancel: &CancellationToken) -> RunOptions {
+        RunOptions {
             events: self.events.clone(),
             approvals: self.approvals.clone(),
             cancel: cancel.clone(),
             user_id: std::env::var("USER").ok(),
-        };
-        let h = &self.setup.harness;
-        let out = {
-            let run = h.compact(&mut self.session, instructions, opts);
-            tokio::pin!(run);
-            loop {
-                tokio::select! {
-                    out = &mut run => break out,
-                    _ = self.interrupts.next() => {
-                        eprintln!("\ncadre: cancelling the compaction…");
-                        cancel.cancel();
-                    }
-                }
-            }
-        };
+        }
+    }
+
+    /// `/compact [instructions]`: the result (tokens before → after) is the `compaction`
+    /// event, printed by the sink; a failure is said, and the session is left as it was.
+    async fn compact(&mut self, instructions: Option<&str>) {
+        let cancel = CancellationToken::new();
+        let opts = self.run_options(&cancel);
+        let run = self
+            .setup
+            .harness
+            .compact(&mut self.session, instructions, opts);
+        let out = self
+            .interrupts
+            .cancelling(run, &cancel, "cancelling the compaction…")
+            .await;
         if let Err(e) = out {
             eprintln!("cadre: /compact: {e}; the conversation is unchanged");
         }
@@ -356,31 +369,18 @@ impl Repl {
 
     async fn prompt(&mut self, prompt: &str) {
         let cancel = CancellationToken::new();
-        let opts = RunOptions {
-            events: self.events.clone(),
-            approvals: self.approvals.clone(),
-            cancel: cancel.clone(),
-            user_id: std::env::var("USER").ok(),
-        };
-        let h = &self.setup.harness;
-        let out = {
-            let run = h.run_in(&mut self.session, prompt, opts);
-            tokio::pin!(run);
-            loop {
-                tokio::select! {
-                    out = &mut run => break out,
-                    _ = self.interrupts.next() => {
-                        eprintln!("\ncadre: cancelling the turn…");
-                        cancel.cancel();
-                    }
-                }
-            }
-        };
+        let opts = self.run_options(&cancel);
+        let run = self.setup.harness.run_in(&mut self.session, prompt, opts);
+        let out = self
+            .interrupts
+            .cancelling(run, &cancel, "cancelling the turn…")
+            .await;
         self.spent += out.usage;
         if !matches!(out.state, cadre_types::EndState::Completed) {
             eprintln!("cadre: {}", out.state);
         }
-        let running: Vec<String> = h
+        let running: Vec<String> = self
+            .h()
             .runtime()
             .tasks_of(self.session.id())
             .await

@@ -78,6 +78,11 @@ fn workspace(mock: &MockServer, extra: &str) -> tempfile::TempDir {
 }
 
 fn cadre(ws: &Path) -> Command {
+    cadre_with(ws, MODEL)
+}
+
+/// `cadre --workspace WS --model MODEL`, with the mock's key and no user config.
+fn cadre_with(ws: &Path, model: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cadre"));
     cmd.env_remove("CADRE_MODEL")
         .env("XDG_CONFIG_HOME", ws.join("nocfg"))
@@ -85,8 +90,33 @@ fn cadre(ws: &Path) -> Command {
         .arg("--workspace")
         .arg(ws)
         .arg("--model")
-        .arg(MODEL);
+        .arg(model);
     cmd
+}
+
+/// `cadre run --output jsonl PROMPT` on `openai:main-model`, which must succeed: its events
+/// and its stdout.
+fn run_main_model_jsonl(ws: &Path, prompt: &str) -> (Vec<Value>, String) {
+    let out = cadre_with(ws, "openai:main-model")
+        .args(["run", "--output", "jsonl", prompt])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
+    let events = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (events, stdout)
+}
+
+/// A 100-line `big.txt` in `ws`, for the children to read.
+fn write_big_txt(ws: &Path) {
+    let lines: String = (1..=100)
+        .map(|i| format!("line {i:03} of big.txt here\n"))
+        .collect();
+    std::fs::write(ws.join("big.txt"), &lines).unwrap();
 }
 
 fn run(ws: &Path, args: &[&str]) -> Output {
@@ -357,31 +387,9 @@ async fn a_child_under_a_small_window_compacts_and_its_progress_says_so() {
          model: openai:small-model\nmax_turns: 10\n---\nYou are the worker.\n",
     )
     .unwrap();
-    let lines: String = (1..=100)
-        .map(|i| format!("line {i:03} of big.txt here\n"))
-        .collect();
-    std::fs::write(ws.join("big.txt"), &lines).unwrap();
+    write_big_txt(ws);
 
-    let out = Command::new(env!("CARGO_BIN_EXE_cadre"))
-        .env_remove("CADRE_MODEL")
-        .env("XDG_CONFIG_HOME", ws.join("nocfg"))
-        .env(KEY_VAR, "sk-test")
-        .args([
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--model",
-            "openai:main-model",
-        ])
-        .args(["run", "--output", "jsonl", "delegate the reading"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (events, stdout) = run_main_model_jsonl(ws, "delegate the reading");
     // The child's compaction is a progress update of its task.
     let progress: Vec<&Value> = events
         .iter()
@@ -551,31 +559,9 @@ async fn a_long_session_with_background_results_is_compacted_and_keeps_them() {
          model: openai:worker-model\n---\nYou are the worker.\n",
     )
     .unwrap();
-    let lines: String = (1..=100)
-        .map(|i| format!("line {i:03} of big.txt here\n"))
-        .collect();
-    std::fs::write(ws.join("big.txt"), &lines).unwrap();
+    write_big_txt(ws);
 
-    let out = Command::new(env!("CARGO_BIN_EXE_cadre"))
-        .env_remove("CADRE_MODEL")
-        .env("XDG_CONFIG_HOME", ws.join("nocfg"))
-        .env(KEY_VAR, "sk-test")
-        .args([
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--model",
-            "openai:main-model",
-        ])
-        .args(["run", "--output", "jsonl", "run the steps"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = text(&out.stdout);
-    assert!(out.status.success(), "{}\n{stdout}", text(&out.stderr));
-    let events: Vec<Value> = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (events, stdout) = run_main_model_jsonl(ws, "run the steps");
     let compactions: Vec<&Value> = events
         .iter()
         .filter(|e| e["type"] == "compaction" && e["agent"] == "main")
