@@ -277,9 +277,18 @@ impl TaskStore for MemoryStore {
         let matching = ids
             .filter_map(|id| g.tasks.get(id))
             .filter(|r| filter.status.is_none_or(|s| r.status == s))
+            .filter(|r| {
+                filter
+                    .parent_agent
+                    .as_ref()
+                    .is_none_or(|a| r.parent_agent_id.as_ref() == Some(a))
+            })
             .cloned()
             .collect();
         let mut out = sorted(matching);
+        if filter.newest_first {
+            out.reverse();
+        }
         if let Some(limit) = filter.limit {
             out.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
         }

@@ -288,15 +288,20 @@ impl Transition {
     }
 }
 
-/// Which tasks [`crate::TaskStore::list`] returns, oldest first.
+/// Which tasks [`crate::TaskStore::list`] returns, oldest first (newest first with
+/// `newest_first`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TaskFilter {
     /// Only tasks of this parent session.
     pub session: Option<String>,
+    /// Only tasks whose parent agent has this name (`serve`: the tasks `cadre serve` runs).
+    pub parent_agent: Option<String>,
     /// Only tasks in this status.
     pub status: Option<TaskStatus>,
     /// At most this many (all when `None`).
     pub limit: Option<u32>,
+    /// The newest first, so that `limit` keeps the newest.
+    pub newest_first: bool,
 }
 
 /// A session's background tasks as its status summary shows them

@@ -155,7 +155,7 @@ pub async fn run(cli: &Cli, cmd: &TasksCommand) -> Result<ExitCode> {
                 .list(&TaskFilter {
                     session: session.clone(),
                     status,
-                    limit: None,
+                    ..TaskFilter::default()
                 })
                 .await?;
             if *json {

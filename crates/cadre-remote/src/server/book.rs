@@ -196,6 +196,9 @@ pub(crate) struct ServedTask {
     pub session_id: String,
     /// Whether messages may continue it (A2A tasks; task-protocol tasks take one input).
     pub continuable: bool,
+    /// The session its turns are children of: this server's parent run, or another node's
+    /// for a task read from the store.
+    pub parent_session: String,
     /// Unix ms.
     pub created_at: u64,
     /// Turns, history and change signal.
@@ -460,6 +463,7 @@ mod tests {
             agent: "echo".into(),
             session_id: "s".into(),
             continuable: true,
+            parent_session: "serve-1".into(),
             created_at: 0,
             gate: Arc::new(ApprovalGate::new(journal.clone())),
             journal,

@@ -150,20 +150,23 @@ fn plan(state: &Arc<State>, l: &Launch) -> Result<Plan, LaunchError> {
     let permit = state.book.try_admit().ok_or(LaunchError::Busy {
         limit: state.book.limit(),
     })?;
-    let context_id = l
-        .context_id
-        .clone()
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-    let child = match conversation {
+    let (child, context_id) = match conversation {
         Some(c) => {
+            let context_id = l.context_id.clone().unwrap_or_default();
             book.conversation_grew(&context_id, l.text.len());
-            c.child
+            (c.child, context_id)
         }
         None => {
             let child = state
                 .runtime
                 .create_child(&agent, &state.parent)
                 .map_err(|e| LaunchError::Spawn(e.to_string()))?;
+            // A new context is named after its child's session, which the store keeps: every
+            // node on the same store shows the task in the same context.
+            let context_id = l
+                .context_id
+                .clone()
+                .unwrap_or_else(|| child.session_id.clone());
             if l.conversation {
                 book.add_conversation(
                     &context_id,
@@ -174,7 +177,7 @@ fn plan(state: &Arc<State>, l: &Launch) -> Result<Plan, LaunchError> {
                     },
                 );
             }
-            child
+            (child, context_id)
         }
     };
     if let Some(ext) = &l.external_id {
@@ -269,6 +272,7 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
                     agent,
                     session_id: started.session_id,
                     continuable: l.conversation,
+                    parent_session: state.parent.run.session_id.clone(),
                     created_at: cadre_types::unix_millis(),
                     journal,
                     gate,

@@ -397,7 +397,7 @@ async fn render(
 
 /// Render a served task by id.
 async fn render_task(state: &State, id: &str, detail: Detail, version: Version) -> Option<Value> {
-    let task = state.book.get(id)?;
+    let task = state.find_task(id, false).await?;
     render(state, &task, detail, version).await
 }
 
@@ -485,8 +485,8 @@ async fn get(state: &Arc<State>, params: &Value, version: Version) -> Result<Val
 async fn cancel(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, RpcError> {
     let id = task_id(params)?;
     let task = state
-        .book
-        .get(&id)
+        .find_task(&id, false)
+        .await
         .ok_or_else(|| RpcError::task_not_found(&id))?;
     let now = state
         .view(&task)
@@ -504,10 +504,7 @@ async fn cancel(state: &Arc<State>, params: &Value, version: Version) -> Result<
         .with("taskId", &id));
     }
     for turn in task.journal.copy().turns.iter().rev() {
-        let _ = state
-            .runtime
-            .cancel_task(&state.parent.run.session_id, turn)
-            .await;
+        let _ = state.runtime.cancel_task(&task.parent_session, turn).await;
     }
     let abort = CancellationToken::new();
     if let Waited::TimedOut = state
@@ -525,12 +522,14 @@ async fn cancel(state: &Arc<State>, params: &Value, version: Version) -> Result<
 /// SubscribeToTask: the task's updates from now on, as a stream; an unknown task is
 /// TaskNotFound, one that has ended UnsupportedOperation.
 async fn subscribe(state: Arc<State>, id: RpcId, params: &Value, version: Version) -> Response {
-    let task = match task_id(params).and_then(|t| {
-        state
-            .book
-            .get(&t)
-            .ok_or_else(|| RpcError::task_not_found(&t))
-    }) {
+    let found = match task_id(params) {
+        Ok(t) => state
+            .find_task(&t, false)
+            .await
+            .ok_or_else(|| RpcError::task_not_found(&t)),
+        Err(e) => Err(e),
+    };
+    let task = match found {
         Ok(t) => t,
         Err(e) => return reply(Some(&id), Err(e)),
     };
@@ -616,7 +615,8 @@ fn list_query(params: &Value) -> Result<ListQuery<'_>, RpcError> {
     })
 }
 
-/// ListTasks: the remembered tasks matching the filters, most recently changed first.
+/// ListTasks: the remembered tasks and those other nodes on the same store serve, matching
+/// the filters, most recently changed first.
 async fn list(state: &Arc<State>, params: &Value, version: Version) -> Result<Value, RpcError> {
     let q = list_query(params)?;
     // One read of the store for every served turn (all are children of the serve session).
@@ -643,6 +643,25 @@ async fn list(state: &Arc<State>, params: &Value, version: Version) -> Result<Va
             continue;
         }
         rows.push(view);
+    }
+    // Tasks other nodes on the same store serve, from their stored records.
+    let statuses = q.status.map(A2aState::statuses);
+    if statuses.is_none_or(|s| !s.is_empty()) {
+        let status = statuses.and_then(|s| (s.len() == 1).then(|| s[0]));
+        for (task, rec) in state.foreign_tasks(status).await {
+            if q.context.is_some_and(|c| c != task.context_id) {
+                continue;
+            }
+            let Some(view) = state.view_of(&task, vec![Some(rec)]) else {
+                continue;
+            };
+            if q.status.is_some_and(|w| view.state != w)
+                || q.changed_since.is_some_and(|t| view.updated_at < t)
+            {
+                continue;
+            }
+            rows.push(view);
+        }
     }
     // Newest change first; among equal times, the later task first.
     rows.reverse();

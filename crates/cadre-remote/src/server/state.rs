@@ -2,7 +2,7 @@
 //! a child of, the event sink, the task book and the settings.
 
 use super::approval::{ApprovalGate, TaskApprovals};
-use super::book::{Said as Logged, ServedTask, TaskBook};
+use super::book::{Journal, Said as Logged, ServedTask, TaskBook};
 use super::origin::SiteRules;
 use super::sink::ServeSink;
 use super::{AnswerStyle, ApprovalPolicy, ServeError, ServeOptions};
@@ -10,11 +10,19 @@ use crate::a2a::A2aState;
 use crate::a2a::card::SkillInfo;
 use crate::a2a::parts::AnswerForm;
 use crate::a2a::render::{Role, Said, TaskView};
+use cadre_store::TaskFilter;
 use cadre_subagents::{GENERAL_PURPOSE, Parent, SubagentRuntime, TaskRecord, TaskStatus};
 use cadre_tools::RunContext;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use tokio_util::sync::CancellationToken;
+
+/// The agent name of every node's server-side parent: the parent agent of served tasks.
+const SERVE_AGENT: &str = "serve";
+/// How every node's server-side parent session id begins.
+const SERVE_SESSION_PREFIX: &str = "serve-";
+/// A listing reads at most this many served tasks from the store (bounds its memory).
+pub(crate) const MAX_FOREIGN_LISTED: u32 = 1000;
 
 /// Shared by every handler.
 pub(crate) struct State {
@@ -119,8 +127,8 @@ impl State {
         };
         let hard_stop = CancellationToken::new();
         let run = Arc::new(RunContext {
-            session_id: format!("serve-{}", uuid::Uuid::new_v4()),
-            agent: "serve".into(),
+            session_id: format!("{SERVE_SESSION_PREFIX}{}", uuid::Uuid::new_v4()),
+            agent: SERVE_AGENT.into(),
             model: model.to_string(),
             task_id: None,
             user_id: None,
@@ -177,6 +185,81 @@ impl State {
     /// How `agent`'s answers are delivered.
     pub(crate) fn answer_style(&self, agent: &str) -> AnswerStyle {
         self.opts.answers.get(agent).copied().unwrap_or_default()
+    }
+
+    /// A served task by id (`external`: the task protocol's, which may be the caller's
+    /// id): one this server started, else one another `cadre serve` node on the same store
+    /// runs or ran, read from the store (see [`State::foreign`]).
+    pub(crate) async fn find_task(&self, id: &str, external: bool) -> Option<Arc<ServedTask>> {
+        let here = if external {
+            self.book.find(id)
+        } else {
+            self.book.get(id)
+        };
+        if here.is_some() {
+            return here;
+        }
+        self.foreign(self.runtime.task_record(id).await?)
+    }
+
+    /// The view of a stored task that another `cadre serve` node started (its parent is a
+    /// serve session that is not ours): one turn, whose context is its child session and
+    /// which takes no messages here. `None` for any other record.
+    fn foreign(&self, rec: TaskRecord) -> Option<Arc<ServedTask>> {
+        let served = rec.parent_agent_id.as_deref() == Some(SERVE_AGENT)
+            && rec.parent_session_id.starts_with(SERVE_SESSION_PREFIX)
+            && rec.parent_session_id != self.parent.run.session_id;
+        if !served {
+            return None;
+        }
+        let journal = Arc::new(Journal::new(
+            rec.prompt.clone(),
+            format!("{}-input", rec.id),
+        ));
+        journal.started(rec.id.clone());
+        let session_id = rec
+            .child_session_id
+            .clone()
+            .unwrap_or_else(|| rec.id.clone());
+        Some(Arc::new(ServedTask {
+            id: rec.id,
+            external_id: None,
+            context_id: session_id.clone(),
+            agent: rec.agent_id,
+            session_id,
+            continuable: false,
+            parent_session: rec.parent_session_id,
+            created_at: rec.created_at,
+            gate: Arc::new(ApprovalGate::new(journal.clone())),
+            journal,
+        }))
+    }
+
+    /// The tasks other `cadre serve` nodes on the same store started, newest first, each
+    /// with its record: those among the [`MAX_FOREIGN_LISTED`] newest served tasks in the
+    /// store (ours included, which the book has), only those in `status` when given.
+    pub(crate) async fn foreign_tasks(
+        &self,
+        status: Option<TaskStatus>,
+    ) -> Vec<(Arc<ServedTask>, TaskRecord)> {
+        let filter = TaskFilter {
+            parent_agent: Some(SERVE_AGENT.to_string()),
+            status,
+            limit: Some(MAX_FOREIGN_LISTED),
+            newest_first: true,
+            ..TaskFilter::default()
+        };
+        let records = match self.runtime.store().list(&filter).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "store: listing other nodes' tasks failed");
+                return Vec::new();
+            }
+        };
+        records
+            .into_iter()
+            .filter_map(|r| Some((self.foreign(r.clone())?, r)))
+            .collect()
     }
 
     /// A served task's last turn (the one whose status is the task's), as stored.

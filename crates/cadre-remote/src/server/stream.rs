@@ -11,10 +11,12 @@
 //! it, and the final status. A stream ends when the task does; a client that disconnects
 //! stops its stream, not the task. Any number of streams can follow one task.
 //!
-//! What a stream follows comes from [`TaskFeed`], which reads this node's runtime: the
-//! child's progress, its last turn's status and the task's own changes. A task run by another
-//! node would need a feed that reads the task store's notifications instead; the rendering
-//! here would not change.
+//! What a stream follows comes from [`TaskFeed`]: the child's progress and the task's own
+//! changes while this node runs it, and its last turn's status, which is read from the task
+//! store when the turn runs elsewhere. So `SubscribeToTask` on one node follows a task another
+//! node on the same store runs: its state changes (the end through the store's notifications,
+//! anything else within [`LOOK_AGAIN`]) and its answer at the end, without the chunks, which
+//! only the running node sees.
 
 use super::book::ServedTask;
 use super::rpc::start;
@@ -324,6 +326,10 @@ async fn produce(
             {
                 return;
             }
+        }
+        // A gone client stops its stream (a task run elsewhere may send nothing for long).
+        if out.tx.is_closed() {
+            return;
         }
         match feed.next(&state, &task).await {
             Some(Change::Progress(u)) => {

@@ -152,7 +152,7 @@ pub(crate) async fn get_task(
     AxumState(state): AxumState<Arc<State>>,
     Path(id): Path<String>,
 ) -> Response {
-    match state.book.find(&id) {
+    match state.find_task(&id, true).await {
         Some(t) => answer(&state, &t).await,
         None => not_found(&id),
     }
@@ -165,7 +165,7 @@ pub(crate) async fn wait(
     Path(id): Path<String>,
     Query(q): Query<WaitQuery>,
 ) -> Response {
-    let Some(t) = state.book.find(&id) else {
+    let Some(t) = state.find_task(&id, true).await else {
         return not_found(&id);
     };
     let secs = q.timeout_seconds.unwrap_or(DEFAULT_WAIT_SECS);
@@ -183,13 +183,10 @@ pub(crate) async fn cancel(
     AxumState(state): AxumState<Arc<State>>,
     Path(id): Path<String>,
 ) -> Response {
-    let Some(t) = state.book.find(&id) else {
+    let Some(t) = state.find_task(&id, true).await else {
         return not_found(&id);
     };
-    if let Some(status) = state
-        .runtime
-        .cancel_task(&state.parent.run.session_id, &t.id)
-        .await
+    if let Some(status) = state.runtime.cancel_task(&t.parent_session, &t.id).await
         && !status.is_terminal()
     {
         let _ = state

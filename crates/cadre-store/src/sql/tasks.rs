@@ -93,11 +93,19 @@ impl SqlStore {
             n += 1;
             sql.push_str(&format!(" AND parent_session_id = ${n}"));
         }
+        if f.parent_agent.is_some() {
+            n += 1;
+            sql.push_str(&format!(" AND parent_agent_id = ${n}"));
+        }
         if f.status.is_some() {
             n += 1;
             sql.push_str(&format!(" AND status = ${n}"));
         }
-        sql.push_str(" ORDER BY created_at, id");
+        sql.push_str(if f.newest_first {
+            " ORDER BY created_at DESC, id DESC"
+        } else {
+            " ORDER BY created_at, id"
+        });
         if let Some(limit) = f.limit {
             sql.push_str(&format!(" LIMIT {limit}"));
         }
@@ -106,10 +114,19 @@ impl SqlStore {
             if let Some(s) = &f.session {
                 q = q.bind(s);
             }
+            if let Some(a) = &f.parent_agent {
+                q = q.bind(a);
+            }
             if let Some(st) = f.status {
                 q = q.bind(st.as_str());
             }
             tasks_sorted(&q.fetch_all(p).await?)
+        })
+        .map(|mut v| {
+            if f.newest_first {
+                v.reverse();
+            }
+            v
         })
     }
 

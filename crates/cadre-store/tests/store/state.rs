@@ -196,8 +196,25 @@ async fn fields_and_queries(kind: Kind) {
         session: Some("s-2".into()),
         status: Some(Pending),
         limit: Some(2),
+        ..Default::default()
     };
     assert_eq!(store.list(&filter).await.unwrap().len(), 2);
+    let newest = TaskFilter {
+        session: Some("s-2".into()),
+        limit: Some(2),
+        newest_first: true,
+        ..Default::default()
+    };
+    let prompts: Vec<_> = store.list(&newest).await.unwrap();
+    let prompts: Vec<_> = prompts.iter().map(|r| r.prompt.as_str()).collect();
+    assert_eq!(prompts, ["4", "3"]);
+    let planned = TaskFilter {
+        parent_agent: Some("planner".into()),
+        ..Default::default()
+    };
+    let planned = store.list(&planned).await.unwrap();
+    assert_eq!(planned.len(), 1);
+    assert_eq!(planned[0].id, got.id);
     let failed = TaskFilter {
         status: Some(Failed),
         ..Default::default()

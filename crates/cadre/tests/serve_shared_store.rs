@@ -1,0 +1,305 @@
+//! Two `cadre serve` nodes on one PostgreSQL task store (a throwaway cluster): every node sees
+//! every task. Node A runs the tasks; node B, which never ran them, answers for them from the
+//! store: `GET /tasks/{id}` and `/wait`, A2A GetTask and ListTasks (with its filters and
+//! pages), a cancel (which stops A's child: B stores the request, A's runtime acts on it) and
+//! SubscribeToTask, whose stream follows A's task to its end.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod serve_support;
+
+use cadre_store::testing::{find_pg_bin, shared_cluster};
+use serde_json::{Value, json};
+use serve_support::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// A's worker: a "slow" task waits ten minutes for its model (a cancel stops the wait); a
+/// "gated" task runs a command that ends once the test creates `release`, then answers.
+const SCRIPT: &str = r#"
+[[scripts]]
+agent = "worker"
+prompt_contains = "slow"
+[[scripts.turns]]
+text = "never said"
+delay_ms = 600000
+
+[[scripts]]
+agent = "worker"
+prompt_contains = "gated"
+[[scripts.turns]]
+tool_calls = [{ name = "bash", args = { command = "while [ ! -e release ]; do sleep 0.05; done; echo released" } }]
+[[scripts.turns]]
+text = "gate said {{tool_results}}"
+"#;
+
+/// A fresh database on the shared throwaway cluster; `None` (loudly) without PostgreSQL
+/// outside CI.
+async fn database() -> Option<String> {
+    if find_pg_bin().is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "PostgreSQL missing in CI"
+        );
+        eprintln!("\n!!!!!!!! SKIPPED: PostgreSQL not installed\n");
+        return None;
+    }
+    Some(shared_cluster().unwrap().create_database().await.unwrap())
+}
+
+/// One node: `cadre serve` in its own workspace (so its own node id) on the store `url`.
+fn node(url: &str) -> (tempfile::TempDir, Served) {
+    let ws = workspace(&[
+        ("script.toml", SCRIPT),
+        (
+            ".cadre/agents/worker.md",
+            "---\nname: worker\ndescription: Works.\nworkspace: {mode: shared}\n---\nYou work.\n",
+        ),
+        (
+            ".cadre/config.toml",
+            "[serve]\ndefault_agent = \"worker\"\napprovals = \"approve\"\n",
+        ),
+    ]);
+    let model = format!("scripted:{}", ws.path().join("script.toml").display());
+    let srv = Served::start(ws.path(), &model, &[("CADRE_STORE_URL", url)]);
+    (ws, srv)
+}
+
+async fn rpc(node: &str, method: &str, params: Value) -> Value {
+    reqwest::Client::new()
+        .post(format!("{node}/"))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn get(url: &str) -> Value {
+    reqwest::get(url).await.unwrap().json().await.unwrap()
+}
+
+async fn post(url: &str, body: Value) -> Value {
+    reqwest::Client::new()
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Start an A2A task on `node` and return its id at once (`text` names its message).
+async fn send(node: &str, text: &str) -> String {
+    let v = rpc(
+        node,
+        "SendMessage",
+        json!({
+            "message": {"messageId": format!("m-{text}"), "role": "ROLE_USER", "parts": [{"text": text}]},
+            "configuration": {"returnImmediately": true},
+        }),
+    )
+    .await;
+    v["result"]["task"]["id"]
+        .as_str()
+        .expect("a task")
+        .to_string()
+}
+
+/// Poll `node`'s GetTask of `id` until its state is `want` (bounded).
+async fn until_state(node: &str, id: &str, want: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = rpc(node, "GetTask", json!({"id": id})).await;
+        if v["result"]["status"]["state"] == want {
+            return v["result"].clone();
+        }
+        assert!(Instant::now() < deadline, "{id} never reached {want}: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Poll `node`'s task protocol for `id` until its status is `want` (bounded).
+async fn until_status(node: &str, id: &str, want: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = get(&format!("{node}/tasks/{id}")).await;
+        if v["status"] == want {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{id} never reached {want}: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    list["result"]["tasks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_b_reads_lists_waits_for_and_cancels_the_tasks_node_a_runs() {
+    let Some(db) = database().await else { return };
+    let (_a_ws, mut a) = node(&db);
+    let (_b_ws, mut b) = node(&db);
+
+    let t1 = send(&a.url, "slow one").await;
+    let submitted = post(&format!("{}/tasks", a.url), json!({"input": "slow two"})).await;
+    let t2 = submitted["task_id"].as_str().unwrap().to_string();
+    let on_a = until_state(&a.url, &t1, "TASK_STATE_WORKING").await;
+    until_status(&a.url, &t2, "running").await;
+
+    // GetTask and GET /tasks/{id} on B: A's running tasks, in the same context.
+    let got = until_state(&b.url, &t1, "TASK_STATE_WORKING").await;
+    assert_eq!(got["id"], t1);
+    assert_eq!(got["contextId"], on_a["contextId"], "{got}\n{on_a}");
+    let rec = get(&format!("{}/tasks/{t2}", b.url)).await;
+    assert_eq!(rec["status"], "running", "{rec}");
+    assert_eq!(rec["agent_id"], "worker");
+    // /wait on B waits through the store and answers when its time is up.
+    let waited = get(&format!("{}/tasks/{t2}/wait?timeout_seconds=1", b.url)).await;
+    assert_eq!(waited["status"], "running", "{waited}");
+    let unknown = rpc(&b.url, "GetTask", json!({"id": "task_nope"})).await;
+    assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+
+    // ListTasks on B: both tasks, filtered and paged as A2A defines it.
+    let all = rpc(&b.url, "ListTasks", json!({})).await;
+    let mut listed = ids(&all);
+    listed.sort();
+    let mut both = vec![t1.clone(), t2.clone()];
+    both.sort();
+    assert_eq!(listed, both, "{all}");
+    assert_eq!(all["result"]["totalSize"], 2);
+    let page1 = rpc(
+        &b.url,
+        "ListTasks",
+        json!({"status": "TASK_STATE_WORKING", "pageSize": 1}),
+    )
+    .await;
+    assert_eq!(ids(&page1).len(), 1, "{page1}");
+    assert_eq!(page1["result"]["totalSize"], 2);
+    let token = page1["result"]["nextPageToken"].as_str().unwrap();
+    assert!(!token.is_empty(), "{page1}");
+    let page2 = rpc(
+        &b.url,
+        "ListTasks",
+        json!({"status": "TASK_STATE_WORKING", "pageSize": 1, "pageToken": token}),
+    )
+    .await;
+    assert_eq!(ids(&page2).len(), 1, "{page2}");
+    assert_ne!(ids(&page1), ids(&page2));
+    assert_eq!(page2["result"]["nextPageToken"], "");
+    let done = rpc(
+        &b.url,
+        "ListTasks",
+        json!({"status": "TASK_STATE_COMPLETED"}),
+    )
+    .await;
+    assert!(ids(&done).is_empty(), "{done}");
+    let in_context = rpc(&b.url, "ListTasks", json!({"contextId": got["contextId"]})).await;
+    assert_eq!(ids(&in_context), [t1.as_str()], "{in_context}");
+
+    // Cancel on B stops A's children: A waits ten minutes for the model otherwise.
+    let cancelled = rpc(&b.url, "CancelTask", json!({"id": t1})).await;
+    assert_eq!(
+        cancelled["result"]["status"]["state"], "TASK_STATE_CANCELED",
+        "{cancelled}"
+    );
+    until_state(&a.url, &t1, "TASK_STATE_CANCELED").await;
+    let stopped = post(&format!("{}/tasks/{t2}/cancel", b.url), json!({})).await;
+    assert_eq!(stopped["status"], "cancelled", "{stopped}");
+    until_status(&a.url, &t2, "cancelled").await;
+    let ended = rpc(
+        &b.url,
+        "ListTasks",
+        json!({"status": "TASK_STATE_CANCELED"}),
+    )
+    .await;
+    assert_eq!(ids(&ended).len(), 2, "{ended}");
+
+    assert!(a.terminate(Duration::from_secs(20)), "{}", a.stderr());
+    assert!(b.terminate(Duration::from_secs(20)), "{}", b.stderr());
+}
+
+/// The `data:` payloads of an SSE body, as JSON.
+fn events(body: &str) -> Vec<Value> {
+    body.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str(d.trim()).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribe_on_node_b_streams_a_task_node_a_runs_to_its_end() {
+    let Some(db) = database().await else { return };
+    let (a_ws, mut a) = node(&db);
+    let (_b_ws, mut b) = node(&db);
+
+    let t = send(&a.url, "gated").await;
+    until_state(&a.url, &t, "TASK_STATE_WORKING").await;
+    let stream = reqwest::Client::new()
+        .post(format!("{}/", b.url))
+        .header("A2A-Version", "1.0")
+        .json(&json!({"jsonrpc": "2.0", "id": 7, "method": "SubscribeToTask", "params": {"id": t}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let mut stream = stream;
+    // The snapshot comes first, while the task still waits for the gate.
+    let mut body = String::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while events(&body).is_empty() || !body.ends_with("\n\n") {
+        assert!(Instant::now() < deadline, "no snapshot: {body}");
+        let chunk = tokio::time::timeout(Duration::from_secs(30), stream.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .expect("the stream ended before its snapshot");
+        body.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let first = &events(&body)[0];
+    assert_eq!(first["id"], 7);
+    assert_eq!(first["result"]["task"]["id"], t, "{first}");
+    assert_eq!(
+        first["result"]["task"]["status"]["state"],
+        "TASK_STATE_WORKING"
+    );
+
+    std::fs::write(Path::new(a_ws.path()).join("release"), "").unwrap();
+    let rest = tokio::time::timeout(Duration::from_secs(30), stream.text())
+        .await
+        .expect("the stream did not end with the task")
+        .unwrap();
+    body.push_str(&rest);
+    let all = events(&body);
+    let last = all.last().unwrap();
+    let update = &last["result"]["statusUpdate"];
+    assert_eq!(update["taskId"], t, "{last}");
+    assert_eq!(update["status"]["state"], "TASK_STATE_COMPLETED", "{body}");
+    assert!(
+        all.iter().any(
+            |e| e["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
+                .as_str()
+                .is_some_and(|s| s.contains("gate said released"))
+        ),
+        "the answer came through the store: {body}"
+    );
+
+    // A task that has ended, or never was, cannot be subscribed to.
+    let again = rpc(&b.url, "SubscribeToTask", json!({"id": t})).await;
+    assert!(again["error"]["code"].is_i64(), "{again}");
+    let unknown = rpc(&b.url, "SubscribeToTask", json!({"id": "task_nope"})).await;
+    assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+
+    assert!(a.terminate(Duration::from_secs(20)), "{}", a.stderr());
+    assert!(b.terminate(Duration::from_secs(20)), "{}", b.stderr());
+}
