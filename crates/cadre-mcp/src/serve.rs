@@ -1,6 +1,6 @@
 //! `cadre mcp serve`: cadre's sub-agent runtime as MCP tools. The delegation tools the parent
-//! model gets (`task`, `agent_spawn`, `agent_send`, `agent_list`, `task_output`,
-//! `task_cancel`, `task_list`) are offered with the same schemas and called as they are, so
+//! model gets (`task`, `agent_spawn`, `agent_send`, `agent_list`, `agent_close`,
+//! `task_output`, `task_cancel`, `task_list`) are offered with the same schemas and called as they are, so
 //! replies are the same too. Each MCP session is one parent session of the runtime (its
 //! tasks and live children are its own, and go into the task store); a call's children
 //! report progress as `notifications/progress` on the call's token, and the client's

@@ -1,8 +1,9 @@
-//! The lifecycle tools that create and talk to live children: `agent_spawn`, `agent_send`,
-//! `agent_list`. Thin adapters over the runtime; replies are `key: value` lines.
+//! The lifecycle tools that create, talk to and close live children: `agent_spawn`,
+//! `agent_send`, `agent_list`, `agent_close`. Thin adapters over the runtime; replies are
+//! `key: value` lines.
 
 use crate::live::LiveChild;
-use crate::runtime::{Inherited, Parent, RuntimeRef, SubagentRuntime};
+use crate::runtime::{Inherited, LiveRequest, Parent, RuntimeRef, SubagentRuntime};
 use async_trait::async_trait;
 use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
 use cadre_types::{TaskStatus, ToolDefinition};
@@ -123,6 +124,8 @@ struct SpawnArgs {
     label: Option<String>,
     #[serde(default)]
     timeout_seconds: Option<u64>,
+    #[serde(default)]
+    isolation: Option<String>,
 }
 
 #[async_trait]
@@ -148,7 +151,8 @@ impl Tool for AgentSpawnTool {
                     "agent_id": {"type": "string", "enum": ids, "description": "Which agent to create."},
                     "task": {"type": "string", "description": "The first task; the only context the agent gets."},
                     "label": {"type": "string", "description": "A short name to address the agent by, unique in this session."},
-                    "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_TIMEOUT_SECS, "default": DEFAULT_TIMEOUT_SECS}
+                    "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_TIMEOUT_SECS, "default": DEFAULT_TIMEOUT_SECS},
+                    "isolation": {"type": "string", "enum": ["worktree"], "description": "Run the agent in its own git worktree on a new branch from your HEAD for its whole life; after each message its changes are committed on that branch (the reply names it), your files stay untouched. agent_close removes the worktree."}
                 },
                 "required": ["agent_id"]
             }),
@@ -171,8 +175,19 @@ impl Tool for AgentSpawnTool {
         let runtime = self.runtime.get()?;
         let a: SpawnArgs = parse_args(args)?;
         let label = a.label.filter(|l| !l.trim().is_empty());
+        let isolation = a
+            .isolation
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(ToolError::InvalidArgs)?;
         let parent = Parent::of_call(ctx, &self.inherited);
-        let child = match runtime.spawn_live(&a.agent_id, label, &parent).await {
+        let request = LiveRequest {
+            agent: a.agent_id,
+            label,
+            isolation,
+        };
+        let child = match runtime.spawn_live(request, &parent).await {
             Ok(c) => c,
             Err(e) => return Ok(error(e)),
         };
@@ -260,34 +275,129 @@ impl Tool for AgentSendTool {
     ) -> Result<ToolOutput, ToolError> {
         let runtime = self.runtime.get()?;
         let a: SendArgs = parse_args(args)?;
-        let (key, label) = match (
-            a.agent_key.filter(|k| !k.is_empty()),
-            a.label.filter(|l| !l.is_empty()),
-        ) {
-            (Some(_), Some(_)) => return Ok(error("give either agent_key or label, not both")),
-            (None, None) => return Ok(error("give agent_key or label")),
-            pair => pair,
-        };
         let parent = Parent::of_call(ctx, &self.inherited);
-        let found = runtime
-            .find_live(&parent, key.as_deref(), label.as_deref())
-            .await;
-        let child = match (found, key, label) {
-            (Err(e), _, _) => return Ok(error(e)),
-            (Ok(Some(c)), _, _) => c,
-            (Ok(None), Some(key), _) => {
-                return Ok(error(format!(
-                    "Unknown agent_key: {key} (use the full agent_key returned by agent_spawn)"
-                )));
-            }
-            (Ok(None), None, label) => {
-                return Ok(error(format!(
-                    "Unknown label: {}",
-                    label.unwrap_or_default()
-                )));
-            }
+        let child = match find_child(&runtime, &parent, a.agent_key, a.label).await {
+            Ok(c) => c,
+            Err(refused) => return Ok(refused),
         };
         Ok(deliver(&runtime, &child, a.message, a.timeout_seconds, &parent).await)
+    }
+}
+
+/// The live child a call addresses by its full agent key or its label (exactly one), or the
+/// error the model reads.
+async fn find_child(
+    runtime: &SubagentRuntime,
+    parent: &Parent,
+    agent_key: Option<String>,
+    label: Option<String>,
+) -> Result<Arc<LiveChild>, ToolOutput> {
+    let (key, label) = match (
+        agent_key.filter(|k| !k.is_empty()),
+        label.filter(|l| !l.is_empty()),
+    ) {
+        (Some(_), Some(_)) => return Err(error("give either agent_key or label, not both")),
+        (None, None) => return Err(error("give agent_key or label")),
+        pair => pair,
+    };
+    let found = runtime
+        .find_live(parent, key.as_deref(), label.as_deref())
+        .await;
+    match (found, key, label) {
+        (Err(e), _, _) => Err(error(e)),
+        (Ok(Some(c)), _, _) => Ok(c),
+        (Ok(None), Some(key), _) => Err(error(format!(
+            "Unknown agent_key: {key} (use the full agent_key returned by agent_spawn)"
+        ))),
+        (Ok(None), None, label) => Err(error(format!(
+            "Unknown label: {}",
+            label.unwrap_or_default()
+        ))),
+    }
+}
+
+/// `agent_close(agent_key | label)`.
+pub struct AgentCloseTool {
+    runtime: RuntimeRef,
+    /// What the agent holding this tool passes down (a child restored to be closed is
+    /// rebuilt under it).
+    inherited: Arc<Inherited>,
+}
+
+impl AgentCloseTool {
+    /// The tool of a top-level agent over `runtime`.
+    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
+        Self::for_parent(runtime, runtime.top_inherited().clone())
+    }
+
+    /// The tool of an agent that passes `inherited` down.
+    pub fn for_parent(runtime: &Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
+        Self {
+            runtime: RuntimeRef::new(runtime),
+            inherited,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct CloseArgs {
+    #[serde(default)]
+    agent_key: Option<String>,
+    #[serde(default)]
+    label: Option<String>,
+}
+
+#[async_trait]
+impl Tool for AgentCloseTool {
+    fn name(&self) -> &str {
+        "agent_close"
+    }
+
+    fn definition(&self) -> ToolDefinition {
+        ToolDefinition {
+            name: "agent_close".into(),
+            description: "Close a sub-agent created with agent_spawn when you need it no more: a task it is still \
+                running is cancelled, and it can no longer be addressed. One in a git worktree has its worktree \
+                removed; its commits stay on its branch (a branch without commits is deleted). Address it by its \
+                full agent_key or by its label (exactly one)."
+                .into(),
+            parameters: json!({
+                "type": "object",
+                "properties": {
+                    "agent_key": {"type": "string", "description": "The full agent_key from agent_spawn (agent:<id>:<uuid>)."},
+                    "label": {"type": "string", "description": "The label given at agent_spawn."}
+                }
+            }),
+        }
+    }
+
+    fn is_read_only(&self) -> bool {
+        true
+    }
+
+    fn timeout_exempt(&self) -> bool {
+        true
+    }
+
+    async fn call(
+        &self,
+        args: serde_json::Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let runtime = self.runtime.get()?;
+        let a: CloseArgs = parse_args(args)?;
+        let parent = Parent::of_call(ctx, &self.inherited);
+        let child = match find_child(&runtime, &parent, a.agent_key, a.label).await {
+            Ok(c) => c,
+            Err(refused) => return Ok(refused),
+        };
+        let report = runtime.close_live(&ctx.run.session_id, &child).await;
+        let mut out = format!("{}status: closed", header(&child));
+        if let Some(report) = report {
+            out.push('\n');
+            out.push_str(&report.render());
+        }
+        Ok(ToolOutput::ok(out))
     }
 }
 
@@ -349,6 +459,9 @@ impl Tool for AgentListTool {
                 c.child.depth,
                 c.child.session_id
             ));
+            if let Some(w) = &c.child.worktree {
+                out.push_str(&format!("\nworktree_branch: {}", w.branch()));
+            }
         }
         Ok(ToolOutput::ok(out))
     }

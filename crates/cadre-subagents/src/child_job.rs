@@ -40,13 +40,13 @@ impl ChildJob {
     /// Build a planned child now that it has a slot, in `root` when it has its own
     /// worktree. A panic while building (in a factory, say) fails the task instead of
     /// leaving it pending forever.
-    fn materialize(&self, root: Option<&std::path::Path>) -> Result<Child, String> {
+    fn materialize(&self, worktree: Option<&Arc<Worktree>>) -> Result<Child, String> {
         match &self.child {
             JobChild::Ready(c) => Ok(c.clone()),
             JobChild::Planned(plan) => match self.runtime.upgrade() {
                 Some(rt) => {
                     let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        rt.build_planned(plan, root)
+                        rt.build_planned(plan, worktree.cloned())
                     }));
                     match built {
                         Ok(r) => r.map_err(|e| e.to_string()),
@@ -87,7 +87,12 @@ impl ChildJob {
         };
         if self.one_off {
             // The session is over: what it spawned goes with it, before anyone is told.
-            self.live.drop_session(self.child.session_id());
+            let dropped = self.live.drop_session(self.child.session_id());
+            if let Some(rt) = self.runtime.upgrade() {
+                for c in dropped {
+                    rt.end_live(self.child.session_id(), &c.child).await;
+                }
+            }
         }
         self.local.finish(id, status);
     }
@@ -130,14 +135,13 @@ impl ChildJob {
             return;
         }
         let worktree = match self.make_worktree().await {
-            Ok(w) => w,
+            Ok(w) => w.map(Arc::new),
             Err(e) => {
                 self.end_unstarted(Some(e)).await;
                 return;
             }
         };
-        let root = worktree.as_ref().map(Worktree::root);
-        let child = match self.materialize(root.as_deref()) {
+        let child = match self.materialize(worktree.as_ref()) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(task = %self.task_id, error = %e, "the sub-agent could not be built");
@@ -149,6 +153,15 @@ impl ChildJob {
                 return;
             }
         };
+        if child.worktree.as_ref().is_some_and(|w| w.is_closed()) {
+            // A message that reached a live child as it was being closed.
+            self.end_unstarted(Some(format!(
+                "agent {} was closed, with its worktree",
+                child.name
+            )))
+            .await;
+            return;
+        }
         // The built child replaces the plan: the job holds one copy of it.
         self.child = JobChild::Ready(child.clone());
         let mut run = self.run.clone();
@@ -195,7 +208,7 @@ impl ChildJob {
         };
         let Some(mut session) = started else {
             // Cancelled before it could start (here or, through the store, elsewhere).
-            if let Some(w) = &worktree {
+            if let (Some(w), true) = (&child.worktree, self.one_off) {
                 w.finish(None, "unused").await;
             }
             self.end_unstarted(None).await;
@@ -279,15 +292,7 @@ impl ChildJob {
         };
         drop(session);
         let mut output = outcome.output;
-        if let Some(w) = &worktree {
-            let failure = match &outcome.state {
-                EndState::Completed => None,
-                EndState::Cancelled => Some("was cancelled"),
-                EndState::Failed { .. } => Some("failed"),
-                EndState::LimitReached { .. } => Some("stopped at a limit"),
-            };
-            let message = format!("cadre: {} task {id}\n\n{}", child.name, self.description);
-            let report = w.finish(failure, &message).await.render();
+        if let Some(report) = self.settle_worktree(&child, &outcome.state).await {
             if !output.is_empty() {
                 output.push_str("\n\n");
             }
@@ -304,6 +309,29 @@ fn cancel_reason(runtime: &Weak<SubagentRuntime>) -> Option<String> {
 }
 
 impl ChildJob {
+    /// After the child's run: commit what it changed in its worktree, naming the task. A
+    /// one-off child's worktree is then removed; a live child's stays for its next message.
+    /// The report the parent reads, when the child has a worktree.
+    async fn settle_worktree(&self, child: &Child, state: &EndState) -> Option<String> {
+        let w = child.worktree.as_ref()?;
+        let failure = match state {
+            EndState::Completed => None,
+            EndState::Cancelled => Some("was cancelled"),
+            EndState::Failed { .. } => Some("failed"),
+            EndState::LimitReached { .. } => Some("stopped at a limit"),
+        };
+        let message = format!(
+            "cadre: {} task {}\n\n{}",
+            child.name, self.task_id, self.description
+        );
+        let report = if self.one_off {
+            w.finish(failure, &message).await
+        } else {
+            w.record(failure, &message).await
+        };
+        Some(report.render())
+    }
+
     /// The worktree of a planned child with `isolation: worktree`, made now that it runs.
     async fn make_worktree(&self) -> Result<Option<Worktree>, String> {
         let JobChild::Planned(plan) = &self.child else {

@@ -61,8 +61,8 @@ pub use registry::{
 };
 pub use remote::{OnRemoteId, RemoteApprovals, RemoteExecutor, RemoteOutcome, RemoteRequest};
 pub use runtime::{
-    BackgroundApprovals, Child, ChildRunner, Inherited, Parent, RuntimeConfig, SandboxSettings,
-    SpawnError, SpawnRequest, Started, SubagentRuntime, ToolSurface, Waited,
+    BackgroundApprovals, Child, ChildRunner, Inherited, LiveRequest, Parent, RuntimeConfig,
+    SandboxSettings, SpawnError, SpawnRequest, Started, SubagentRuntime, ToolSurface, Waited,
 };
 pub use skills::{SKILL_DIRS, Skill, SkillSet};
 pub use task_tool::{TaskTool, render_result, xml_escape};
@@ -74,6 +74,7 @@ pub const DELEGATION_TOOLS: &[&str] = &[
     "agent_spawn",
     "agent_send",
     "agent_list",
+    "agent_close",
     "task_output",
     "task_cancel",
     "task_list",

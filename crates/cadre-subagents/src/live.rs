@@ -108,9 +108,24 @@ impl LiveChildren {
     }
 
     /// Forget the live children of a session that has ended (the session of a one-off
-    /// child whose task is over): nothing can address them any more.
-    pub fn drop_session(&self, session: &str) {
-        self.lock().remove(session);
+    /// child whose task is over): nothing can address them any more. Returns them.
+    pub fn drop_session(&self, session: &str) -> Vec<Arc<LiveChild>> {
+        self.lock().remove(session).unwrap_or_default()
+    }
+
+    /// Forget one live child (it was closed); true when it was here.
+    pub fn remove(&self, session: &str, key: &str) -> bool {
+        let mut g = self.lock();
+        let Some(list) = g.get_mut(session) else {
+            return false;
+        };
+        let before = list.len();
+        list.retain(|c| c.key != key);
+        let removed = list.len() < before;
+        if list.is_empty() {
+            g.remove(session);
+        }
+        removed
     }
 
     /// How many sessions have live children.

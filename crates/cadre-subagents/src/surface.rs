@@ -1,6 +1,6 @@
 //! The delegation tools a parent model is offered, per the configured surface.
 
-use crate::agent_tools::{AgentListTool, AgentSendTool, AgentSpawnTool};
+use crate::agent_tools::{AgentCloseTool, AgentListTool, AgentSendTool, AgentSpawnTool};
 use crate::runtime::{Inherited, SubagentRuntime, ToolSurface};
 use crate::task_tool::TaskTool;
 use crate::task_tools::{TaskCancelTool, TaskListTool, TaskOutputTool};
@@ -28,6 +28,10 @@ pub fn tools(
             inherited.clone(),
         )));
         reg.register(Arc::new(AgentListTool::new(runtime)));
+        reg.register(Arc::new(AgentCloseTool::for_parent(
+            runtime,
+            inherited.clone(),
+        )));
         reg.register(Arc::new(TaskOutputTool::new(runtime)));
         reg.register(Arc::new(TaskCancelTool::new(runtime)));
         reg.register(Arc::new(TaskListTool::new(runtime)));

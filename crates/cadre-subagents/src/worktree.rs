@@ -105,8 +105,10 @@ impl WorktreeSpec {
     }
 }
 
-/// A child's worktree.
-#[derive(Debug, Clone)]
+/// A child's worktree. A one-off child's lasts for its task ([`finish`](Self::finish)); a
+/// live child's for the child's whole life: each task's changes are
+/// [recorded](Self::record) on the branch, and [`close`](Self::close) removes it.
+#[derive(Debug)]
 pub struct Worktree {
     spec: WorktreeSpec,
     /// `<main>/.cadre/worktrees/<name>`.
@@ -115,6 +117,8 @@ pub struct Worktree {
     git_dir: PathBuf,
     /// `cadre/<agent>/<short id>`.
     branch: String,
+    /// Set once the worktree is closed: no task may run in it any more.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// What became of a worktree when its child ended.
@@ -133,6 +137,21 @@ pub enum WorktreeReport {
     },
     /// Nothing changed: worktree and branch are removed.
     Unchanged,
+    /// A live child's task changed nothing, and neither did any before it: the worktree
+    /// stays for its next message, the branch is still its base.
+    NothingYet {
+        /// The branch.
+        branch: String,
+    },
+    /// A live child was closed: its worktree is removed, and its commits stay on `branch`.
+    Closed {
+        /// The branch.
+        branch: String,
+        /// Its tip.
+        commit: String,
+        /// The parent's HEAD it started from.
+        base: String,
+    },
     /// The child was cancelled or failed: its work (committed if there was any) stays on
     /// `branch`.
     Kept {
@@ -167,6 +186,18 @@ impl WorktreeReport {
             Self::Unchanged => {
                 "Worktree: no files changed; the worktree and its branch were removed.".to_string()
             }
+            Self::NothingYet { branch } => format!(
+                "Worktree: no files changed yet; the sub-agent keeps working in its worktree on \
+                 branch `{branch}`."
+            ),
+            Self::Closed {
+                branch,
+                commit,
+                base,
+            } => format!(
+                "Worktree: removed; the sub-agent's commits stay on branch `{branch}` (commit \
+                 {commit}, based on {base}); your files are untouched."
+            ),
             Self::Kept {
                 branch,
                 commit,
@@ -201,13 +232,7 @@ impl Worktree {
                 .map_err(|e| failed("worktree add", e.to_string()))?;
         }
         let path = dir.join(name);
-        let short: String = name
-            .trim_start_matches("task_")
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
-            .take(8)
-            .collect();
-        let branch = format!("{BRANCH_PREFIX}{agent}/{short}");
+        let branch = branch_of(name, agent);
         let path_arg = path.to_string_lossy().into_owned();
         git(
             &spec.toplevel,
@@ -225,7 +250,62 @@ impl Worktree {
             path,
             git_dir: PathBuf::from(git_dir.trim()),
             branch,
+            closed: Default::default(),
         })
+    }
+
+    /// The worktree `name` of a live child, made by [`create`](Self::create) in an earlier
+    /// process (or removed meanwhile by `cadre worktrees prune`): its directory again, added
+    /// back on its branch when it is gone. `None` when neither the directory nor the branch
+    /// exists.
+    pub async fn reopen(
+        spec: &WorktreeSpec,
+        name: &str,
+        agent: &str,
+    ) -> Result<Option<Self>, WorktreeError> {
+        let path = spec.main.join(WORKTREES_DIR).join(name);
+        let branch = branch_of(name, agent);
+        let reference = format!("refs/heads/{branch}");
+        if !path.is_dir()
+            && git(
+                &spec.toplevel,
+                &["rev-parse", "--verify", "--quiet", &reference],
+            )
+            .await
+            .is_err()
+        {
+            return Ok(None);
+        }
+        let worktree = Self {
+            spec: spec.clone(),
+            git_dir: spec.toplevel.join(".git"),
+            path,
+            branch,
+            closed: Default::default(),
+        };
+        worktree.ensure().await.map(Some)
+    }
+
+    /// Make sure the worktree's directory exists (it is added back on its branch when
+    /// `cadre worktrees prune` or a person removed it), and learn its git directory.
+    async fn ensure(mut self) -> Result<Self, WorktreeError> {
+        if !self.path.is_dir() {
+            // A removed worktree is still registered until git prunes it.
+            git(&self.spec.toplevel, &["worktree", "prune"]).await?;
+            let path_arg = self.path.to_string_lossy().into_owned();
+            git(
+                &self.spec.toplevel,
+                &["worktree", "add", "--quiet", &path_arg, &self.branch],
+            )
+            .await?;
+        }
+        let git_dir = git(&self.path, &["rev-parse", "--absolute-git-dir"]).await?;
+        self.git_dir = PathBuf::from(git_dir.trim());
+        self.path = self
+            .path
+            .canonicalize()
+            .map_err(|e| failed("worktree add", e.to_string()))?;
+        Ok(self)
     }
 
     /// Where the child works: the parent's root's place in the worktree.
@@ -243,29 +323,77 @@ impl Worktree {
         &self.branch
     }
 
-    /// Tear the worktree down after its child ended: commit what changed (on success) or
-    /// keep it on the branch (cancelled or failed, `failure` says how), remove the worktree,
-    /// and drop the branch when nothing changed.
+    /// Tear a one-off child's worktree down after its task ended: commit what changed (on
+    /// success) or keep it on the branch (cancelled or failed, `failure` says how), remove
+    /// the worktree, and drop the branch when nothing changed.
     pub async fn finish(&self, failure: Option<&str>, message: &str) -> WorktreeReport {
-        match self.settle(failure, message).await {
+        let settled = async {
+            let report = self.commit(failure, message).await?;
+            self.close_now().await?;
+            if report == WorktreeReport::Unchanged {
+                self.drop_branch().await?;
+            }
+            Ok(report)
+        };
+        self.or_left(settled.await)
+    }
+
+    /// After a live child's task: commit what it changed on the branch (`message` names the
+    /// task) and report the branch against the base; the worktree stays for the next task.
+    pub async fn record(&self, failure: Option<&str>, message: &str) -> WorktreeReport {
+        match self.commit(failure, message).await {
+            Ok(WorktreeReport::Unchanged) => WorktreeReport::NothingYet {
+                branch: self.branch.clone(),
+            },
             Ok(report) => report,
             Err(e) => WorktreeReport::Failed(format!(
-                "{e}; the worktree is left at {} on branch {} (`cadre worktrees prune` removes it)",
+                "{e}; the changes stay uncommitted in {} on branch {}",
                 self.path.display(),
                 self.branch
             )),
         }
     }
 
-    async fn settle(
+    /// End a live child's worktree: commit anything left (`message`), remove it, and drop
+    /// the branch when it has no commits of its own. Later tasks of the child are refused
+    /// ([`is_closed`](Self::is_closed)).
+    pub async fn close(&self, message: &str) -> WorktreeReport {
+        self.mark_closed();
+        let closed = async {
+            let commit = commit_all(&self.git_dir, &self.path, message).await?;
+            self.close_now().await?;
+            if commit == self.spec.base {
+                self.drop_branch().await?;
+                return Ok(WorktreeReport::Unchanged);
+            }
+            Ok(WorktreeReport::Closed {
+                branch: self.branch.clone(),
+                commit,
+                base: self.spec.base.clone(),
+            })
+        };
+        self.or_left(closed.await)
+    }
+
+    /// Refuse further tasks in the worktree (before [`close`](Self::close) removes it).
+    pub fn mark_closed(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// True once [`mark_closed`](Self::mark_closed) or [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Commit what changed and say what the branch holds: kept (after a failure), unchanged
+    /// (still at the base) or committed, with the diffstat against the base.
+    async fn commit(
         &self,
         failure: Option<&str>,
         message: &str,
     ) -> Result<WorktreeReport, WorktreeError> {
         let commit = commit_all(&self.git_dir, &self.path, message).await?;
         let base = &self.spec.base;
-        let changed = commit != *base;
-        self.remove().await?;
         if let Some(reason) = failure {
             return Ok(WorktreeReport::Kept {
                 branch: self.branch.clone(),
@@ -274,12 +402,7 @@ impl Worktree {
                 reason: reason.to_string(),
             });
         }
-        if !changed {
-            git(
-                &self.spec.toplevel,
-                &["branch", "-D", "--quiet", &self.branch],
-            )
-            .await?;
+        if commit == *base {
             return Ok(WorktreeReport::Unchanged);
         }
         let diffstat = git(
@@ -295,7 +418,28 @@ impl Worktree {
         })
     }
 
-    async fn remove(&self) -> Result<(), WorktreeError> {
+    /// A report, or where a failed clean-up left things.
+    fn or_left(&self, done: Result<WorktreeReport, WorktreeError>) -> WorktreeReport {
+        done.unwrap_or_else(|e| {
+            WorktreeReport::Failed(format!(
+                "{e}; the worktree is left at {} on branch {} (`cadre worktrees prune` removes it)",
+                self.path.display(),
+                self.branch
+            ))
+        })
+    }
+
+    async fn drop_branch(&self) -> Result<(), WorktreeError> {
+        git(
+            &self.spec.toplevel,
+            &["branch", "-D", "--quiet", &self.branch],
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn close_now(&self) -> Result<(), WorktreeError> {
+        self.mark_closed();
         let path = self.path.to_string_lossy().into_owned();
         git(
             &self.spec.toplevel,
@@ -304,6 +448,31 @@ impl Worktree {
         .await?;
         Ok(())
     }
+}
+
+/// The branch of worktree `name` (`task_<uuid>` or `agent_<uuid>`):
+/// `cadre/<agent>/<first 8 characters of the uuid>`.
+fn branch_of(name: &str, agent: &str) -> String {
+    let short: String = name
+        .rsplit('_')
+        .next()
+        .unwrap_or(name)
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(8)
+        .collect();
+    format!("{BRANCH_PREFIX}{agent}/{short}")
+}
+
+/// The worktree name of the live child with agent key `key` (`agent:<id>:<uuid>`):
+/// `agent_<uuid>`, the same in every process, so a restored child finds its worktree.
+pub fn live_name(key: &str) -> String {
+    let uuid = key.rsplit(':').next().unwrap_or(key);
+    let safe: String = uuid
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    format!("agent_{safe}")
 }
 
 /// Commit everything in the worktree at `work_tree` (if anything changed) and return HEAD.

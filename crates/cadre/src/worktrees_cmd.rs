@@ -13,9 +13,16 @@ use std::process::ExitCode;
 /// A worktree under `.cadre/worktrees/`.
 struct Leftover {
     path: PathBuf,
-    /// The task it was made for (its directory name).
+    /// The task it was made for (its directory name; `agent_<uuid>` for a live child).
     task_id: String,
     branch: Option<String>,
+}
+
+impl Leftover {
+    /// A live child's worktree (`agent_<uuid>`): it lasts until the child is closed.
+    fn is_live_child(&self) -> bool {
+        self.task_id.starts_with("agent_")
+    }
 }
 
 /// Run `cadre worktrees ...`.
@@ -46,7 +53,11 @@ pub async fn run(cli: &Cli, cmd: &WorktreesCommand) -> Result<ExitCode> {
                     "worktree  {}  {}  {}",
                     display(&ws, &w.path),
                     w.branch.as_deref().unwrap_or("(detached)"),
-                    if *live { "task running" } else { "leftover" }
+                    match (*live, w.is_live_child()) {
+                        (true, _) => "task running",
+                        (false, true) => "live child",
+                        (false, false) => "leftover",
+                    }
                 );
             }
             for (b, subject) in &branches {
@@ -59,6 +70,13 @@ pub async fn run(cli: &Cli, cmd: &WorktreesCommand) -> Result<ExitCode> {
                     println!("kept {} (its task is running)", display(&ws, &w.path));
                     continue;
                 }
+                if w.is_live_child() {
+                    println!(
+                        "kept {} (a live child's: agent_close removes it, or `git worktree remove`)",
+                        display(&ws, &w.path)
+                    );
+                    continue;
+                }
                 prune_worktree(&ws, w).await?;
             }
             git(&ws, &["worktree", "prune"]).await?;
@@ -67,10 +85,9 @@ pub async fn run(cli: &Cli, cmd: &WorktreesCommand) -> Result<ExitCode> {
                 let merged = git(&ws, &["merge-base", "--is-ancestor", b, "HEAD"])
                     .await
                     .is_ok();
-                let in_use = leftovers
-                    .iter()
-                    .zip(&running)
-                    .any(|(w, live)| *live && w.branch.as_deref() == Some(b.as_str()));
+                let in_use = leftovers.iter().zip(&running).any(|(w, live)| {
+                    (*live || w.is_live_child()) && w.branch.as_deref() == Some(b.as_str())
+                });
                 if merged && !in_use {
                     git(&ws, &["branch", "-D", "--quiet", b]).await?;
                     println!("deleted branch {b} (no commits of its own)");

@@ -12,6 +12,7 @@ use crate::child_setup::{SetupError, child_prompt_with, plan_workspace};
 use crate::definition::{AgentDefinition, DefinitionSource, FactoryInput};
 use crate::guard::DelegationGuard;
 use crate::narrowing::{child_grant, narrow_names};
+use crate::worktree::Worktree;
 use cadre_engine::{Agent, Limits, Offloader, PermissionPolicy, Session, SessionMeta};
 use cadre_llm::ResolvedModel;
 use cadre_sandbox::SandboxPolicy;
@@ -339,16 +340,18 @@ impl SubagentRuntime {
 
     /// Create a child of `agent` for `parent`: its agent, workspace and a fresh `sub-<uuid>`
     /// session, ready to take messages with [`start`](Self::start).
+    /// A definition with `isolation: worktree` is refused here: its worktree is made by
+    /// [`spawn`](Self::spawn) and [`spawn_live`](Self::spawn_live), which also remove it.
     pub fn create_child(&self, agent: &str, parent: &Parent) -> Result<Child, SpawnError> {
-        self.build_child(agent, parent, None, None)
-    }
-
-    /// [`create_child`](Self::create_child), with the MCP servers its definition declares
-    /// (`mcpServers`) started for it (shared where they already run) and held while the
-    /// child exists.
-    pub async fn open_child(&self, agent: &str, parent: &Parent) -> Result<Child, SpawnError> {
-        let own = self.own_servers(agent, parent).await;
-        self.build_child(agent, parent, None, own)
+        if let Some(def) = self.registry.get(agent)
+            && def.isolation.is_some()
+        {
+            return Err(SpawnError::Isolation(format!(
+                "agent {agent} runs in a git worktree (isolation: worktree): start it with \
+                 `task` or `agent_spawn`"
+            )));
+        }
+        self.build_child(agent, parent, None, None, None)
     }
 
     /// Check that a child of `agent` can be made for `parent` (the agent exists, the depth
@@ -388,41 +391,34 @@ impl SubagentRuntime {
         })
     }
 
-    /// Build a planned child (when its task gets a slot); `root` replaces its runtime root
-    /// (its worktree).
+    /// Build a planned child (when its task gets a slot), in its worktree if it has one.
     pub(crate) fn build_planned(
         &self,
         plan: &ChildPlan,
-        root: Option<&Path>,
+        worktree: Option<Arc<Worktree>>,
     ) -> Result<Child, SpawnError> {
         self.build(
             &plan.agent,
             &plan.parent,
             Some((plan.decided.clone(), plan.session_id.clone())),
             None,
-            root,
+            worktree,
             plan.own_servers.clone(),
         )
     }
 
-    /// Build a child of `agent`; with `resume`, reopen that saved session (its history comes
-    /// back from the transcript) instead of starting a fresh one.
+    /// Build a child of `agent`, in `worktree` when it has one; with `resume`, reopen that
+    /// saved session (its history comes back from the transcript) instead of starting a
+    /// fresh one.
     pub(crate) fn build_child(
         &self,
         agent: &str,
         parent: &Parent,
         resume: Option<&str>,
         own: Option<Arc<ServerLease>>,
+        worktree: Option<Arc<Worktree>>,
     ) -> Result<Child, SpawnError> {
-        if let Some(def) = self.registry.get(agent)
-            && def.isolation.is_some()
-        {
-            return Err(SpawnError::Isolation(format!(
-                "agent {agent} runs in a git worktree (isolation: worktree), which is made per \
-                 task: start it with `task`, not as a live child"
-            )));
-        }
-        self.build(agent, parent, None, resume, None, own)
+        self.build(agent, parent, None, resume, worktree, own)
     }
 
     /// Build a child; `planned` is what its plan decided and the session id it gave it, if
@@ -433,9 +429,10 @@ impl SubagentRuntime {
         parent: &Parent,
         planned: Option<(Decided, String)>,
         resume: Option<&str>,
-        root: Option<&Path>,
+        worktree: Option<Arc<Worktree>>,
         own: Option<Arc<ServerLease>>,
     ) -> Result<Child, SpawnError> {
+        let root = worktree.as_ref().map(|w| w.root());
         let def = self
             .registry
             .get(agent)
@@ -460,7 +457,7 @@ impl SubagentRuntime {
             }
             None => {
                 let (agent, workspace) =
-                    self.local_agent(def, parent, &decided, root, own.as_deref())?;
+                    self.local_agent(def, parent, &decided, root.as_deref(), own.as_deref())?;
                 let model = agent.config().model.spec.clone();
                 (ChildRunner::Local { agent, workspace }, model)
             }
@@ -501,6 +498,7 @@ impl SubagentRuntime {
             depth: parent.run.depth + 1,
             grant: decided.grant,
             own_servers: own,
+            worktree,
         })
     }
 }

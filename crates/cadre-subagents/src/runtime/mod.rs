@@ -10,7 +10,9 @@ mod types;
 
 pub use config::{BackgroundApprovals, RuntimeConfig, SandboxSettings, ToolSurface};
 pub(crate) use types::RuntimeRef;
-pub use types::{Child, ChildRunner, Inherited, Parent, SpawnError, SpawnRequest, Started, Waited};
+pub use types::{
+    Child, ChildRunner, Inherited, LiveRequest, Parent, SpawnError, SpawnRequest, Started, Waited,
+};
 pub(crate) use types::{ChildPlan, Decided, JobChild};
 
 use crate::child_job::ChildJob;
@@ -36,6 +38,8 @@ use tracing::Instrument;
 
 /// How long "no timeout" waits on the store (far beyond any run).
 const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// How long closing a live child waits for each of its cancelled tasks to end.
+const CLOSE_WAIT: Duration = Duration::from_secs(30);
 
 /// The runtime. Create with [`SubagentRuntime::new`]; share the `Arc`.
 ///
@@ -608,22 +612,65 @@ impl SubagentRuntime {
         &self.live
     }
 
-    /// Create a live child of `agent` with an optional label, scoped to the parent session
-    /// (and recorded in the store, so it can be found again after a restart).
+    /// Create a live child with an optional label, scoped to the parent session (and
+    /// recorded in the store, so it can be found again after a restart). With
+    /// `isolation: worktree` it gets its git worktree now and keeps it until it is
+    /// [closed](Self::close_live).
     pub async fn spawn_live(
         &self,
-        agent: &str,
-        label: Option<String>,
+        req: LiveRequest,
         parent: &Parent,
     ) -> Result<Arc<LiveChild>, SpawnError> {
         let session = &parent.run.session_id;
-        if let Some(l) = &label
+        if let Some(l) = &req.label
             && self.live.label_taken(session, l)
         {
             return Err(SpawnError::LabelInUse(l.clone()));
         }
-        let child = self.open_child(agent, parent).await?;
-        let key = format!("agent:{}:{}", child.name, uuid::Uuid::new_v4());
+        let def = self
+            .registry
+            .get(&req.agent)
+            .ok_or_else(|| SpawnError::UnknownAgent(req.agent.clone()))?;
+        let key = format!("agent:{}:{}", def.name, uuid::Uuid::new_v4());
+        let worktree = match req.isolation.or(def.isolation) {
+            Some(crate::Isolation::Worktree) => {
+                if def.remote.is_some() {
+                    return Err(SpawnError::Isolation(format!(
+                        "agent {} runs remotely; isolation: worktree applies to local agents",
+                        def.name
+                    )));
+                }
+                let spec =
+                    crate::worktree::WorktreeSpec::prepare(&parent.root, &self.cfg.main_workspace)
+                        .await?;
+                let name = crate::worktree::live_name(&key);
+                Some(Arc::new(
+                    crate::worktree::Worktree::create(&spec, &name, &def.name).await?,
+                ))
+            }
+            None => None,
+        };
+        let own = self.own_servers(&req.agent, parent).await;
+        let built = match self.build_child(&req.agent, parent, None, own, worktree.clone()) {
+            Ok(child) => self.record_live(key, req.label, child, parent).await,
+            Err(e) => Err(e),
+        };
+        if let (Err(_), Some(w)) = (&built, &worktree) {
+            // Nothing ran in it: removed with its branch.
+            w.close("unused").await;
+        }
+        built
+    }
+
+    /// Keep a new live child here and in the store.
+    async fn record_live(
+        &self,
+        key: String,
+        label: Option<String>,
+        child: Child,
+        parent: &Parent,
+    ) -> Result<Arc<LiveChild>, SpawnError> {
+        let session = &parent.run.session_id;
         let live = LiveChild {
             key,
             agent_id: child.name.clone(),
@@ -655,7 +702,8 @@ impl SubagentRuntime {
     }
 
     /// A live child of the parent session by key or label: the one in memory, else the one
-    /// recorded in the store, rebuilt with its history from its transcript.
+    /// recorded in the store, rebuilt with its history from its transcript (and in its
+    /// worktree, when it has one).
     pub async fn find_live(
         &self,
         parent: &Parent,
@@ -680,8 +728,15 @@ impl SubagentRuntime {
             return Ok(None);
         };
         let at = parent.at_depth(entry.depth.saturating_sub(1));
+        let worktree = self.reopen_worktree(&entry, &at).await?;
         let own = self.own_servers(&entry.agent_id, &at).await;
-        let child = self.build_child(&entry.agent_id, &at, Some(&entry.child_session_id), own)?;
+        let child = self.build_child(
+            &entry.agent_id,
+            &at,
+            Some(&entry.child_session_id),
+            own,
+            worktree,
+        )?;
         let live = LiveChild {
             key: entry.agent_key,
             agent_id: entry.agent_id,
@@ -698,6 +753,97 @@ impl SubagentRuntime {
                 (None, None) => None,
             }),
         }
+    }
+
+    /// The worktree of a live child restored from the store: the one it had (its directory,
+    /// or its branch added back), else a new one when its definition asks for isolation.
+    async fn reopen_worktree(
+        &self,
+        entry: &LiveChildEntry,
+        parent: &Parent,
+    ) -> Result<Option<Arc<crate::worktree::Worktree>>, SpawnError> {
+        let wants = self
+            .registry
+            .get(&entry.agent_id)
+            .is_some_and(|d| d.isolation.is_some());
+        let name = crate::worktree::live_name(&entry.agent_key);
+        let spec =
+            match crate::worktree::WorktreeSpec::prepare(&parent.root, &self.cfg.main_workspace)
+                .await
+            {
+                Ok(spec) => spec,
+                Err(e) if wants => return Err(e.into()),
+                Err(_) => return Ok(None),
+            };
+        let worktree =
+            match crate::worktree::Worktree::reopen(&spec, &name, &entry.agent_id).await? {
+                Some(w) => Some(w),
+                None if wants => {
+                    Some(crate::worktree::Worktree::create(&spec, &name, &entry.agent_id).await?)
+                }
+                None => None,
+            };
+        Ok(worktree.map(Arc::new))
+    }
+
+    /// Close a live child of the parent session: it is forgotten (here and in the store),
+    /// its unfinished tasks are cancelled and waited for, and its worktree, if it has one, is
+    /// removed (the branch stays when it has commits). Returns the worktree's report.
+    pub async fn close_live(
+        &self,
+        session: &str,
+        child: &LiveChild,
+    ) -> Option<crate::worktree::WorktreeReport> {
+        self.live.remove(session, &child.key);
+        if let Err(e) = self.store.remove_live_child(session, &child.key).await {
+            tracing::warn!(agent = %child.key, error = %e, "store: cannot forget a live child");
+        }
+        if let Some(w) = &child.child.worktree {
+            // From here on no task of it starts (each checks before it runs).
+            w.mark_closed();
+        }
+        self.stop_tasks(session, &child.child).await;
+        self.close_worktree(&child.child).await
+    }
+
+    /// The life of a live child in a worktree is over (the one-off parent that spawned it
+    /// ended): refuse its further tasks, stop and wait for those it has, and remove its
+    /// worktree. A child without a worktree is only forgotten, as before.
+    pub(crate) async fn end_live(&self, session: &str, child: &Child) {
+        let Some(w) = &child.worktree else {
+            return;
+        };
+        w.mark_closed();
+        self.stop_tasks(session, child).await;
+        self.close_worktree(child).await;
+    }
+
+    /// Cancel the unfinished tasks of a live child of `session` and wait for each to end
+    /// (a while: one running on a node that died is left to the sweeper).
+    async fn stop_tasks(&self, session: &str, child: &Child) {
+        let unfinished: Vec<String> = self
+            .tasks_of(session)
+            .await
+            .into_iter()
+            .filter(|t| {
+                !t.status.is_terminal()
+                    && t.child_session_id.as_deref() == Some(child.session_id.as_str())
+            })
+            .map(|t| t.id)
+            .collect();
+        for id in &unfinished {
+            self.cancel_task(session, id).await;
+        }
+        for id in &unfinished {
+            let _ = self
+                .wait_for(id, &CancellationToken::new(), Some(CLOSE_WAIT))
+                .await;
+        }
+    }
+
+    async fn close_worktree(&self, child: &Child) -> Option<crate::worktree::WorktreeReport> {
+        let w = child.worktree.as_ref()?;
+        Some(w.close(&format!("cadre: {} closed", child.name)).await)
     }
 
     /// Run `agent` in the foreground for `parent` and wait for it (the `@agent` direct run).

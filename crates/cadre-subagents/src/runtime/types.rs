@@ -102,6 +102,18 @@ pub struct SpawnRequest {
     pub isolation: Option<crate::Isolation>,
 }
 
+/// What to create as a live child (`agent_spawn`).
+#[derive(Debug, Clone, Default)]
+pub struct LiveRequest {
+    /// The sub-agent's name.
+    pub agent: String,
+    /// A name to address it by, unique in the parent session.
+    pub label: Option<String>,
+    /// Run it in its own git worktree for its whole life (besides definitions that always
+    /// do).
+    pub isolation: Option<crate::Isolation>,
+}
+
 /// What a parent passes down to its children: every child runs under its hooks and its
 /// approval policy, and `general-purpose` also mirrors its limits.
 #[derive(Clone)]
@@ -230,6 +242,8 @@ pub struct Child {
     pub grant: ToolGrant,
     /// The MCP servers of its definition (`mcpServers`), held while the child exists.
     pub own_servers: Option<Arc<crate::ServerLease>>,
+    /// Its git worktree, with `isolation: worktree`: its root, for its whole life.
+    pub worktree: Option<Arc<crate::worktree::Worktree>>,
 }
 
 /// What is decided about a child before it is built.
