@@ -43,7 +43,8 @@ tool_calls = [{ name = "agent_close", args = { label = "ed" } }]"#,
     let child: &[&str] = &[
         r#"tool_calls = [{ name = "write_file", args = { path = "notes.txt", content = "one\n" } }]"#,
         REPORT,
-        r#"tool_calls = [{ name = "bash", args = { command = "echo two >> notes.txt && pwd" } }]"#,
+        // Its default sandbox has the worktree as its root: the parent's copy is out of reach.
+        r#"tool_calls = [{ name = "bash", args = { command = "echo two >> notes.txt && pwd; echo x > ../../../shared.txt" } }]"#,
         REPORT,
     ];
     let model = script_of(
@@ -52,6 +53,11 @@ tool_calls = [{ name = "agent_close", args = { label = "ed" } }]"#,
     );
     let (ok, out, err) = run_model(&r, &model, &[]);
     assert!(ok, "{out}\n{err}");
+    assert!(out.contains("Permission denied"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(r.ws.join("shared.txt")).unwrap(),
+        "base\n"
+    );
     // Both replies name the same branch and a commit each.
     let named = branches_named(&out);
     assert!(named.len() >= 3, "{out}");
