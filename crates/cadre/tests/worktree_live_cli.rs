@@ -237,3 +237,47 @@ tool_calls = [{ name = "agent_close", args = { label = "ed" } }]"#,
     assert_eq!(cadre_branches(&r.ws), vec![branch]);
     assert_eq!(parent_state(&r.ws), "");
 }
+
+#[test]
+fn closing_a_busy_live_worktree_child_stops_its_task_and_removes_the_worktree() {
+    let r = repo(Some("worktree"), true);
+    // The child's message runs in the background; once the child has written its half (the
+    // parent waits for the file, with a deadline), the parent closes it while its command
+    // still runs (it would not end by itself for a long while).
+    let main: &[&str] = &[
+        r#"tool_calls = [{ name = "agent_spawn", args = { agent_id = "editor", label = "ed", task = "busy", timeout_seconds = 0 } }]"#,
+        r#"tool_calls = [{ name = "bash", args = { command = "for i in $(seq 600); do ls .cadre/worktrees/*/half.txt >/dev/null 2>&1 && exit 0; sleep 0.05; done; exit 1" } }]"#,
+        r#"text = "{{tool_results}}"
+tool_calls = [{ name = "agent_close", args = { label = "ed" } }]"#,
+        r#"text = "{{tool_results}}""#,
+    ];
+    let child: &[&str] = &[
+        r#"tool_calls = [{ name = "bash", args = { command = "echo half > half.txt; sleep 300", timeout_ms = 600000 } }]"#,
+        REPORT,
+    ];
+    let model = script_of(&r, &[("main", None, main), ("editor", Some("busy"), child)]);
+    let (ok, out, err) = run_model(&r, &model, &[]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("status: closed"), "{out}");
+    assert!(
+        worktree_dirs(&r.ws).is_empty(),
+        "{:?}",
+        worktree_dirs(&r.ws)
+    );
+    assert_eq!(
+        git(&r.ws, &["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    // What it had written when it was stopped is committed on its branch, which stays.
+    assert!(out.contains("Worktree: removed;"), "{out}");
+    let branches = cadre_branches(&r.ws);
+    assert_eq!(branches.len(), 1, "{out}");
+    assert_eq!(
+        git(&r.ws, &["show", &format!("{}:half.txt", branches[0])]),
+        "half\n"
+    );
+    assert!(!r.ws.join("half.txt").exists());
+    assert_eq!(parent_state(&r.ws), "");
+}
