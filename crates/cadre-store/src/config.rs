@@ -15,6 +15,8 @@ pub const DEFAULT_HEARTBEAT_SECS: u64 = 30;
 pub const DEFAULT_SWEEP_SECS: u64 = 300;
 /// Default orphan timeout, seconds.
 pub const DEFAULT_ORPHAN_TIMEOUT_SECS: u64 = 600;
+/// Default time to reach a database server when the store is opened, seconds.
+pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 5;
 
 /// `[store]`: where tasks are kept and how liveness is tracked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +30,9 @@ pub struct StoreConfig {
     pub sweep_secs: u64,
     /// A local task without a heartbeat for this long is failed as "executor lost" (default 600).
     pub orphan_timeout_secs: u64,
+    /// How long opening a PostgreSQL store waits for the server before failing with what was
+    /// being reached (default 5).
+    pub connect_timeout_secs: u64,
     /// Override the detected node id (`node-<hostname>-<workspace hash>`).
     pub node_id: Option<String>,
 }
@@ -39,6 +44,7 @@ impl Default for StoreConfig {
             heartbeat_secs: DEFAULT_HEARTBEAT_SECS,
             sweep_secs: DEFAULT_SWEEP_SECS,
             orphan_timeout_secs: DEFAULT_ORPHAN_TIMEOUT_SECS,
+            connect_timeout_secs: DEFAULT_CONNECT_TIMEOUT_SECS,
             node_id: None,
         }
     }
@@ -91,12 +97,17 @@ impl StoreConfig {
         Duration::from_secs(self.orphan_timeout_secs)
     }
 
+    /// How long opening the store waits for a database server.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_secs(self.connect_timeout_secs)
+    }
+
     /// Check the values: intervals are positive and the orphan timeout is longer than two
     /// heartbeats (otherwise live tasks would be swept).
     pub fn validate(&self) -> Result<(), StoreError> {
-        if self.heartbeat_secs == 0 || self.sweep_secs == 0 {
+        if self.heartbeat_secs == 0 || self.sweep_secs == 0 || self.connect_timeout_secs == 0 {
             return Err(StoreError::Config(
-                "heartbeat_secs and sweep_secs must be at least 1".into(),
+                "heartbeat_secs, sweep_secs and connect_timeout_secs must be at least 1".into(),
             ));
         }
         if self.orphan_timeout_secs < self.heartbeat_secs.saturating_mul(2) {

@@ -46,6 +46,15 @@ pub enum StoreError {
     /// Applying the schema failed.
     #[error("schema migration failed: {0}")]
     Migration(String),
+    /// The database server could not be reached when the store was opened: nothing answers
+    /// at `endpoint` (`host:port`), or it did not answer in time.
+    #[error("store unreachable: {reason} at {endpoint}")]
+    Unreachable {
+        /// `host:port` (or the socket directory and port) that was being reached.
+        endpoint: String,
+        /// What happened: `connection refused`, `no answer within 5s`, …
+        reason: String,
+    },
     /// The database reported an error.
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),

@@ -299,3 +299,62 @@ usage = { input_tokens = 1000, output_tokens = 100, cached_input_tokens = 500 }
         "{shown}"
     );
 }
+
+/// Runs `cadre run quick` against a PostgreSQL URL at `port` on 127.0.0.1 and returns its
+/// stderr, failing the test if the process has not ended by the deadline.
+fn run_against_postgres_at(port: u16, extra_config: &str) -> String {
+    let (dir, model) = workspace(extra_config);
+    let mut child = cadre(dir.path(), &model)
+        .env(
+            "CADRE_STORE_URL",
+            format!("postgres://cadre@127.0.0.1:{port}/cadre"),
+        )
+        .args(["run", "quick"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("cadre was still opening the store after 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{stderr}");
+    stderr
+}
+
+#[test]
+fn an_unreachable_store_is_named_with_what_was_reached() {
+    // A closed port: the connection is refused.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let stderr = run_against_postgres_at(port, "");
+    assert!(
+        stderr.contains(&format!(
+            "store unreachable: connection refused at 127.0.0.1:{port}"
+        )),
+        "{stderr}"
+    );
+
+    // A port that accepts and never answers: given up after connect_timeout_secs.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let stderr = run_against_postgres_at(port, "[store]\nconnect_timeout_secs = 1\n");
+    assert!(
+        stderr.contains(&format!(
+            "store unreachable: no answer within 1s at 127.0.0.1:{port}"
+        )),
+        "{stderr}"
+    );
+    drop(silent);
+}

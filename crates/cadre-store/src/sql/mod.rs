@@ -43,11 +43,11 @@ pub mod schema;
 mod tasks;
 mod trait_impl;
 
-use crate::config::StoreConfig;
+use crate::config::{DEFAULT_CONNECT_TIMEOUT_SECS, StoreConfig};
 use crate::error::{StoreError, StoreResult};
 use crate::node::{NodeId, current_instance};
 use crate::redact::redact_url;
-use sqlx::postgres::{PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
@@ -117,9 +117,15 @@ impl std::fmt::Debug for SqlStore {
 
 /// Open the store named by `url` (`sqlite://PATH`, `sqlite:PATH`, `postgres://...`,
 /// `postgresql://...`), applying migrations. Tasks created through it are owned by `node`.
+/// A database server is given the default connect timeout (5 s) to answer.
 pub async fn open(url: &str, node: NodeId) -> StoreResult<SqlStore> {
+    open_within(url, node, Duration::from_secs(DEFAULT_CONNECT_TIMEOUT_SECS)).await
+}
+
+/// [`open`], giving a database server `connect_timeout` to answer.
+async fn open_within(url: &str, node: NodeId, connect_timeout: Duration) -> StoreResult<SqlStore> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return open_postgres(url, node).await;
+        return open_postgres(url, node, connect_timeout).await;
     }
     let path = url
         .strip_prefix("sqlite://")
@@ -135,7 +141,12 @@ pub async fn open(url: &str, node: NodeId) -> StoreResult<SqlStore> {
 /// `CADRE_STORE_URL`, `url` or the default file; node id from `node_id` or detected).
 pub async fn open_config(cfg: &StoreConfig, workspace: &Path) -> StoreResult<SqlStore> {
     cfg.validate()?;
-    open(&cfg.effective_url(workspace), cfg.node_id(workspace)).await
+    open_within(
+        &cfg.effective_url(workspace),
+        cfg.node_id(workspace),
+        cfg.connect_timeout(),
+    )
+    .await
 }
 
 fn sqlite_options(path: &Path) -> SqliteConnectOptions {
@@ -191,16 +202,55 @@ pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     Ok(SqlStore::new(Db::Sqlite { writer, reader }, node))
 }
 
-/// Connect to PostgreSQL and apply migrations.
-pub async fn open_postgres(url: &str, node: NodeId) -> StoreResult<SqlStore> {
+/// Connect to PostgreSQL and apply migrations. A server that refuses the connection, or
+/// does not answer within `connect_timeout`, is reported as [`StoreError::Unreachable`]
+/// naming the host and port (a pool would keep retrying and say only "pool timed out").
+pub async fn open_postgres(
+    url: &str,
+    node: NodeId,
+    connect_timeout: Duration,
+) -> StoreResult<SqlStore> {
+    let options: PgConnectOptions = url.parse()?;
+    let endpoint = format!("{}:{}", options.get_host(), options.get_port());
+    // The first connection is made directly, so its error is the one reported; the
+    // migrations run on it.
+    let mut first = match tokio::time::timeout(connect_timeout, options.connect()).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(sqlx::Error::Io(e))) => {
+            return Err(StoreError::Unreachable {
+                endpoint,
+                reason: io_reason(&e),
+            });
+        }
+        Ok(Err(e)) => return Err(e.into()),
+        Err(_) => {
+            return Err(StoreError::Unreachable {
+                endpoint,
+                reason: format!(
+                    "no answer within {}",
+                    humantime::format_duration(connect_timeout)
+                ),
+            });
+        }
+    };
+    schema::migrate_postgres(&mut first).await?;
+    first.close().await?;
+    // The pool keeps sqlx's 30 s acquire timeout: once running, a database restart is
+    // waited out (and writes retried), not reported.
     let pool = PgPoolOptions::new()
         .max_connections(PG_CONNECTIONS)
-        .connect(url)
+        .connect_with(options)
         .await?;
-    let mut conn = pool.acquire().await?;
-    schema::migrate_postgres(&mut conn).await?;
-    drop(conn);
     Ok(SqlStore::new(Db::Postgres { pool }, node))
+}
+
+/// What a failed connect says, in lower case: `connection refused`, or the error's text.
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
+        std::io::ErrorKind::TimedOut => "connection timed out".to_string(),
+        _ => e.to_string(),
+    }
 }
 
 impl SqlStore {
