@@ -65,6 +65,10 @@ pub struct MockServerArgs {
     /// Delay of every reply, in milliseconds.
     #[arg(long, default_value_t = 0)]
     pub latency_ms: u64,
+    /// Extra delay of each reply, uniformly random up to this many milliseconds (the soak's
+    /// jittered latency).
+    #[arg(long, default_value_t = 0)]
+    pub jitter_ms: u64,
 }
 
 /// How the parent delegates.

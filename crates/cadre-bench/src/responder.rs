@@ -198,8 +198,9 @@ fn decide(variant: Variant, canned: &Canned, req: &RecordedRequest) -> MockReply
     pick(&canned.parent_final)
 }
 
-/// The responder for `variant`, every reply delayed by `latency`.
-pub fn responder(variant: Variant, latency: Duration) -> Responder {
+/// The responder for `variant`, every reply delayed by `latency` plus a uniformly random
+/// part of `jitter`.
+pub fn responder(variant: Variant, latency: Duration, jitter: Duration) -> Responder {
     let canned = Arc::new(Canned {
         child_call: pair(|s| calls_reply(&child_calls(), s)),
         child_final: pair(|s| text_reply("done", s)),
@@ -207,10 +208,12 @@ pub fn responder(variant: Variant, latency: Duration) -> Responder {
     });
     Arc::new(move |req: &RecordedRequest| {
         let reply = decide(variant, &canned, req);
-        if latency.is_zero() {
+        let jitter_ms = u64::try_from(jitter.as_millis()).unwrap_or(u64::MAX);
+        let delay = latency + Duration::from_millis(fastrand::u64(0..=jitter_ms));
+        if delay.is_zero() {
             reply
         } else {
-            reply.delayed(latency)
+            reply.delayed(delay)
         }
     })
 }

@@ -39,7 +39,9 @@ impl BenchServer {
     /// Start the server for `variant`, in this process or in a child process.
     pub async fn start(variant: Variant, latency: Duration, in_process: bool) -> Result<Self> {
         if in_process {
-            return Ok(Self::InProcess(start_mock(variant, latency).await?));
+            return Ok(Self::InProcess(
+                start_mock(variant, latency, Duration::ZERO).await?,
+            ));
         }
         let exe = std::env::current_exe().context("locating cadre-bench")?;
         let mut child = Command::new(exe)
@@ -109,9 +111,10 @@ impl BenchServer {
     }
 }
 
-/// The mock server scripted for `variant`, recording off.
-async fn start_mock(variant: Variant, latency: Duration) -> Result<MockServer> {
-    let server = MockServer::start_with(responder::responder(variant, latency))
+/// The mock server scripted for `variant`, recording off, every reply delayed by `latency`
+/// plus up to `jitter`.
+async fn start_mock(variant: Variant, latency: Duration, jitter: Duration) -> Result<MockServer> {
+    let server = MockServer::start_with(responder::responder(variant, latency, jitter))
         .await
         .context("starting the mock server")?;
     server.set_recording(false);
@@ -119,10 +122,15 @@ async fn start_mock(variant: Variant, latency: Duration) -> Result<MockServer> {
 }
 
 /// `cadre-bench mock-server`: serve until stdin closes (see the module docs).
-pub fn serve(variant: Variant, latency_ms: u64) -> Result<()> {
+pub fn serve(variant: Variant, latency_ms: u64, jitter_ms: u64) -> Result<()> {
     let rt = stats::bench_runtime()?;
     rt.block_on(async move {
-        let server = start_mock(variant, Duration::from_millis(latency_ms)).await?;
+        let server = start_mock(
+            variant,
+            Duration::from_millis(latency_ms),
+            Duration::from_millis(jitter_ms),
+        )
+        .await?;
         let mut out = tokio::io::stdout();
         out.write_all(format!("listening {}\n", server.openai_base_url()).as_bytes())
             .await?;
