@@ -86,6 +86,7 @@ mod tests {
                 name: "echo".into(),
                 content: "a".into(),
                 is_error: false,
+                images: Vec::new(),
             },
         ];
         let mut calls = vec![

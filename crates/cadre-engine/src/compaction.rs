@@ -143,6 +143,10 @@ pub fn estimate_tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(4)
 }
 
+/// What an image counts for in the estimate: as many bytes as the most tokens providers
+/// charge for one image (about 1 600 for Anthropic's largest unscaled size).
+const IMAGE_BYTES: usize = 4 * 1600;
+
 /// The bytes of a message that reach the model.
 fn message_bytes(m: &Message) -> usize {
     match m {
@@ -163,8 +167,9 @@ fn message_bytes(m: &Message) -> usize {
             tool_call_id,
             name,
             content,
+            images,
             ..
-        } => tool_call_id.len() + name.len() + content.len(),
+        } => tool_call_id.len() + name.len() + content.len() + images.len() * IMAGE_BYTES,
         other => other.text().len(),
     }
 }
@@ -271,6 +276,7 @@ fn render_transcript(messages: &[Message]) -> String {
                 name,
                 is_error,
                 content,
+                ..
             } => (
                 format!(
                     "[tool result {tool_call_id} {name}{}]",
@@ -434,6 +440,7 @@ mod tests {
             name: "echo".into(),
             content: "out".into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 

@@ -29,6 +29,7 @@ pub(crate) fn not_run(call: &ToolCall, why: &str) -> Message {
         name: call.name.clone(),
         content: format!("not run: {why}"),
         is_error: true,
+        images: Vec::new(),
     }
 }
 
@@ -122,6 +123,7 @@ impl<'a> Dispatcher<'a> {
             name: call.name.clone(),
             content,
             is_error: out.is_error,
+            images: out.images,
         };
         (msg, approved)
     }

@@ -415,6 +415,7 @@ mod tests {
                 name: "bash".into(),
                 content: "a\nb".into(),
                 is_error: false,
+                images: Vec::new(),
             },
             Message::assistant("done ✓"),
         ];

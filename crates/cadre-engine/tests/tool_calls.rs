@@ -234,3 +234,36 @@ async fn big_outputs_are_offloaded_with_a_pointer() {
     let stored = std::fs::read_to_string(h.dir.path().join(rel)).unwrap();
     assert_eq!(stored.len(), 50_000);
 }
+
+#[tokio::test]
+async fn images_a_tool_returns_reach_the_next_request_and_the_session() {
+    let (model, rec) = scripted(
+        r#"
+        [[turns]]
+        tool_calls = [{ name = "shot", args = {} }]
+        [[turns]]
+        text = "seen"
+        "#,
+    );
+    let tools = ToolRegistry::new().with(TestTool::new("shot", Behaviour::Image));
+    let agent = builder(model).tools(tools).build();
+    let h = Harness::new();
+    let mut session = h.session();
+    let out = h.run(&agent, &mut session, "go").await;
+    assert_eq!(out.state, EndState::Completed);
+    let requests = rec.requests.lock().unwrap();
+    let images = |messages: &[Message]| -> Vec<cadre_types::Image> {
+        messages
+            .iter()
+            .filter_map(|m| match m {
+                Message::Tool { images, .. } => Some(images.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
+    let sent = images(&requests[1].messages);
+    assert_eq!(sent.len(), 1);
+    assert_eq!(sent[0].media_type, "image/png");
+    assert_eq!(images(session.messages()), sent);
+}

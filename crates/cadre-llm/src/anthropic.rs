@@ -41,6 +41,8 @@ pub struct AnthropicProvider {
     wire: Arc<AnthropicWire>,
     /// Cache breakpoints and their lifetime, unless `cache = "off"`.
     cache: Option<CacheTtl>,
+    /// Send the images of tool results (`images`, default on).
+    images: bool,
     /// What to set when a key is expected and absent (see [`Provider::missing_key`]).
     missing_key: Option<String>,
 }
@@ -96,6 +98,7 @@ impl AnthropicProvider {
             core: Arc::new(core),
             wire,
             cache,
+            images: cfg.images.unwrap_or(true),
             missing_key,
         })
     }
@@ -123,7 +126,7 @@ impl Provider for AnthropicProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = request::build_body(&request, self.core.stream, self.cache);
+        let body = request::build_body(&request, self.core.stream, self.cache, self.images);
         let cap = request.reply_cap();
         http::run_body(
             self.core.clone(),

@@ -49,6 +49,8 @@ pub struct OpenAiProvider {
     wire: Arc<OpenAiWire>,
     /// Send `prompt_cache_key`.
     cache_key: bool,
+    /// Send the images of tool results.
+    images: bool,
     /// What to set when a key is expected and absent (see [`Provider::missing_key`]).
     missing_key: Option<String>,
 }
@@ -106,10 +108,16 @@ impl OpenAiProvider {
             CacheMode::Off => false,
             CacheMode::Auto => core.url.host_str() == Some(OPENAI_API_HOST),
         };
+        // A text-only model behind a compatible server refuses image parts: by default
+        // images go to OpenAI's own API only.
+        let images = cfg
+            .images
+            .unwrap_or(core.url.host_str() == Some(OPENAI_API_HOST));
         Ok(Self {
             core: Arc::new(core),
             wire,
             cache_key,
+            images,
             missing_key,
         })
     }
@@ -137,7 +145,7 @@ impl Provider for OpenAiProvider {
     }
 
     fn stream(&self, request: ModelRequest) -> ModelStream {
-        let body = request::build_body(&request, self.core.stream, self.cache_key);
+        let body = request::build_body(&request, self.core.stream, self.cache_key, self.images);
         let cap = request.reply_cap();
         http::run_body(
             self.core.clone(),

@@ -50,6 +50,10 @@ pub struct ProviderConfig {
     pub cache: Option<crate::CacheMode>,
     /// How long Anthropic keeps a cached prefix: `5m` (default) or `1h`.
     pub cache_ttl: Option<crate::CacheTtl>,
+    /// Send images that tools return to the model. Default: on for Anthropic and for
+    /// OpenAI's own API, off for other OpenAI-compatible servers (a text-only model there
+    /// refuses image parts).
+    pub images: Option<bool>,
 }
 
 /// A model name resolved to its provider.

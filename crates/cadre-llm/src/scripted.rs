@@ -362,6 +362,7 @@ mod tests {
                 name: "read_file".into(),
                 content: "hello".into(),
                 is_error: false,
+                images: Vec::new(),
             },
         ];
         let r2 = collect(p.stream(req("main", history))).await.unwrap();

@@ -5,7 +5,7 @@
 
 mod common;
 
-use cadre_llm::{Provider, StreamEvent, collect};
+use cadre_llm::{Provider, ProviderConfig, StreamEvent, collect};
 use cadre_testkit::{AnthropicJson, AnthropicStream, MockReply, MockServer};
 use cadre_types::{Message, Usage};
 use common::*;
@@ -199,4 +199,39 @@ async fn multibyte_characters_split_across_chunks_arrive_intact() {
         .unwrap();
     assert_eq!(r.text, text);
     assert_eq!(r.tool_calls[0].arguments, r#"{"path":"日本.txt"}"#);
+}
+
+#[tokio::test]
+async fn tool_images_go_inside_their_tool_result_unless_turned_off() {
+    let mock = MockServer::start().await.unwrap();
+    for _ in 0..2 {
+        mock.push_anthropic(AnthropicJson::new().text("seen").into_reply());
+    }
+    let on = anthropic(&mock, false);
+    collect(on.stream(request(history_with_image())))
+        .await
+        .unwrap();
+    let off = anthropic_with(ProviderConfig {
+        images: Some(false),
+        ..config(mock.base_url(), false)
+    });
+    collect(off.stream(request(history_with_image())))
+        .await
+        .unwrap();
+
+    let reqs = mock.requests();
+    let results = &reqs[0].body["messages"][2]["content"];
+    assert_eq!(
+        results[0]["content"],
+        json!([
+            {"type": "text", "text": "[image image/png, 4 bytes, saved to x.png]"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}}
+        ])
+    );
+    assert_eq!(results[1]["content"], json!("text"));
+    let plain = &reqs[1].body["messages"][2]["content"];
+    assert_eq!(
+        plain[0]["content"],
+        json!("[image image/png, 4 bytes, saved to x.png]")
+    );
 }

@@ -310,3 +310,48 @@ async fn max_concurrent_requests_queues_calls_beyond_the_cap() {
         assert!(pair[1].duration_since(pair[0]) >= delay, "{seen:?}");
     }
 }
+
+#[tokio::test]
+async fn tool_images_follow_the_tool_messages_as_a_user_message_when_enabled() {
+    let mock = MockServer::start().await.unwrap();
+    for _ in 0..2 {
+        mock.push_openai(OpenAiJson::new().text("seen").into_reply());
+    }
+    let on = openai_with(ProviderConfig {
+        images: Some(true),
+        ..config(mock.openai_base_url(), false)
+    });
+    collect(on.stream(request(history_with_image())))
+        .await
+        .unwrap();
+    // A compatible server other than OpenAI's own gets text only by default.
+    let off = openai(&mock, false);
+    collect(off.stream(request(history_with_image())))
+        .await
+        .unwrap();
+
+    let reqs = mock.requests();
+    let messages = reqs[0].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "tool", "user"]
+    );
+    assert_eq!(
+        messages[5]["content"],
+        json!([
+            {"type": "text", "text": "Images returned by tool call c1 (shot):"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}
+        ])
+    );
+    assert_eq!(
+        messages[3]["content"],
+        json!("[image image/png, 4 bytes, saved to x.png]")
+    );
+    let plain = reqs[1].body["messages"].as_array().unwrap();
+    assert_eq!(plain.len(), 5);
+    assert!(!reqs[1].body.to_string().contains("image_url"));
+}

@@ -1,14 +1,26 @@
 //! Turning what an MCP server answers into what the model reads: text as is, resource links
 //! and embedded resources as short references, structured content as JSON, and images and
 //! audio as a note naming the file cadre saved them to (`.cadre/mcp-media/` in the
-//! workspace), because cadre's tool results carry text only.
+//! workspace). Images of the kinds every image-capable provider reads are also attached to
+//! the result, for the providers that send them to the model.
 
 use base64::Engine;
+use cadre_tools::ToolOutput;
+use cadre_types::Image;
 use rmcp::model::{CallToolResult, RawContent, ResourceContents};
 use std::path::Path;
 
 /// Largest decoded image or audio file cadre saves.
 pub const MAX_MEDIA_BYTES: usize = 20 << 20;
+
+/// Largest decoded image attached to a result (Anthropic's limit per image).
+pub const MAX_ATTACHED_IMAGE_BYTES: usize = 5 << 20;
+
+/// Most images attached to one result; later ones are saved and named only.
+pub const MAX_ATTACHED_IMAGES: usize = 8;
+
+/// The image types attached: those both Anthropic and OpenAI accept.
+const ATTACHABLE: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
 
 /// Where media of tool results are saved, relative to the workspace.
 pub const MEDIA_DIR: &str = ".cadre/mcp-media";
@@ -27,9 +39,28 @@ fn extension(mime: &str) -> &str {
     }
 }
 
+/// Decode base64 `data`, ignoring the line breaks some servers put in it.
+fn decode(data: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    let clean: String = data.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    base64::engine::general_purpose::STANDARD.decode(clean)
+}
+
+/// `data` as an image to attach, when it is of a type and size providers accept.
+fn attachable(data: &str, mime: &str) -> Option<Image> {
+    let mime = mime.to_ascii_lowercase().replace("image/jpg", "image/jpeg");
+    if !ATTACHABLE.contains(&mime.as_str()) {
+        return None;
+    }
+    let bytes = decode(data).ok()?;
+    (bytes.len() <= MAX_ATTACHED_IMAGE_BYTES).then(|| Image {
+        media_type: mime,
+        data: base64::engine::general_purpose::STANDARD.encode(bytes),
+    })
+}
+
 /// Save base64 `data` as `<media>/<stem>.<ext>`; the note the model reads.
 fn save_media(kind: &str, data: &str, mime: &str, media: &Path, stem: &str) -> String {
-    let bytes = match base64::engine::general_purpose::STANDARD.decode(data.trim()) {
+    let bytes = match decode(data) {
         Ok(b) => b,
         Err(e) => return format!("[{kind} {mime}: not valid base64 ({e}); not saved]"),
     };
@@ -106,9 +137,10 @@ fn repeats(structured: &serde_json::Value, texts: &[&str]) -> bool {
     }
 }
 
-/// The model's view of a tool result and whether it is an error. `media` is the folder
-/// images go to; `stem` names the files of this call.
-pub fn render(result: &CallToolResult, media: &Path, stem: &str) -> (String, bool) {
+/// The model's view of a tool result: its text, whether it is an error and the images
+/// attached. `media` is the folder images go to; `stem` names the files of this call.
+pub fn render(result: &CallToolResult, media: &Path, stem: &str) -> ToolOutput {
+    let mut images: Vec<Image> = Vec::new();
     let mut parts: Vec<String> = Vec::new();
     let mut texts: Vec<&str> = Vec::new();
     for (i, c) in result.content.iter().enumerate() {
@@ -119,7 +151,12 @@ pub fn render(result: &CallToolResult, media: &Path, stem: &str) -> (String, boo
                 parts.push(t.text.clone());
             }
             RawContent::Image(img) => {
-                parts.push(save_media("image", &img.data, &img.mime_type, media, &stem))
+                parts.push(save_media("image", &img.data, &img.mime_type, media, &stem));
+                if images.len() < MAX_ATTACHED_IMAGES
+                    && let Some(image) = attachable(&img.data, &img.mime_type)
+                {
+                    images.push(image);
+                }
             }
             RawContent::Audio(a) => {
                 parts.push(save_media("audio", &a.data, &a.mime_type, media, &stem))
@@ -153,7 +190,13 @@ pub fn render(result: &CallToolResult, media: &Path, stem: &str) -> (String, boo
             "(no output)".into()
         };
     }
-    (text, is_error)
+    let mut out = if is_error {
+        ToolOutput::error(text)
+    } else {
+        ToolOutput::ok(text)
+    };
+    out.images = images;
+    out
 }
 
 #[cfg(test)]
@@ -177,8 +220,16 @@ mod tests {
             is_error: None,
             meta: None,
         };
-        let (text, err) = render(&result, dir.path(), "c1");
-        assert!(!err);
+        let out = render(&result, dir.path(), "c1");
+        let text = out.content;
+        assert!(!out.is_error);
+        assert_eq!(
+            out.images,
+            vec![Image {
+                media_type: "image/png".into(),
+                data: "iVBORw==".into(),
+            }]
+        );
         assert!(
             text.starts_with("hello\n\n[image image/png, 4 bytes, saved to "),
             "{text}"
@@ -203,15 +254,46 @@ mod tests {
             is_error: Some(true),
             meta: None,
         };
-        let (text, err) = render(&result, dir.path(), "c");
-        assert!(err);
-        assert_eq!(text, "{\"a\": 1}");
+        let out = render(&result, dir.path(), "c");
+        assert!(out.is_error);
+        assert_eq!(out.content, "{\"a\": 1}");
         let wrapped = CallToolResult {
             content: vec![Content::text("hello x")],
             structured_content: Some(serde_json::json!({"result": "hello x"})),
             is_error: None,
             meta: None,
         };
-        assert_eq!(render(&wrapped, dir.path(), "c").0, "hello x");
+        assert_eq!(render(&wrapped, dir.path(), "c").content, "hello x");
+    }
+
+    #[test]
+    fn only_images_providers_read_are_attached_and_within_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![7u8; n]);
+        let mut content = vec![
+            // Line breaks inside the base64 are dropped; the kind is normalised.
+            Content::image("iVBO\nRw==", "image/jpg"),
+            Content::image(b64(4), "image/svg+xml"),
+            Content::image(b64(MAX_ATTACHED_IMAGE_BYTES + 1), "image/png"),
+            Content::image("not base64!", "image/png"),
+        ];
+        content.extend((0..MAX_ATTACHED_IMAGES + 2).map(|_| Content::image(b64(3), "image/gif")));
+        let result = CallToolResult {
+            content,
+            structured_content: None,
+            is_error: None,
+            meta: None,
+        };
+        let out = render(&result, dir.path(), "c");
+        assert_eq!(out.images.len(), MAX_ATTACHED_IMAGES);
+        assert_eq!(out.images[0].media_type, "image/jpeg");
+        assert_eq!(out.images[0].data, "iVBORw==");
+        assert!(out.images[1..].iter().all(|i| i.media_type == "image/gif"));
+        assert!(
+            out.content.contains("image/svg+xml, 4 bytes, saved to"),
+            "{}",
+            out.content
+        );
+        assert!(out.content.contains("not valid base64"), "{}", out.content);
     }
 }

@@ -128,12 +128,7 @@ impl Tool for McpTool {
                 call_failure(&name, e)
             })?;
         let media = ctx.workspace.root().join(MEDIA_DIR);
-        let (text, is_error) = render(&result, &media, &media_stem(ctx));
-        Ok(if is_error {
-            ToolOutput::error(text)
-        } else {
-            ToolOutput::ok(text)
-        })
+        Ok(render(&result, &media, &media_stem(ctx)))
     }
 }
 

@@ -53,6 +53,9 @@ async fn check_tools_and_calls(servers: &McpServers) {
         .await
         .unwrap();
     assert!(out.content.contains("[image image/png"), "{}", out.content);
+    // The image also goes with the result, for providers that show it to the model.
+    assert_eq!(out.images.len(), 1, "{out:?}");
+    assert_eq!(out.images[0].media_type, "image/png");
     let saved = std::fs::read_dir(dir.path().join(cadre_mcp::MEDIA_DIR))
         .unwrap()
         .map(|e| e.unwrap().path())

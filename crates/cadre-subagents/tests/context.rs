@@ -172,6 +172,7 @@ async fn tasks_the_model_saw_start_are_not_listed_again() {
         name: "task".into(),
         content: format!("<task id=\"{id}\" state=\"running\"/>"),
         is_error: false,
+        images: Vec::new(),
     };
     let mut history = vec![Message::user("go"), started("task_00")];
     // task_01 is unknown to the model: the full list.

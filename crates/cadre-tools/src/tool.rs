@@ -11,6 +11,8 @@ pub struct ToolOutput {
     pub content: String,
     /// True when the call failed in a way the model should know about.
     pub is_error: bool,
+    /// Images for models that accept them with a tool result; `content` names them too.
+    pub images: Vec<cadre_types::Image>,
 }
 
 impl ToolOutput {
@@ -19,6 +21,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -27,6 +30,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: true,
+            images: Vec::new(),
         }
     }
 }

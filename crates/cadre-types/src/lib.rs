@@ -17,7 +17,7 @@ pub use event::{
     SubagentUpdate, TodoItem, TodoStatus, UpdateKind,
 };
 pub use ids::{new_session_id, new_sub_session_id, new_task_id, unix_millis};
-pub use message::{Message, ToolCall};
+pub use message::{Image, Message, ToolCall};
 pub use task::{TaskOutcome, TaskStatus, end_state_text, parse_end_state};
 pub use tool::ToolDefinition;
 pub use usage::{Usage, format_usd, usd_to_nanos};

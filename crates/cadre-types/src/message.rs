@@ -13,6 +13,15 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
+/// An image a tool returned, sent to models that accept images with the tool's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    /// Its MIME type (`image/png`, `image/jpeg`, `image/gif` or `image/webp`).
+    pub media_type: String,
+    /// The image bytes, base64-encoded (standard alphabet, padded).
+    pub data: String,
+}
+
 /// One message of a conversation.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "lowercase")]
@@ -53,6 +62,9 @@ pub enum Message {
         /// True when the call failed (unknown tool, bad arguments, denied, tool error, timeout).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         is_error: bool,
+        /// Images the tool returned; `content` names them too, for models without images.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        images: Vec<Image>,
     },
 }
 
@@ -116,6 +128,10 @@ mod tests {
                 name: "read_file".into(),
                 content: "x".into(),
                 is_error: true,
+                images: vec![Image {
+                    media_type: "image/png".into(),
+                    data: "AAAA".into(),
+                }],
             },
         ];
         let json = serde_json::to_string(&msgs).unwrap();

@@ -186,6 +186,8 @@ pub enum Behaviour {
     Barrier(Arc<tokio::sync::Barrier>, Arc<Mutex<Vec<String>>>),
     /// Sleep until cancelled; record that the cancel arrived.
     Hang(Arc<Mutex<Vec<String>>>),
+    /// Return a note and one PNG image.
+    Image,
 }
 
 impl TestTool {
@@ -259,6 +261,14 @@ impl Tool for TestTool {
             Behaviour::Echo => Ok(ToolOutput::ok(format!("echo:{text}"))),
             Behaviour::Fail(m) => Err(ToolError::Failed(m.to_string())),
             Behaviour::Big(n) => Ok(ToolOutput::ok("x".repeat(*n))),
+            Behaviour::Image => {
+                let mut out = ToolOutput::ok("[image image/png]");
+                out.images.push(cadre_types::Image {
+                    media_type: "image/png".into(),
+                    data: "iVBORw==".into(),
+                });
+                Ok(out)
+            }
             Behaviour::Barrier(b, done) => {
                 b.wait().await;
                 // Finish in reverse call order: later calls finish first.

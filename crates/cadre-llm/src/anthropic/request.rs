@@ -22,7 +22,7 @@ use crate::json::{self, JsonF32};
 use crate::schema::normalize_tool_schema;
 use crate::{ModelRequest, ProviderError};
 use bytes::Bytes;
-use cadre_types::{Message, ToolDefinition};
+use cadre_types::{Image, Message, ToolDefinition};
 use serde::Serialize;
 use serde::ser::{SerializeMap, Serializer};
 use serde_json::Value;
@@ -32,11 +32,13 @@ use std::borrow::Cow;
 /// How many blocks before a breakpoint the API checks for an earlier cache entry.
 pub(super) const LOOKBACK_BLOCKS: usize = 20;
 
-/// The encoded JSON body of one Messages call; `cache` turns breakpoints on.
+/// The encoded JSON body of one Messages call; `cache` turns breakpoints on; `images`
+/// sends the images of tool results inside their `tool_result` blocks.
 pub(super) fn build_body(
     request: &ModelRequest,
     stream: bool,
     cache: Option<CacheTtl>,
+    images: bool,
 ) -> Result<Bytes, ProviderError> {
     let mut system = Cow::Borrowed(request.system.as_str());
     let mut turns: Vec<Turn<'_>> = Vec::new();
@@ -88,13 +90,14 @@ pub(super) fn build_body(
                 tool_call_id,
                 content,
                 is_error,
+                images: attached,
                 ..
             } => push(
                 &mut turns,
                 USER,
                 Some(Block::ToolResult {
                     tool_use_id: tool_call_id,
-                    content,
+                    content: ResultContent::new(content, if images { attached } else { &[] }),
                     is_error: *is_error,
                     cache_control: None,
                 }),
@@ -260,7 +263,7 @@ enum Block<'a> {
     },
     ToolResult {
         tool_use_id: &'a str,
-        content: &'a str,
+        content: ResultContent<'a>,
         is_error: bool,
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<CacheControl>,
@@ -277,6 +280,50 @@ impl Block<'_> {
             | Block::ToolResult { cache_control, .. } => Some(cache_control),
         }
     }
+}
+
+/// The content of a `tool_result`: its text, or its text and images as blocks.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ResultContent<'a> {
+    Text(&'a str),
+    Blocks(Vec<ResultBlock<'a>>),
+}
+
+impl<'a> ResultContent<'a> {
+    fn new(text: &'a str, images: &'a [Image]) -> Self {
+        if images.is_empty() {
+            return ResultContent::Text(text);
+        }
+        let mut blocks = Vec::with_capacity(images.len() + 1);
+        if !text.is_empty() {
+            blocks.push(ResultBlock::Text { text });
+        }
+        blocks.extend(images.iter().map(|image| ResultBlock::Image {
+            source: ImageSource {
+                kind: "base64",
+                media_type: &image.media_type,
+                data: &image.data,
+            },
+        }));
+        ResultContent::Blocks(blocks)
+    }
+}
+
+/// A block inside a `tool_result`.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ResultBlock<'a> {
+    Text { text: &'a str },
+    Image { source: ImageSource<'a> },
+}
+
+#[derive(Serialize)]
+struct ImageSource<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'a str,
+    data: &'a str,
 }
 
 /// A text block, or nothing for empty text (Anthropic rejects empty text blocks).
@@ -338,7 +385,7 @@ mod tests {
 
     /// The body as sent, parsed back.
     fn body_json(request: &ModelRequest, stream: bool) -> Value {
-        serde_json::from_slice(&build_body(request, stream, None).unwrap()).unwrap()
+        serde_json::from_slice(&build_body(request, stream, None, true).unwrap()).unwrap()
     }
 
     fn tool_msg(id: &str, content: &str, is_error: bool) -> Message {
@@ -347,6 +394,7 @@ mod tests {
             name: "t".into(),
             content: content.into(),
             is_error,
+            images: Vec::new(),
         }
     }
 
@@ -480,7 +528,7 @@ mod tests {
             temperature: Some(0.2),
             ..Default::default()
         };
-        let bytes = build_body(&request, true, None).unwrap();
+        let bytes = build_body(&request, true, None, true).unwrap();
         let text = std::str::from_utf8(&bytes).unwrap();
         assert!(text.contains(r#""temperature":0.2"#), "{text}");
         // Valid arguments are embedded as they are, not re-encoded.
@@ -535,7 +583,7 @@ mod tests {
     const EPHEMERAL: &str = r#""cache_control":{"type":"ephemeral"}"#;
 
     fn cached(request: &ModelRequest, ttl: CacheTtl) -> (String, Value) {
-        let bytes = build_body(request, true, Some(ttl)).unwrap();
+        let bytes = build_body(request, true, Some(ttl), true).unwrap();
         let text = String::from_utf8(bytes.to_vec()).unwrap();
         let body = serde_json::from_str(&text).unwrap();
         (text, body)
@@ -604,7 +652,8 @@ mod tests {
 
         let (text, _) = cached(&request, CacheTtl::OneHour);
         assert_eq!(text.matches(r#""ttl":"1h""#).count(), 3, "{text}");
-        let off = String::from_utf8(build_body(&request, true, None).unwrap().to_vec()).unwrap();
+        let off =
+            String::from_utf8(build_body(&request, true, None, true).unwrap().to_vec()).unwrap();
         assert!(!off.contains("cache_control"), "{off}");
         assert!(off.contains(r#""system":"sys""#), "{off}");
     }

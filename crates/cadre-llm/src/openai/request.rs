@@ -7,18 +7,19 @@ use crate::{ModelRequest, ProviderError};
 use bytes::Bytes;
 use cadre_types::{Message, ToolCall, ToolDefinition};
 use serde::Serialize;
-use serde::ser::{SerializeSeq, Serializer};
+use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde_json::Value;
 
 /// The longest `prompt_cache_key` sent (OpenAI limits the field); longer keys are cut.
 pub(super) const MAX_CACHE_KEY_CHARS: usize = 64;
 
 /// The encoded JSON body of one Chat Completions call; `cache_key` sends the request's
-/// `prompt_cache_key`.
+/// `prompt_cache_key`; `images` sends the images of tool results (see [`Messages`]).
 pub(super) fn build_body(
     request: &ModelRequest,
     stream: bool,
     cache_key: bool,
+    images: bool,
 ) -> Result<Bytes, ProviderError> {
     let key = request.metadata.cache_key.as_str();
     let key = match key.char_indices().nth(MAX_CACHE_KEY_CHARS) {
@@ -35,7 +36,7 @@ pub(super) fn build_body(
         temperature: request.temperature.map(JsonF32),
         prompt_cache_key: (cache_key && !key.is_empty()).then_some(key),
         tools: request.tools.iter().map(Tool::new).collect(),
-        messages: Messages(request),
+        messages: Messages { request, images },
     };
     json::encode(&body, json::size_hint(request))
 }
@@ -68,25 +69,86 @@ struct StreamOptions {
 }
 
 /// The system prompt first, then the conversation in wire form, written one message at
-/// a time.
-struct Messages<'a>(&'a ModelRequest);
+/// a time. A tool message carries text only, so with `images` on, the images of a run of
+/// tool results follow it as one user message (tool messages must come right after the
+/// reply that called them).
+struct Messages<'a> {
+    request: &'a ModelRequest,
+    images: bool,
+}
 
 impl Serialize for Messages<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let request = self.0;
-        let system = !request.system.is_empty();
-        let mut seq =
-            serializer.serialize_seq(Some(request.messages.len() + usize::from(system)))?;
-        if system {
+        let request = self.request;
+        let mut seq = serializer.serialize_seq(None)?;
+        if !request.system.is_empty() {
             seq.serialize_element(&WireMessage::System {
                 content: &request.system,
             })?;
         }
-        for message in &request.messages {
+        let mut pending: Vec<&Message> = Vec::new();
+        for (i, message) in request.messages.iter().enumerate() {
             seq.serialize_element(&WireMessage::new(message))?;
+            if let Message::Tool { images, .. } = message
+                && self.images
+                && !images.is_empty()
+            {
+                pending.push(message);
+            }
+            let run_ends = !matches!(request.messages.get(i + 1), Some(Message::Tool { .. }));
+            if run_ends && !pending.is_empty() {
+                seq.serialize_element(&ImageMessage(&pending))?;
+                pending.clear();
+            }
         }
         seq.end()
     }
+}
+
+/// The user message carrying the images of a run of tool results, each group introduced
+/// by a line naming its call.
+struct ImageMessage<'a>(&'a [&'a Message]);
+
+impl Serialize for ImageMessage<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut parts: Vec<Part> = Vec::new();
+        for message in self.0 {
+            let Message::Tool {
+                tool_call_id,
+                name,
+                images,
+                ..
+            } = message
+            else {
+                continue;
+            };
+            parts.push(Part::Text {
+                text: format!("Images returned by tool call {tool_call_id} ({name}):"),
+            });
+            parts.extend(images.iter().map(|image| Part::ImageUrl {
+                image_url: ImageUrl {
+                    url: format!("data:{};base64,{}", image.media_type, image.data),
+                },
+            }));
+        }
+        let mut map = serializer.serialize_map(Some(2))?;
+        map.serialize_entry("role", "user")?;
+        map.serialize_entry("content", &parts)?;
+        map.end()
+    }
+}
+
+/// One content part of a user message.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part {
+    Text { text: String },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
 }
 
 /// One message as Chat Completions wants it.
@@ -220,7 +282,7 @@ mod tests {
 
     /// The body as sent, parsed back.
     fn body_json(request: &ModelRequest, stream: bool) -> Value {
-        serde_json::from_slice(&build_body(request, stream, false).unwrap()).unwrap()
+        serde_json::from_slice(&build_body(request, stream, false, true).unwrap()).unwrap()
     }
 
     #[test]
@@ -254,6 +316,7 @@ mod tests {
                     name: "read_file".into(),
                     content: "text".into(),
                     is_error: false,
+                    images: Vec::new(),
                 },
             ],
             tools: vec![ToolDefinition {
@@ -306,6 +369,7 @@ mod tests {
             name: "t".into(),
             content: content.into(),
             is_error,
+            images: Vec::new(),
         }
     }
 
@@ -355,7 +419,7 @@ mod tests {
             temperature: Some(0.2),
             ..Default::default()
         };
-        let bytes = build_body(&request, true, false).unwrap();
+        let bytes = build_body(&request, true, false, true).unwrap();
         let text = std::str::from_utf8(&bytes).unwrap();
         assert!(text.contains(r#""temperature":0.2"#), "{text}");
         assert!(
@@ -420,7 +484,7 @@ mod tests {
             ..Default::default()
         };
         let body = |r: &ModelRequest, on: bool| -> Value {
-            serde_json::from_slice(&build_body(r, false, on).unwrap()).unwrap()
+            serde_json::from_slice(&build_body(r, false, on, true).unwrap()).unwrap()
         };
         assert_eq!(body(&request, true)["prompt_cache_key"], json!("s-123"));
         assert!(body(&request, false).get("prompt_cache_key").is_none());

@@ -102,6 +102,7 @@ pub fn tool_result(id: &str, content: &str, is_error: bool) -> Message {
         name: "read_file".into(),
         content: content.into(),
         is_error,
+        images: Vec::new(),
     }
 }
 
@@ -151,4 +152,26 @@ pub fn calls_of(events: &[StreamEvent]) -> Vec<ToolCall> {
             _ => None,
         })
         .collect()
+}
+
+/// A tool result carrying one PNG image, after the call that asked for it.
+pub fn history_with_image() -> Vec<Message> {
+    vec![
+        Message::user("look"),
+        assistant_calls(vec![
+            call("c1", "shot", "{}"),
+            call("c2", "read_file", r#"{"path":"a"}"#),
+        ]),
+        Message::Tool {
+            tool_call_id: "c1".into(),
+            name: "shot".into(),
+            content: "[image image/png, 4 bytes, saved to x.png]".into(),
+            is_error: false,
+            images: vec![cadre_types::Image {
+                media_type: "image/png".into(),
+                data: "iVBORw==".into(),
+            }],
+        },
+        tool_result("c2", "text", false),
+    ]
 }

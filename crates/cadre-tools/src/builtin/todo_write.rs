@@ -208,6 +208,7 @@ mod tests {
             name: TODO_WRITE.into(),
             content: String::new(),
             is_error,
+            images: Vec::new(),
         }
     }
 
