@@ -1,8 +1,11 @@
 //! `cadre` with MCP servers configured the two ways (`.mcp.json` and `[mcp_servers.NAME]`):
 //! `cadre mcp list` shows each server's source, state and tools; `cadre run` offers and calls
-//! the tools; a server that never starts is a warning naming it and the run goes on.
+//! the tools; a server that never starts is a warning naming it and the run goes on; an
+//! agent file's own server serves its child in `cadre run` and its task in `cadre serve`.
 //! Needs `server-everything` from `.ci/run` (`target/mcp-npm`, or `$CADRE_MCP_EVERYTHING`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod serve_support;
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
@@ -228,4 +231,51 @@ text = "helper: {{tool_results}}"
         stdout.contains("helper: Echo: through the helper"),
         "{stdout}\n{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_files_own_server_serves_its_task_in_cadre_serve() {
+    let Some(index) = everything() else { return };
+    let ws = serve_support::workspace(&[
+        (
+            ".cadre/agents/helper.md",
+            "---\nname: helper\ndescription: Echoes through its own server.\nmcpServers:\n  - mine:\n      command: node\n      args: [\"${EVERYTHING_JS}\", \"stdio\"]\n---\nYou help.\n",
+        ),
+        (
+            ".cadre/config.toml",
+            "[serve]\ndefault_agent = \"helper\"\nexpose = [\"helper\"]\n",
+        ),
+        (
+            "script.toml",
+            r#"
+[[scripts]]
+agent = "helper"
+[[scripts.turns]]
+tool_calls = [{ name = "mcp__mine__echo", args = { message = "through serve" } }]
+[[scripts.turns]]
+text = "helper: {{tool_results}}"
+"#,
+        ),
+    ]);
+    let model = format!("scripted:{}", ws.path().join("script.toml").display());
+    let index = index.display().to_string();
+    let srv = serve_support::Served::start(ws.path(), &model, &[("EVERYTHING_JS", &index)]);
+    let c = reqwest::Client::new();
+    let r = c
+        .post(format!("{}/tasks", srv.url))
+        .json(&serde_json::json!({"task_id": "t-1", "agent_id": "helper", "input": "go"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200, "{}", srv.stderr());
+    let done: serde_json::Value = c
+        .get(format!("{}/tasks/t-1/wait?timeout_seconds=60", srv.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(done["status"], "success", "{done}\n{}", srv.stderr());
+    assert_eq!(done["result"], "helper: Echo: through serve", "{done}");
 }

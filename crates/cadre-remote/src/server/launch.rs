@@ -1,13 +1,14 @@
 //! Starting a served task: pick the agent, take a concurrency slot, find or create the child
 //! that holds the conversation, start the task on the runtime and record it in the book.
 //! Shared by both protocols; over A2A a message to an existing task starts its next turn
-//! the same way.
+//! the same way. A new child gets the MCP servers its definition declares, like a child
+//! delegated to in a run.
 
 use super::approval::ApprovalGate;
 use super::book::{Conversation, Journal, ServedTask};
 use super::sink::Subscription;
 use super::state::State;
-use cadre_subagents::Child;
+use cadre_subagents::{Child, ServerLease};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OwnedSemaphorePermit;
@@ -99,8 +100,32 @@ enum Plan {
     Wait,
 }
 
+/// The agent a new child would be made of, unless the launch continues or finds what
+/// exists (a running task of its external id, a conversation, the task it continues).
+fn new_child_agent(state: &Arc<State>, l: &Launch) -> Option<String> {
+    let book = state.book.lock();
+    let exists = l.onto.is_some()
+        || l.external_id
+            .as_deref()
+            .is_some_and(|e| book.by_external(e).is_some())
+        || l.context_id
+            .as_deref()
+            .is_some_and(|c| book.conversation(c).is_some());
+    (!exists).then(|| {
+        l.agent
+            .clone()
+            .unwrap_or_else(|| state.default_agent.clone())
+    })
+}
+
 /// Under the book's lock: resolve an existing task, or reserve everything a new one needs.
-fn plan(state: &Arc<State>, l: &Launch) -> Result<Plan, LaunchError> {
+/// A new child of `servers.0` holds the lease `servers.1` on its definition's MCP servers
+/// (taken before, because starting servers cannot happen under the lock).
+fn plan(
+    state: &Arc<State>,
+    l: &Launch,
+    servers: &mut Option<(String, Arc<ServerLease>)>,
+) -> Result<Plan, LaunchError> {
     let mut book = state.book.lock();
     if let Some(ext) = &l.external_id {
         if let Some(t) = book.by_external(ext) {
@@ -157,9 +182,12 @@ fn plan(state: &Arc<State>, l: &Launch) -> Result<Plan, LaunchError> {
             (c.child, context_id)
         }
         None => {
+            let own = servers
+                .take_if(|(of, _)| *of == agent)
+                .map(|(_, lease)| lease);
             let child = state
                 .runtime
-                .create_child(&agent, &state.parent)
+                .create_child_holding(&agent, &state.parent, own)
                 .map_err(|e| LaunchError::Spawn(e.to_string()))?;
             // A new context is named after its child's session, which the store keeps: every
             // node on the same store shows the task in the same context.
@@ -203,9 +231,16 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
             limit,
         });
     }
+    let mut servers = None;
+    if let Some(agent) = new_child_agent(state, &l)
+        && state.skills.iter().any(|s| s.name == agent)
+        && let Some(lease) = state.runtime.own_servers(&agent, &state.parent).await
+    {
+        servers = Some((agent, lease));
+    }
     let deadline = tokio::time::Instant::now() + RESERVATION_WAIT;
     let (agent, child, context_id, permit) = loop {
-        match plan(state, &l)? {
+        match plan(state, &l, &mut servers)? {
             Plan::Existing(task) => return Ok(Launched { task, follow: None }),
             Plan::Start {
                 agent,

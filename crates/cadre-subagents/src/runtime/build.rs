@@ -354,6 +354,18 @@ impl SubagentRuntime {
         self.build_child(agent, parent, None, None, None)
     }
 
+    /// [`create_child`](Self::create_child) holding `own` (from
+    /// [`own_servers`](Self::own_servers)), for a caller that must take the servers before
+    /// it can decide, under a lock, whether it needs the child.
+    pub fn create_child_holding(
+        &self,
+        agent: &str,
+        parent: &Parent,
+        own: Option<Arc<ServerLease>>,
+    ) -> Result<Child, SpawnError> {
+        self.build_child(agent, parent, None, own)
+    }
+
     /// Check that a child of `agent` can be made for `parent` (the agent exists, the depth
     /// cap allows it, its model resolves, a remote agent has an executor) and give it its
     /// session id and its tool grant, without building it: the errors a caller must see at

@@ -12,12 +12,9 @@ use std::sync::Arc;
 
 impl SubagentRuntime {
     /// The lease on `agent`'s own MCP servers for a child about to be built under `parent`
-    /// (none when it declares none). What cannot be provided is a notice of the parent's run.
-    pub(crate) async fn own_servers(
-        &self,
-        agent: &str,
-        parent: &Parent,
-    ) -> Option<Arc<ServerLease>> {
+    /// (none when it declares none), for [`create_child_holding`](Self::create_child_holding).
+    /// What cannot be provided is a notice of the parent's run.
+    pub async fn own_servers(&self, agent: &str, parent: &Parent) -> Option<Arc<ServerLease>> {
         let def = self.registry.get(agent)?;
         if def.mcp_servers.is_empty() {
             return None;
