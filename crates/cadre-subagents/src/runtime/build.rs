@@ -343,15 +343,7 @@ impl SubagentRuntime {
     /// A definition with `isolation: worktree` is refused here: its worktree is made by
     /// [`spawn`](Self::spawn) and [`spawn_live`](Self::spawn_live), which also remove it.
     pub fn create_child(&self, agent: &str, parent: &Parent) -> Result<Child, SpawnError> {
-        if let Some(def) = self.registry.get(agent)
-            && def.isolation.is_some()
-        {
-            return Err(SpawnError::Isolation(format!(
-                "agent {agent} runs in a git worktree (isolation: worktree): start it with \
-                 `task` or `agent_spawn`"
-            )));
-        }
-        self.build_child(agent, parent, None, None, None)
+        self.create_child_holding(agent, parent, None)
     }
 
     /// [`create_child`](Self::create_child) holding `own` (from
@@ -363,7 +355,15 @@ impl SubagentRuntime {
         parent: &Parent,
         own: Option<Arc<ServerLease>>,
     ) -> Result<Child, SpawnError> {
-        self.build_child(agent, parent, None, own)
+        if let Some(def) = self.registry.get(agent)
+            && def.isolation.is_some()
+        {
+            return Err(SpawnError::Isolation(format!(
+                "agent {agent} runs in a git worktree (isolation: worktree): start it with \
+                 `task` or `agent_spawn`"
+            )));
+        }
+        self.build_child(agent, parent, None, own, None)
     }
 
     /// Check that a child of `agent` can be made for `parent` (the agent exists, the depth
