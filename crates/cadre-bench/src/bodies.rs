@@ -117,6 +117,7 @@ pub fn build(
             store: None,
             n,
             max_concurrent: n,
+            checkpoints: false,
         },
     )?;
     let parent_cfg = wiring.parent.config();

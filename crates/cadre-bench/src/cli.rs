@@ -147,6 +147,10 @@ pub struct FanoutArgs {
     /// run) or `postgres` (a throwaway cluster started by the bench, one database per run).
     #[arg(long, value_enum, default_value_t = StoreKind::None)]
     pub store: StoreKind,
+    /// Checkpoint every child's conversation in the task store at each turn boundary (what
+    /// `on_orphan = "resume"` needs).
+    #[arg(long)]
+    pub checkpoints: bool,
     /// Scenario and floor runs to take the median of (default 5 for n <= 100, else 1).
     #[arg(long)]
     pub repeat: Option<usize>,

@@ -29,6 +29,9 @@ pub struct FanoutResult {
     /// The task store written through.
     #[serde(default)]
     pub store: StoreKind,
+    /// Children's conversations checkpointed in the store at every turn boundary.
+    #[serde(default)]
+    pub checkpoints: bool,
     /// Mock reply delay.
     pub latency_ms: u64,
     /// Fresh HTTP clients (cold connection pools) for every run.
@@ -158,6 +161,7 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
             },
             persist: args.persist,
             store: args.store,
+            checkpoints: args.checkpoints,
         })
     };
 
@@ -225,6 +229,7 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
         stream: args.stream,
         persist: args.persist,
         store: args.store,
+        checkpoints: args.checkpoints,
         latency_ms: args.latency_ms,
         cold: args.cold,
         max_concurrent: args.concurrency(),

@@ -55,6 +55,8 @@ pub struct ScenarioOptions {
     pub persist: bool,
     /// The task store to write through.
     pub store: crate::cli::StoreKind,
+    /// Checkpoint children's conversations in the store.
+    pub checkpoints: bool,
 }
 
 /// The parent's prompt for N sub-agents.
@@ -116,6 +118,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
             n: opts.n,
             max_concurrent: opts.max_concurrent,
             store,
+            checkpoints: opts.checkpoints,
         },
     )?;
     let meta = SessionMeta {

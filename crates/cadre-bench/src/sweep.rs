@@ -52,6 +52,9 @@ fn run_child(
         .args(["--stream", &args.stream.to_string()])
         .arg("--json")
         .arg(&json);
+    if args.checkpoints {
+        cmd.arg("--checkpoints");
+    }
     if args.persist {
         cmd.arg("--persist");
     }

@@ -70,6 +70,8 @@ pub struct WireOptions {
     pub max_concurrent: usize,
     /// The task store every task is written through, if any.
     pub store: Option<Arc<dyn cadre_store::TaskStore>>,
+    /// Checkpoint children's conversations in the store at every turn boundary.
+    pub checkpoints: bool,
 }
 
 impl std::fmt::Debug for WireOptions {
@@ -79,6 +81,7 @@ impl std::fmt::Debug for WireOptions {
             .field("n", &self.n)
             .field("max_concurrent", &self.max_concurrent)
             .field("store", &self.store.is_some())
+            .field("checkpoints", &self.checkpoints)
             .finish_non_exhaustive()
     }
 }
@@ -176,6 +179,7 @@ pub fn wire(ws: &Path, opts: &WireOptions) -> Result<Wiring> {
     cfg.base_tools = ToolRegistry::new().with(Arc::new(Noop));
     cfg.permissions = policy.clone();
     cfg.max_concurrent = opts.max_concurrent.max(1);
+    cfg.checkpoints = opts.checkpoints;
     let runtime = SubagentRuntime::new(cfg, registry, SkillSet::new(), providers.clone());
     let mut tools = ToolRegistry::new().with(Arc::new(Noop));
     for t in runtime.delegation_tools().iter() {

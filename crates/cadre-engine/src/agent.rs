@@ -3,7 +3,7 @@
 use crate::session::Session;
 use crate::{
     CompactionError, CompactionPolicy, CompactionReport, Offloader, PermissionPolicy, ToolHook,
-    TurnExtension, run_loop,
+    TurnExtension, TurnObserver, run_loop,
 };
 use cadre_llm::ResolvedModel;
 use cadre_tools::{RunContext, ToolRegistry, Workspace};
@@ -191,7 +191,37 @@ impl Agent {
         workspace: Arc<Workspace>,
         cancel: CancellationToken,
     ) -> RunOutcome {
-        run_loop::run(&self.config, session, prompt, run, workspace, cancel).await
+        self.run_observed(
+            session,
+            prompt,
+            run,
+            workspace,
+            cancel,
+            &crate::observer::Unobserved,
+        )
+        .await
+    }
+
+    /// [`run`](Self::run), with `observer` shown the conversation at every turn boundary.
+    pub async fn run_observed(
+        &self,
+        session: &mut Session,
+        prompt: Option<String>,
+        run: Arc<RunContext>,
+        workspace: Arc<Workspace>,
+        cancel: CancellationToken,
+        observer: &dyn TurnObserver,
+    ) -> RunOutcome {
+        run_loop::run(
+            &self.config,
+            session,
+            prompt,
+            run,
+            workspace,
+            cancel,
+            observer,
+        )
+        .await
     }
 
     /// Compact `session` now (`/compact`, `cadre run --compact-now`): summarise all but the

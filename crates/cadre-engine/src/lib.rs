@@ -10,6 +10,7 @@ mod compaction;
 mod dispatch;
 mod extension;
 mod hooks;
+mod observer;
 mod offload;
 mod permissions;
 pub mod prompt;
@@ -28,6 +29,7 @@ pub use compaction::{
 };
 pub use extension::TurnExtension;
 pub use hooks::{HookDecision, ToolCallInfo, ToolHook};
+pub use observer::{TurnBoundary, TurnObserver};
 pub use offload::{DEFAULT_OFFLOAD_THRESHOLD, Offloader};
 pub use permissions::{ApprovalMode, PermissionPolicy, PermissionRules, PolicyDecision, RuleError};
 pub use session::{CompactionRecord, Session, SessionError, SessionMeta};

@@ -4,6 +4,7 @@
 use crate::agent::{AgentConfig, RunOutcome};
 use crate::compaction::{Compaction, CompactionError, ContextMeter};
 use crate::dispatch::{Dispatcher, not_run};
+use crate::observer::{TurnBoundary, TurnObserver};
 use crate::session::Session;
 use cadre_llm::{ModelRequest, RequestMetadata, StreamEvent};
 use cadre_tools::{Budget, RunContext, Spend, Workspace};
@@ -148,6 +149,21 @@ async fn inject(
     Ok(())
 }
 
+/// Show the observer the conversation as it stands.
+async fn boundary(
+    observer: &dyn TurnObserver,
+    run: &RunContext,
+    session: &Session,
+    budget: &Budget,
+) {
+    let boundary = TurnBoundary {
+        history: session.messages(),
+        compactions: session.compactions(),
+        usage: budget.spent().usage,
+    };
+    observer.turn_boundary(run, boundary).await;
+}
+
 /// The prompt-cache routing key of a run's requests: the session for a top-level run (its
 /// requests extend each other), the agent's name for a sub-agent (children of one
 /// definition share their system prompt and tools, so a fan-out lands on the same cache).
@@ -227,6 +243,7 @@ pub(crate) async fn run(
     run: Arc<RunContext>,
     workspace: Arc<Workspace>,
     cancel: CancellationToken,
+    observer: &dyn TurnObserver,
 ) -> RunOutcome {
     let span = tracing::info_span!(
         "run",
@@ -236,7 +253,7 @@ pub(crate) async fn run(
         depth = run.depth,
         trace = %run.trace_id,
     );
-    run_inner(cfg, session, prompt, run, workspace, cancel)
+    run_inner(cfg, session, prompt, run, workspace, cancel, observer)
         .instrument(span)
         .await
 }
@@ -248,6 +265,7 @@ async fn run_inner(
     run: Arc<RunContext>,
     workspace: Arc<Workspace>,
     cancel: CancellationToken,
+    observer: &dyn TurnObserver,
 ) -> RunOutcome {
     // The run spends from its own node, under the one its caller gave it; the tools it
     // calls see that node, so whatever they run on its behalf is charged to it too.
@@ -408,6 +426,8 @@ async fn run_inner(
                 }
             }
         }
+        // The request about to be sent is the conversation as it stands now.
+        boundary(observer, &run, session, &stop.budget).await;
         turns += 1;
         emitter.emit(Event::TurnStarted { turn: turns });
         let request = ModelRequest {
@@ -536,6 +556,8 @@ async fn run_inner(
             return finish(EndState::LimitReached { limit }, &text, turns);
         }
 
+        // The reply is kept before its calls run: a copy taken now knows they were asked for.
+        boundary(observer, &run, session, &stop.budget).await;
         let results = dispatcher.run_all(&calls, &stop.token, &turn_span).await;
         for (msg, approved) in results {
             if let Some(tool) = approved
@@ -547,6 +569,7 @@ async fn run_inner(
                 return finish(persist_failed(e), &text, turns);
             }
         }
+        boundary(observer, &run, session, &stop.budget).await;
     }
 }
 

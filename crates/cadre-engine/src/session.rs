@@ -96,6 +96,8 @@ pub struct Session {
     file: Option<(PathBuf, File)>,
     /// Reopened from its transcript, and no run has continued it yet in this process.
     reopened: bool,
+    /// Compactions applied to the conversation (those replayed on reopening included).
+    compactions: u64,
 }
 
 fn check_id(id: &str) -> Result<(), SessionError> {
@@ -121,6 +123,7 @@ impl Session {
             persisted_approvals: HashSet::new(),
             file: None,
             reopened: false,
+            compactions: 0,
         }
     }
 
@@ -145,6 +148,7 @@ impl Session {
             persisted_approvals: HashSet::new(),
             file: Some((path, file)),
             reopened: false,
+            compactions: 0,
         };
         s.write(&Record::Meta(meta))?;
         Ok(s)
@@ -201,6 +205,7 @@ impl Session {
         let mut meta = None;
         let mut messages = Vec::new();
         let mut approved = HashSet::new();
+        let mut compactions = 0;
         for (i, line) in reader.lines().enumerate() {
             let line = line.map_err(io)?;
             if line.trim().is_empty() {
@@ -226,6 +231,7 @@ impl Session {
                         )));
                     }
                     messages.splice(..c.replaced, [c.summary]);
+                    compactions += 1;
                 }
             }
         }
@@ -242,6 +248,7 @@ impl Session {
             persisted_approvals: approved.clone(),
             approved: Arc::new(Mutex::new(approved)),
             file: Some((path, file)),
+            compactions,
         })
     }
 
@@ -293,6 +300,7 @@ impl Session {
         let (replaced, summary) = (record.replaced, record.summary.clone());
         self.write(&Record::Compaction(record))?;
         self.messages.splice(..replaced, [summary]);
+        self.compactions += 1;
         Ok(())
     }
 
@@ -327,6 +335,12 @@ impl Session {
     /// The conversation so far.
     pub fn messages(&self) -> &[Message] {
         &self.messages
+    }
+
+    /// How many compactions the conversation has had: a change means its head was
+    /// replaced, so it no longer extends an earlier copy.
+    pub fn compactions(&self) -> u64 {
+        self.compactions
     }
 
     /// The transcript file, when persisted.

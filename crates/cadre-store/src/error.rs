@@ -20,6 +20,19 @@ pub enum StoreError {
         /// Whether the record's cancel flag is set.
         cancel_requested: bool,
     },
+    /// A checkpoint append that does not continue the stored checkpoint, or whose task is
+    /// unknown or has ended; nothing was written.
+    #[error(
+        "checkpoint of task {id} refused at message {start} of generation {generation}: the task is not active or its checkpoint does not end there"
+    )]
+    CheckpointRefused {
+        /// Task id.
+        id: String,
+        /// The generation written to.
+        generation: u64,
+        /// Where the append started.
+        start: u64,
+    },
     /// A task with this id already exists.
     #[error("task already exists: {0}")]
     DuplicateTask(String),

@@ -11,12 +11,12 @@
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    BackgroundSummary, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition,
+    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition,
 };
 use crate::node::{NodeId, current_instance, instance_alive};
 use crate::sql::{executor_died_message, executor_lost_message};
 use crate::store::{CancelWatch, TaskStore, report_cancellations};
-use cadre_types::{TaskStatus, unix_millis};
+use cadre_types::{Message, TaskStatus, Usage, unix_millis};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -69,6 +69,8 @@ struct Tables {
     /// Live children per parent session.
     live: HashMap<String, Vec<LiveChildEntry>>,
     live_keys: HashSet<String>,
+    /// Checkpoints of active tasks (removed when the task ends).
+    checkpoints: HashMap<String, Checkpoint>,
 }
 
 /// Unix milliseconds, as the SQL store stores them.
@@ -99,6 +101,7 @@ impl Tables {
     /// What follows a task's end: it leaves the active set, waiters wake.
     fn ended(&mut self, id: &str, owner: &str) {
         self.active.remove(id);
+        self.checkpoints.remove(id);
         if let Some(set) = self.cancels.get_mut(owner) {
             set.remove(id);
         }
@@ -587,6 +590,58 @@ impl TaskStore for MemoryStore {
                 return self.terminal(id);
             }
         }
+    }
+
+    async fn append_checkpoint(
+        &self,
+        id: &str,
+        generation: u64,
+        start: u64,
+        messages: &[Message],
+        usage: Usage,
+    ) -> StoreResult<()> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let mut g = self.lock();
+        let refused = || StoreError::CheckpointRefused {
+            id: id.to_string(),
+            generation,
+            start,
+        };
+        if !g.active.contains(id) {
+            return Err(refused());
+        }
+        let cp = g.checkpoints.entry(id.to_string()).or_default();
+        let stored = if cp.messages.is_empty() {
+            None
+        } else {
+            Some(cp.generation)
+        };
+        let continues = match stored {
+            None => start == 0,
+            Some(gen_now) if gen_now == generation => cp.messages.len() as u64 == start,
+            Some(gen_now) => gen_now < generation && start == 0,
+        };
+        if !continues {
+            return Err(refused());
+        }
+        if cp.generation != generation {
+            cp.messages.clear();
+            cp.generation = generation;
+        }
+        cp.messages.extend_from_slice(messages);
+        cp.usage = usage;
+        Ok(())
+    }
+
+    async fn read_checkpoint(&self, id: &str) -> StoreResult<Option<Checkpoint>> {
+        Ok(self
+            .lock()
+            .checkpoints
+            .get(id)
+            .filter(|c| !c.messages.is_empty())
+            .cloned())
     }
 
     async fn insert_live_child(&self, child: &LiveChildEntry) -> StoreResult<()> {

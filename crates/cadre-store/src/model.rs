@@ -1,7 +1,7 @@
 //! Plain records the store reads and writes: tasks, transitions, filters and live children.
 
 use crate::redact::{redact_headers, redact_url};
-use cadre_types::{EndState, IncompleteReason, TaskStatus, Usage, parse_end_state};
+use cadre_types::{EndState, IncompleteReason, Message, TaskStatus, Usage, parse_end_state};
 use std::collections::BTreeMap;
 
 /// How a task's child is executed.
@@ -317,6 +317,18 @@ pub struct BackgroundSummary {
     pub finished_total: usize,
     /// Ended background tasks whose result has not been delivered yet.
     pub undelivered: usize,
+}
+
+/// A task's checkpoint: its child's conversation as last stored, to continue it elsewhere
+/// ([`crate::TaskStore::read_checkpoint`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Checkpoint {
+    /// Which generation: each compaction of the conversation starts a new one.
+    pub generation: u64,
+    /// The conversation, in order.
+    pub messages: Vec<Message>,
+    /// What the run had spent when the last message was stored.
+    pub usage: Usage,
 }
 
 /// A live child (created by `agent_spawn`), persisted so it can be found by key or label.

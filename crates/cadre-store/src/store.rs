@@ -2,10 +2,10 @@
 
 use crate::error::StoreResult;
 use crate::model::{
-    BackgroundSummary, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition,
+    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition,
 };
 use crate::node::NodeId;
-use cadre_types::TaskStatus;
+use cadre_types::{Message, TaskStatus, Usage};
 use std::collections::HashSet;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -122,6 +122,24 @@ pub trait TaskStore: Send + Sync {
 
     /// Wait until the task is terminal and return it; `None` when `timeout` passes first.
     async fn wait_terminal(&self, id: &str, timeout: Duration) -> StoreResult<Option<TaskRecord>>;
+
+    /// Append `messages` to the checkpoint of an active (pending or running) task, at
+    /// position `start` of `generation`, with the run's usage totals so far: one statement,
+    /// all or nothing. `start` must be where the stored generation ends (0 begins a
+    /// generation; a new generation, after a compaction, replaces the older ones once its
+    /// first messages are stored). Anything else, or a task that ended, is
+    /// `CheckpointRefused`. A task's checkpoint is deleted when the task ends.
+    async fn append_checkpoint(
+        &self,
+        id: &str,
+        generation: u64,
+        start: u64,
+        messages: &[Message],
+        usage: Usage,
+    ) -> StoreResult<()>;
+
+    /// The newest generation of a task's checkpoint; `None` when nothing is stored.
+    async fn read_checkpoint(&self, id: &str) -> StoreResult<Option<Checkpoint>>;
 
     /// Add a live child; `LabelInUse` when its label is taken in the parent session
     /// (case-insensitively).

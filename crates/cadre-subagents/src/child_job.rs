@@ -2,6 +2,7 @@
 //! if it was only planned, run its agent on its session, settle the worktree, and store the
 //! honest end state (once, in the task store) before anyone here is told.
 
+use crate::checkpoint::Checkpointer;
 use crate::forward::ForwardSink;
 use crate::live::LiveChildren;
 use crate::remote::{OnRemoteId, RemoteApprovals, RemoteRequest};
@@ -34,6 +35,8 @@ pub(crate) struct ChildJob {
     pub local: LocalTasks,
     pub forward: Arc<ForwardSink>,
     pub store: Arc<dyn TaskStore>,
+    /// Checkpoint a local child's conversation in the store at every turn boundary.
+    pub checkpoints: bool,
 }
 
 impl ChildJob {
@@ -218,15 +221,16 @@ impl ChildJob {
             .update(sid, UpdateKind::Start, self.prompt.clone(), None, None);
         let outcome = match &child.runner {
             ChildRunner::Local { agent, workspace } => {
-                agent
-                    .run(
-                        &mut session,
-                        Some(std::mem::take(&mut self.prompt)),
-                        run,
-                        workspace.clone(),
-                        self.cancel.clone(),
-                    )
-                    .await
+                let prompt = Some(std::mem::take(&mut self.prompt));
+                let (ws, cancel) = (workspace.clone(), self.cancel.clone());
+                if self.checkpoints {
+                    let observer = Checkpointer::new(self.store.clone(), id);
+                    agent
+                        .run_observed(&mut session, prompt, run, ws, cancel, &observer)
+                        .await
+                } else {
+                    agent.run(&mut session, prompt, run, ws, cancel).await
+                }
             }
             ChildRunner::Remote {
                 spec,

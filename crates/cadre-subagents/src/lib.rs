@@ -6,6 +6,7 @@
 pub mod agent_policy;
 mod agent_servers;
 pub mod agent_tools;
+mod checkpoint;
 mod child_job;
 mod child_setup;
 mod codex_file;

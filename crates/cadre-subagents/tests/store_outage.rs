@@ -136,6 +136,21 @@ impl TaskStore for Flaky {
     async fn remove_live_child(&self, session: &str, agent_key: &str) -> StoreResult<bool> {
         self.inner.remove_live_child(session, agent_key).await
     }
+    async fn append_checkpoint(
+        &self,
+        id: &str,
+        generation: u64,
+        start: u64,
+        messages: &[cadre_types::Message],
+        usage: cadre_types::Usage,
+    ) -> StoreResult<()> {
+        self.inner
+            .append_checkpoint(id, generation, start, messages, usage)
+            .await
+    }
+    async fn read_checkpoint(&self, id: &str) -> StoreResult<Option<cadre_store::Checkpoint>> {
+        self.inner.read_checkpoint(id).await
+    }
 }
 
 const ANSWER: &str = r#"

@@ -34,6 +34,7 @@ macro_rules! on_reader {
     };
 }
 
+mod checkpoints;
 mod children;
 mod liveness;
 pub use liveness::{executor_died_message, executor_lost_message};

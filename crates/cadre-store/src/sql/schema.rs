@@ -1,7 +1,8 @@
 //! Schema migrations: embedded SQL files applied in order, recorded in `cadre_schema`.
 //!
-//! Both backends share `migrations/0001_init.sql` and `0003_usage_cost.sql`; PostgreSQL adds
-//! its notification triggers (`migrations/postgres/`, version 2). Applying is serialised between processes: SQLite takes
+//! Both backends share `migrations/0001_init.sql`, `0003_usage_cost.sql` and
+//! `0004_checkpoints.sql`; PostgreSQL adds its notification triggers (`migrations/postgres/`,
+//! version 2), and version 5 (the checkpoint cleanup trigger) is written once per dialect. Applying is serialised between processes: SQLite takes
 //! the write lock up front (`BEGIN IMMEDIATE`), PostgreSQL a transaction-scoped advisory lock,
 //! so several `cadre` processes starting at once apply each migration exactly once.
 
@@ -31,8 +32,23 @@ const USAGE_COST: Migration = Migration {
     sql: include_str!("../../migrations/0003_usage_cost.sql"),
 };
 
+const CHECKPOINTS: Migration = Migration {
+    version: 4,
+    name: "checkpoints",
+    sql: include_str!("../../migrations/0004_checkpoints.sql"),
+};
+
 /// Migrations of the SQLite backend (version 2 is PostgreSQL's own).
-pub const SQLITE_MIGRATIONS: &[Migration] = &[INIT, USAGE_COST];
+pub const SQLITE_MIGRATIONS: &[Migration] = &[
+    INIT,
+    USAGE_COST,
+    CHECKPOINTS,
+    Migration {
+        version: 5,
+        name: "checkpoint_cleanup",
+        sql: include_str!("../../migrations/sqlite/0005_checkpoint_cleanup.sql"),
+    },
+];
 
 /// Migrations of the PostgreSQL backend.
 pub const POSTGRES_MIGRATIONS: &[Migration] = &[
@@ -43,6 +59,12 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/postgres/0002_notify.sql"),
     },
     USAGE_COST,
+    CHECKPOINTS,
+    Migration {
+        version: 5,
+        name: "checkpoint_cleanup",
+        sql: include_str!("../../migrations/postgres/0005_checkpoint_cleanup.sql"),
+    },
 ];
 
 /// Advisory lock key for migrations ("cadre" in ASCII).
@@ -134,11 +156,14 @@ mod tests {
     #[test]
     fn pending_checks_names_and_versions() {
         let all = POSTGRES_MIGRATIONS;
-        assert_eq!(pending(all, &[]).unwrap().len(), 3);
+        assert_eq!(pending(all, &[]).unwrap().len(), 5);
         assert_eq!(pending(all, &[(1, "init".into())]).unwrap()[0].version, 2);
-        // SQLite has no version 2: a database at 1 gets 3.
+        // SQLite has no version 2: a database at 1 gets 3, 4 and 5.
         let sqlite = pending(SQLITE_MIGRATIONS, &[(1, "init".into())]).unwrap();
-        assert_eq!(sqlite.iter().map(|m| m.version).collect::<Vec<_>>(), [3]);
+        assert_eq!(
+            sqlite.iter().map(|m| m.version).collect::<Vec<_>>(),
+            [3, 4, 5]
+        );
         assert!(pending(all, &[(1, "other".into())]).is_err());
         assert!(pending(all, &[(9, "future".into())]).is_err());
     }

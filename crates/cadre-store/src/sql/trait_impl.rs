@@ -3,11 +3,11 @@
 use super::SqlStore;
 use crate::error::StoreResult;
 use crate::model::{
-    BackgroundSummary, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition,
+    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition,
 };
 use crate::node::NodeId;
 use crate::store::{CancelWatch, TaskStore};
-use cadre_types::TaskStatus;
+use cadre_types::{Message, TaskStatus, Usage};
 use std::time::Duration;
 
 #[async_trait::async_trait]
@@ -98,6 +98,25 @@ impl TaskStore for SqlStore {
 
     async fn wait_terminal(&self, id: &str, timeout: Duration) -> StoreResult<Option<TaskRecord>> {
         self.wait_for_terminal(id, timeout).await
+    }
+
+    async fn append_checkpoint(
+        &self,
+        id: &str,
+        generation: u64,
+        start: u64,
+        messages: &[Message],
+        usage: Usage,
+    ) -> StoreResult<()> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        self.append_checkpoint_rows(id, generation, start, messages, usage)
+            .await
+    }
+
+    async fn read_checkpoint(&self, id: &str) -> StoreResult<Option<Checkpoint>> {
+        self.read_checkpoint_rows(id).await
     }
 
     async fn insert_live_child(&self, child: &LiveChildEntry) -> StoreResult<()> {

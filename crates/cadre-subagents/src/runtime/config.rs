@@ -118,6 +118,9 @@ pub struct RuntimeConfig {
     /// Starts the MCP servers definitions declare (`mcpServers`) for their children (none:
     /// such declarations are a warning and the children get none).
     pub agent_servers: Option<Arc<dyn crate::AgentServers>>,
+    /// Keep each local child's conversation in the task store at every turn boundary (its
+    /// checkpoint, what continuing it on another node needs; default off).
+    pub checkpoints: bool,
 }
 
 impl RuntimeConfig {
@@ -152,6 +155,7 @@ impl RuntimeConfig {
             compaction: None,
             max_result_bytes: crate::results::DEFAULT_MAX_RESULT_BYTES,
             agent_servers: None,
+            checkpoints: false,
         }
     }
 

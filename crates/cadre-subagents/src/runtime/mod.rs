@@ -528,6 +528,7 @@ impl SubagentRuntime {
             local: self.local.clone(),
             forward,
             store: self.store.clone(),
+            checkpoints: self.config().checkpoints,
         };
         tokio::spawn(job.run().instrument(span));
         Ok(Started {

@@ -1,0 +1,37 @@
+//! Turn observers: what sees a run's conversation at each turn boundary, to keep a durable
+//! copy of it somewhere else (the sub-agent runtime checkpoints its children in the task
+//! store this way). The engine says when and what; where it goes is not its concern.
+
+use async_trait::async_trait;
+use cadre_tools::RunContext;
+use cadre_types::{Message, Usage};
+
+/// The conversation at a turn boundary.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnBoundary<'a> {
+    /// The conversation as the session holds it now.
+    pub history: &'a [Message],
+    /// How many compactions the session has had. When it changes, `history` no longer
+    /// extends what was seen before: its head was replaced by a summary.
+    pub compactions: u64,
+    /// What the run has spent so far (everything run on its behalf included).
+    pub usage: Usage,
+}
+
+/// Sees a run's conversation at each turn boundary: before each model call (the request
+/// about to be sent), after a reply with tool calls is recorded (before the calls run), and
+/// after their results are recorded. The run waits for it, so what it keeps is complete
+/// before the next step begins; it cannot stop or change the run.
+#[async_trait]
+pub trait TurnObserver: Send + Sync {
+    /// A turn boundary was reached.
+    async fn turn_boundary(&self, run: &RunContext, boundary: TurnBoundary<'_>);
+}
+
+/// The observer of runs nobody observes.
+pub(crate) struct Unobserved;
+
+#[async_trait]
+impl TurnObserver for Unobserved {
+    async fn turn_boundary(&self, _run: &RunContext, _boundary: TurnBoundary<'_>) {}
+}

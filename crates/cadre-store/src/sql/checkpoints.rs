@@ -1,0 +1,143 @@
+//! Checkpoints: a child's conversation appended at each turn boundary, one statement per
+//! append, and read back whole by whichever node continues the task.
+
+use super::SqlStore;
+use crate::error::{StoreError, StoreResult};
+use crate::model::Checkpoint;
+use cadre_types::{Message, Usage};
+use sqlx::Row;
+
+/// Messages per statement (each binds one parameter).
+const CHUNK: usize = 500;
+
+/// The append of `n` messages as one `INSERT … SELECT`: it writes all of them or nothing.
+/// The rows are written only when the task is active, no newer generation is stored, and
+/// the append starts where the stored generation ends (the row before it exists; the
+/// primary key refuses a start inside it). `$1` task, `$2` generation, `$3` start, `$4`
+/// usage, `$5…` the messages.
+fn append_sql(n: usize) -> String {
+    let rows = (0..n)
+        .map(|k| {
+            if k == 0 {
+                "SELECT 0 AS k, $5 AS m".to_string()
+            } else {
+                format!("SELECT {k}, ${}", k + 5)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" UNION ALL ");
+    format!(
+        "INSERT INTO task_checkpoints (task_id, generation, seq, message, usage) \
+         SELECT $1, $2, $3 + v.k, v.m, $4 FROM ({rows}) AS v \
+         WHERE EXISTS (SELECT 1 FROM tasks WHERE id = $1 AND status IN ('pending', 'running')) \
+           AND NOT EXISTS (SELECT 1 FROM task_checkpoints c \
+                           WHERE c.task_id = $1 AND c.generation > $2) \
+           AND ($3 = 0 OR EXISTS (SELECT 1 FROM task_checkpoints c \
+                                  WHERE c.task_id = $1 AND c.generation = $2 AND c.seq = $3 - 1))"
+    )
+}
+
+fn to_i64(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn json<T: serde::Serialize>(id: &str, what: &str, v: &T) -> StoreResult<String> {
+    serde_json::to_string(v).map_err(|e| StoreError::Corrupt {
+        id: id.to_string(),
+        reason: format!("{what}: {e}"),
+    })
+}
+
+impl SqlStore {
+    pub(super) async fn append_checkpoint_rows(
+        &self,
+        id: &str,
+        generation: u64,
+        start: u64,
+        messages: &[Message],
+        usage: Usage,
+    ) -> StoreResult<()> {
+        let usage = json(id, "usage", &usage)?;
+        let refused = |at: u64| StoreError::CheckpointRefused {
+            id: id.to_string(),
+            generation,
+            start: at,
+        };
+        let mut at = start;
+        for chunk in messages.chunks(CHUNK) {
+            let bodies = chunk
+                .iter()
+                .map(|m| json(id, "message", m))
+                .collect::<StoreResult<Vec<_>>>()?;
+            let sql = append_sql(chunk.len());
+            let written = on_writer!(&self.db, p => {
+                let mut q = sqlx::query(&sql)
+                    .bind(id)
+                    .bind(to_i64(generation))
+                    .bind(to_i64(at))
+                    .bind(&usage);
+                for b in &bodies {
+                    q = q.bind(b);
+                }
+                q.execute(p).await.map(|r| r.rows_affected())
+            });
+            match written {
+                Ok(n) if n == chunk.len() as u64 => {}
+                Ok(_) => return Err(refused(at)),
+                Err(e) if super::is_unique_violation(&e) => return Err(refused(at)),
+                // The task is gone (SQLite checks the foreign key).
+                Err(sqlx::Error::Database(d)) if d.is_foreign_key_violation() => {
+                    return Err(refused(at));
+                }
+                Err(e) => return Err(e.into()),
+            }
+            if at == 0 && generation > 0 {
+                // The compacted conversation is stored: the generations before it are done.
+                on_writer!(&self.db, p => sqlx::query(
+                    "DELETE FROM task_checkpoints WHERE task_id = $1 AND generation < $2",
+                )
+                .bind(id)
+                .bind(to_i64(generation))
+                .execute(p)
+                .await?
+                .rows_affected());
+            }
+            at += chunk.len() as u64;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn read_checkpoint_rows(&self, id: &str) -> StoreResult<Option<Checkpoint>> {
+        let rows: Vec<(i64, String, String)> = on_reader!(&self.db, p => {
+            let rows = sqlx::query(
+                "SELECT generation, message, usage FROM task_checkpoints WHERE task_id = $1 \
+                   AND generation = (SELECT MAX(generation) FROM task_checkpoints \
+                                     WHERE task_id = $1) \
+                 ORDER BY seq",
+            )
+            .bind(id)
+            .fetch_all(p)
+            .await?;
+            rows.iter()
+                .map(|r| Ok::<_, sqlx::Error>((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+                .collect::<Result<_, _>>()?
+        });
+        let corrupt = |reason: String| StoreError::Corrupt {
+            id: id.to_string(),
+            reason,
+        };
+        let mut cp = Checkpoint::default();
+        for (i, (generation, message, usage)) in rows.iter().enumerate() {
+            cp.generation = u64::try_from(*generation).unwrap_or(0);
+            cp.messages.push(
+                serde_json::from_str(message)
+                    .map_err(|e| corrupt(format!("checkpoint message {i}: {e}")))?,
+            );
+            if i + 1 == rows.len() {
+                cp.usage = serde_json::from_str(usage)
+                    .map_err(|e| corrupt(format!("checkpoint usage: {e}")))?;
+            }
+        }
+        Ok(Some(cp).filter(|c| !c.messages.is_empty()))
+    }
+}

@@ -1,0 +1,163 @@
+//! A child's checkpoint: its conversation appended to the task store at every turn
+//! boundary, so that another node can continue the task from the last completed step.
+//!
+//! Each boundary appends only the messages stored since the last one. Nothing is written
+//! before the first model reply: until then the task's prompt (in its record) is all there
+//! is to continue from, so the first append carries the prompt and the first reply. A compaction (the
+//! session's count of them changes) starts a new generation holding the whole compacted
+//! conversation. A write the store fails is not lost: the next boundary appends from where
+//! the stored copy ends, so it carries the missed messages too. The run never waits on a
+//! refusal: the task ended, or another node owns it now, and nothing more is written.
+
+use cadre_engine::{TurnBoundary, TurnObserver};
+use cadre_store::{StoreError, TaskStore};
+use cadre_tools::RunContext;
+use cadre_types::Message;
+use std::sync::{Arc, Mutex};
+
+/// What the store holds of this run's conversation.
+#[derive(Debug, Default)]
+struct Stored {
+    /// The generation written to.
+    generation: u64,
+    /// The session's compaction count the generation was started at; `None` before the
+    /// first boundary.
+    compactions: Option<u64>,
+    /// Messages of the generation stored.
+    len: usize,
+    /// The store refused: the task is not this run's to write any more.
+    refused: bool,
+    /// Something was stored.
+    any: bool,
+}
+
+/// The [`TurnObserver`] that checkpoints one task's child.
+pub(crate) struct Checkpointer {
+    store: Arc<dyn TaskStore>,
+    task_id: String,
+    stored: Mutex<Stored>,
+}
+
+impl Checkpointer {
+    /// Checkpoints of task `task_id`, from an empty store copy.
+    pub(crate) fn new(store: Arc<dyn TaskStore>, task_id: &str) -> Self {
+        Self {
+            store,
+            task_id: task_id.to_string(),
+            stored: Mutex::default(),
+        }
+    }
+
+    /// Where the next append goes and what it holds, or `None` when there is nothing to
+    /// write. A new compaction count starts a new generation from the first message.
+    fn next_append(&self, b: &TurnBoundary<'_>) -> Option<(u64, usize)> {
+        let mut s = self.stored.lock().ok()?;
+        if s.refused {
+            return None;
+        }
+        match s.compactions {
+            None => s.compactions = Some(b.compactions),
+            Some(c) if c != b.compactions => {
+                s.compactions = Some(b.compactions);
+                s.generation += 1;
+                s.len = 0;
+            }
+            Some(_) => {}
+        }
+        let replied = || {
+            b.history
+                .iter()
+                .any(|m| matches!(m, Message::Assistant { .. }))
+        };
+        if !s.any && !replied() {
+            return None;
+        }
+        (b.history.len() > s.len).then_some((s.generation, s.len))
+    }
+}
+
+#[async_trait::async_trait]
+impl TurnObserver for Checkpointer {
+    async fn turn_boundary(&self, _run: &RunContext, b: TurnBoundary<'_>) {
+        self.record(b).await;
+    }
+}
+
+impl Checkpointer {
+    /// Append what the store does not hold yet of the conversation at `b`.
+    async fn record(&self, b: TurnBoundary<'_>) {
+        let Some((generation, start)) = self.next_append(&b) else {
+            return;
+        };
+        let new = &b.history[start..];
+        let written = self
+            .store
+            .append_checkpoint(&self.task_id, generation, start as u64, new, b.usage)
+            .await;
+        let Ok(mut s) = self.stored.lock() else {
+            return;
+        };
+        match written {
+            Ok(()) if s.generation == generation => {
+                s.len = b.history.len();
+                s.any = true;
+            }
+            Ok(()) => {}
+            Err(e @ StoreError::CheckpointRefused { .. }) => {
+                tracing::debug!(task = %self.task_id, error = %e, "checkpoints stop");
+                s.refused = true;
+            }
+            Err(e) => {
+                tracing::warn!(task = %self.task_id, error = %e, "store: checkpoint not written; the next one carries it");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadre_store::{MemoryStore, NewTask, NodeId};
+    use cadre_types::Usage;
+
+    fn at(history: &[Message], compactions: u64) -> TurnBoundary<'_> {
+        TurnBoundary {
+            history,
+            compactions,
+            usage: Usage::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn appends_new_messages_and_restarts_after_a_compaction() {
+        let store = Arc::new(MemoryStore::new(NodeId::new("n")));
+        let id = store.create(NewTask::new("w", "s", "p")).await.unwrap().id;
+        let cp = Checkpointer::new(store.clone(), &id);
+        let mut history = vec![Message::user("a")];
+        // Before the first reply, the prompt in the task record is all there is.
+        cp.record(at(&history, 2)).await;
+        assert_eq!(store.read_checkpoint(&id).await.unwrap(), None);
+        history.push(Message::assistant("b"));
+        cp.record(at(&history, 2)).await;
+        cp.record(at(&history, 2)).await;
+        history.push(Message::user("c"));
+        cp.record(at(&history, 2)).await;
+        let stored = store.read_checkpoint(&id).await.unwrap().unwrap();
+        assert_eq!((stored.generation, stored.messages), (0, history.clone()));
+
+        // The session compacted: a shorter conversation, stored whole as a new generation.
+        let compacted = vec![Message::user("summary"), Message::user("c")];
+        cp.record(at(&compacted, 3)).await;
+        let stored = store.read_checkpoint(&id).await.unwrap().unwrap();
+        assert_eq!((stored.generation, stored.messages), (1, compacted));
+
+        // Once the task ended, the store refuses and nothing more is tried.
+        store
+            .transition(&id, cadre_store::Transition::failed("x"))
+            .await
+            .unwrap();
+        history.push(Message::user("d"));
+        cp.record(at(&history, 3)).await;
+        assert!(cp.stored.lock().unwrap().refused);
+    }
+}
