@@ -47,6 +47,8 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Cache(args) => cache::run(args),
         cli::Command::Tui(args) => tui::run(args),
         cli::Command::Loader(args) => loader::run(args),
-        cli::Command::MockServer(args) => server::serve(args.variant, args.latency_ms, args.jitter_ms),
+        cli::Command::MockServer(args) => {
+            server::serve(args.variant, args.latency_ms, args.jitter_ms)
+        }
     }
 }

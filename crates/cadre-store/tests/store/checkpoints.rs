@@ -32,6 +32,7 @@ fn turn_one() -> Vec<Message> {
             name: "read_file".into(),
             content: "Output too long; saved to .cadre/tool-outputs/s/1-c1-ab.txt".into(),
             is_error: false,
+            images: Vec::new(),
         },
     ]
 }
