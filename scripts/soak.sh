@@ -54,7 +54,8 @@ as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 PGPORT=$(free_port)
 as_pg "$PGBIN/initdb" -D "$PGDIR/data" -U postgres --auth=trust -E UTF8 --locale=C -N >/dev/null
 PGOPTS="-p $PGPORT -k $PGDIR/sock -c listen_addresses=127.0.0.1 -c max_connections=200"
-pg_ctl() { as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -o "$PGOPTS" -w -t 60 "$@" >/dev/null; }
+# Started processes must not inherit fd 9 (the mock's stdin), or the mock never sees EOF.
+pg_ctl() { as_pg "$PGBIN/pg_ctl" -D "$PGDIR/data" -l "$PGDIR/server.log" -o "$PGOPTS" -w -t 60 "$@" >/dev/null 9>&-; }
 pg_ctl start
 as_pg "$PGBIN/createdb" -h 127.0.0.1 -p "$PGPORT" -U postgres cadre
 export CADRE_STORE_URL="postgres://postgres@127.0.0.1:$PGPORT/cadre"
@@ -105,7 +106,7 @@ SERVE_PORT=$(free_port)
 BASE=http://127.0.0.1:$SERVE_PORT
 AUTH="Authorization: Bearer $CADRE_SERVE_TOKEN"
 start_serve() {
-    "$CADRE" --workspace "$WS" serve --addr "127.0.0.1:$SERVE_PORT" >>"$OUT/serve.log" 2>&1 &
+    "$CADRE" --workspace "$WS" serve --addr "127.0.0.1:$SERVE_PORT" >>"$OUT/serve.log" 2>&1 9>&- &
     SERVE_PID=$!
     for _ in $(seq 300); do
         curl -sf "$BASE/.well-known/agent-card.json" >/dev/null 2>&1 && return 0
@@ -118,7 +119,7 @@ cleanup() {
     set +e
     [ -n "${SERVE_PID:-}" ] && kill "$SERVE_PID" 2>/dev/null && wait "$SERVE_PID" 2>/dev/null
     exec 9>&-
-    [ -n "${MOCK_PID:-}" ] && wait "$MOCK_PID" 2>/dev/null
+    [ -n "${MOCK_PID:-}" ] && kill "$MOCK_PID" 2>/dev/null && wait "$MOCK_PID" 2>/dev/null
     pg_ctl -m immediate stop 2>/dev/null
     rm -rf "$PGDIR"
 }
