@@ -249,47 +249,73 @@ pub(crate) fn split_point(messages: &[Message], keep: usize) -> Option<usize> {
     (cut > 0).then_some(cut)
 }
 
-/// The summarised part, rendered as plain text for the summariser (no tool-call pairing
-/// to respect, and no provider rules about roles).
-fn render_transcript(messages: &[Message]) -> String {
-    let mut out = String::new();
-    for m in messages {
-        let (head, body) = match m {
-            Message::System { content } => ("[system]".to_string(), content.as_str()),
-            Message::User { content } => ("[user]".to_string(), content.as_str()),
-            Message::Assistant {
-                content,
-                tool_calls,
-                ..
-            } => {
-                let mut head = "[assistant]".to_string();
-                for c in tool_calls {
-                    head.push_str(&format!(
-                        "\n[tool call {} {}({})]",
-                        c.id, c.name, c.arguments
-                    ));
-                }
-                (head, content.as_str())
+/// One message of the summarised part, as plain text for the summariser (no tool-call
+/// pairing to respect, and no provider rules about roles).
+fn render_message(m: &Message) -> String {
+    let (head, body) = match m {
+        Message::System { content } => ("[system]".to_string(), content.as_str()),
+        Message::User { content } => ("[user]".to_string(), content.as_str()),
+        Message::Assistant {
+            content,
+            tool_calls,
+            ..
+        } => {
+            let mut head = "[assistant]".to_string();
+            for c in tool_calls {
+                head.push_str(&format!(
+                    "\n[tool call {} {}({})]",
+                    c.id, c.name, c.arguments
+                ));
             }
-            Message::Tool {
-                tool_call_id,
-                name,
-                is_error,
-                content,
-                ..
-            } => (
-                format!(
-                    "[tool result {tool_call_id} {name}{}]",
-                    if *is_error { ", error" } else { "" }
-                ),
-                content.as_str(),
+            (head, content.as_str())
+        }
+        Message::Tool {
+            tool_call_id,
+            name,
+            is_error,
+            content,
+            ..
+        } => (
+            format!(
+                "[tool result {tool_call_id} {name}{}]",
+                if *is_error { ", error" } else { "" }
             ),
-        };
-        out.push_str(&head);
-        out.push('\n');
-        out.push_str(elide(body, MAX_RENDERED_MESSAGE).as_ref());
-        out.push_str("\n\n");
+            content.as_str(),
+        ),
+    };
+    format!("{head}\n{}\n\n", elide(body, MAX_RENDERED_MESSAGE))
+}
+
+/// The summarised part for the summariser, at most `max_bytes` long when its window is
+/// known: an earlier summary at the head is kept, then as many of the latest messages as
+/// fit, with a note of how many earlier ones were left out.
+fn render_transcript(messages: &[Message], max_bytes: Option<usize>) -> String {
+    let rendered: Vec<String> = messages.iter().map(render_message).collect();
+    let total: usize = rendered.iter().map(String::len).sum();
+    let Some(max) = max_bytes.filter(|max| total > *max) else {
+        return rendered.concat();
+    };
+    let head = usize::from(
+        messages
+            .first()
+            .is_some_and(|m| m.text().starts_with(SUMMARY_LEAD)),
+    );
+    let mut used: usize = rendered[..head].iter().map(String::len).sum();
+    let mut from = rendered.len();
+    while from > head {
+        let next = rendered[from - 1].len();
+        if used + next > max {
+            break;
+        }
+        used += next;
+        from -= 1;
     }
+    let mut out = rendered[..head].concat();
+    out.push_str(&format!(
+        "[{} earlier messages left out: the summariser's context window cannot hold them]\n\n",
+        from - head
+    ));
+    out.push_str(&rendered[from..].concat());
     out
 }
 
@@ -380,6 +406,18 @@ impl Compaction<'_> {
         Ok(report)
     }
 
+    /// The most bytes of transcript the summariser's window takes (when it is known): about
+    /// half of it, leaving room for the instructions and the summary it writes.
+    fn transcript_budget(&self, summariser: &ResolvedModel) -> Option<usize> {
+        let window = self
+            .policy
+            .windows
+            .window(&summariser.spec, &summariser.model)?;
+        usize::try_from(window / 2)
+            .ok()
+            .map(|t| t.saturating_mul(4))
+    }
+
     fn request(&self, summariser: &ResolvedModel, old: &[Message]) -> ModelRequest {
         let mut system = SUMMARY_PROMPT.to_string();
         if let Some(extra) = self.instructions.map(str::trim).filter(|s| !s.is_empty()) {
@@ -391,7 +429,7 @@ impl Compaction<'_> {
             system,
             messages: vec![Message::user(format!(
                 "Summarise this conversation:\n\n{}",
-                render_transcript(old)
+                render_transcript(old, self.transcript_budget(summariser))
             ))],
             tools: Vec::new(),
             max_output_tokens: None,
@@ -490,6 +528,24 @@ mod tests {
         assert_eq!(meter.estimate(400, &m), 162 + 10);
         meter.reset();
         assert_eq!(meter.estimate(400, &m), 210);
+    }
+
+    #[test]
+    fn a_transcript_longer_than_the_summarisers_window_keeps_the_earlier_summary_and_the_latest() {
+        let mut messages = vec![Message::user(format!("{SUMMARY_LEAD}old facts"))];
+        for i in 0..50 {
+            messages.push(Message::user(format!("question {i} {}", "x".repeat(900))));
+            messages.push(Message::assistant(format!("answer {i}")));
+        }
+        let whole = render_transcript(&messages, None);
+        assert_eq!(render_transcript(&messages, Some(whole.len())), whole);
+        let cut = render_transcript(&messages, Some(10_000));
+        assert!(cut.len() <= 10_200, "{}", cut.len());
+        assert!(cut.starts_with("[user]\n<conversation-summary>"), "{cut}");
+        assert!(cut.contains("old facts"));
+        assert!(cut.contains("earlier messages left out"), "{cut}");
+        assert!(cut.ends_with("[assistant]\nanswer 49\n\n"), "{cut}");
+        assert!(!cut.contains("question 0 "));
     }
 
     #[test]

@@ -337,6 +337,8 @@ async fn run_inner(
     }
     let mut meter = ContextMeter::default();
     let mut overflow_retried = false;
+    // After a failed compaction: the estimate above which it is tried again.
+    let mut retry_above: Option<u64> = None;
 
     // What the run spent includes everything run on its behalf (its node of the budget).
     let finish = |state: EndState, text: &RunText, turns: u32| {
@@ -401,9 +403,10 @@ async fn run_inner(
         }
         if let Some(limit) = context_limit {
             let estimate = meter.estimate(compaction.fixed_bytes, session.messages());
-            if estimate > limit {
+            if estimate > limit && retry_above.is_none_or(|above| estimate > above) {
                 match compaction.run(session, &stop.token).await {
                     Ok(_) => {
+                        retry_above = None;
                         meter.reset();
                         // Live state whose last copy was summarised is appended again.
                         if let Err(e) = inject(cfg, &run, session).await {
@@ -417,12 +420,19 @@ async fn run_inner(
                     Err(CompactionError::Session(e)) => {
                         return finish(persist_failed(e), &text, turns);
                     }
-                    Err(e) => emitter.emit(Event::Notice {
-                        message: format!(
-                            "the conversation (about {estimate} tokens) was not compacted: {e}; \
-                             it goes on uncompacted"
-                        ),
-                    }),
+                    Err(e) => {
+                        // Each attempt is a paid summary call: the next one waits until the
+                        // conversation has grown by a quarter of the limit.
+                        let above = estimate + limit / 4;
+                        retry_above = Some(above);
+                        emitter.emit(Event::Notice {
+                            message: format!(
+                                "the conversation (about {estimate} tokens) was not compacted: \
+                                 {e}; it goes on uncompacted, and compaction is tried again \
+                                 above {above} tokens"
+                            ),
+                        });
+                    }
                 }
             }
         }

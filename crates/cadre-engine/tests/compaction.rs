@@ -523,3 +523,58 @@ async fn a_failed_summary_before_a_call_is_said_and_the_run_goes_on_uncompacted(
     );
     assert_eq!(session.messages().len(), 14);
 }
+
+#[tokio::test]
+async fn a_failed_summary_is_not_retried_at_every_turn() {
+    let mock = MockServer::start().await.unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    mock.set_responder(Arc::new(move |r: &RecordedRequest| {
+        if is_summary_request(r) {
+            return MockReply::openai_error(500, "summariser down", None);
+        }
+        let n = seen.fetch_add(1, Ordering::SeqCst) + 1;
+        if n > 4 {
+            return reply(r, OpenAiJson::new().text("done"));
+        }
+        let args = json!({ "text": format!("s{n}") }).to_string();
+        reply(
+            r,
+            OpenAiJson::new().tool_call(&format!("call_{n}"), "echo", &args),
+        )
+    }));
+    let agent = builder(model(&mock))
+        .tools(ToolRegistry::new().with(TestTool::new("echo", Behaviour::Echo)))
+        .compaction(policy(Some(4_000)))
+        .build();
+    let h = Harness::new();
+    let mut session = h.session();
+    for i in 0..6 {
+        let filler = "words ".repeat(400);
+        session
+            .push(Message::user(format!("question {i} {filler}")))
+            .unwrap();
+        session
+            .push(Message::assistant(format!("answer {i}")))
+            .unwrap();
+    }
+    let out = h.run(&agent, &mut session, "one more").await;
+    assert_eq!(out.state, EndState::Completed, "{}", out.output);
+    let kinds: Vec<bool> = mock.requests().iter().map(is_summary_request).collect();
+    // Five model calls, each a little longer; the summary was tried before the first only.
+    assert_eq!(
+        kinds,
+        [true, false, false, false, false, false],
+        "{kinds:?}"
+    );
+    let notice = h
+        .events
+        .events()
+        .into_iter()
+        .find_map(|e| match e {
+            Event::Notice { message } if message.contains("not compacted") => Some(message),
+            _ => None,
+        })
+        .expect("the failure is said");
+    assert!(notice.contains("tried again above"), "{notice}");
+}
