@@ -91,6 +91,29 @@ pub struct ScriptedProvider {
     source: String,
 }
 
+/// The largest script file read.
+pub const MAX_SCRIPT_BYTES: u64 = 16 << 20;
+
+/// The text of a script file: a regular file (a FIFO or device would block or never end)
+/// of at most [`MAX_SCRIPT_BYTES`].
+fn read_script(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(Error::new(ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)?
+        .take(MAX_SCRIPT_BYTES + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_SCRIPT_BYTES {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!("larger than {MAX_SCRIPT_BYTES} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
 impl ScriptedProvider {
     /// A provider over an in-memory script.
     pub fn new(file: ScriptFile) -> Self {
@@ -100,9 +123,10 @@ impl ScriptedProvider {
         }
     }
 
-    /// Read a script from a `.toml` or `.json` file.
+    /// Read a script from a `.toml` or `.json` file (a regular file of at most
+    /// [`MAX_SCRIPT_BYTES`]).
     pub fn from_file(path: &Path) -> Result<Self, ProviderError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = read_script(path).map_err(|e| {
             ProviderError::Script(format!("cannot read script {}: {e}", path.display()))
         })?;
         let is_json = path.extension().is_some_and(|e| e == "json");
@@ -300,6 +324,23 @@ fn short_id() -> String {
 mod tests {
     use super::*;
     use crate::{RequestMetadata, collect};
+
+    #[test]
+    fn a_script_that_is_not_a_small_regular_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = |p: &Path| match ScriptedProvider::from_file(p) {
+            Err(ProviderError::Script(e)) => e,
+            other => panic!("{:?}", other.map(|_| ())),
+        };
+        assert!(err(dir.path()).contains("not a regular file"));
+        let big = dir.path().join("big.toml");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(MAX_SCRIPT_BYTES + 1).unwrap();
+        assert!(err(&big).contains("larger than"), "{}", err(&big));
+        let ok = dir.path().join("ok.toml");
+        std::fs::write(&ok, "[[turns]]\ntext = \"hi\"\n").unwrap();
+        assert!(ScriptedProvider::from_file(&ok).is_ok());
+    }
 
     fn script() -> ScriptedProvider {
         let file: ScriptFile = toml::from_str(
