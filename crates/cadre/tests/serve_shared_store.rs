@@ -167,6 +167,22 @@ async fn node_b_reads_lists_waits_for_and_cancels_the_tasks_node_a_runs() {
     // /wait on B waits through the store and answers when its time is up.
     let waited = get(&format!("{}/tasks/{t2}/wait?timeout_seconds=1", b.url)).await;
     assert_eq!(waited["status"], "running", "{waited}");
+    // Messages for the task go to the node that runs it.
+    let follow_up = rpc(
+        &b.url,
+        "SendMessage",
+        json!({"message": {"messageId": "m-more", "role": "ROLE_USER", "taskId": t1,
+                           "parts": [{"text": "more"}]}}),
+    )
+    .await;
+    assert_eq!(follow_up["error"]["code"], -32004, "{follow_up}");
+    assert!(
+        follow_up["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("another cadre serve node"),
+        "{follow_up}"
+    );
     let unknown = rpc(&b.url, "GetTask", json!({"id": "task_nope"})).await;
     assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
 

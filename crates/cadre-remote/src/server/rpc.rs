@@ -284,14 +284,14 @@ pub(crate) fn launch_error(e: &LaunchError) -> RpcError {
 
 /// The task a message names with `taskId`, if it may take the message: it exists (else
 /// TaskNotFound), the message's `contextId`, if any, is the task's (else InvalidParams), it
-/// has not ended (else UnsupportedOperation) and it was started over A2A.
+/// has not ended, runs on this node and was started over A2A (else UnsupportedOperation).
 async fn target(state: &State, p: &SendParams) -> Result<Option<Arc<ServedTask>>, RpcError> {
     let Some(id) = p.message.task_id.as_deref() else {
         return Ok(None);
     };
     let task = state
-        .book
-        .get(id)
+        .find_task(id, false)
+        .await
         .ok_or_else(|| RpcError::task_not_found(id))?;
     if let Some(ctx) = p.message.context_id.as_deref()
         && ctx != task.context_id
@@ -313,6 +313,15 @@ async fn target(state: &State, p: &SendParams) -> Result<Option<Arc<ServedTask>>
             format!(
                 "task {id} is {} and takes no more messages; send one without taskId (same contextId) to continue the conversation in a new task",
                 state_now.wire(Version::V03)
+            ),
+        )
+        .with("taskId", id));
+    }
+    if task.parent_session != state.parent.run.session_id {
+        return Err(RpcError::new(
+            ErrorKind::UnsupportedOperation,
+            format!(
+                "task {id} is run by another cadre serve node of this task store; send its messages to that node"
             ),
         )
         .with("taskId", id));
