@@ -50,10 +50,7 @@ impl HttpCore {
         })?;
         for (key, value) in &cfg.headers {
             let value = cadre_types::env_ref::expand_env(value).map_err(|e| {
-                ProviderError::Config(format!(
-                    "provider {name}: header {key} uses ${{{}}}, which is not set",
-                    e.name
-                ))
+                ProviderError::Config(format!("provider {name}: header {key}: {e}"))
             })?;
             insert_header(&mut headers, name, key, &value)?;
         }
@@ -203,6 +200,27 @@ pub(crate) fn error_message(status: u16, body: &str) -> (String, Option<String>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_header_reference_is_a_config_error_naming_provider_and_header() {
+        let mut cfg = ProviderConfig::default();
+        cfg.headers
+            .insert("X-Key".into(), "Bearer ${CADRE_TEST_UNCLOSED".into());
+        let e = HttpCore::new(
+            "p1",
+            &cfg,
+            "http://127.0.0.1:1/",
+            HeaderMap::new(),
+            String::new(),
+        )
+        .err()
+        .map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("provider p1: header X-Key: unclosed `${` at byte 7")),
+            "{e:?}"
+        );
+    }
 
     #[test]
     fn error_messages_are_extracted() {
