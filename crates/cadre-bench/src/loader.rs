@@ -189,6 +189,24 @@ pub fn run(args: &LoaderArgs) -> Result<()> {
     ));
     drop(dir);
 
+    // Where the mix's time goes: a tenth of it, one kind at a time.
+    let per_kind = (n / KINDS.len()).max(1);
+    for (kind, name) in KINDS.iter().enumerate() {
+        let (dir, files, bytes) = workspace((0..per_kind).map(|i| {
+            (
+                format!("h-{i}.md"),
+                hostile(i * KINDS.len() + kind, &mut rng),
+            )
+        }))?;
+        cases.push(measure(
+            &format!("{per_kind} files: {name}"),
+            &dir,
+            files,
+            bytes,
+            runs,
+        ));
+    }
+
     // The reported stall: 200 KB of nested brackets beside a good file. The bad one must be
     // refused and the good one loaded.
     let (dir, files, bytes) = workspace(

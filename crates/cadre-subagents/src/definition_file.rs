@@ -142,12 +142,44 @@ fn name_error(what: &str, name: &str) -> String {
     )
 }
 
+/// Most warnings one file keeps; the rest are counted in a last one. A file of thousands
+/// of unknown keys or tools would otherwise carry a warning each into every registry.
+const MAX_WARNINGS: usize = 20;
+
+/// Most names one warning lists; the rest are counted.
+const MAX_LISTED: usize = 8;
+
+/// `` `a`, `b` and `c` ``, or the first [`MAX_LISTED`] and how many more.
+fn listed(names: &[&str]) -> String {
+    let shown: Vec<String> = names
+        .iter()
+        .take(MAX_LISTED)
+        .map(|n| format!("`{n}`"))
+        .collect();
+    match (names.len().saturating_sub(MAX_LISTED), shown.split_last()) {
+        (0, Some((last, rest))) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        (0, _) => shown.join(""),
+        (more, _) => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
+/// Keep at most [`MAX_WARNINGS`] warnings, the last one saying how many were left out.
+fn bound_warnings(warnings: &mut Vec<String>) {
+    if warnings.len() > MAX_WARNINGS {
+        let dropped = warnings.len() - (MAX_WARNINGS - 1);
+        warnings.truncate(MAX_WARNINGS - 1);
+        warnings.push(format!("{dropped} more warnings not shown"));
+    }
+}
+
 /// Collect the recognised keys, refusing two spellings of one key.
 fn collect<'m>(
     front: &'m Mapping,
     warnings: &mut Vec<String>,
 ) -> Result<HashMap<Key, (&'m str, &'m Value)>, String> {
     let mut found: HashMap<Key, (&str, &Value)> = HashMap::new();
+    let mut unknown: Vec<&str> = Vec::new();
+    let mut first_unknown = 0;
     for (k, v) in front {
         let Some(k) = k.as_str() else {
             warnings.push(format!("key {} is not text; ignored", show(k)));
@@ -163,8 +195,20 @@ fn collect<'m>(
                 "`{k}` is not supported by cadre and is ignored: {instead}"
             ));
         } else {
-            warnings.push(format!("unknown key `{k}` ignored"));
+            if unknown.is_empty() {
+                first_unknown = warnings.len();
+            }
+            unknown.push(k);
         }
+    }
+    // One warning for them all, where the first one was found.
+    match unknown.as_slice() {
+        [] => {}
+        [one] => warnings.insert(first_unknown, format!("unknown key `{one}` ignored")),
+        many => warnings.insert(
+            first_unknown,
+            format!("unknown keys {} ignored", listed(many)),
+        ),
     }
     Ok(found)
 }
@@ -310,11 +354,15 @@ pub fn parse_definition(
     cx: &ParseContext<'_>,
 ) -> Result<AgentDefinition, String> {
     let doc = frontmatter::parse(text).map_err(|e| e.to_string())?;
-    let mut warnings: Vec<String> = doc
-        .requoted
-        .iter()
-        .map(|k| format!("the value of `{k}` contains `: `, which YAML does not allow unquoted; read as text (quote it to silence this)"))
-        .collect();
+    let mut warnings: Vec<String> = Vec::new();
+    match doc.requoted.as_slice() {
+        [] => {}
+        [k] => warnings.push(format!("the value of `{k}` contains `: `, which YAML does not allow unquoted; read as text (quote it to silence this)")),
+        keys => {
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            warnings.push(format!("the values of {} contain `: `, which YAML does not allow unquoted; read as text (quote them to silence this)", listed(&keys)));
+        }
+    }
     for key in &doc.duplicates {
         if SILENT_KEYS.contains(&key.as_str()) {
             warnings.push(format!(
@@ -611,6 +659,7 @@ pub(crate) fn definition_from(
         def.prompt = body;
     }
     check_rules(&def)?;
+    bound_warnings(&mut warnings);
     def.warnings = warnings;
     Ok(def)
 }

@@ -271,9 +271,44 @@ impl<'de> Deserialize<'de> for TopLevel {
     }
 }
 
+/// True when `yaml`'s characters alone prove that it nests at most [`MAX_NESTING`] levels
+/// and holds at most [`MAX_NODES`] values, so [`check_structure`] has nothing to find. Most
+/// definition files qualify, and the event parse it saves costs as much as the YAML parse.
+///
+/// The proof: without `[`, `{` and `*` there are no flow collections and no aliases. A block
+/// collection starts where its first key or its `-`/`?`/`:` indicator is, which is never
+/// after the first character of its line that is not indentation or an indicator; so when
+/// that character is in the first `MAX_NESTING / 2` columns of every line, so is every
+/// collection. A nested block collection starts further right than its parent, except a
+/// list that is a mapping's value, which may start in the key's column (and a list's own
+/// items are further right), so the column grows at least every second level. Every value
+/// owns a character of its own (its first one, or the `:`/`-`/`?` of an empty value), and no
+/// character is the start of more than two, so the text's length bounds the count.
+fn plainly_bounded(yaml: &str) -> bool {
+    let columns = MAX_NESTING / 2;
+    (yaml.len() as u64) * 2 < MAX_NODES
+        && !yaml.bytes().any(|b| matches!(b, b'[' | b'{' | b'*'))
+        && yaml.lines().all(|line| {
+            line.trim().is_empty()
+                || line
+                    .bytes()
+                    .position(|b| !matches!(b, b' ' | b'\t' | b'-' | b'?' | b':'))
+                    .unwrap_or(line.len())
+                    < columns
+        })
+}
+
 /// Parse one front-matter block: bounded nesting, then the YAML itself.
 fn parse_yaml(front: &str) -> Result<TopLevel, FrontMatterError> {
-    check_structure(front)?;
+    if plainly_bounded(front) {
+        // The fuzz target (built with debug assertions) checks the proof above.
+        debug_assert!(
+            check_structure(front).is_ok(),
+            "plainly_bounded passed a text check_structure refuses: {front:?}"
+        );
+    } else {
+        check_structure(front)?;
+    }
     serde_yaml_ng::from_str::<TopLevel>(front).map_err(|e| FrontMatterError::Yaml(e.to_string()))
 }
 
@@ -572,6 +607,50 @@ mod tests {
             Err(FrontMatterError::TooManyNodes)
         );
         assert!(parse("---\na: &x [1, 2]\nb: *x\n---\n").is_ok());
+    }
+
+    #[test]
+    fn the_character_proof_never_passes_what_the_event_parser_refuses() {
+        let ordinary = "name: x\ndescription: Use it when: y\ntools: Read, Grep\nworkspace:\n  mode: shared\nskills:\n- a\n- b\n";
+        assert!(plainly_bounded(ordinary));
+        for refused in [
+            "a: [x]\n".to_string(),
+            "a: &x y\nb: *x\n".to_string(),
+            format!("{}k: v\n", " ".repeat(MAX_NESTING / 2)),
+            format!("{}x\n", "- ".repeat(MAX_NESTING + 1)),
+            format!("a: {}\n", "b".repeat(MAX_NODES as usize / 2)),
+        ] {
+            assert!(!plainly_bounded(&refused), "{refused:?}");
+        }
+        let deep = format!("{}x\n", "- ".repeat(MAX_NESTING + 1));
+        assert_eq!(check_structure(&deep), Err(FrontMatterError::TooDeep));
+        // Random block YAML built from indentation, indicators and keys: whatever the proof
+        // passes, the event parser must accept too.
+        let pieces = [
+            " ", "  ", "- ", "? ", ": ", "k: ", "k:", "v", "|", "#", "\t", "-",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let mut passed = 0;
+        for _ in 0..3000 {
+            let mut text = String::new();
+            for _ in 0..1 + next(40) {
+                for _ in 0..next(24) {
+                    text.push_str(pieces[next(pieces.len())]);
+                }
+                text.push('\n');
+            }
+            if plainly_bounded(&text) {
+                passed += 1;
+                assert_eq!(check_structure(&text), Ok(()), "{text:?}");
+            }
+        }
+        assert!(passed > 100, "only {passed} texts exercised the proof");
     }
 
     #[test]

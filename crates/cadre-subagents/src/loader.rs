@@ -277,6 +277,51 @@ pub fn parse_text(
     }
 }
 
+/// Most threads one directory is loaded on.
+const MAX_LOAD_THREADS: usize = 8;
+
+/// Fewest files a load thread is started for: below that, starting it costs more than it
+/// saves.
+const FILES_PER_THREAD: usize = 64;
+
+/// Load `files` in order, on up to one thread per core for a large directory: reading and
+/// parsing a file needs nothing from the others, and a cloned repository may hold
+/// thousands.
+fn load_files(
+    files: &[PathBuf],
+    kind: DirKind,
+    opts: &LoadOptions<'_>,
+) -> Vec<Result<AgentDefinition, LoadError>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(MAX_LOAD_THREADS)
+        .min(files.len() / FILES_PER_THREAD)
+        .max(1);
+    if threads == 1 {
+        return files.iter().map(|f| load_file(f, kind, opts)).collect();
+    }
+    let chunk = files.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = files
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|f| load_file(f, kind, opts))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|part| {
+                part.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
 /// Load every definition file of `dir` (sorted). Broken files become errors; the others
 /// load.
 pub fn load_dir(
@@ -288,8 +333,8 @@ pub fn load_dir(
     let mut errors = Vec::new();
     match definition_files(dir, kind.extension()) {
         Ok(files) => {
-            for f in files {
-                match load_file(&f, kind, opts) {
+            for loaded in load_files(&files, kind, opts) {
+                match loaded {
                     Ok(d) => defs.push(d),
                     Err(e) => {
                         tracing::info!(path = %e.path.display(), reason = %e.reason, "agent definition not loaded");

@@ -160,3 +160,66 @@ fn long_descriptions_are_cut_for_the_parent_only() {
     assert!(listed.len() < 3_000, "{} bytes", listed.len());
     assert!(listed.contains(&offered));
 }
+
+#[test]
+fn thousands_of_odd_keys_give_a_few_warnings() {
+    let ws = Ws::new();
+    let mut text = String::from("---\nname: many\ndescription: d\n");
+    for k in 0..2000 {
+        text.push_str(&format!("k{k}: a: b\n"));
+    }
+    text.push_str(&format!(
+        "tools: {}\n---\nBody.\n",
+        (0..500)
+            .map(|t| format!("tool{t}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    ws.write(".claude/agents/many.md", &text);
+    let reg = ws.registry();
+    assert!(reg.errors().is_empty(), "{:?}", reg.errors());
+    let w = warnings_of(&reg, "many");
+    assert!(w.len() <= 20, "{} warnings", w.len());
+    assert!(
+        w.iter()
+            .any(|w| w.contains("the values of `k0`, `k1`")
+                && w.contains("and 1992 more contain `: `")),
+        "{w:?}"
+    );
+    assert!(
+        w.iter()
+            .any(|w| w.starts_with("unknown keys `k0`, `k1`") && w.contains("and 1992 more")),
+        "{w:?}"
+    );
+    assert!(
+        w.last()
+            .is_some_and(|w| w.ends_with("more warnings not shown")),
+        "{w:?}"
+    );
+}
+
+#[test]
+fn a_large_directory_loads_in_order_on_several_threads() {
+    let ws = Ws::new();
+    for i in 0..400 {
+        ws.write(
+            &format!(".claude/agents/a{i:03}.md"),
+            &format!("---\nname: agent-{i}\ndescription: number {i}\n---\nx\n"),
+        );
+    }
+    // Same name in one directory: the later file (by name) wins, whichever thread read it.
+    ws.write(
+        ".claude/agents/a000-first.md",
+        "---\nname: twin\ndescription: first\n---\nx\n",
+    );
+    ws.write(
+        ".claude/agents/z-last.md",
+        "---\nname: twin\ndescription: last\n---\nx\n",
+    );
+    ws.write(".claude/agents/a200-broken.md", "no front matter\n");
+    let reg = ws.registry();
+    assert_eq!(reg.len(), 402, "400 agents, the twin and general-purpose");
+    assert_eq!(reg.get("twin").unwrap().description, "last");
+    assert_eq!(error_lines(&reg).len(), 1, "{:?}", error_lines(&reg));
+    assert!(reason_of(&reg, "a200-broken.md").contains("no front matter"));
+}
