@@ -107,7 +107,7 @@ impl Setup {
             max_turns: overrides
                 .max_turns
                 .or(config.limits.max_turns)
-                .unwrap_or(50),
+                .unwrap_or_else(|| Limits::default().max_turns),
             wall_clock: config.limits.wall_clock_secs.map(Duration::from_secs),
             max_tokens: config.limits.max_tokens,
             max_cost_usd: config.limits.cost_budget()?,
@@ -193,11 +193,14 @@ impl Setup {
             b = b.disable_general_purpose();
         }
         b = b.runtime_config(move |rc| {
-            rc.max_depth = sub.max_depth.unwrap_or(3);
-            rc.max_concurrent = sub.max_concurrent.unwrap_or(16).max(min_concurrent);
+            rc.max_depth = sub.max_depth.unwrap_or(rc.max_depth);
+            rc.max_concurrent = sub
+                .max_concurrent
+                .unwrap_or(rc.max_concurrent)
+                .max(min_concurrent);
             rc.remote = Some(remote);
             rc.agent_servers = Some(agent_servers);
-            rc.default_max_turns = sub.max_turns.unwrap_or(10);
+            rc.default_max_turns = sub.max_turns.unwrap_or(rc.default_max_turns);
             rc.background_approvals = match sub.background_approvals {
                 Some(BackgroundApprovalsName::Escalate) => BackgroundApprovals::Escalate,
                 _ => BackgroundApprovals::Deny,

@@ -59,7 +59,15 @@ impl SandboxSettings {
     }
 }
 
-/// Settings of the runtime.
+/// Default nesting depth of delegation (`[subagents] max_depth`).
+pub const DEFAULT_MAX_DEPTH: u32 = 3;
+/// Default cap on children running at once (`[subagents] max_concurrent`).
+pub const DEFAULT_MAX_CONCURRENT: usize = 16;
+/// Default turn limit of a child whose definition sets none (`[subagents] max_turns`).
+pub const DEFAULT_MAX_TURNS: u32 = 10;
+
+/// Settings of the runtime. [`RuntimeConfig::new`] owns the defaults; configuration only
+/// overrides what it sets.
 #[derive(Clone)]
 pub struct RuntimeConfig {
     /// The main workspace (canonical).
@@ -141,9 +149,9 @@ impl RuntimeConfig {
             tool_timeout: cadre_engine::DEFAULT_TOOL_TIMEOUT,
             max_parallel_tools: cadre_engine::DEFAULT_MAX_PARALLEL_TOOLS,
             offload_threshold: cadre_engine::DEFAULT_OFFLOAD_THRESHOLD,
-            max_depth: 3,
-            max_concurrent: 16,
-            default_max_turns: 10,
+            max_depth: DEFAULT_MAX_DEPTH,
+            max_concurrent: DEFAULT_MAX_CONCURRENT,
+            default_max_turns: DEFAULT_MAX_TURNS,
             background_approvals: BackgroundApprovals::Deny,
             surface: ToolSurface::Both,
             task_timeout: None,
