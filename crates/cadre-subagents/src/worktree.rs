@@ -526,9 +526,19 @@ async fn git_owned(dir: &Path, args: Vec<String>) -> Result<String, WorktreeErro
     git(dir, &refs).await
 }
 
+/// Held while a `git worktree` command runs: `worktree add`, `remove` and `prune` read
+/// every worktree's entry under `.git/worktrees/`, and two at once in one repository race
+/// (one reads the other's half-written entry and fails: "failed to read .../commondir").
+static WORKTREE_LIST: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Run `git args` in `dir` with hooks and the file-system monitor off and git's own
-/// environment variables cleared; stdout (bounded) on success.
+/// environment variables cleared; stdout (bounded) on success. `git worktree` commands of
+/// this process run one at a time.
 pub async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+    let _one_at_a_time = match args.first() {
+        Some(&"worktree") => Some(WORKTREE_LIST.lock().await),
+        _ => None,
+    };
     let command = args
         .iter()
         .find(|a| !a.starts_with('-'))
@@ -598,5 +608,48 @@ fn failed(command: &str, message: String) -> WorktreeError {
     WorktreeError::Git {
         command: command.to_string(),
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn many_worktrees_made_and_removed_at_once_in_one_repository_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        for args in [
+            &["init", "--quiet"][..],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "--quiet",
+                "--allow-empty",
+                "-m",
+                "base",
+            ],
+        ] {
+            git(repo, args).await.unwrap();
+        }
+        let spec = WorktreeSpec::prepare(repo, repo).await.unwrap();
+        let made = futures::future::join_all((0..48).map(|i| {
+            let spec = spec.clone();
+            async move {
+                let name = format!("task_{i:08}-0000-0000-0000-000000000000");
+                let wt = Worktree::create(&spec, &name, "editor").await?;
+                wt.close_now().await?;
+                Ok::<_, WorktreeError>(())
+            }
+        }))
+        .await;
+        let failures: Vec<String> = made
+            .into_iter()
+            .filter_map(|r| r.err().map(|e| e.to_string()))
+            .collect();
+        assert!(failures.is_empty(), "{failures:?}");
     }
 }
