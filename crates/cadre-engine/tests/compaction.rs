@@ -146,6 +146,28 @@ fn assert_pairs_intact(r: &RecordedRequest) {
     assert!(open.is_empty(), "calls without results: {open:?}");
 }
 
+/// Six earlier exchanges, each question followed by `filler_words` words.
+fn push_exchanges(session: &mut Session, filler_words: usize) {
+    for i in 0..6 {
+        let question = match filler_words {
+            0 => format!("question {i}"),
+            n => format!("question {i} {}", "words ".repeat(n)),
+        };
+        session.push(Message::user(question)).unwrap();
+        session
+            .push(Message::assistant(format!("answer {i}")))
+            .unwrap();
+    }
+}
+
+/// The first notice of the run containing `text`.
+fn notice_containing(h: &Harness, text: &str) -> Option<String> {
+    h.events.events().into_iter().find_map(|e| match e {
+        Event::Notice { message } if message.contains(text) => Some(message),
+        _ => None,
+    })
+}
+
 fn texts(r: &RecordedRequest) -> Vec<String> {
     r.body["messages"]
         .as_array()
@@ -297,14 +319,7 @@ async fn context_too_long_from_the_provider_compacts_once_and_retries() {
         .build();
     let h = Harness::new();
     let mut session = h.session();
-    for i in 0..6 {
-        session
-            .push(Message::user(format!("question {i}")))
-            .unwrap();
-        session
-            .push(Message::assistant(format!("answer {i}")))
-            .unwrap();
-    }
+    push_exchanges(&mut session, 0);
     let out = h.run(&agent, &mut session, "one more").await;
     assert_eq!(out.state, EndState::Completed, "{}", out.output);
     assert_eq!(out.output, "answered after compaction");
@@ -342,14 +357,7 @@ async fn a_failed_summary_is_said_and_a_second_refusal_fails_the_run_with_the_re
     let agent = builder(model(&mock)).compaction(policy(None)).build();
     let h = Harness::new();
     let mut session = h.session();
-    for i in 0..6 {
-        session
-            .push(Message::user(format!("question {i}")))
-            .unwrap();
-        session
-            .push(Message::assistant(format!("answer {i}")))
-            .unwrap();
-    }
+    push_exchanges(&mut session, 0);
     let out = h.run(&agent, &mut session, "one more").await;
     match &out.state {
         EndState::Failed { error } => {
@@ -375,14 +383,7 @@ async fn a_forced_compaction_follows_the_users_instructions() {
     let agent = builder(model(&mock)).build();
     let h = Harness::new();
     let mut session = h.session();
-    for i in 0..6 {
-        session
-            .push(Message::user(format!("question {i}")))
-            .unwrap();
-        session
-            .push(Message::assistant(format!("answer {i}")))
-            .unwrap();
-    }
+    push_exchanges(&mut session, 0);
     let run = h.run_context(&session);
     let report = agent
         .compact(
@@ -480,15 +481,7 @@ async fn a_failed_summary_before_a_call_is_said_and_the_run_goes_on_uncompacted(
         .build();
     let h = Harness::new();
     let mut session = h.session();
-    for i in 0..6 {
-        let filler = "words ".repeat(150);
-        session
-            .push(Message::user(format!("question {i} {filler}")))
-            .unwrap();
-        session
-            .push(Message::assistant(format!("answer {i}")))
-            .unwrap();
-    }
+    push_exchanges(&mut session, 150);
     let out = h.run(&agent, &mut session, "one more").await;
     assert_eq!(out.state, EndState::Completed, "{}", out.output);
     assert_eq!(out.output, "answered uncompacted");
@@ -498,15 +491,7 @@ async fn a_failed_summary_before_a_call_is_said_and_the_run_goes_on_uncompacted(
         [true, false],
         "the summary was tried, then the call went out"
     );
-    let notice = h
-        .events
-        .events()
-        .into_iter()
-        .find_map(|e| match e {
-            Event::Notice { message } if message.contains("not compacted") => Some(message),
-            _ => None,
-        })
-        .expect("the failure is said");
+    let notice = notice_containing(&h, "not compacted").expect("the failure is said");
     assert!(notice.contains("the summary call failed"), "{notice}");
     assert!(notice.contains("goes on uncompacted"), "{notice}");
     assert!(
@@ -549,15 +534,7 @@ async fn a_failed_summary_is_not_retried_at_every_turn() {
         .build();
     let h = Harness::new();
     let mut session = h.session();
-    for i in 0..6 {
-        let filler = "words ".repeat(400);
-        session
-            .push(Message::user(format!("question {i} {filler}")))
-            .unwrap();
-        session
-            .push(Message::assistant(format!("answer {i}")))
-            .unwrap();
-    }
+    push_exchanges(&mut session, 400);
     let out = h.run(&agent, &mut session, "one more").await;
     assert_eq!(out.state, EndState::Completed, "{}", out.output);
     let kinds: Vec<bool> = mock.requests().iter().map(is_summary_request).collect();
@@ -567,14 +544,6 @@ async fn a_failed_summary_is_not_retried_at_every_turn() {
         [true, false, false, false, false, false],
         "{kinds:?}"
     );
-    let notice = h
-        .events
-        .events()
-        .into_iter()
-        .find_map(|e| match e {
-            Event::Notice { message } if message.contains("not compacted") => Some(message),
-            _ => None,
-        })
-        .expect("the failure is said");
+    let notice = notice_containing(&h, "not compacted").expect("the failure is said");
     assert!(notice.contains("tried again above"), "{notice}");
 }
