@@ -33,6 +33,19 @@ pub enum StoreError {
         /// Where the append started.
         start: u64,
     },
+    /// The write carried an owner epoch the task has left behind: another node adopted it,
+    /// and this writer is a stale owner. Nothing was written.
+    #[error(
+        "task {id} is owned by another node now (epoch {current}; this write was fenced at {epoch})"
+    )]
+    Fenced {
+        /// Task id.
+        id: String,
+        /// The epoch the write carried.
+        epoch: u64,
+        /// The task's epoch.
+        current: u64,
+    },
     /// A task with this id already exists.
     #[error("task already exists: {0}")]
     DuplicateTask(String),
@@ -77,9 +90,9 @@ pub enum StoreError {
 }
 
 impl StoreError {
-    /// True when a write was refused by the state rules.
+    /// True when a write was refused by the state rules or by its fencing epoch.
     pub fn is_refused(&self) -> bool {
-        matches!(self, StoreError::Refused { .. })
+        matches!(self, StoreError::Refused { .. } | StoreError::Fenced { .. })
     }
 
     /// True for a failure that may pass by itself (the database restarting or busy, a

@@ -11,7 +11,8 @@
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition,
+    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, OrphanPolicy, TaskFilter, TaskRecord,
+    Transition,
 };
 use crate::node::{NodeId, current_instance, instance_alive};
 use crate::sql::{executor_died_message, executor_lost_message};
@@ -76,6 +77,19 @@ struct Tables {
 /// Unix milliseconds, as the SQL store stores them.
 fn now() -> u64 {
     unix_millis()
+}
+
+/// The Unix ms before which a task's last sign of life makes it an orphan.
+fn cutoff(orphan_timeout: Duration) -> u64 {
+    now().saturating_sub(u64::try_from(orphan_timeout.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A local, active task left for adoption whose last sign of life is before `cutoff`.
+fn is_resumable_orphan(r: &TaskRecord, cutoff: u64) -> bool {
+    !r.status.is_terminal()
+        && r.transport.is_local()
+        && r.on_orphan == OrphanPolicy::Resume
+        && r.heartbeat_at.unwrap_or(r.created_at) < cutoff
 }
 
 /// Oldest first, as the SQL store sorts.
@@ -338,6 +352,16 @@ impl TaskStore for MemoryStore {
     async fn transition(&self, id: &str, t: Transition) -> StoreResult<()> {
         let mut g = self.lock();
         let r = g.get_mut(id)?;
+        if let Some(epoch) = t.epoch
+            && epoch != r.owner_epoch
+            && !r.status.is_terminal()
+        {
+            return Err(StoreError::Fenced {
+                id: id.to_string(),
+                epoch,
+                current: r.owner_epoch,
+            });
+        }
         if !r.status.can_become(t.to, r.cancel_requested) {
             return Err(StoreError::Refused {
                 id: id.to_string(),
@@ -507,7 +531,7 @@ impl TaskStore for MemoryStore {
             .active
             .iter()
             .filter_map(|id| g.tasks.get(id))
-            .filter(|r| r.transport.is_local())
+            .filter(|r| r.transport.is_local() && r.on_orphan == OrphanPolicy::Fail)
             .map(|r| (r.id.clone(), r.heartbeat_at.unwrap_or(r.created_at)))
             .filter(|(_, seen)| *seen < cutoff)
             .collect();
@@ -530,7 +554,11 @@ impl TaskStore for MemoryStore {
             .active
             .iter()
             .filter_map(|id| g.tasks.get(id))
-            .filter(|r| r.owner_node == node.as_str() && r.transport.is_local())
+            .filter(|r| {
+                r.owner_node == node.as_str()
+                    && r.transport.is_local()
+                    && r.on_orphan == OrphanPolicy::Fail
+            })
             // A sibling process of the same node that is still running keeps its tasks.
             .filter(|r| {
                 !r.owner_instance
@@ -545,6 +573,53 @@ impl TaskStore for MemoryStore {
         }
         g.forget_beyond(self.shared.retention);
         Ok(left)
+    }
+
+    async fn resumable_orphans(&self, orphan_timeout: Duration) -> StoreResult<Vec<TaskRecord>> {
+        let cutoff = cutoff(orphan_timeout);
+        let g = self.lock();
+        let orphans = g
+            .active
+            .iter()
+            .filter_map(|id| g.tasks.get(id))
+            .filter(|r| is_resumable_orphan(r, cutoff))
+            .cloned()
+            .collect();
+        Ok(sorted(orphans))
+    }
+
+    async fn adopt(
+        &self,
+        id: &str,
+        seen_epoch: u64,
+        orphan_timeout: Duration,
+    ) -> StoreResult<Option<TaskRecord>> {
+        let cutoff = cutoff(orphan_timeout);
+        let mut g = self.lock();
+        let Some(r) = g.tasks.get_mut(id) else {
+            return Ok(None);
+        };
+        if r.owner_epoch != seen_epoch || !is_resumable_orphan(r, cutoff) {
+            return Ok(None);
+        }
+        let now = now();
+        let old_owner = std::mem::replace(&mut r.owner_node, self.node.as_str().to_string());
+        r.owner_instance = Some(self.instance.clone());
+        r.owner_epoch += 1;
+        r.resumes += 1;
+        r.heartbeat_at = Some(now);
+        r.updated_at = now;
+        let adopted = r.clone();
+        // A cancel requested of the old owner is now the new owner's to act on.
+        if let Some(set) = g.cancels.get_mut(&old_owner)
+            && set.remove(id)
+        {
+            g.cancels
+                .entry(self.node.as_str().to_string())
+                .or_default()
+                .insert(id.to_string());
+        }
+        Ok(Some(adopted))
     }
 
     async fn watch_cancellations(&self, node: &NodeId) -> StoreResult<CancelWatch> {
@@ -595,6 +670,7 @@ impl TaskStore for MemoryStore {
     async fn append_checkpoint(
         &self,
         id: &str,
+        epoch: u64,
         generation: u64,
         start: u64,
         messages: &[Message],
@@ -609,7 +685,9 @@ impl TaskStore for MemoryStore {
             generation,
             start,
         };
-        if !g.active.contains(id) {
+        let owned =
+            g.active.contains(id) && g.tasks.get(id).is_some_and(|r| r.owner_epoch == epoch);
+        if !owned {
             return Err(refused());
         }
         let cp = g.checkpoints.entry(id.to_string()).or_default();

@@ -40,6 +40,36 @@ impl Transport {
     }
 }
 
+/// What the sweeper does with a task whose owner stopped beating it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OrphanPolicy {
+    /// Fail it (`executor lost: …`): the work is gone, and nothing runs twice.
+    #[default]
+    Fail,
+    /// Leave it to be adopted by a live node ([`crate::TaskStore::adopt`]), which continues
+    /// it from its checkpoint.
+    Resume,
+}
+
+impl OrphanPolicy {
+    /// The stored and configured name: `fail` or `resume`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OrphanPolicy::Fail => "fail",
+            OrphanPolicy::Resume => "resume",
+        }
+    }
+
+    /// Parse a stored or configured name.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "fail" => Some(OrphanPolicy::Fail),
+            "resume" => Some(OrphanPolicy::Resume),
+            _ => None,
+        }
+    }
+}
+
 /// What a new task starts with. It is created `pending`, owned by the creating store's node.
 #[derive(Debug, Clone)]
 pub struct NewTask {
@@ -65,6 +95,8 @@ pub struct NewTask {
     pub transport: Transport,
     /// Headers sent to a remote transport; stored only through [`redact_headers`].
     pub remote_headers: BTreeMap<String, String>,
+    /// What happens to the task if its owner is lost.
+    pub on_orphan: OrphanPolicy,
 }
 
 impl NewTask {
@@ -82,6 +114,7 @@ impl NewTask {
             background: false,
             transport: Transport::Local,
             remote_headers: BTreeMap::new(),
+            on_orphan: OrphanPolicy::Fail,
         }
     }
 
@@ -119,6 +152,9 @@ impl NewTask {
             owner_instance: Some(owner_instance.to_string()),
             remote_task_id: None,
             usage: Usage::default(),
+            owner_epoch: 0,
+            on_orphan: self.on_orphan,
+            resumes: 0,
         }
     }
 }
@@ -174,6 +210,13 @@ pub struct TaskRecord {
     pub remote_headers: BTreeMap<String, String>,
     /// Tokens the child used.
     pub usage: Usage,
+    /// The fencing epoch: 0 at creation, bumped by every adoption. Writes fenced with an
+    /// older epoch are refused.
+    pub owner_epoch: u64,
+    /// What happens to the task if its owner is lost.
+    pub on_orphan: OrphanPolicy,
+    /// How many times the task was adopted by another owner.
+    pub resumes: u64,
 }
 
 impl TaskRecord {
@@ -212,6 +255,9 @@ pub struct Transition {
     pub end_state: Option<String>,
     /// Usage to store (replaces the stored totals).
     pub usage: Option<Usage>,
+    /// Written only while the task's owner epoch is this one (its owner's writes); `None`:
+    /// by anyone (a cancel from another node, say).
+    pub epoch: Option<u64>,
 }
 
 impl Transition {
@@ -223,6 +269,7 @@ impl Transition {
             error: None,
             end_state: None,
             usage: None,
+            epoch: None,
         }
     }
 
@@ -268,6 +315,13 @@ impl Transition {
         self
     }
 
+    /// Fence the write: refused (`StoreError::Fenced`) once the task was adopted past
+    /// `epoch`.
+    pub fn fenced(mut self, epoch: u64) -> Self {
+        self.epoch = Some(epoch);
+        self
+    }
+
     /// Set the usage.
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = Some(usage);
@@ -284,6 +338,7 @@ impl Transition {
             error: outcome.error,
             end_state: Some(outcome.end_state),
             usage: Some(usage),
+            epoch: None,
         }
     }
 }

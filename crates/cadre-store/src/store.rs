@@ -108,12 +108,32 @@ pub trait TaskStore: Send + Sync {
 
     /// Fail local pending/running tasks whose last heartbeat (or creation, if never beaten)
     /// is older than `orphan_timeout`, with `executor lost: no heartbeat since <time>`.
-    /// Remote-transport tasks are never swept. Returns the failed ids.
+    /// Remote-transport tasks are never swept, nor tasks whose orphan policy is `resume`
+    /// (they are left for [`adopt`](Self::adopt)). Returns the failed ids.
     async fn sweep(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>>;
+
+    /// Orphans left for adoption: local pending/running tasks whose policy is `resume` and
+    /// whose last heartbeat (or creation) is older than `orphan_timeout`, oldest first.
+    async fn resumable_orphans(&self, orphan_timeout: Duration) -> StoreResult<Vec<TaskRecord>>;
+
+    /// Adopt an orphan for this handle's node and process: a compare-and-swap on the owner
+    /// and the fencing epoch. It succeeds only while the task is still the orphan that was
+    /// seen (`resume` policy, pending or running, heartbeat older than `orphan_timeout`, at
+    /// owner epoch `seen_epoch`); the task is then owned here at `seen_epoch + 1`, beaten
+    /// now, with one more resume. Of nodes racing for one orphan exactly one gets the
+    /// record; the others get `None`, and writes fenced at an older epoch are refused from
+    /// then on.
+    async fn adopt(
+        &self,
+        id: &str,
+        seen_epoch: u64,
+        orphan_timeout: Duration,
+    ) -> StoreResult<Option<TaskRecord>>;
 
     /// Fail the local pending/running tasks of `node` whose process is gone, with
     /// `executor died: cadre restarted on <node>`; call on start. Tasks of a sibling process
-    /// that is still alive on this machine are left alone. Returns the failed ids.
+    /// that is still alive on this machine are left alone, and so are tasks whose orphan
+    /// policy is `resume` (adopted once their heartbeat is old). Returns the failed ids.
     async fn recover_node(&self, node: &NodeId) -> StoreResult<Vec<String>>;
 
     /// Ids of `node`'s non-terminal tasks whose cancellation is requested, as they appear
@@ -125,13 +145,15 @@ pub trait TaskStore: Send + Sync {
 
     /// Append `messages` to the checkpoint of an active (pending or running) task, at
     /// position `start` of `generation`, with the run's usage totals so far: one statement,
-    /// all or nothing. `start` must be where the stored generation ends (0 begins a
-    /// generation; a new generation, after a compaction, replaces the older ones once its
-    /// first messages are stored). Anything else, or a task that ended, is
-    /// `CheckpointRefused`. A task's checkpoint is deleted when the task ends.
+    /// all or nothing. The writer must hold the task's owner `epoch`, and `start` must be
+    /// where the stored generation ends (0 begins a generation; a new generation, after a
+    /// compaction, replaces the older ones once its first messages are stored). Anything
+    /// else, or a task that ended, is `CheckpointRefused`. A task's checkpoint is deleted
+    /// when the task ends. An empty append writes nothing.
     async fn append_checkpoint(
         &self,
         id: &str,
+        epoch: u64,
         generation: u64,
         start: u64,
         messages: &[Message],

@@ -35,15 +35,18 @@ struct Stored {
 pub(crate) struct Checkpointer {
     store: Arc<dyn TaskStore>,
     task_id: String,
+    /// The owner epoch this run holds the task at (its writes are fenced with it).
+    epoch: u64,
     stored: Mutex<Stored>,
 }
 
 impl Checkpointer {
-    /// Checkpoints of task `task_id`, from an empty store copy.
-    pub(crate) fn new(store: Arc<dyn TaskStore>, task_id: &str) -> Self {
+    /// Checkpoints of task `task_id`, owned at `epoch`, from an empty store copy.
+    pub(crate) fn new(store: Arc<dyn TaskStore>, task_id: &str, epoch: u64) -> Self {
         Self {
             store,
             task_id: task_id.to_string(),
+            epoch,
             stored: Mutex::default(),
         }
     }
@@ -92,7 +95,14 @@ impl Checkpointer {
         let new = &b.history[start..];
         let written = self
             .store
-            .append_checkpoint(&self.task_id, generation, start as u64, new, b.usage)
+            .append_checkpoint(
+                &self.task_id,
+                self.epoch,
+                generation,
+                start as u64,
+                new,
+                b.usage,
+            )
             .await;
         let Ok(mut s) = self.stored.lock() else {
             return;
@@ -132,7 +142,7 @@ mod tests {
     async fn appends_new_messages_and_restarts_after_a_compaction() {
         let store = Arc::new(MemoryStore::new(NodeId::new("n")));
         let id = store.create(NewTask::new("w", "s", "p")).await.unwrap().id;
-        let cp = Checkpointer::new(store.clone(), &id);
+        let cp = Checkpointer::new(store.clone(), &id, 0);
         let mut history = vec![Message::user("a")];
         // Before the first reply, the prompt in the task record is all there is.
         cp.record(at(&history, 2)).await;

@@ -37,6 +37,9 @@ pub(crate) struct ChildJob {
     pub store: Arc<dyn TaskStore>,
     /// Checkpoint a local child's conversation in the store at every turn boundary.
     pub checkpoints: bool,
+    /// The owner epoch this job holds the task at: its writes are fenced with it, so they
+    /// are refused once another node has adopted the task. A new task starts at 0.
+    pub epoch: u64,
 }
 
 impl ChildJob {
@@ -70,7 +73,7 @@ impl ChildJob {
     /// while; the end it could not take is still the end told here, never a cancel.
     async fn end(&self, end: &EndState, output: String, usage: Usage) {
         let id = &self.task_id;
-        let mut t = Transition::ended(end, output, usage);
+        let mut t = Transition::ended(end, output, usage).fenced(self.epoch);
         if t.to == TaskStatus::Cancelled
             && let Some(reason) = cancel_reason(&self.runtime)
         {
@@ -82,6 +85,10 @@ impl ChildJob {
             Err(StoreError::Refused { from, .. }) if from.is_terminal() => {
                 tracing::warn!(task = %id, stored = %from, "the store holds another end; it stands");
                 from
+            }
+            Err(e @ StoreError::Fenced { .. }) => {
+                tracing::warn!(task = %id, error = %e, "another node adopted the task; this run's end is not recorded");
+                wanted
             }
             Err(e) => {
                 tracing::error!(task = %id, error = %e, "store: cannot record the end of a task");
@@ -186,7 +193,7 @@ impl ChildJob {
                 match cadre_store::transition_retrying(
                     self.store.as_ref(),
                     id,
-                    Transition::running(),
+                    Transition::running().fenced(self.epoch),
                 )
                 .await
                 {
@@ -224,7 +231,7 @@ impl ChildJob {
                 let prompt = Some(std::mem::take(&mut self.prompt));
                 let (ws, cancel) = (workspace.clone(), self.cancel.clone());
                 if self.checkpoints {
-                    let observer = Checkpointer::new(self.store.clone(), id);
+                    let observer = Checkpointer::new(self.store.clone(), id, self.epoch);
                     agent
                         .run_observed(&mut session, prompt, run, ws, cancel, &observer)
                         .await

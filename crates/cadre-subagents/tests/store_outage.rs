@@ -139,14 +139,26 @@ impl TaskStore for Flaky {
     async fn append_checkpoint(
         &self,
         id: &str,
+        epoch: u64,
         generation: u64,
         start: u64,
         messages: &[cadre_types::Message],
         usage: cadre_types::Usage,
     ) -> StoreResult<()> {
         self.inner
-            .append_checkpoint(id, generation, start, messages, usage)
+            .append_checkpoint(id, epoch, generation, start, messages, usage)
             .await
+    }
+    async fn resumable_orphans(&self, orphan_timeout: Duration) -> StoreResult<Vec<TaskRecord>> {
+        self.inner.resumable_orphans(orphan_timeout).await
+    }
+    async fn adopt(
+        &self,
+        id: &str,
+        seen_epoch: u64,
+        orphan_timeout: Duration,
+    ) -> StoreResult<Option<TaskRecord>> {
+        self.inner.adopt(id, seen_epoch, orphan_timeout).await
     }
     async fn read_checkpoint(&self, id: &str) -> StoreResult<Option<cadre_store::Checkpoint>> {
         self.inner.read_checkpoint(id).await

@@ -13,15 +13,15 @@ const CHUNK: usize = 500;
 /// The append of `n` messages as one `INSERT … SELECT`: it writes all of them or nothing.
 /// The rows are written only when the task is active, no newer generation is stored, and
 /// the append starts where the stored generation ends (the row before it exists; the
-/// primary key refuses a start inside it). `$1` task, `$2` generation, `$3` start, `$4`
-/// usage, `$5…` the messages.
+/// primary key refuses a start inside it), and the writer holds the task's owner epoch.
+/// `$1` task, `$2` generation, `$3` start, `$4` usage, `$5` epoch, `$6…` the messages.
 fn append_sql(n: usize) -> String {
     let rows = (0..n)
         .map(|k| {
             if k == 0 {
-                "SELECT 0 AS k, $5 AS m".to_string()
+                "SELECT 0 AS k, $6 AS m".to_string()
             } else {
-                format!("SELECT {k}, ${}", k + 5)
+                format!("SELECT {k}, ${}", k + 6)
             }
         })
         .collect::<Vec<_>>()
@@ -29,7 +29,8 @@ fn append_sql(n: usize) -> String {
     format!(
         "INSERT INTO task_checkpoints (task_id, generation, seq, message, usage) \
          SELECT $1, $2, $3 + v.k, v.m, $4 FROM ({rows}) AS v \
-         WHERE EXISTS (SELECT 1 FROM tasks WHERE id = $1 AND status IN ('pending', 'running')) \
+         WHERE EXISTS (SELECT 1 FROM tasks WHERE id = $1 AND owner_epoch = $5 \
+                         AND status IN ('pending', 'running')) \
            AND NOT EXISTS (SELECT 1 FROM task_checkpoints c \
                            WHERE c.task_id = $1 AND c.generation > $2) \
            AND ($3 = 0 OR EXISTS (SELECT 1 FROM task_checkpoints c \
@@ -52,6 +53,7 @@ impl SqlStore {
     pub(super) async fn append_checkpoint_rows(
         &self,
         id: &str,
+        epoch: u64,
         generation: u64,
         start: u64,
         messages: &[Message],
@@ -75,7 +77,8 @@ impl SqlStore {
                     .bind(id)
                     .bind(to_i64(generation))
                     .bind(to_i64(at))
-                    .bind(&usage);
+                    .bind(&usage)
+                    .bind(to_i64(epoch));
                 for b in &bodies {
                     q = q.bind(b);
                 }

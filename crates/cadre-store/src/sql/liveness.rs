@@ -4,8 +4,10 @@
 //! the row), then each is failed by a conditional `UPDATE` that re-checks the condition, so a
 //! task that finished or was beaten in between is left alone.
 
+use super::rows::{RecordRow, TASK_COLS, tasks_sorted};
 use super::{SqlStore, millis, now_ms};
 use crate::error::StoreResult;
+use crate::model::TaskRecord;
 use crate::node::{NodeId, instance_alive};
 use sqlx::Row;
 use std::time::{Duration, UNIX_EPOCH};
@@ -63,7 +65,7 @@ impl SqlStore {
             let rows = sqlx::query(
                 "SELECT id, COALESCE(heartbeat_at, created_at) AS seen FROM tasks \
                  WHERE status IN ('pending', 'running') AND transport = 'local' \
-                   AND COALESCE(heartbeat_at, created_at) < $1",
+                   AND on_orphan = 'fail' AND COALESCE(heartbeat_at, created_at) < $1",
             )
             .bind(cutoff)
             .fetch_all(p)
@@ -79,7 +81,7 @@ impl SqlStore {
                 "UPDATE tasks SET status = 'failed', error = $2, end_state = 'failed', \
                    updated_at = $3 \
                  WHERE id = $1 AND status IN ('pending', 'running') AND transport = 'local' \
-                   AND COALESCE(heartbeat_at, created_at) < $4",
+                   AND on_orphan = 'fail' AND COALESCE(heartbeat_at, created_at) < $4",
             )
             .bind(&id)
             .bind(&msg)
@@ -100,7 +102,8 @@ impl SqlStore {
         let candidates: Vec<(String, Option<String>)> = on_reader!(&self.db, p => {
             let rows = sqlx::query(
                 "SELECT id, owner_instance FROM tasks WHERE owner_node = $1 \
-                 AND transport = 'local' AND status IN ('pending', 'running')",
+                 AND transport = 'local' AND on_orphan = 'fail' \
+                 AND status IN ('pending', 'running')",
             )
             .bind(node.as_str())
             .fetch_all(p)
@@ -122,7 +125,8 @@ impl SqlStore {
             let n = on_writer!(&self.db, p => sqlx::query(
                 "UPDATE tasks SET status = 'failed', error = $3, end_state = 'failed', \
                    updated_at = $4 \
-                 WHERE id = $1 AND owner_node = $2 AND status IN ('pending', 'running')",
+                 WHERE id = $1 AND owner_node = $2 AND on_orphan = 'fail' \
+                   AND status IN ('pending', 'running')",
             )
             .bind(&id)
             .bind(node.as_str())
@@ -136,5 +140,52 @@ impl SqlStore {
             }
         }
         Ok(failed)
+    }
+
+    pub(super) async fn orphans_to_adopt(
+        &self,
+        orphan_timeout: Duration,
+    ) -> StoreResult<Vec<TaskRecord>> {
+        let cutoff = now_ms().saturating_sub(millis(orphan_timeout));
+        let sql = format!(
+            "SELECT {TASK_COLS} FROM tasks WHERE status IN ('pending', 'running') \
+               AND transport = 'local' AND on_orphan = 'resume' \
+               AND COALESCE(heartbeat_at, created_at) < $1"
+        );
+        on_reader!(&self.db, p => tasks_sorted(&sqlx::query(&sql).bind(cutoff).fetch_all(p).await?))
+    }
+
+    /// The compare-and-swap of an adoption: one `UPDATE` that matches only the orphan as it
+    /// was seen (its epoch), so of two nodes racing exactly one changes the row.
+    pub(super) async fn adopt_task(
+        &self,
+        id: &str,
+        seen_epoch: u64,
+        orphan_timeout: Duration,
+    ) -> StoreResult<Option<TaskRecord>> {
+        let now = now_ms();
+        let cutoff = now.saturating_sub(millis(orphan_timeout));
+        let sql = format!(
+            "UPDATE tasks SET owner_node = $3, owner_instance = $4, \
+               owner_epoch = owner_epoch + 1, resumes = resumes + 1, heartbeat_at = $5, \
+               updated_at = $5 \
+             WHERE id = $1 AND owner_epoch = $2 AND status IN ('pending', 'running') \
+               AND transport = 'local' AND on_orphan = 'resume' \
+               AND COALESCE(heartbeat_at, created_at) < $6 \
+             RETURNING {TASK_COLS}"
+        );
+        let epoch = i64::try_from(seen_epoch).unwrap_or(i64::MAX);
+        on_writer!(&self.db, p => {
+            let row = sqlx::query(&sql)
+                .bind(id)
+                .bind(epoch)
+                .bind(self.node.as_str())
+                .bind(&self.instance)
+                .bind(now)
+                .bind(cutoff)
+                .fetch_optional(p)
+                .await?;
+            row.map(|r| r.task()).transpose()
+        })
     }
 }

@@ -1,7 +1,7 @@
 //! Decoding rows into records, for both backends.
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::{LiveChildEntry, TaskRecord, Transport};
+use crate::model::{LiveChildEntry, OrphanPolicy, TaskRecord, Transport};
 use cadre_types::TaskStatus;
 use cadre_types::Usage;
 use std::collections::BTreeMap;
@@ -11,7 +11,8 @@ pub(crate) const TASK_COLS: &str = "id, agent_id, parent_agent_id, parent_sessio
      child_session_id, user_id, status, prompt, description, result, error, end_state, \
      cancel_requested, background, delivered, created_at, updated_at, heartbeat_at, \
      owner_node, owner_instance, transport, remote_task_id, remote_headers, input_tokens, \
-     output_tokens, cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls";
+     output_tokens, cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls, \
+     owner_epoch, on_orphan, resumes";
 
 /// Every column of `live_children`.
 pub(crate) const LIVE_COLS: &str =
@@ -47,6 +48,12 @@ macro_rules! impl_record_row {
                         reason: format!("remote_headers: {e}"),
                     })?;
                 let transport: String = self.try_get("transport")?;
+                let on_orphan: String = self.try_get("on_orphan")?;
+                let on_orphan =
+                    OrphanPolicy::parse(&on_orphan).ok_or_else(|| StoreError::Corrupt {
+                        id: id.clone(),
+                        reason: format!("unknown on_orphan {on_orphan:?}"),
+                    })?;
                 Ok(TaskRecord {
                     agent_id: self.try_get("agent_id")?,
                     parent_agent_id: self.try_get("parent_agent_id")?,
@@ -78,6 +85,9 @@ macro_rules! impl_record_row {
                         cost_nano_usd: to_u64(self.try_get("cost_nano_usd")?),
                         unpriced_calls: to_u64(self.try_get("unpriced_calls")?),
                     },
+                    owner_epoch: to_u64(self.try_get("owner_epoch")?),
+                    on_orphan,
+                    resumes: to_u64(self.try_get("resumes")?),
                     id,
                 })
             }

@@ -2,7 +2,8 @@
 //!
 //! Both backends share `migrations/0001_init.sql`, `0003_usage_cost.sql` and
 //! `0004_checkpoints.sql`; PostgreSQL adds its notification triggers (`migrations/postgres/`,
-//! version 2), and version 5 (the checkpoint cleanup trigger) is written once per dialect. Applying is serialised between processes: SQLite takes
+//! version 2), version 5 (the checkpoint cleanup trigger) is written once per dialect, and
+//! `0006_adoption.sql` (owner epochs and orphan policies) is shared again. Applying is serialised between processes: SQLite takes
 //! the write lock up front (`BEGIN IMMEDIATE`), PostgreSQL a transaction-scoped advisory lock,
 //! so several `cadre` processes starting at once apply each migration exactly once.
 
@@ -38,6 +39,12 @@ const CHECKPOINTS: Migration = Migration {
     sql: include_str!("../../migrations/0004_checkpoints.sql"),
 };
 
+const ADOPTION: Migration = Migration {
+    version: 6,
+    name: "adoption",
+    sql: include_str!("../../migrations/0006_adoption.sql"),
+};
+
 /// Migrations of the SQLite backend (version 2 is PostgreSQL's own).
 pub const SQLITE_MIGRATIONS: &[Migration] = &[
     INIT,
@@ -48,6 +55,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
         name: "checkpoint_cleanup",
         sql: include_str!("../../migrations/sqlite/0005_checkpoint_cleanup.sql"),
     },
+    ADOPTION,
 ];
 
 /// Migrations of the PostgreSQL backend.
@@ -65,6 +73,7 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
         name: "checkpoint_cleanup",
         sql: include_str!("../../migrations/postgres/0005_checkpoint_cleanup.sql"),
     },
+    ADOPTION,
 ];
 
 /// Advisory lock key for migrations ("cadre" in ASCII).
@@ -156,13 +165,13 @@ mod tests {
     #[test]
     fn pending_checks_names_and_versions() {
         let all = POSTGRES_MIGRATIONS;
-        assert_eq!(pending(all, &[]).unwrap().len(), 5);
+        assert_eq!(pending(all, &[]).unwrap().len(), 6);
         assert_eq!(pending(all, &[(1, "init".into())]).unwrap()[0].version, 2);
-        // SQLite has no version 2: a database at 1 gets 3, 4 and 5.
+        // SQLite has no version 2: a database at 1 gets 3 to 6.
         let sqlite = pending(SQLITE_MIGRATIONS, &[(1, "init".into())]).unwrap();
         assert_eq!(
             sqlite.iter().map(|m| m.version).collect::<Vec<_>>(),
-            [3, 4, 5]
+            [3, 4, 5, 6]
         );
         assert!(pending(all, &[(1, "other".into())]).is_err());
         assert!(pending(all, &[(9, "future".into())]).is_err());

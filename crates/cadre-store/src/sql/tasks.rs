@@ -13,7 +13,8 @@ use sqlx::Row;
 /// - terminal states never change: only `pending`/`running` rows match;
 /// - `pending → running`, and `pending | running →` any terminal state;
 /// - once `cancel_requested` is set, only terminal states may be written;
-/// - every accepted transition bumps `updated_at`.
+/// - every accepted transition bumps `updated_at`;
+/// - a fenced write (`$13`) is accepted only at the task's owner epoch.
 ///
 /// Fields bound as NULL keep their stored value.
 const TRANSITION_SQL: &str = "UPDATE tasks SET status = $2, updated_at = $3, \
@@ -25,6 +26,7 @@ const TRANSITION_SQL: &str = "UPDATE tasks SET status = $2, updated_at = $3, \
        cost_nano_usd = COALESCE($11, cost_nano_usd), \
        unpriced_calls = COALESCE($12, unpriced_calls) \
      WHERE id = $1 \
+       AND ($13 IS NULL OR owner_epoch = $13) \
        AND status IN ('pending', 'running') \
        AND (($2 = 'running' AND status = 'pending') \
             OR $2 IN ('completed', 'failed', 'cancelled')) \
@@ -32,8 +34,10 @@ const TRANSITION_SQL: &str = "UPDATE tasks SET status = $2, updated_at = $3, \
 
 const INSERT_SQL: &str = "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
        child_session_id, user_id, status, prompt, description, cancel_requested, background, \
-       delivered, created_at, updated_at, owner_node, owner_instance, transport, remote_headers) \
-     VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, FALSE, $9, $10, $11, $11, $12, $13, $14, $15)";
+       delivered, created_at, updated_at, owner_node, owner_instance, transport, remote_headers, \
+       on_orphan) \
+     VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, FALSE, $9, $10, $11, $11, $12, $13, $14, $15, \
+       $16)";
 
 fn tokens(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
@@ -66,6 +70,7 @@ impl SqlStore {
             .bind(&self.instance)
             .bind(&transport)
             .bind(&headers_json)
+            .bind(t.on_orphan.as_str())
             .execute(p)
             .await
             .map(|r| r.rows_affected()));
@@ -161,17 +166,30 @@ impl SqlStore {
 
     /// Status and cancel flag of a task, for explaining a refused write.
     async fn state_of(&self, id: &str) -> StoreResult<Option<(TaskStatus, bool)>> {
+        Ok(self.fencing_state_of(id).await?.map(|(s, c, _)| (s, c)))
+    }
+
+    /// Status, cancel flag and owner epoch of a task.
+    async fn fencing_state_of(&self, id: &str) -> StoreResult<Option<(TaskStatus, bool, u64)>> {
         let row = on_writer!(&self.db, p => {
-            let row = sqlx::query("SELECT status, cancel_requested FROM tasks WHERE id = $1")
-                .bind(id)
-                .fetch_optional(p)
-                .await?;
-            row.map(|r| Ok::<_, sqlx::Error>((r.try_get::<String, _>(0)?, r.try_get::<bool, _>(1)?)))
-                .transpose()?
+            let row = sqlx::query(
+                "SELECT status, cancel_requested, owner_epoch FROM tasks WHERE id = $1",
+            )
+            .bind(id)
+            .fetch_optional(p)
+            .await?;
+            row.map(|r| {
+                Ok::<_, sqlx::Error>((
+                    r.try_get::<String, _>(0)?,
+                    r.try_get::<bool, _>(1)?,
+                    r.try_get::<i64, _>(2)?,
+                ))
+            })
+            .transpose()?
         });
-        row.map(|(s, c)| {
+        row.map(|(s, c, e)| {
             TaskStatus::parse(&s)
-                .map(|st| (st, c))
+                .map(|st| (st, c, u64::try_from(e).unwrap_or(0)))
                 .ok_or_else(|| StoreError::Corrupt {
                     id: id.to_string(),
                     reason: format!("unknown status {s:?}"),
@@ -195,15 +213,25 @@ impl SqlStore {
             .bind(u.map(|u| tokens(u.cache_write_tokens)))
             .bind(u.map(|u| tokens(u.cost_nano_usd)))
             .bind(u.map(|u| tokens(u.unpriced_calls)))
+            .bind(t.epoch.map(tokens))
             .execute(p)
             .await?
             .rows_affected());
         if affected == 1 {
             return Ok(());
         }
-        match self.state_of(id).await? {
+        match self.fencing_state_of(id).await? {
             None => Err(StoreError::NotFound(id.to_string())),
-            Some((from, cancel_requested)) => Err(StoreError::Refused {
+            Some((from, _, current))
+                if !from.is_terminal() && t.epoch.is_some_and(|e| e != current) =>
+            {
+                Err(StoreError::Fenced {
+                    id: id.to_string(),
+                    epoch: t.epoch.unwrap_or(0),
+                    current,
+                })
+            }
+            Some((from, cancel_requested, _)) => Err(StoreError::Refused {
                 id: id.to_string(),
                 from,
                 to: t.to,

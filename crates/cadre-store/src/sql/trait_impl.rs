@@ -92,6 +92,19 @@ impl TaskStore for SqlStore {
         self.recover(node).await
     }
 
+    async fn resumable_orphans(&self, orphan_timeout: Duration) -> StoreResult<Vec<TaskRecord>> {
+        self.orphans_to_adopt(orphan_timeout).await
+    }
+
+    async fn adopt(
+        &self,
+        id: &str,
+        seen_epoch: u64,
+        orphan_timeout: Duration,
+    ) -> StoreResult<Option<TaskRecord>> {
+        self.adopt_task(id, seen_epoch, orphan_timeout).await
+    }
+
     async fn watch_cancellations(&self, node: &NodeId) -> StoreResult<CancelWatch> {
         self.watch_cancel(node).await
     }
@@ -103,6 +116,7 @@ impl TaskStore for SqlStore {
     async fn append_checkpoint(
         &self,
         id: &str,
+        epoch: u64,
         generation: u64,
         start: u64,
         messages: &[Message],
@@ -111,7 +125,7 @@ impl TaskStore for SqlStore {
         if messages.is_empty() {
             return Ok(());
         }
-        self.append_checkpoint_rows(id, generation, start, messages, usage)
+        self.append_checkpoint_rows(id, epoch, generation, start, messages, usage)
             .await
     }
 

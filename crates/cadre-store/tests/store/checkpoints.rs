@@ -57,14 +57,14 @@ async fn checkpoints_append_in_order(kind: Kind) {
     assert_eq!(b.read_checkpoint(&id).await.unwrap(), None);
 
     let prompt = [Message::user("do the thing")];
-    a.append_checkpoint(&id, 0, 0, &prompt, usage(0))
+    a.append_checkpoint(&id, 0, 0, 0, &prompt, usage(0))
         .await
         .unwrap();
-    a.append_checkpoint(&id, 0, 1, &turn_one(), usage(10))
+    a.append_checkpoint(&id, 0, 0, 1, &turn_one(), usage(10))
         .await
         .unwrap();
     // Nothing is a no-op, wherever it claims to start.
-    a.append_checkpoint(&id, 0, 99, &[], usage(99))
+    a.append_checkpoint(&id, 0, 0, 99, &[], usage(99))
         .await
         .unwrap();
 
@@ -80,12 +80,12 @@ async fn checkpoints_append_in_order(kind: Kind) {
     // writes nothing.
     let more = [Message::user("more")];
     let e = a
-        .append_checkpoint(&id, 0, 1, &more, usage(1))
+        .append_checkpoint(&id, 0, 0, 1, &more, usage(1))
         .await
         .unwrap_err();
     assert_eq!(refused(e), (0, 1));
     let e = a
-        .append_checkpoint(&id, 0, 5, &more, usage(1))
+        .append_checkpoint(&id, 0, 0, 5, &more, usage(1))
         .await
         .unwrap_err();
     assert_eq!(refused(e), (0, 5));
@@ -99,20 +99,20 @@ async fn checkpoints_append_in_order(kind: Kind) {
         Message::user("summary of the work so far"),
         Message::user("next"),
     ];
-    a.append_checkpoint(&id, 1, 0, &compacted, usage(20))
+    a.append_checkpoint(&id, 0, 1, 0, &compacted, usage(20))
         .await
         .unwrap();
     let e = a
-        .append_checkpoint(&id, 0, 3, &more, usage(1))
+        .append_checkpoint(&id, 0, 0, 3, &more, usage(1))
         .await
         .unwrap_err();
     assert_eq!(refused(e), (0, 3));
     let e = a
-        .append_checkpoint(&id, 0, 0, &more, usage(1))
+        .append_checkpoint(&id, 0, 0, 0, &more, usage(1))
         .await
         .unwrap_err();
     assert_eq!(refused(e), (0, 0));
-    a.append_checkpoint(&id, 1, 2, &more, usage(30))
+    a.append_checkpoint(&id, 0, 1, 2, &more, usage(30))
         .await
         .unwrap();
     let cp = b.read_checkpoint(&id).await.unwrap().unwrap();
@@ -126,12 +126,12 @@ async fn checkpoints_append_in_order(kind: Kind) {
         .unwrap();
     assert_eq!(b.read_checkpoint(&id).await.unwrap(), None);
     let e = a
-        .append_checkpoint(&id, 1, 3, &more, usage(1))
+        .append_checkpoint(&id, 0, 1, 3, &more, usage(1))
         .await
         .unwrap_err();
     assert_eq!(refused(e), (1, 3));
     let e = a
-        .append_checkpoint("task_unknown", 0, 0, &more, usage(1))
+        .append_checkpoint("task_unknown", 0, 0, 0, &more, usage(1))
         .await
         .unwrap_err();
     assert_eq!(refused(e), (0, 0));
@@ -145,10 +145,10 @@ async fn long_checkpoints_keep_their_order(kind: Kind) {
     let id = a.create(NewTask::new("w", "s", "p")).await.unwrap().id;
     // More messages than one statement takes: split, in order, nothing lost.
     let many: Vec<Message> = (0..1203).map(|i| Message::user(format!("m{i}"))).collect();
-    a.append_checkpoint(&id, 0, 0, &many, usage(1))
+    a.append_checkpoint(&id, 0, 0, 0, &many, usage(1))
         .await
         .unwrap();
-    a.append_checkpoint(&id, 0, 1203, &many[..2], usage(2))
+    a.append_checkpoint(&id, 0, 0, 1203, &many[..2], usage(2))
         .await
         .unwrap();
     let cp = a.read_checkpoint(&id).await.unwrap().unwrap();

@@ -2,6 +2,7 @@
 //! PostgreSQL cluster (one per test binary, a database per test).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod adoption;
 mod checkpoints;
 mod common;
 mod concurrency;

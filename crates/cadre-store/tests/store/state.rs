@@ -233,8 +233,13 @@ async fn schema_is_identical(kind: Kind) {
          status prompt description result error end_state cancel_requested background \
          delivered created_at updated_at heartbeat_at owner_node owner_instance transport \
          remote_task_id remote_headers input_tokens output_tokens cached_input_tokens \
-         cache_write_tokens cost_nano_usd unpriced_calls";
+         cache_write_tokens cost_nano_usd unpriced_calls owner_epoch on_orphan resumes";
     assert_eq!(tasks, expected.split_whitespace().collect::<Vec<_>>());
+    let checkpoints = store.table_columns("task_checkpoints").await.unwrap();
+    assert_eq!(
+        checkpoints,
+        ["task_id", "generation", "seq", "message", "usage"]
+    );
     let live = store.table_columns("live_children").await.unwrap();
     assert_eq!(
         live,
@@ -251,7 +256,7 @@ async fn schema_is_identical(kind: Kind) {
     // Reopening applies nothing twice.
     drop(store);
     let again = fx.open_sql("node-b").await;
-    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 29);
+    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 32);
 }
 
 async fn concurrent_first_open(kind: Kind) {

@@ -468,6 +468,7 @@ impl SubagentRuntime {
                 background,
                 transport,
                 remote_headers,
+                on_orphan: cadre_store::OrphanPolicy::Fail,
             })
             .await?;
         let cancel = if background {
@@ -529,6 +530,7 @@ impl SubagentRuntime {
             forward,
             store: self.store.clone(),
             checkpoints: self.config().checkpoints,
+            epoch: 0,
         };
         tokio::spawn(job.run().instrument(span));
         Ok(Started {

@@ -1,0 +1,196 @@
+//! Adoption of orphans: a compare-and-swap on owner and fencing epoch. Of nodes racing for
+//! the same orphan exactly one wins; the stale owner's later writes (its end, its
+//! checkpoint) are refused, while the adopter's go through; the sweeper fails only orphans
+//! whose policy is `fail`.
+
+use crate::both_backends;
+use crate::common::{Fixture, Kind};
+use cadre_store::{NewTask, OrphanPolicy, StoreError, TaskStatus, TaskStore, Transition};
+use cadre_types::{Message, Usage};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A running task of `store`'s node with the given policy.
+async fn running(store: &dyn TaskStore, policy: OrphanPolicy) -> String {
+    let mut t = NewTask::new("w", "s", "p");
+    t.on_orphan = policy;
+    let id = store.create(t).await.unwrap().id;
+    store
+        .transition(&id, Transition::running().fenced(0))
+        .await
+        .unwrap();
+    id
+}
+
+/// Wait (up to 5 s) until every id is an orphan with no grace at all: the clock has moved
+/// past its last heartbeat.
+async fn wait_orphaned(store: &dyn TaskStore, ids: &[String]) {
+    let start = Instant::now();
+    loop {
+        let orphans = store.resumable_orphans(Duration::ZERO).await.unwrap();
+        if ids.iter().all(|id| orphans.iter().any(|o| &o.id == id)) {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "not orphaned: {orphans:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+async fn racing_adopters_one_wins(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let a = fx.open("node-a").await;
+    let b = fx.open("node-b").await;
+    let c = fx.open("node-c").await;
+    let mut ids = Vec::new();
+    for _ in 0..24 {
+        ids.push(running(a.as_ref(), OrphanPolicy::Resume).await);
+    }
+    // Beaten just now: not an orphan under a minute's timeout.
+    a.heartbeat_owned().await.unwrap();
+    assert_eq!(
+        b.adopt(&ids[0], 0, Duration::from_secs(60)).await.unwrap(),
+        None
+    );
+    // A `fail` task of the same age is swept; `resume` ones are left for adoption.
+    let doomed = running(a.as_ref(), OrphanPolicy::Fail).await;
+    wait_orphaned(a.as_ref(), &ids).await;
+    let swept = b.sweep(Duration::ZERO).await.unwrap();
+    assert!(swept.contains(&doomed), "{swept:?}");
+    assert!(ids.iter().all(|id| !swept.contains(id)), "{swept:?}");
+
+    // B and C race over every orphan, in opposite orders.
+    let race = |store: Arc<dyn TaskStore>, mut order: Vec<String>, reverse: bool| async move {
+        if reverse {
+            order.reverse();
+        }
+        let mut won = Vec::new();
+        for id in order {
+            if let Some(rec) = store.adopt(&id, 0, Duration::ZERO).await.unwrap() {
+                won.push(rec);
+            }
+            tokio::task::yield_now().await;
+        }
+        won
+    };
+    let (wb, wc) = tokio::join!(
+        tokio::spawn(race(b.clone(), ids.clone(), false)),
+        tokio::spawn(race(c.clone(), ids.clone(), true)),
+    );
+    let (wb, wc) = (wb.unwrap(), wc.unwrap());
+    let mut winner: HashMap<String, String> = HashMap::new();
+    for rec in wb.iter().chain(&wc) {
+        assert_eq!((rec.owner_epoch, rec.resumes), (1, 1), "{rec:?}");
+        assert!(
+            winner
+                .insert(rec.id.clone(), rec.owner_node.clone())
+                .is_none(),
+            "{} adopted twice",
+            rec.id
+        );
+    }
+    assert_eq!(winner.len(), ids.len(), "every orphan adopted once");
+    for id in &ids {
+        let rec = a.get(id).await.unwrap().unwrap();
+        assert_eq!(&rec.owner_node, &winner[id]);
+        assert_eq!((rec.owner_epoch, rec.status), (1, TaskStatus::Running));
+    }
+    // An adoption at the epoch seen before is refused even once the task is orphaned again.
+    wait_orphaned(a.as_ref(), &ids[..1]).await;
+    assert_eq!(a.adopt(&ids[0], 0, Duration::ZERO).await.unwrap(), None);
+}
+
+async fn stale_owner_writes_are_refused(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let a = fx.open("node-a").await;
+    let b = fx.open("node-b").await;
+    let id = running(a.as_ref(), OrphanPolicy::Resume).await;
+    let turn = [Message::user("go"), Message::assistant("step one")];
+    a.append_checkpoint(&id, 0, 0, 0, &turn, Usage::default())
+        .await
+        .unwrap();
+    wait_orphaned(b.as_ref(), std::slice::from_ref(&id)).await;
+    let adopted = b
+        .adopt(&id, 0, Duration::ZERO)
+        .await
+        .unwrap()
+        .expect("adopted");
+    assert_eq!(
+        (adopted.owner_node.as_str(), adopted.owner_epoch),
+        ("node-b", 1)
+    );
+
+    // A comes back: its checkpoint and its end carry epoch 0 and change nothing.
+    let late = [Message::assistant("a's late step")];
+    let e = a
+        .append_checkpoint(&id, 0, 0, 2, &late, Usage::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::CheckpointRefused { .. }), "{e}");
+    let e = a
+        .transition(&id, Transition::completed("a's answer").fenced(0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            StoreError::Fenced {
+                epoch: 0,
+                current: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.is_refused());
+    let rec = b.get(&id).await.unwrap().unwrap();
+    assert_eq!((rec.status, rec.result), (TaskStatus::Running, None));
+    assert_eq!(
+        b.read_checkpoint(&id).await.unwrap().unwrap().messages,
+        turn
+    );
+
+    // B's writes, at epoch 1, go through.
+    let next = [Message::assistant("b's step two")];
+    b.append_checkpoint(&id, 1, 0, 2, &next, Usage::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        b.read_checkpoint(&id)
+            .await
+            .unwrap()
+            .unwrap()
+            .messages
+            .len(),
+        3
+    );
+    b.transition(&id, Transition::completed("b's answer").fenced(1))
+        .await
+        .unwrap();
+    let rec = a.get(&id).await.unwrap().unwrap();
+    assert_eq!(rec.result.as_deref(), Some("b's answer"));
+    // Once it ended, a stale write is refused by the state rules as any late write is.
+    let e = a
+        .transition(&id, Transition::failed("late").fenced(0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            StoreError::Refused {
+                from: TaskStatus::Completed,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+both_backends!(racing_adopters_one_wins, stale_owner_writes_are_refused);
