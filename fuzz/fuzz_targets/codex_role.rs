@@ -2,7 +2,7 @@
 //! never a panic, and quickly (`scripts/fuzz.sh` counts a slow input as a crash).
 #![no_main]
 
-use cadre_subagents::loader::parse_text;
+use cadre_subagents::definitions::loader::parse_text;
 use cadre_subagents::{DirKind, ParseContext};
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashMap;

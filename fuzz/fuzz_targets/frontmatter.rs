@@ -3,7 +3,7 @@
 //! counts as a crash).
 #![no_main]
 
-use cadre_subagents::frontmatter;
+use cadre_subagents::definitions::frontmatter;
 use cadre_subagents::{DirKind, ParseContext, parse_definition};
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashMap;

@@ -18,10 +18,10 @@
 //! ```
 
 use crate::SubagentContext;
-use crate::definition::{AgentDefinition, AgentFactory};
-use crate::registry::AgentRegistry;
+use crate::definitions::definition::{AgentDefinition, AgentFactory};
+use crate::definitions::registry::AgentRegistry;
+use crate::definitions::skills::SkillSet;
 use crate::runtime::{Parent, RuntimeConfig, SandboxSettings, SubagentRuntime};
-use crate::skills::SkillSet;
 use cadre_engine::{
     Agent, CompactionError, CompactionPolicy, CompactionReport, Limits, NonInteractiveApprovals,
     Offloader, PermissionPolicy, RunOutcome, Session, SessionError, SessionMeta, ToolHook,
@@ -121,7 +121,7 @@ impl Default for HarnessBuilder {
             declarations: Vec::new(),
             factories: Vec::new(),
             load_files: true,
-            user_dir: crate::loader::default_user_agents_dir(),
+            user_dir: crate::definitions::loader::default_user_agents_dir(),
             aliases: HashMap::new(),
             prices: PriceTable::built_in(),
             memory_files: cadre_engine::prompt::DEFAULT_MEMORY_FILES

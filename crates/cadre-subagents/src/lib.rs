@@ -3,71 +3,51 @@
 //! sessions, foreground or background; and the delegation tools (`task`, and the lifecycle
 //! tools) that expose it to a parent model as ordinary tools.
 
-pub mod agent_policy;
-mod agent_servers;
-pub mod agent_tools;
-mod checkpoint;
-mod child_job;
-mod child_setup;
-mod codex_file;
-mod context_ext;
-mod definition;
-mod definition_file;
-mod forward;
-pub mod frontmatter;
-mod guard;
+pub mod definitions;
 mod harness;
-pub mod live;
-pub mod loader;
-pub mod model_spec;
-mod narrowing;
-mod opencode;
-mod paths;
-pub mod progress;
-mod registry;
-mod remote;
-pub mod results;
-mod runtime;
-mod skills;
-mod surface;
-mod task_tool;
-pub mod task_tools;
-pub mod tool_names;
-mod tracker;
-pub mod worktree;
+pub mod runtime;
+pub mod tools;
 
-pub use agent_servers::{AgentServers, ServerLease, ServerRequest};
 pub use cadre_store::{BackgroundSummary, TaskRecord};
 pub use cadre_types::TaskStatus;
-pub use child_setup::{SetupError, WorkspacePlan, child_prompt, child_prompt_with, plan_workspace};
-pub use context_ext::{SubagentContext, delivery_message, section, status_message};
-pub use definition::{
+pub use definitions::definition::{
     AgentDefinition, AgentFactory, AgentMcpServer, AgentPermissions, DefinitionSource,
     FactoryInput, MAX_OFFERED_DESCRIPTION, RemoteProtocol, RemoteSpec, RequestedMode,
     WorkspaceMode, WorkspaceSpec,
 };
-pub use definition_file::{ParseContext, is_valid_name, normalise_name, parse_definition};
-pub use guard::DelegationGuard;
-pub use harness::{Harness, HarnessBuilder, HarnessError, RunOptions};
-pub use loader::{DirKind, FileFormat, LoadError, default_user_agents_dir};
-pub use model_spec::{BUILTIN_ALIASES, FALLBACK_NOTE, ModelChoice, ModelDialect, resolve_model};
-pub use narrowing::{child_grant, entry_matches, narrow, narrow_names};
-pub use paths::{
+pub use definitions::definition_file::{
+    ParseContext, is_valid_name, normalise_name, parse_definition,
+};
+pub use definitions::loader::{DirKind, FileFormat, LoadError, default_user_agents_dir};
+pub use definitions::model_spec::{
+    BUILTIN_ALIASES, FALLBACK_NOTE, ModelChoice, ModelDialect, resolve_model,
+};
+pub use definitions::paths::{
     check_relative_path, display_path, display_source, prompt_file, resolve_workspace_path,
     runtime_root,
 };
-pub use registry::{
+pub use definitions::registry::{
     AgentRegistry, AgentRegistryBuilder, AgentWarning, GENERAL_PURPOSE, general_purpose,
     validate_declaration,
 };
-pub use remote::{OnRemoteId, RemoteApprovals, RemoteExecutor, RemoteOutcome, RemoteRequest};
+pub use definitions::skills::{SKILL_DIRS, Skill, SkillSet};
+pub use harness::{Harness, HarnessBuilder, HarnessError, RunOptions};
+pub use runtime::agent_servers::{AgentServers, ServerLease, ServerRequest};
+pub use runtime::child_setup::{
+    SetupError, WorkspacePlan, child_prompt, child_prompt_with, plan_workspace,
+};
+pub use runtime::narrowing::{child_grant, entry_matches, narrow, narrow_names};
+pub use runtime::remote::{
+    OnRemoteId, RemoteApprovals, RemoteExecutor, RemoteOutcome, RemoteRequest,
+};
+pub use runtime::worktree::Isolation;
 pub use runtime::{
     BackgroundApprovals, Child, ChildRunner, Inherited, LiveRequest, Parent, RuntimeConfig,
     SandboxSettings, SpawnError, SpawnRequest, Started, SubagentRuntime, ToolSurface, Waited,
 };
-pub use skills::{SKILL_DIRS, Skill, SkillSet};
-pub use task_tool::{TaskTool, render_result, xml_escape};
-pub use worktree::Isolation;
+pub use tools::context_ext::{SubagentContext, delivery_message, section, status_message};
+pub use tools::guard::DelegationGuard;
+pub use tools::task::{TaskTool, render_result, xml_escape};
 
 /// Names of the delegation tools; children that may not delegate never get them.
 pub const DELEGATION_TOOLS: &[&str] = &[

@@ -6,7 +6,7 @@ use crate::config;
 use crate::setup::{open_store, workspace_root};
 use anyhow::{Context, Result};
 use cadre_store::TaskStatus;
-use cadre_subagents::worktree::{BRANCH_PREFIX, WORKTREES_DIR, commit_all, git};
+use cadre_subagents::runtime::worktree::{BRANCH_PREFIX, WORKTREES_DIR, commit_all, git};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

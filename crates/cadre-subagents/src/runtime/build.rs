@@ -7,12 +7,12 @@ use super::SubagentRuntime;
 use super::{BuiltKey, Child, ChildPlan, ChildRunner, Decided, Inherited, Parent, SpawnError};
 use crate::DELEGATION_TOOLS;
 use crate::ServerLease;
-use crate::agent_policy::child_policy;
-use crate::child_setup::{SetupError, child_prompt_with, plan_workspace};
-use crate::definition::{AgentDefinition, DefinitionSource, FactoryInput};
-use crate::guard::DelegationGuard;
-use crate::narrowing::{child_grant, narrow_names};
-use crate::worktree::Worktree;
+use crate::definitions::definition::{AgentDefinition, DefinitionSource, FactoryInput};
+use crate::runtime::agent_policy::child_policy;
+use crate::runtime::child_setup::{SetupError, child_prompt_with, plan_workspace};
+use crate::runtime::narrowing::{child_grant, narrow_names};
+use crate::runtime::worktree::Worktree;
+use crate::tools::guard::DelegationGuard;
 use cadre_engine::{Agent, Limits, Offloader, PermissionPolicy, Session, SessionMeta};
 use cadre_llm::ResolvedModel;
 use cadre_sandbox::SandboxPolicy;
@@ -300,7 +300,7 @@ impl SubagentRuntime {
     /// surface.
     pub(crate) fn delegation_tools_for(&self, inherited: &Arc<Inherited>) -> ToolRegistry {
         match self.me.upgrade() {
-            Some(rt) => crate::surface::tools(&rt, self.cfg.surface, inherited),
+            Some(rt) => crate::tools::surface::tools(&rt, self.cfg.surface, inherited),
             None => ToolRegistry::new(),
         }
     }

@@ -1,7 +1,7 @@
 //! Settings of the sub-agent runtime.
 
-use crate::definition::AgentDefinition;
-use crate::remote::RemoteExecutor;
+use crate::definitions::definition::AgentDefinition;
+use crate::runtime::remote::RemoteExecutor;
 use cadre_engine::{ApprovalMode, CompactionPolicy, Limits, PermissionPolicy, ToolHook};
 use cadre_sandbox::{Launcher, SandboxPolicy, SandboxSpec};
 use cadre_tools::{AccessPolicy, ToolRegistry};
@@ -161,7 +161,7 @@ impl RuntimeConfig {
             store,
             sandbox: None,
             compaction: None,
-            max_result_bytes: crate::results::DEFAULT_MAX_RESULT_BYTES,
+            max_result_bytes: crate::runtime::results::DEFAULT_MAX_RESULT_BYTES,
             agent_servers: None,
             checkpoints: false,
         }

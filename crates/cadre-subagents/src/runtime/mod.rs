@@ -3,10 +3,23 @@
 //! engine with a fresh `sub-<uuid>` session in its own tokio task, tracks it as a task, and
 //! lets callers wait for it, cancel it or leave it running in the background.
 
+pub mod agent_policy;
+pub(crate) mod agent_servers;
 mod build;
+pub(crate) mod checkpoint;
+pub(crate) mod child_job;
+pub(crate) mod child_setup;
 mod config;
+pub(crate) mod forward;
+pub mod live;
+pub(crate) mod narrowing;
+pub mod progress;
+pub(crate) mod remote;
+pub mod results;
 mod servers;
+pub(crate) mod tracker;
 mod types;
+pub mod worktree;
 
 pub use config::{BackgroundApprovals, RuntimeConfig, SandboxSettings, ToolSurface};
 pub(crate) use types::RuntimeRef;
@@ -15,13 +28,13 @@ pub use types::{
 };
 pub(crate) use types::{ChildPlan, Decided, JobChild};
 
-use crate::child_job::ChildJob;
-use crate::forward::ForwardSink;
-use crate::live::{LiveChild, LiveChildren};
-use crate::progress::ProgressLine;
-use crate::registry::AgentRegistry;
-use crate::skills::SkillSet;
-use crate::tracker::LocalTasks;
+use crate::definitions::registry::AgentRegistry;
+use crate::definitions::skills::SkillSet;
+use crate::runtime::child_job::ChildJob;
+use crate::runtime::forward::ForwardSink;
+use crate::runtime::live::{LiveChild, LiveChildren};
+use crate::runtime::progress::ProgressLine;
+use crate::runtime::tracker::LocalTasks;
 use async_trait::async_trait;
 use cadre_llm::ProviderRegistry;
 use cadre_store::{LiveChildEntry, NewTask, StoreError, TaskRecord, TaskStore, Transport};
@@ -310,8 +323,8 @@ impl SubagentRuntime {
 
     /// The result of a finished task as its parent model is shown it: whole, or above
     /// `max_result_bytes` stored under `.cadre/results/` and shown by its head.
-    pub fn shown_result(&self, snap: &TaskRecord) -> crate::results::ShownResult {
-        crate::results::shown_result(
+    pub fn shown_result(&self, snap: &TaskRecord) -> crate::runtime::results::ShownResult {
+        crate::runtime::results::shown_result(
             snap.result.as_deref().unwrap_or(""),
             &snap.id,
             &self.cfg.main_workspace.join(".cadre").join("results"),
@@ -405,8 +418,11 @@ impl SubagentRuntime {
                 )));
             }
             plan.worktree = Some(
-                crate::worktree::WorktreeSpec::prepare(&parent.root, &self.cfg.main_workspace)
-                    .await?,
+                crate::runtime::worktree::WorktreeSpec::prepare(
+                    &parent.root,
+                    &self.cfg.main_workspace,
+                )
+                .await?,
             );
         }
         self.start_job(
@@ -643,12 +659,14 @@ impl SubagentRuntime {
                         def.name
                     )));
                 }
-                let spec =
-                    crate::worktree::WorktreeSpec::prepare(&parent.root, &self.cfg.main_workspace)
-                        .await?;
-                let name = crate::worktree::live_name(&key);
+                let spec = crate::runtime::worktree::WorktreeSpec::prepare(
+                    &parent.root,
+                    &self.cfg.main_workspace,
+                )
+                .await?;
+                let name = crate::runtime::worktree::live_name(&key);
                 Some(Arc::new(
-                    crate::worktree::Worktree::create(&spec, &name, &def.name).await?,
+                    crate::runtime::worktree::Worktree::create(&spec, &name, &def.name).await?,
                 ))
             }
             None => None,
@@ -764,28 +782,35 @@ impl SubagentRuntime {
         &self,
         entry: &LiveChildEntry,
         parent: &Parent,
-    ) -> Result<Option<Arc<crate::worktree::Worktree>>, SpawnError> {
+    ) -> Result<Option<Arc<crate::runtime::worktree::Worktree>>, SpawnError> {
         let wants = self
             .registry
             .get(&entry.agent_id)
             .is_some_and(|d| d.isolation.is_some());
-        let name = crate::worktree::live_name(&entry.agent_key);
-        let spec =
-            match crate::worktree::WorktreeSpec::prepare(&parent.root, &self.cfg.main_workspace)
-                .await
-            {
-                Ok(spec) => spec,
-                Err(e) if wants => return Err(e.into()),
-                Err(_) => return Ok(None),
-            };
-        let worktree =
-            match crate::worktree::Worktree::reopen(&spec, &name, &entry.agent_id).await? {
-                Some(w) => Some(w),
-                None if wants => {
-                    Some(crate::worktree::Worktree::create(&spec, &name, &entry.agent_id).await?)
-                }
-                None => None,
-            };
+        let name = crate::runtime::worktree::live_name(&entry.agent_key);
+        let spec = match crate::runtime::worktree::WorktreeSpec::prepare(
+            &parent.root,
+            &self.cfg.main_workspace,
+        )
+        .await
+        {
+            Ok(spec) => spec,
+            Err(e) if wants => return Err(e.into()),
+            Err(_) => return Ok(None),
+        };
+        let worktree = match crate::runtime::worktree::Worktree::reopen(
+            &spec,
+            &name,
+            &entry.agent_id,
+        )
+        .await?
+        {
+            Some(w) => Some(w),
+            None if wants => Some(
+                crate::runtime::worktree::Worktree::create(&spec, &name, &entry.agent_id).await?,
+            ),
+            None => None,
+        };
         Ok(worktree.map(Arc::new))
     }
 
@@ -796,7 +821,7 @@ impl SubagentRuntime {
         &self,
         session: &str,
         child: &LiveChild,
-    ) -> Option<crate::worktree::WorktreeReport> {
+    ) -> Option<crate::runtime::worktree::WorktreeReport> {
         self.live.remove(session, &child.key);
         if let Err(e) = self.store.remove_live_child(session, &child.key).await {
             tracing::warn!(agent = %child.key, error = %e, "store: cannot forget a live child");
@@ -844,7 +869,10 @@ impl SubagentRuntime {
         }
     }
 
-    async fn close_worktree(&self, child: &Child) -> Option<crate::worktree::WorktreeReport> {
+    async fn close_worktree(
+        &self,
+        child: &Child,
+    ) -> Option<crate::runtime::worktree::WorktreeReport> {
         let w = child.worktree.as_ref()?;
         Some(w.close(&format!("cadre: {} closed", child.name)).await)
     }

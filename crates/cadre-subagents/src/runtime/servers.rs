@@ -5,7 +5,7 @@
 //! `.mcp.json` lives by.
 
 use super::{Parent, SubagentRuntime};
-use crate::definition::{AgentDefinition, DefinitionSource};
+use crate::definitions::definition::{AgentDefinition, DefinitionSource};
 use crate::{ServerLease, ServerRequest};
 use cadre_types::{Event, EventEnvelope};
 use std::sync::Arc;

@@ -1,9 +1,9 @@
 //! The runtime's request, handle and error types.
 
 use super::SubagentRuntime;
-use crate::child_setup::SetupError;
-use crate::definition::RemoteSpec;
-use crate::remote::RemoteExecutor;
+use crate::definitions::definition::RemoteSpec;
+use crate::runtime::child_setup::SetupError;
+use crate::runtime::remote::RemoteExecutor;
 use cadre_engine::{Agent, Limits, PermissionPolicy, Session, ToolHook};
 use cadre_tools::{RunContext, ToolGrant, ToolRegistry, Workspace};
 use std::sync::{Arc, Mutex, Weak};
@@ -23,7 +23,7 @@ pub enum SpawnError {
     Setup(#[from] SetupError),
     /// The worktree of `isolation: worktree` could not be made.
     #[error(transparent)]
-    Worktree(#[from] crate::worktree::WorktreeError),
+    Worktree(#[from] crate::runtime::worktree::WorktreeError),
     /// Isolation was asked for where it cannot apply.
     #[error("{0}")]
     Isolation(String),
@@ -243,7 +243,7 @@ pub struct Child {
     /// The MCP servers of its definition (`mcpServers`), held while the child exists.
     pub own_servers: Option<Arc<crate::ServerLease>>,
     /// Its git worktree, with `isolation: worktree`: its root, for its whole life.
-    pub worktree: Option<Arc<crate::worktree::Worktree>>,
+    pub worktree: Option<Arc<crate::runtime::worktree::Worktree>>,
 }
 
 /// What is decided about a child before it is built.
@@ -274,7 +274,7 @@ pub(crate) struct ChildPlan {
     /// The parent (its run, tools and what it passes down).
     pub parent: Parent,
     /// Where its worktree comes from, with `isolation: worktree`.
-    pub worktree: Option<crate::worktree::WorktreeSpec>,
+    pub worktree: Option<crate::runtime::worktree::WorktreeSpec>,
     /// The MCP servers of its definition, held from the spawn on.
     pub own_servers: Option<Arc<crate::ServerLease>>,
 }

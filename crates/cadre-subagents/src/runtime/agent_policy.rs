@@ -3,7 +3,7 @@
 //! here can widen the parent's policy: the parent's rules all stay, and the mode only moves
 //! towards read-only.
 
-use crate::definition::{AgentPermissions, RequestedMode};
+use crate::definitions::definition::{AgentPermissions, RequestedMode};
 use cadre_engine::{ApprovalMode, PermissionPolicy, PermissionRules, RuleError};
 
 /// The tools `acceptEdits` lets run without asking.

@@ -1,9 +1,9 @@
 //! The delegation tools a parent model is offered, per the configured surface.
 
-use crate::agent_tools::{AgentCloseTool, AgentListTool, AgentSendTool, AgentSpawnTool};
 use crate::runtime::{Inherited, SubagentRuntime, ToolSurface};
-use crate::task_tool::TaskTool;
-use crate::task_tools::{TaskCancelTool, TaskListTool, TaskOutputTool};
+use crate::tools::agents::{AgentCloseTool, AgentListTool, AgentSendTool, AgentSpawnTool};
+use crate::tools::task::TaskTool;
+use crate::tools::task_control::{TaskCancelTool, TaskListTool, TaskOutputTool};
 use cadre_tools::ToolRegistry;
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@
 //! lives while its task runs and goes when it ends; a session's entry goes with its last
 //! running task. So this map holds nothing for a finished session, however many tasks it ran.
 
-use crate::progress::{ProgressLine, ProgressLog};
+use crate::runtime::progress::{ProgressLine, ProgressLog};
 use cadre_types::{TaskStatus, UpdateKind, Usage};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -280,11 +280,11 @@ mod tests {
     fn the_log_keeps_previews_while_the_task_runs() {
         let t = LocalTasks::default();
         t.insert("a", "s", true, CancellationToken::new(), 1);
-        for i in 0..(crate::progress::TASK_LOG_CAPACITY + 5) {
+        for i in 0..(crate::runtime::progress::TASK_LOG_CAPACITY + 5) {
             t.log("a", UpdateKind::ToolStart, Some("bash"), &i.to_string());
         }
         let log = t.log_of("a");
-        assert_eq!(log.len(), crate::progress::TASK_LOG_CAPACITY);
+        assert_eq!(log.len(), crate::runtime::progress::TASK_LOG_CAPACITY);
         assert_eq!(log[0].text, "5");
         t.finish("a", TaskStatus::Completed);
         assert!(t.log_of("a").is_empty());

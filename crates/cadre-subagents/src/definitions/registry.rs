@@ -2,14 +2,14 @@
 //! files and custom factories merged into one table ordered by name. A later source replaces
 //! an earlier entry of the same name, and every replacement is logged and recorded.
 
-use crate::codex_file::load_codex_config;
-use crate::definition_file::{is_valid_name, normalise_name};
-use crate::loader::{
+use crate::definitions::codex_file::load_codex_config;
+use crate::definitions::definition_file::{is_valid_name, normalise_name};
+use crate::definitions::loader::{
     CODEX_CONFIG, DirKind, LoadError, LoadOptions, agent_dirs, default_opencode_user_dirs,
     default_user_agents_dir, load_dir,
 };
-use crate::paths::{check_relative_path, display_source, resolve_workspace_path};
-use crate::skills::SkillSet;
+use crate::definitions::paths::{check_relative_path, display_source, resolve_workspace_path};
+use crate::definitions::skills::SkillSet;
 use crate::{AgentDefinition, AgentFactory, DefinitionSource, WorkspaceMode};
 use cadre_llm::ProviderRegistry;
 use std::collections::{BTreeMap, HashMap};

@@ -2,9 +2,9 @@
 //! found under `skills/`, `.claude/skills/` and `.cadre/skills/` of the workspace. The main
 //! prompt gets a short index; a sub-agent definition can preload whole skills.
 
-use crate::definition_file::is_valid_name;
-use crate::frontmatter::{self, scalar_text};
-use crate::loader::{LoadError, read_text};
+use crate::definitions::definition_file::is_valid_name;
+use crate::definitions::frontmatter::{self, scalar_text};
+use crate::definitions::loader::{LoadError, read_text};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -138,7 +138,7 @@ impl SkillSet {
     }
 
     fn shown_path(&self, path: &Path) -> String {
-        crate::paths::display_path(path, self.workspace.as_deref())
+        crate::definitions::paths::display_path(path, self.workspace.as_deref())
     }
 
     /// A short `# Skills` section for the main prompt: one line per skill with its

@@ -2,7 +2,7 @@
 //! `agent_send`, `agent_list`, `agent_close`. Thin adapters over the runtime; replies are
 //! `key: value` lines.
 
-use crate::live::LiveChild;
+use crate::runtime::live::LiveChild;
 use crate::runtime::{Inherited, LiveRequest, Parent, RuntimeRef, SubagentRuntime};
 use async_trait::async_trait;
 use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};

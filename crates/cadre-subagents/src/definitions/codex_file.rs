@@ -5,9 +5,9 @@
 //! validation exist once.
 
 use crate::AgentDefinition;
-use crate::definition_file::{ParseContext, definition_from};
-use crate::loader::{DirKind, LoadError, LoadOptions, read_text};
-use crate::paths::resolve_workspace_path;
+use crate::definitions::definition_file::{ParseContext, definition_from};
+use crate::definitions::loader::{DirKind, LoadError, LoadOptions, read_text};
+use crate::definitions::paths::resolve_workspace_path;
 use serde_yaml_ng::{Mapping, Value};
 use std::path::Path;
 

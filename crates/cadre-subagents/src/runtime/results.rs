@@ -2,7 +2,7 @@
 //! `.cadre/results/<task id>.md`, and the parent model sees its head, its size and the
 //! path, so nothing is cut without saying where the rest is.
 
-use crate::task_tool::xml_escape;
+use crate::tools::task::xml_escape;
 use std::path::{Path, PathBuf};
 
 /// Default size above which a result goes to a file (32 KiB).

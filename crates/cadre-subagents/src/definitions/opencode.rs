@@ -7,8 +7,8 @@
 //! OpenCode lets the last matching pattern win, so a pattern list can come out stricter
 //! than in OpenCode, never looser.
 
-use crate::frontmatter::{scalar_text, show};
-use crate::tool_names::{ToolName, map_tool_name};
+use crate::definitions::frontmatter::{scalar_text, show};
+use crate::definitions::tool_names::{ToolName, map_tool_name};
 use serde_yaml_ng::{Mapping, Value};
 
 /// The `tools` mapping, as cadre lists.

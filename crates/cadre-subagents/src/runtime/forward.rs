@@ -2,7 +2,7 @@
 //! of them in the task's small progress log. Approval requests and plans pass through unchanged,
 //! so the parent's UI sees which sub-agent asks or plans.
 
-use crate::tracker::LocalTasks;
+use crate::runtime::tracker::LocalTasks;
 use cadre_types::{EndState, Event, EventEnvelope, EventSink, SubagentUpdate, UpdateKind};
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! The `task` tool: delegate one job to a sub-agent, in the foreground (wait for the
 //! answer) or the background (get a task id at once; the result arrives by itself).
 
-use crate::results::ShownResult;
+use crate::runtime::results::ShownResult;
 use crate::runtime::{Inherited, Parent, RuntimeRef, SpawnRequest, SubagentRuntime};
 use async_trait::async_trait;
 use cadre_store::TaskRecord;

@@ -4,8 +4,8 @@
 
 use crate::AgentDefinition;
 use crate::WorkspaceMode;
-use crate::definition_file::{ParseContext, parse_definition};
-use crate::frontmatter::MAX_FILE_BYTES;
+use crate::definitions::definition_file::{ParseContext, parse_definition};
+use crate::definitions::frontmatter::MAX_FILE_BYTES;
 use cadre_llm::ProviderRegistry;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -272,7 +272,7 @@ pub fn parse_text(
     cx: &ParseContext<'_>,
 ) -> Result<AgentDefinition, String> {
     match cx.kind {
-        DirKind::Codex => crate::codex_file::parse_role_file(path, text, cx),
+        DirKind::Codex => crate::definitions::codex_file::parse_role_file(path, text, cx),
         _ => parse_definition(path, text, cx),
     }
 }

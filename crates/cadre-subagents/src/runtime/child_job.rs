@@ -2,13 +2,13 @@
 //! if it was only planned, run its agent on its session, settle the worktree, and store the
 //! honest end state (once, in the task store) before anyone here is told.
 
-use crate::checkpoint::Checkpointer;
-use crate::forward::ForwardSink;
-use crate::live::LiveChildren;
-use crate::remote::{OnRemoteId, RemoteApprovals, RemoteRequest};
+use crate::runtime::checkpoint::Checkpointer;
+use crate::runtime::forward::ForwardSink;
+use crate::runtime::live::LiveChildren;
+use crate::runtime::remote::{OnRemoteId, RemoteApprovals, RemoteRequest};
+use crate::runtime::tracker::LocalTasks;
+use crate::runtime::worktree::Worktree;
 use crate::runtime::{Child, ChildRunner, JobChild, SubagentRuntime};
-use crate::tracker::LocalTasks;
-use crate::worktree::Worktree;
 use cadre_engine::RunOutcome;
 use cadre_store::{StoreError, TaskStore, Transition};
 use cadre_tools::{RunContext, Spend};

@@ -2,13 +2,15 @@
 //! (cadre, Claude Code, harness9, the Java seed, OpenCode, Gemini CLI, and Codex roles once
 //! read from TOML), their value shapes, and the validation rules that make a file broken.
 
-use crate::definition::{AgentMcpServer, MAX_OFFERED_DESCRIPTION, RequestedMode};
-use crate::frontmatter::{self, boolean, positive_int, scalar_text, show, string_list};
-use crate::loader::{DirKind, FileFormat};
-use crate::model_spec::{ModelDialect, resolve_model};
-use crate::opencode;
-use crate::paths::{check_relative_path, resolve_workspace_path};
-use crate::tool_names::{map_allowlist, map_denylist};
+use crate::definitions::definition::{AgentMcpServer, MAX_OFFERED_DESCRIPTION, RequestedMode};
+use crate::definitions::frontmatter::{
+    self, boolean, positive_int, scalar_text, show, string_list,
+};
+use crate::definitions::loader::{DirKind, FileFormat};
+use crate::definitions::model_spec::{ModelDialect, resolve_model};
+use crate::definitions::opencode;
+use crate::definitions::paths::{check_relative_path, resolve_workspace_path};
+use crate::definitions::tool_names::{map_allowlist, map_denylist};
 use crate::{AgentDefinition, DefinitionSource, RemoteProtocol, RemoteSpec, WorkspaceMode};
 use cadre_llm::ProviderRegistry;
 use serde_yaml_ng::{Mapping, Value};

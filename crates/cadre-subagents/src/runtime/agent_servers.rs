@@ -4,7 +4,7 @@
 //! lease's tools to that child only, and holds the lease as long as the child exists. When
 //! the last lease on a server drops, the MCP layer stops the server.
 
-use crate::definition::AgentMcpServer;
+use crate::definitions::definition::AgentMcpServer;
 use async_trait::async_trait;
 use cadre_tools::Tool;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! [`RemoteExecutor`] (implemented by the remote layer for A2A and the task protocol) instead
 //! of a local engine. Everything else — tasks, tracking, delivery, cancellation — is the same.
 
-use crate::definition::RemoteSpec;
+use crate::definitions::definition::RemoteSpec;
 use async_trait::async_trait;
 use cadre_tools::ApprovalHandler;
 use cadre_types::{EndState, EventSink, Usage};

@@ -2,7 +2,7 @@
 //! SPEC §4.2 and the child prompt of §4.5 (base, sub-agent context, environment, preloaded
 //! skills, AGENTS.md exactly once).
 
-use crate::definition::{AgentDefinition, DefinitionSource, WorkspaceMode};
+use crate::definitions::definition::{AgentDefinition, DefinitionSource, WorkspaceMode};
 use cadre_engine::prompt::{
     DEFAULT_MEMORY_FILES, environment_section, memory_section, project_memory, read_agents_md,
 };
@@ -185,7 +185,7 @@ pub fn child_prompt_with<S: AsRef<str>>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::definition::WorkspaceSpec;
+    use crate::definitions::definition::WorkspaceSpec;
 
     fn main_ws() -> (tempfile::TempDir, PathBuf) {
         let d = tempfile::tempdir().unwrap();

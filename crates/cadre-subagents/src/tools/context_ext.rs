@@ -6,10 +6,10 @@
 //! still run. Nothing earlier in the conversation is ever rewritten, so the requests of a
 //! session only grow at the end and providers' prompt caches keep hitting.
 
-use crate::registry::AgentRegistry;
-use crate::results::ShownResult;
+use crate::definitions::registry::AgentRegistry;
+use crate::runtime::results::ShownResult;
 use crate::runtime::{SubagentRuntime, ToolSurface};
-use crate::task_tool::{completeness_attrs, xml_escape};
+use crate::tools::task::{completeness_attrs, xml_escape};
 use async_trait::async_trait;
 use cadre_engine::TurnExtension;
 use cadre_store::{BackgroundSummary, TaskRecord};

@@ -1,0 +1,15 @@
+//! Where definitions come from and what they say: the definition model, the file formats
+//! (Claude Code, OpenCode, Codex, skills), the front-matter parser, the directory loader and
+//! the registry that merges them.
+
+pub(crate) mod codex_file;
+pub(crate) mod definition;
+pub(crate) mod definition_file;
+pub mod frontmatter;
+pub mod loader;
+pub mod model_spec;
+pub(crate) mod opencode;
+pub(crate) mod paths;
+pub(crate) mod registry;
+pub(crate) mod skills;
+pub mod tool_names;
