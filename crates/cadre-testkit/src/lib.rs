@@ -1,8 +1,9 @@
 //! Test helpers for cadre: [`MockServer`], a local HTTP server that speaks the OpenAI
 //! Chat Completions and Anthropic Messages protocols from scripted replies, records the
 //! requests it receives, and injects faults (error statuses with `Retry-After`, delays,
-//! streams that are cut or stall, multi-byte characters split across writes); and
-//! [`WebServer`], a plain web server of fixed pages for the tools that reach the web.
+//! streams that are cut or stall, multi-byte characters split across writes);
+//! [`WebServer`], a plain web server of fixed pages for the tools that reach the web; and
+//! [`schema_problems`], what keeps a tool's argument schema from reaching providers as written.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -17,6 +18,7 @@
 mod anthropic;
 mod openai;
 mod reply;
+mod schema;
 mod server;
 mod sse;
 mod web;
@@ -24,6 +26,7 @@ mod web;
 pub use anthropic::{AnthropicJson, AnthropicStream};
 pub use openai::{OpenAiJson, OpenAiStream};
 pub use reply::{MockReply, split_bytes_inside};
+pub use schema::schema_problems;
 pub use server::{Api, MockServer, RecordedRequest, Responder};
 pub use sse::{sse_data, sse_event};
 pub use web::{WebPage, WebRequest, WebServer};

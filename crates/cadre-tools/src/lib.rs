@@ -1,6 +1,7 @@
 //! Tools for cadre agents: the [`Tool`] trait every tool implements (built-in, MCP or
-//! delegation), the [`ToolContext`] passed to each call, the [`ToolRegistry`], the
-//! built-in tools, and [`Workspace`] path confinement.
+//! delegation) and [`TypedTool`], its typed form for tools whose arguments are a Rust type;
+//! the [`ToolContext`] passed to each call, the [`ToolRegistry`], the built-in tools, and
+//! [`Workspace`] path confinement.
 
 mod budget;
 pub mod builtin;
@@ -10,11 +11,13 @@ mod grant;
 mod hidden;
 mod read_capped;
 mod registry;
+mod schema;
 mod secret_env;
 mod subject;
 #[cfg(test)]
 mod testutil;
 mod tool;
+mod typed;
 mod workspace;
 
 pub use budget::{Budget, BudgetLimits, Spend};
@@ -24,9 +27,11 @@ pub use grant::ToolGrant;
 pub use hidden::{HiddenPaths, path_pattern};
 pub use read_capped::{CappedReadError, read_capped, read_to_string_capped};
 pub use registry::{ToolRegistry, network_refusal};
+pub use schema::arguments_schema;
 pub use secret_env::{DEFAULT_SECRET_VARS, SecretEnv};
 pub use subject::PermissionSubject;
 pub use tool::{Tool, ToolError, ToolOutput, decode_arguments, parse_args};
+pub use typed::TypedTool;
 pub use workspace::{
     AccessPolicy, EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, PathError,
     Workspace, Written,

@@ -204,7 +204,7 @@ pub struct SubagentUpdate {
 }
 
 /// Where one item of an agent's plan stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TodoStatus {
     /// Not started.
@@ -215,13 +215,21 @@ pub enum TodoStatus {
     Completed,
 }
 
-/// One item of an agent's plan (`todo_write`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One item of an agent's plan.
+// Its JSON Schema, doc comments included, is what `todo_write` offers the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
 pub struct TodoItem {
-    /// What is to be done.
+    /// What to do.
+    #[schemars(length(min = 1, max = TodoItem::MAX_CONTENT_CHARS))]
     pub content: String,
     /// Where it stands.
     pub status: TodoStatus,
+}
+
+impl TodoItem {
+    /// Characters of one item's `content` at most.
+    pub const MAX_CONTENT_CHARS: usize = 500;
 }
 
 /// One event of a run.

@@ -1,16 +1,14 @@
 //! `bash`: run a shell command in the workspace, in its own process group, with a timeout,
 //! cancellation and bounded output.
 
-use super::common::definition;
 use crate::{
-    PermissionSubject, SecretEnv, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args,
+    PermissionSubject, SecretEnv, ToolContext, ToolError, ToolOutput, TypedTool, Workspace,
 };
-use async_trait::async_trait;
-use cadre_types::ToolDefinition;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
@@ -28,15 +26,6 @@ const TAIL_BYTES: usize = 16 * 1024;
 /// How long output is still read after the shell exits or its group is killed.
 const GRACE: Duration = Duration::from_millis(200);
 
-const DESCRIPTION: &str = "Run a command with `bash -c` in the workspace root and return its \
-stdout, stderr and exit code. Use it for builds, tests, git and other programs; use the file \
-tools (read_file, edit_file, glob, grep, list_dir) rather than cat/sed/find/grep. Stdin is \
-closed, so interactive programs fail: pass flags like `--yes`/`--no-pager`. Each call starts \
-a fresh shell (cd and variables do not persist). The command is killed with all its child \
-processes after `timeout_ms` (default 120000, max 600000). Background processes that keep \
-the output open are killed when the shell exits; redirect their output (`cmd > log 2>&1 &`) \
-to keep them running. Long output keeps its first and last 16 KiB per stream.";
-
 /// Runs shell commands, in an environment without cadre's own secrets.
 #[derive(Debug, Clone, Default)]
 pub struct BashTool {
@@ -50,11 +39,23 @@ impl BashTool {
     }
 }
 
-#[derive(Deserialize)]
-struct Args {
+/// The arguments of `bash`.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Args {
+    /// The bash command line to run, e.g. `cargo test 2>&1 | tail -50`.
     command: String,
+    /// Kill the command after this many milliseconds.
     #[serde(default)]
+    #[schemars(range(min = 1, max = MAX_TIMEOUT_MS), extend("default" = DEFAULT_TIMEOUT_MS))]
     timeout_ms: Option<u64>,
+    /// A few words saying what the command does, shown to the user.
+    #[serde(default)]
+    #[expect(
+        dead_code,
+        reason = "the user sees it in the call's arguments; bash ignores it"
+    )]
+    description: Option<String>,
 }
 
 /// How the command ended.
@@ -65,60 +66,35 @@ enum Ending {
     Cancelled,
 }
 
-#[async_trait]
-impl Tool for BashTool {
-    fn name(&self) -> &str {
-        "bash"
-    }
+impl TypedTool for BashTool {
+    const NAME: &'static str = "bash";
+    type Args = Args;
 
-    fn definition(&self) -> ToolDefinition {
-        definition(
-            self.name(),
-            DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "description": "The bash command line to run, e.g. `cargo test 2>&1 | tail -50`."
-                    },
-                    "timeout_ms": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_TIMEOUT_MS,
-                        "description": "Kill the command after this many milliseconds (default 120000, max 600000)."
-                    },
-                    "description": {
-                        "type": "string",
-                        "description": "A few words saying what the command does, shown to the user."
-                    }
-                },
-                "required": ["command"],
-                "additionalProperties": false
-            }),
+    fn description(&self) -> Cow<'_, str> {
+        format!(
+            "Run a command with `bash -c` in the workspace root and return its stdout, stderr \
+             and exit code. Use it for builds, tests, git and other programs; use the file tools \
+             (read_file, edit_file, glob, grep, list_dir) rather than cat/sed/find/grep. Stdin is \
+             closed, so interactive programs fail: pass flags like `--yes`/`--no-pager`. Each \
+             call starts a fresh shell (cd and variables do not persist). The command is killed \
+             with all its child processes after `timeout_ms` (default {DEFAULT_TIMEOUT_MS}, max \
+             {MAX_TIMEOUT_MS}). Background processes that keep the output open are killed when \
+             the shell exits; redirect their output (`cmd > log 2>&1 &`) to keep them running. \
+             Long output keeps its first and last {} KiB per stream.",
+            HEAD_BYTES / 1024
         )
+        .into()
     }
 
     fn permission_subject(
         &self,
-        args: &serde_json::Value,
+        args: &Args,
         _workspace: &Workspace,
     ) -> Result<PermissionSubject, ToolError> {
-        #[derive(Deserialize)]
-        struct CommandArg {
-            command: String,
-        }
-        let arg =
-            CommandArg::deserialize(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
-        Ok(PermissionSubject::command(&arg.command))
+        Ok(PermissionSubject::command(&args.command))
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Args = parse_args(args)?;
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if args.command.trim().is_empty() {
             return Err(ToolError::InvalidArgs("command is empty".into()));
         }

@@ -1,9 +1,11 @@
 //! Tests of the `bash` tool: output, exit codes, timeouts, cancellation and truncation.
 
 use super::*;
+use crate::Tool;
 use crate::testutil::{ctx, tree};
 use nix::errno::Errno;
 use nix::sys::signal::kill;
+use serde_json::json;
 use std::path::Path;
 use std::time::Instant as StdInstant;
 

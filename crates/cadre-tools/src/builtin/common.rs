@@ -1,47 +1,11 @@
-//! Helpers shared by the built-in tools: definitions, permission subjects, path globs,
-//! directory walks (which leave out the paths deny rules hide) and output caps.
+//! Helpers shared by the built-in tools: path globs, hidden-path checks, directory walks
+//! (which leave out the paths deny rules hide) and output caps.
 
-use crate::{HiddenPaths, PermissionSubject, ToolError, Workspace};
-use cadre_types::ToolDefinition;
+use crate::{HiddenPaths, ToolError, Workspace};
 use globset::{GlobBuilder, GlobMatcher};
 use ignore::WalkBuilder;
-use serde::Deserialize;
 use std::path::Path;
 use std::sync::Arc;
-
-/// A tool definition from its parts.
-pub(crate) fn definition(
-    name: &str,
-    description: &str,
-    parameters: serde_json::Value,
-) -> ToolDefinition {
-    ToolDefinition {
-        name: name.to_string(),
-        description: description.to_string(),
-        parameters,
-    }
-}
-
-/// The permission subject of a call whose `path` argument (or `default` when it has none)
-/// names what it acts on, resolved inside the workspace.
-pub(crate) fn path_subject(
-    args: &serde_json::Value,
-    workspace: &Workspace,
-    default: Option<&str>,
-) -> Result<PermissionSubject, ToolError> {
-    #[derive(Deserialize)]
-    struct PathArg {
-        #[serde(default)]
-        path: Option<String>,
-    }
-    let arg = PathArg::deserialize(args).map_err(|e| ToolError::InvalidArgs(e.to_string()))?;
-    let path = arg
-        .path
-        .as_deref()
-        .or(default)
-        .ok_or_else(|| ToolError::InvalidArgs("missing field `path`".into()))?;
-    Ok(PermissionSubject::path(workspace, path)?)
-}
 
 /// Refuse to read or search what was opened at the canonical path `abs` when deny rules
 /// hide it (checked on what was opened, so a path swapped after the permission check is

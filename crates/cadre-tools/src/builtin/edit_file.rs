@@ -1,12 +1,10 @@
 //! `edit_file`: replace an exact string in a file and show the change as a unified diff.
 
-use super::common::{definition, path_subject};
-use crate::{PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
-use async_trait::async_trait;
-use cadre_types::ToolDefinition;
+use crate::{PermissionSubject, ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
 use similar::TextDiff;
+use std::borrow::Cow;
 
 const DESCRIPTION: &str = "Edit a file by replacing an exact string. `old_string` must match \
 the file's text exactly, including whitespace and indentation (copy it from read_file output \
@@ -21,66 +19,39 @@ const MAX_EDIT_BYTES: u64 = 16 << 20;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EditFileTool;
 
-#[derive(Deserialize)]
-struct Args {
+/// The arguments of `edit_file`.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Args {
+    /// File to edit, relative to the workspace root (or absolute inside it).
     path: String,
+    /// Exact text to replace. Must be non-empty and, unless replace_all is true, occur exactly
+    /// once.
     old_string: String,
+    /// Text to put in its place (may be empty to delete). Must differ from old_string.
     new_string: String,
+    /// Replace every occurrence instead of requiring a unique match.
     #[serde(default)]
     replace_all: bool,
 }
 
-#[async_trait]
-impl Tool for EditFileTool {
-    fn name(&self) -> &str {
-        "edit_file"
-    }
+impl TypedTool for EditFileTool {
+    const NAME: &'static str = "edit_file";
+    type Args = Args;
 
-    fn definition(&self) -> ToolDefinition {
-        definition(
-            self.name(),
-            DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "File to edit, relative to the workspace root (or absolute inside it)."
-                    },
-                    "old_string": {
-                        "type": "string",
-                        "description": "Exact text to replace. Must be non-empty and, unless replace_all is true, occur exactly once."
-                    },
-                    "new_string": {
-                        "type": "string",
-                        "description": "Text to put in its place (may be empty to delete). Must differ from old_string."
-                    },
-                    "replace_all": {
-                        "type": "boolean",
-                        "description": "Replace every occurrence instead of requiring a unique match (default false).",
-                        "default": false
-                    }
-                },
-                "required": ["path", "old_string", "new_string"],
-                "additionalProperties": false
-            }),
-        )
+    fn description(&self) -> Cow<'_, str> {
+        DESCRIPTION.into()
     }
 
     fn permission_subject(
         &self,
-        args: &serde_json::Value,
+        args: &Args,
         workspace: &Workspace,
     ) -> Result<PermissionSubject, ToolError> {
-        path_subject(args, workspace, None)
+        Ok(PermissionSubject::path(workspace, &args.path)?)
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Args = parse_args(args)?;
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if args.old_string.is_empty() {
             return Err(ToolError::InvalidArgs(
                 "old_string is empty; to create a file use write_file".into(),
@@ -140,7 +111,9 @@ fn edit(workspace: &Workspace, args: &Args) -> Result<ToolOutput, ToolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::testutil::{ctx, tree};
+    use serde_json::json;
 
     const TEXT: &str = "a\nb\nc\nd\ne\nf\ng\nh\ni\nfoo\n";
 

@@ -1,14 +1,13 @@
 //! `glob`: find files by name pattern, honouring ignore files like ripgrep.
 
-use super::common::{PathGlob, definition, link_to_hidden, path_subject, refuse_hidden, walker};
+use super::common::{PathGlob, link_to_hidden, refuse_hidden, walker};
 use crate::{
-    FileKind, HiddenPaths, Opened, PermissionSubject, Tool, ToolContext, ToolError, ToolOutput,
-    Workspace, parse_args,
+    FileKind, HiddenPaths, Opened, PermissionSubject, ToolContext, ToolError, ToolOutput,
+    TypedTool, Workspace,
 };
-use async_trait::async_trait;
-use cadre_types::ToolDefinition;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -27,39 +26,23 @@ relative to the workspace root, sorted, at most 500. Use grep to search file con
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GlobTool;
 
-#[derive(Deserialize)]
-struct Args {
+/// The arguments of `glob`.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Args {
+    /// Glob to match, e.g. `*.rs`, `src/**/*.ts`, `**/test_*.py`, `*.{json,toml}`.
     pattern: String,
+    /// Directory to search, relative to the workspace root. Defaults to the root.
     #[serde(default)]
     path: Option<String>,
 }
 
-#[async_trait]
-impl Tool for GlobTool {
-    fn name(&self) -> &str {
-        "glob"
-    }
+impl TypedTool for GlobTool {
+    const NAME: &'static str = "glob";
+    type Args = Args;
 
-    fn definition(&self) -> ToolDefinition {
-        definition(
-            self.name(),
-            DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {
-                        "type": "string",
-                        "description": "Glob to match, e.g. `*.rs`, `src/**/*.ts`, `**/test_*.py`, `*.{json,toml}`."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "Directory to search, relative to the workspace root. Defaults to the root."
-                    }
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
-        )
+    fn description(&self) -> Cow<'_, str> {
+        DESCRIPTION.into()
     }
 
     fn is_read_only(&self) -> bool {
@@ -68,18 +51,16 @@ impl Tool for GlobTool {
 
     fn permission_subject(
         &self,
-        args: &serde_json::Value,
+        args: &Args,
         workspace: &Workspace,
     ) -> Result<PermissionSubject, ToolError> {
-        path_subject(args, workspace, Some("."))
+        Ok(PermissionSubject::path(
+            workspace,
+            args.path.as_deref().unwrap_or("."),
+        )?)
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Args = parse_args(args)?;
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let glob = PathGlob::new(&args.pattern)?;
         let workspace = ctx.workspace.clone();
         let hidden = ctx.hidden.clone();
@@ -164,7 +145,9 @@ fn render(mut found: Vec<String>, pattern: &str, root: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::testutil::{ctx, tree};
+    use serde_json::json;
 
     async fn glob(
         dir: &tempfile::TempDir,

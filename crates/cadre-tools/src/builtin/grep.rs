@@ -1,16 +1,15 @@
 //! `grep`: search file contents with a regular expression, ripgrep style.
 
-use super::common::{PathGlob, definition, path_subject, refuse_hidden, truncate_line, walker};
+use super::common::{PathGlob, refuse_hidden, truncate_line, walker};
 use crate::{
-    HiddenPaths, Opened, PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace,
-    parse_args,
+    HiddenPaths, Opened, PermissionSubject, ToolContext, ToolError, ToolOutput, TypedTool,
+    Workspace,
 };
-use async_trait::async_trait;
-use cadre_types::ToolDefinition;
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
-use serde::Deserialize;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -37,59 +36,50 @@ over grep/rg in bash.";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+/// What `grep` prints.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-enum Mode {
+pub enum Mode {
+    /// Matching lines.
     #[default]
     Content,
+    /// File paths only.
     FilesWithMatches,
+    /// Matches per file.
     Count,
 }
 
-#[derive(Deserialize)]
-struct Args {
+/// The arguments of `grep`.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Args {
+    /// Regular expression to search for.
     pattern: String,
+    /// File or directory to search, relative to the workspace root. Defaults to the root.
     #[serde(default)]
     path: Option<String>,
+    /// Only search files matching this glob, e.g. `*.rs` or `src/**/*.ts`.
     #[serde(default)]
     glob: Option<String>,
+    /// Ignore case.
     #[serde(default)]
     case_insensitive: bool,
+    /// `content`: matching lines; `files_with_matches`: file paths only; `count`: matches per
+    /// file.
     #[serde(default)]
     output_mode: Mode,
+    /// Lines of context before and after each match (content mode only).
     #[serde(default)]
+    #[schemars(range(max = MAX_CONTEXT))]
     context: Option<usize>,
 }
 
-#[async_trait]
-impl Tool for GrepTool {
-    fn name(&self) -> &str {
-        "grep"
-    }
+impl TypedTool for GrepTool {
+    const NAME: &'static str = "grep";
+    type Args = Args;
 
-    fn definition(&self) -> ToolDefinition {
-        definition(
-            self.name(),
-            DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Regular expression to search for."},
-                    "path": {"type": "string", "description": "File or directory to search, relative to the workspace root. Defaults to the root."},
-                    "glob": {"type": "string", "description": "Only search files matching this glob, e.g. `*.rs` or `src/**/*.ts`."},
-                    "case_insensitive": {"type": "boolean", "description": "Ignore case (default false).", "default": false},
-                    "output_mode": {
-                        "type": "string",
-                        "enum": ["content", "files_with_matches", "count"],
-                        "description": "`content`: matching lines; `files_with_matches`: file paths only; `count`: matches per file. Default `content`.",
-                        "default": "content"
-                    },
-                    "context": {"type": "integer", "minimum": 0, "maximum": MAX_CONTEXT, "description": "Lines of context before and after each match (content mode only)."}
-                },
-                "required": ["pattern"],
-                "additionalProperties": false
-            }),
-        )
+    fn description(&self) -> Cow<'_, str> {
+        DESCRIPTION.into()
     }
 
     fn is_read_only(&self) -> bool {
@@ -98,18 +88,16 @@ impl Tool for GrepTool {
 
     fn permission_subject(
         &self,
-        args: &serde_json::Value,
+        args: &Args,
         workspace: &Workspace,
     ) -> Result<PermissionSubject, ToolError> {
-        path_subject(args, workspace, Some("."))
+        Ok(PermissionSubject::path(
+            workspace,
+            args.path.as_deref().unwrap_or("."),
+        )?)
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Args = parse_args(args)?;
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let matcher = RegexMatcherBuilder::new()
             .case_insensitive(args.case_insensitive)
             .line_terminator(Some(b'\n'))
@@ -340,7 +328,9 @@ impl Sink for FileSink<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::testutil::{ctx, tree};
+    use serde_json::json;
 
     fn fixture() -> tempfile::TempDir {
         tree(&[

@@ -1,15 +1,14 @@
 //! `list_dir`: list one directory's entries with kinds and sizes.
 
-use super::common::{definition, link_to_hidden, path_subject, refuse_hidden};
+use super::common::{link_to_hidden, refuse_hidden};
 use crate::{
-    FileKind, HiddenPaths, Opened, OpenedDir, Opener, PermissionSubject, Tool, ToolContext,
-    ToolError, ToolOutput, Workspace, parse_args,
+    FileKind, HiddenPaths, Opened, OpenedDir, Opener, PermissionSubject, ToolContext, ToolError,
+    ToolOutput, TypedTool, Workspace,
 };
-use async_trait::async_trait;
-use cadre_types::ToolDefinition;
 use rustix::fs::AtFlags;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use std::borrow::Cow;
 use std::collections::BinaryHeap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -26,34 +25,21 @@ ignored entries are listed too. Use glob to find files recursively by name.";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ListDirTool;
 
-#[derive(Deserialize)]
-struct Args {
+/// The arguments of `list_dir`.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Args {
+    /// Directory to list, relative to the workspace root. Defaults to the root (`.`).
     #[serde(default)]
     path: Option<String>,
 }
 
-#[async_trait]
-impl Tool for ListDirTool {
-    fn name(&self) -> &str {
-        "list_dir"
-    }
+impl TypedTool for ListDirTool {
+    const NAME: &'static str = "list_dir";
+    type Args = Args;
 
-    fn definition(&self) -> ToolDefinition {
-        definition(
-            self.name(),
-            DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "Directory to list, relative to the workspace root. Defaults to the root (`.`)."
-                    }
-                },
-                "required": [],
-                "additionalProperties": false
-            }),
-        )
+    fn description(&self) -> Cow<'_, str> {
+        DESCRIPTION.into()
     }
 
     fn is_read_only(&self) -> bool {
@@ -62,18 +48,16 @@ impl Tool for ListDirTool {
 
     fn permission_subject(
         &self,
-        args: &serde_json::Value,
+        args: &Args,
         workspace: &Workspace,
     ) -> Result<PermissionSubject, ToolError> {
-        path_subject(args, workspace, Some("."))
+        Ok(PermissionSubject::path(
+            workspace,
+            args.path.as_deref().unwrap_or("."),
+        )?)
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Args = parse_args(args)?;
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = args.path.unwrap_or_else(|| ".".to_string());
         let workspace = ctx.workspace.clone();
         let session = ctx.run.session_id.clone();
@@ -224,7 +208,9 @@ fn human_size(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::testutil::{ctx, tree};
+    use serde_json::json;
 
     #[tokio::test]
     async fn lists_sorted_entries_with_kinds_and_sizes() {

@@ -123,6 +123,145 @@ mod tests {
     }
 
     #[test]
+    fn schemas_keep_their_arguments_and_reach_providers_as_written() {
+        let search = WebSearchConfig {
+            provider: "http".into(),
+            query_arg: None,
+            url: Some("http://127.0.0.1:9/?q={query}".into()),
+            api_key_env: None,
+            api_key_header: None,
+            results: None,
+        };
+        let search = WebSearchTool::from_config(&search, |_| None, |_| None).unwrap();
+        let reg = builtin_tools().with(Arc::new(search));
+        // (tool, required, every property)
+        let expected: &[(&str, &[&str], &[&str])] = &[
+            ("read_file", &["path"], &["limit", "offset", "path"]),
+            ("write_file", &["path", "content"], &["content", "path"]),
+            (
+                "edit_file",
+                &["path", "old_string", "new_string"],
+                &["new_string", "old_string", "path", "replace_all"],
+            ),
+            ("glob", &["pattern"], &["path", "pattern"]),
+            (
+                "grep",
+                &["pattern"],
+                &[
+                    "case_insensitive",
+                    "context",
+                    "glob",
+                    "output_mode",
+                    "path",
+                    "pattern",
+                ],
+            ),
+            ("list_dir", &[], &["path"]),
+            (
+                "bash",
+                &["command"],
+                &["command", "description", "timeout_ms"],
+            ),
+            ("todo_write", &["todos"], &["todos"]),
+            ("web_fetch", &["url"], &["prompt", "url"]),
+            ("web_search", &["query"], &["query"]),
+        ];
+        assert_eq!(reg.len(), expected.len());
+        for (name, required, properties) in expected {
+            let def = reg.get(name).unwrap().definition();
+            let schema = &def.parameters;
+            assert_eq!(schema["required"], json!(required), "{name}");
+            let got: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+            assert_eq!(got, *properties, "{name}");
+            assert_eq!(schema["additionalProperties"], false, "{name}");
+            let problems = cadre_testkit::schema_problems(schema);
+            assert!(problems.is_empty(), "{name}: {problems:?}\n{schema:#}");
+        }
+        // The defaults the code applies are the ones the model is told.
+        let read = reg.get("read_file").unwrap().definition().parameters;
+        assert_eq!(read["properties"]["limit"]["default"], 2000);
+        let bash = reg.get("bash").unwrap().definition();
+        assert_eq!(
+            bash.parameters["properties"]["timeout_ms"]["default"],
+            120_000
+        );
+        assert!(bash.description.contains("(default 120000, max 600000)"));
+        let todo = reg.get("todo_write").unwrap().definition().parameters;
+        let item = &todo["properties"]["todos"]["items"];
+        assert_eq!(item["properties"]["content"]["maxLength"], 500);
+        assert_eq!(
+            item["properties"]["status"]["enum"],
+            json!(["pending", "in_progress", "completed"])
+        );
+    }
+
+    #[tokio::test]
+    async fn arguments_that_do_not_decode_are_reported_to_the_model() {
+        use crate::Workspace;
+        let dir = crate::testutil::tree(&[("a.txt", b"x\n")]);
+        let ws = Workspace::new(dir.path()).unwrap();
+        let ctx = crate::testutil::ctx(dir.path());
+        let reg = builtin_tools();
+        let cases = [
+            (
+                "read_file",
+                json!({"path": 3}),
+                "invalid type: integer `3`, expected a string",
+            ),
+            ("read_file", json!({}), "missing field `path`"),
+            (
+                "grep",
+                json!({"pattern": "x", "context": -1}),
+                "invalid value: integer `-1`",
+            ),
+            (
+                "grep",
+                json!({"pattern": "x", "output_mode": "lines"}),
+                "unknown variant `lines`",
+            ),
+            ("bash", json!({"cmd": "ls"}), "missing field `command`"),
+            (
+                "todo_write",
+                json!({"todos": [], "extra": 1}),
+                "unknown field `extra`",
+            ),
+            (
+                "web_fetch",
+                json!({"url": ["a"]}),
+                "invalid type: sequence, expected a string",
+            ),
+        ];
+        for (name, args, want) in cases {
+            let tool = reg.get(name).unwrap();
+            for err in [
+                tool.permission_subject(&args, &ws).unwrap_err(),
+                tool.call(args.clone(), &ctx).await.unwrap_err(),
+            ] {
+                assert!(
+                    matches!(err, crate::ToolError::InvalidArgs(_)),
+                    "{name} {args}: {err}"
+                );
+                let text = err.to_string();
+                assert!(
+                    text.starts_with("invalid arguments: ") && text.contains(want),
+                    "{name} {args}: {text}"
+                );
+            }
+        }
+        // An explicit `null` for an optional argument means "not given", as before.
+        let out = reg
+            .get("read_file")
+            .unwrap()
+            .call(
+                json!({"path": "a.txt", "limit": null, "offset": null}),
+                &ctx,
+            )
+            .await
+            .unwrap();
+        assert_eq!(out.content, "     1\tx\n");
+    }
+
+    #[test]
     fn permission_subjects_are_resolved_paths_and_parsed_commands() {
         use crate::{PermissionSubject, Workspace};
         use std::path::PathBuf;

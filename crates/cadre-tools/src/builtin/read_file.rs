@@ -1,15 +1,13 @@
 //! `read_file`: read a text file with line numbers, a window at a time.
 
-use super::common::{definition, path_subject, refuse_hidden};
+use super::common::refuse_hidden;
 use super::line_window::{Total, Window, WindowSpec, read_window};
 use crate::{
-    Opened, OpenedFile, PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace,
-    parse_args,
+    Opened, OpenedFile, PermissionSubject, ToolContext, ToolError, ToolOutput, TypedTool, Workspace,
 };
-use async_trait::async_trait;
-use cadre_types::ToolDefinition;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use std::borrow::Cow;
 use std::io::{BufReader, Read};
 use tokio_util::sync::CancellationToken;
 
@@ -36,47 +34,28 @@ rest. Binary files are refused. Prefer this over `cat` in bash.";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadFileTool;
 
-#[derive(Deserialize)]
-struct Args {
+/// The arguments of `read_file`.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Args {
+    /// File to read, relative to the workspace root (or absolute inside it).
     path: String,
+    /// 1-based line number to start at. Omit to start at the first line.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     offset: Option<usize>,
+    /// Maximum number of lines to return.
     #[serde(default)]
+    #[schemars(range(min = 1), extend("default" = DEFAULT_LIMIT))]
     limit: Option<usize>,
 }
 
-#[async_trait]
-impl Tool for ReadFileTool {
-    fn name(&self) -> &str {
-        "read_file"
-    }
+impl TypedTool for ReadFileTool {
+    const NAME: &'static str = "read_file";
+    type Args = Args;
 
-    fn definition(&self) -> ToolDefinition {
-        definition(
-            self.name(),
-            DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "File to read, relative to the workspace root (or absolute inside it)."
-                    },
-                    "offset": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "1-based line number to start at. Omit to start at the first line."
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "Maximum number of lines to return (default 2000)."
-                    }
-                },
-                "required": ["path"],
-                "additionalProperties": false
-            }),
-        )
+    fn description(&self) -> Cow<'_, str> {
+        DESCRIPTION.into()
     }
 
     fn is_read_only(&self) -> bool {
@@ -85,18 +64,13 @@ impl Tool for ReadFileTool {
 
     fn permission_subject(
         &self,
-        args: &serde_json::Value,
+        args: &Args,
         workspace: &Workspace,
     ) -> Result<PermissionSubject, ToolError> {
-        path_subject(args, workspace, None)
+        Ok(PermissionSubject::path(workspace, &args.path)?)
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Args = parse_args(args)?;
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let limit = args.limit.unwrap_or(DEFAULT_LIMIT);
         if limit == 0 {
             return Err(ToolError::InvalidArgs("limit must be at least 1".into()));
@@ -193,7 +167,9 @@ fn render(window: &Window, shown: &str, offset: usize, len: u64) -> Result<ToolO
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::testutil::{ctx, tree};
+    use serde_json::json;
 
     async fn read(
         dir: &tempfile::TempDir,

@@ -2,19 +2,18 @@
 //! lives in the transcript (the call's arguments), so a resumed session has it; each call
 //! and each resume emits it as an [`Event::Todo`].
 
-use super::common::definition;
-use crate::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use async_trait::async_trait;
-use cadre_types::{Event, EventEnvelope, Message, TodoItem, TodoStatus, ToolDefinition};
+use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
+use cadre_types::{Event, EventEnvelope, Message, TodoItem, TodoStatus};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use std::borrow::Cow;
 
 /// The tool's name, which its calls in a transcript carry.
 pub const TODO_WRITE: &str = "todo_write";
 /// Items in one plan at most.
 const MAX_ITEMS: usize = 100;
 /// Characters of one item at most.
-const MAX_CONTENT_CHARS: usize = 500;
+const MAX_CONTENT_CHARS: usize = TodoItem::MAX_CONTENT_CHARS;
 
 const DESCRIPTION: &str = "Write your plan for this session as a checklist, to track multi-step \
 work and show the user where you are. Each call replaces the whole list: send every item, \
@@ -27,9 +26,12 @@ it does not run anything.";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TodoWriteTool;
 
-#[derive(Deserialize)]
+/// The arguments of `todo_write`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct Args {
+    /// The whole plan, in order.
+    #[schemars(length(max = MAX_ITEMS))]
     todos: Vec<TodoItem>,
 }
 
@@ -108,46 +110,12 @@ pub fn current_plan(history: &[Message]) -> Option<Vec<TodoItem>> {
     })
 }
 
-#[async_trait]
-impl Tool for TodoWriteTool {
-    fn name(&self) -> &str {
-        TODO_WRITE
-    }
+impl TypedTool for TodoWriteTool {
+    const NAME: &'static str = TODO_WRITE;
+    type Args = Args;
 
-    fn definition(&self) -> ToolDefinition {
-        definition(
-            self.name(),
-            DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "todos": {
-                        "type": "array",
-                        "maxItems": MAX_ITEMS,
-                        "description": "The whole plan, in order.",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "content": {
-                                    "type": "string",
-                                    "minLength": 1,
-                                    "maxLength": MAX_CONTENT_CHARS,
-                                    "description": "What to do."
-                                },
-                                "status": {
-                                    "type": "string",
-                                    "enum": ["pending", "in_progress", "completed"]
-                                }
-                            },
-                            "required": ["content", "status"],
-                            "additionalProperties": false
-                        }
-                    }
-                },
-                "required": ["todos"],
-                "additionalProperties": false
-            }),
-        )
+    fn description(&self) -> Cow<'_, str> {
+        DESCRIPTION.into()
     }
 
     /// It changes nothing but the plan shown to the user.
@@ -159,12 +127,7 @@ impl Tool for TodoWriteTool {
         current_plan(history).map(|todos| Event::Todo { todos })
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let Args { todos } = parse_args(args)?;
+    async fn run(&self, Args { todos }: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         validate(&todos)?;
         let text = render(&todos);
         ctx.run.events.emit(EventEnvelope {
@@ -181,6 +144,7 @@ impl Tool for TodoWriteTool {
 mod tests {
     use super::*;
     use cadre_types::ToolCall;
+    use serde_json::json;
 
     fn item(content: &str, status: TodoStatus) -> TodoItem {
         TodoItem {

@@ -2,12 +2,11 @@
 //! service: an MCP server's search tool, or an HTTP search API (GET, a URL template with the
 //! query, an API key from an environment variable). Without a backend the tool is not offered.
 
-use super::common::definition;
-use crate::{PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
-use async_trait::async_trait;
-use cadre_types::ToolDefinition;
+use crate::{PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,9 +110,12 @@ impl std::fmt::Debug for WebSearchTool {
     }
 }
 
-#[derive(Deserialize)]
+/// The arguments of `web_search`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct Args {
+    /// What to search for.
+    #[schemars(length(min = 1, max = MAX_QUERY_CHARS))]
     query: String,
 }
 
@@ -284,30 +286,12 @@ impl HttpBackend {
     }
 }
 
-#[async_trait]
-impl Tool for WebSearchTool {
-    fn name(&self) -> &str {
-        WEB_SEARCH
-    }
+impl TypedTool for WebSearchTool {
+    const NAME: &'static str = WEB_SEARCH;
+    type Args = Args;
 
-    fn definition(&self) -> ToolDefinition {
-        definition(
-            self.name(),
-            DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "query": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": MAX_QUERY_CHARS,
-                        "description": "What to search for."
-                    }
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            }),
-        )
+    fn description(&self) -> Cow<'_, str> {
+        DESCRIPTION.into()
     }
 
     fn is_read_only(&self) -> bool {
@@ -320,15 +304,13 @@ impl Tool for WebSearchTool {
 
     fn permission_subject(
         &self,
-        args: &Value,
+        Args { query }: &Args,
         _workspace: &Workspace,
     ) -> Result<PermissionSubject, ToolError> {
-        let Args { query } = parse_args(args.clone())?;
         Ok(PermissionSubject::Text(query.trim().to_string()))
     }
 
-    async fn call(&self, args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let Args { query } = parse_args(args)?;
+    async fn run(&self, Args { query }: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let query = query.trim();
         if query.is_empty() {
             return Err(ToolError::InvalidArgs("the query is empty".into()));
@@ -355,6 +337,7 @@ impl Tool for WebSearchTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn results_are_found_and_listed() {

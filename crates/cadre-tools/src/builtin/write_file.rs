@@ -1,11 +1,9 @@
 //! `write_file`: create or overwrite a file, creating missing parent directories.
 
-use super::common::{definition, path_subject};
-use crate::{PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
-use async_trait::async_trait;
-use cadre_types::ToolDefinition;
+use crate::{PermissionSubject, ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use std::borrow::Cow;
 
 const DESCRIPTION: &str = "Write a file in the workspace, replacing it entirely if it exists \
 and creating missing parent directories. Use it for new files or complete rewrites; for \
@@ -16,54 +14,34 @@ Read an existing file before overwriting it.";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteFileTool;
 
-#[derive(Deserialize)]
-struct Args {
+/// The arguments of `write_file`.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(extend("additionalProperties" = false))]
+pub struct Args {
+    /// File to write, relative to the workspace root (or absolute inside it). Parent
+    /// directories are created.
     path: String,
+    /// The complete new content of the file.
     content: String,
 }
 
-#[async_trait]
-impl Tool for WriteFileTool {
-    fn name(&self) -> &str {
-        "write_file"
-    }
+impl TypedTool for WriteFileTool {
+    const NAME: &'static str = "write_file";
+    type Args = Args;
 
-    fn definition(&self) -> ToolDefinition {
-        definition(
-            self.name(),
-            DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "File to write, relative to the workspace root (or absolute inside it). Parent directories are created."
-                    },
-                    "content": {
-                        "type": "string",
-                        "description": "The complete new content of the file."
-                    }
-                },
-                "required": ["path", "content"],
-                "additionalProperties": false
-            }),
-        )
+    fn description(&self) -> Cow<'_, str> {
+        DESCRIPTION.into()
     }
 
     fn permission_subject(
         &self,
-        args: &serde_json::Value,
+        args: &Args,
         workspace: &Workspace,
     ) -> Result<PermissionSubject, ToolError> {
-        path_subject(args, workspace, None)
+        Ok(PermissionSubject::path(workspace, &args.path)?)
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let args: Args = parse_args(args)?;
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let workspace = ctx.workspace.clone();
         let bytes = args.content.len();
         let written = tokio::task::spawn_blocking(move || {
@@ -86,7 +64,9 @@ impl Tool for WriteFileTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Tool;
     use crate::testutil::{ctx, tree};
+    use serde_json::json;
 
     #[tokio::test]
     async fn creates_nested_directories_then_overwrites() {

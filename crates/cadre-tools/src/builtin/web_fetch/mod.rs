@@ -10,15 +10,13 @@ mod fetch;
 
 pub use address::AddressRefused;
 
-use super::common::definition;
-use crate::{PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace, parse_args};
+use crate::{PermissionSubject, ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
 use address::AddressPolicy;
-use async_trait::async_trait;
-use cadre_types::ToolDefinition;
 use content::Kind;
 use fetch::{FetchError, Fetched, Limits};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -75,10 +73,13 @@ pub struct WebFetchTool {
     client: OnceLock<reqwest::Client>,
 }
 
-#[derive(Deserialize)]
+/// The arguments of `web_fetch`.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Args {
+pub struct Args {
+    /// The http or https URL.
     url: String,
+    /// What you want from the page (optional).
     #[serde(default)]
     prompt: Option<String>,
 }
@@ -166,33 +167,16 @@ async fn render(page: Fetched, prompt: Option<&str>, cap: usize) -> Result<ToolO
     Ok(ToolOutput::ok(out))
 }
 
-#[async_trait]
-impl Tool for WebFetchTool {
-    fn name(&self) -> &str {
-        WEB_FETCH
-    }
+impl TypedTool for WebFetchTool {
+    const NAME: &'static str = WEB_FETCH;
+    type Args = Args;
 
-    fn definition(&self) -> ToolDefinition {
-        definition(
-            self.name(),
-            DESCRIPTION,
-            json!({
-                "type": "object",
-                "properties": {
-                    "url": {"type": "string", "description": "The http or https URL."},
-                    "prompt": {
-                        "type": "string",
-                        "description": "What you want from the page (optional)."
-                    }
-                },
-                "required": ["url"],
-                "additionalProperties": false
-            }),
-        )
+    fn description(&self) -> Cow<'_, str> {
+        DESCRIPTION.into()
     }
 
     /// It changes nothing; approvals treat it as a read. The sandbox sees
-    /// [`uses_network`](Tool::uses_network).
+    /// [`uses_network`](TypedTool::uses_network).
     fn is_read_only(&self) -> bool {
         true
     }
@@ -205,21 +189,19 @@ impl Tool for WebFetchTool {
     /// rules match what is fetched, not how it was spelled.
     fn permission_subject(
         &self,
-        args: &serde_json::Value,
+        Args { url, .. }: &Args,
         _workspace: &Workspace,
     ) -> Result<PermissionSubject, ToolError> {
-        let Args { url, .. } = parse_args(args.clone())?;
         let url = reqwest::Url::parse(url.trim())
             .map_err(|e| ToolError::InvalidArgs(format!("`{url}` is not a URL: {e}")))?;
         Ok(PermissionSubject::Text(url.to_string()))
     }
 
-    async fn call(
+    async fn run(
         &self,
-        args: serde_json::Value,
+        Args { url, prompt }: Args,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, ToolError> {
-        let Args { url, prompt } = parse_args(args)?;
         let policy = self.policy();
         let url = match fetch::checked_url(url.trim(), None, policy) {
             Ok(u) => u,
