@@ -72,38 +72,43 @@ impl SqlStore {
                 .map(|m| json(id, "message", m))
                 .collect::<StoreResult<Vec<_>>>()?;
             let sql = append_sql(chunk.len());
-            let written = on_writer!(&self.db, p => {
-                let mut q = sqlx::query(&sql)
+            let args = (sql, id.to_owned(), usage.clone(), bodies);
+            let written = on_writer!(&self.db, args, |p, (sql, id, usage, bodies)| {
+                let mut q = sqlx::query(sql)
                     .bind(id)
                     .bind(to_i64(generation))
                     .bind(to_i64(at))
-                    .bind(&usage)
+                    .bind(usage)
                     .bind(to_i64(epoch));
-                for b in &bodies {
+                for b in bodies {
                     q = q.bind(b);
                 }
-                q.execute(p).await.map(|r| r.rows_affected())
+                q.execute(p).await?.rows_affected()
             });
             match written {
                 Ok(n) if n == chunk.len() as u64 => {}
                 Ok(_) => return Err(refused(at)),
-                Err(e) if super::is_unique_violation(&e) => return Err(refused(at)),
-                // The task is gone (SQLite checks the foreign key).
-                Err(sqlx::Error::Database(d)) if d.is_foreign_key_violation() => {
+                Err(StoreError::Db(e)) if super::is_unique_violation(&e) => {
                     return Err(refused(at));
                 }
-                Err(e) => return Err(e.into()),
+                // The task is gone (SQLite checks the foreign key).
+                Err(StoreError::Db(sqlx::Error::Database(d))) if d.is_foreign_key_violation() => {
+                    return Err(refused(at));
+                }
+                Err(e) => return Err(e),
             }
             if at == 0 && generation > 0 {
                 // The compacted conversation is stored: the generations before it are done.
-                on_writer!(&self.db, p => sqlx::query(
-                    "DELETE FROM task_checkpoints WHERE task_id = $1 AND generation < $2",
-                )
-                .bind(id)
-                .bind(to_i64(generation))
-                .execute(p)
-                .await?
-                .rows_affected());
+                on_writer!(&self.db, id.to_owned(), |p, id| {
+                    sqlx::query(
+                        "DELETE FROM task_checkpoints WHERE task_id = $1 AND generation < $2",
+                    )
+                    .bind(id)
+                    .bind(to_i64(generation))
+                    .execute(p)
+                    .await?
+                    .rows_affected()
+                })?;
             }
             at += chunk.len() as u64;
         }

@@ -9,41 +9,43 @@ use crate::model::LiveChildEntry;
 
 impl SqlStore {
     pub(super) async fn insert_child(&self, c: &LiveChildEntry) -> StoreResult<()> {
-        let res = on_writer!(&self.db, p => sqlx::query(
-            "INSERT INTO live_children (agent_key, parent_session_id, label, agent_id, \
-               child_session_id, depth, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(&c.agent_key)
-        .bind(&c.parent_session_id)
-        .bind(&c.label)
-        .bind(&c.agent_id)
-        .bind(&c.child_session_id)
-        .bind(i64::from(c.depth))
-        .bind(i64::try_from(c.created_at).unwrap_or(i64::MAX))
-        .execute(p)
-        .await
-        .map(|r| r.rows_affected()));
+        let res = on_writer!(&self.db, c.clone(), |p, c| {
+            sqlx::query(
+                "INSERT INTO live_children (agent_key, parent_session_id, label, agent_id, \
+                   child_session_id, depth, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(&c.agent_key)
+            .bind(&c.parent_session_id)
+            .bind(&c.label)
+            .bind(&c.agent_id)
+            .bind(&c.child_session_id)
+            .bind(i64::from(c.depth))
+            .bind(i64::try_from(c.created_at).unwrap_or(i64::MAX))
+            .execute(p)
+            .await?
+            .rows_affected()
+        });
         match res {
             Ok(_) => Ok(()),
-            Err(e) if is_unique_violation(&e) => {
+            Err(StoreError::Db(e)) if is_unique_violation(&e) => {
                 if self.child_by_key_any(&c.agent_key).await? {
                     Err(StoreError::DuplicateLiveChild(c.agent_key.clone()))
                 } else {
                     Err(StoreError::LabelInUse(c.label.clone().unwrap_or_default()))
                 }
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         }
     }
 
     async fn child_by_key_any(&self, key: &str) -> StoreResult<bool> {
-        Ok(
-            on_writer!(&self.db, p => sqlx::query("SELECT 1 FROM live_children WHERE agent_key = $1")
-            .bind(key)
-            .fetch_optional(p)
-            .await?
-            .is_some()),
-        )
+        on_writer!(&self.db, key.to_owned(), |p, key| {
+            sqlx::query("SELECT 1 FROM live_children WHERE agent_key = $1")
+                .bind(key)
+                .fetch_optional(p)
+                .await?
+                .is_some()
+        })
     }
 
     pub(super) async fn children_of(&self, session: &str) -> StoreResult<Vec<LiveChildEntry>> {
@@ -79,14 +81,15 @@ impl SqlStore {
     }
 
     pub(super) async fn remove_child(&self, session: &str, key: &str) -> StoreResult<bool> {
-        Ok(on_writer!(&self.db, p => sqlx::query(
-            "DELETE FROM live_children WHERE parent_session_id = $1 AND agent_key = $2",
-        )
-        .bind(session)
-        .bind(key)
-        .execute(p)
-        .await?
-        .rows_affected())
-            > 0)
+        let args = (session.to_owned(), key.to_owned());
+        let removed = on_writer!(&self.db, args, |p, (session, key)| {
+            sqlx::query("DELETE FROM live_children WHERE parent_session_id = $1 AND agent_key = $2")
+                .bind(session)
+                .bind(key)
+                .execute(p)
+                .await?
+                .rows_affected()
+        })?;
+        Ok(removed > 0)
     }
 }

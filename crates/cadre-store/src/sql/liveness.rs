@@ -35,28 +35,32 @@ impl SqlStore {
                  AND status IN ('pending', 'running') AND id IN ({})",
                 super::placeholders(3, chunk.len())
             );
-            total += on_writer!(&self.db, p => {
-                let mut q = sqlx::query(&sql).bind(now_ms()).bind(node.as_str());
+            let args = (sql, node.as_str().to_owned(), chunk.to_vec());
+            total += on_writer!(&self.db, args, |p, (sql, node, chunk)| {
+                let mut q = sqlx::query(sql).bind(now_ms()).bind(node);
                 for id in chunk {
                     q = q.bind(id);
                 }
                 q.execute(p).await?.rows_affected()
-            });
+            })?;
         }
         Ok(total)
     }
 
     pub(super) async fn heartbeat_owned_tasks(&self) -> StoreResult<u64> {
-        Ok(on_writer!(&self.db, p => sqlx::query(
-            "UPDATE tasks SET heartbeat_at = $1 WHERE owner_node = $2 AND owner_instance = $3 \
-             AND status IN ('pending', 'running')",
-        )
-        .bind(now_ms())
-        .bind(self.node.as_str())
-        .bind(&self.instance)
-        .execute(p)
-        .await?
-        .rows_affected()))
+        let args = (self.node.as_str().to_owned(), self.instance.clone());
+        on_writer!(&self.db, args, |p, (node, instance)| {
+            sqlx::query(
+                "UPDATE tasks SET heartbeat_at = $1 WHERE owner_node = $2 \
+                 AND owner_instance = $3 AND status IN ('pending', 'running')",
+            )
+            .bind(now_ms())
+            .bind(node)
+            .bind(instance)
+            .execute(p)
+            .await?
+            .rows_affected()
+        })
     }
 
     pub(super) async fn sweep_orphans(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>> {
@@ -77,19 +81,22 @@ impl SqlStore {
         let mut swept = Vec::new();
         for (id, seen) in candidates {
             let msg = executor_lost_message(u64::try_from(seen).unwrap_or(0));
-            let n = on_writer!(&self.db, p => sqlx::query(
-                "UPDATE tasks SET status = 'failed', error = $2, end_state = 'failed', \
-                   updated_at = $3 \
-                 WHERE id = $1 AND status IN ('pending', 'running') AND transport = 'local' \
-                   AND on_orphan = 'fail' AND COALESCE(heartbeat_at, created_at) < $4",
-            )
-            .bind(&id)
-            .bind(&msg)
-            .bind(now_ms())
-            .bind(cutoff)
-            .execute(p)
-            .await?
-            .rows_affected());
+            let n = on_writer!(&self.db, (id.clone(), msg.clone()), |p, (id, msg)| {
+                sqlx::query(
+                    "UPDATE tasks SET status = 'failed', error = $2, end_state = 'failed', \
+                       updated_at = $3 \
+                     WHERE id = $1 AND status IN ('pending', 'running') \
+                       AND transport = 'local' AND on_orphan = 'fail' \
+                       AND COALESCE(heartbeat_at, created_at) < $4",
+                )
+                .bind(id)
+                .bind(msg)
+                .bind(now_ms())
+                .bind(cutoff)
+                .execute(p)
+                .await?
+                .rows_affected()
+            })?;
             if n == 1 {
                 tracing::warn!(task = %id, "{msg}");
                 swept.push(id);
@@ -122,19 +129,22 @@ impl SqlStore {
             {
                 continue;
             }
-            let n = on_writer!(&self.db, p => sqlx::query(
-                "UPDATE tasks SET status = 'failed', error = $3, end_state = 'failed', \
-                   updated_at = $4 \
-                 WHERE id = $1 AND owner_node = $2 AND on_orphan = 'fail' \
-                   AND status IN ('pending', 'running')",
-            )
-            .bind(&id)
-            .bind(node.as_str())
-            .bind(&msg)
-            .bind(now_ms())
-            .execute(p)
-            .await?
-            .rows_affected());
+            let args = (id.clone(), node.as_str().to_owned(), msg.clone());
+            let n = on_writer!(&self.db, args, |p, (id, node, msg)| {
+                sqlx::query(
+                    "UPDATE tasks SET status = 'failed', error = $3, end_state = 'failed', \
+                       updated_at = $4 \
+                     WHERE id = $1 AND owner_node = $2 AND on_orphan = 'fail' \
+                       AND status IN ('pending', 'running')",
+                )
+                .bind(id)
+                .bind(node)
+                .bind(msg)
+                .bind(now_ms())
+                .execute(p)
+                .await?
+                .rows_affected()
+            })?;
             if n == 1 {
                 failed.push(id);
             }
@@ -175,17 +185,23 @@ impl SqlStore {
              RETURNING {TASK_COLS}"
         );
         let epoch = i64::try_from(seen_epoch).unwrap_or(i64::MAX);
-        on_writer!(&self.db, p => {
-            let row = sqlx::query(&sql)
+        let args = (
+            sql,
+            id.to_owned(),
+            self.node.as_str().to_owned(),
+            self.instance.clone(),
+        );
+        on_writer!(&self.db, args, |p, (sql, id, node, instance)| {
+            let row = sqlx::query(sql)
                 .bind(id)
                 .bind(epoch)
-                .bind(self.node.as_str())
-                .bind(&self.instance)
+                .bind(node)
+                .bind(instance)
                 .bind(now)
                 .bind(cutoff)
                 .fetch_optional(p)
                 .await?;
-            row.map(|r| r.task()).transpose()
+            row.map(|r| r.task()).transpose()?
         })
     }
 }

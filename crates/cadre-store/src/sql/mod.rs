@@ -2,24 +2,33 @@
 //!
 //! Every query is written once with `$N` placeholders (both sqlx drivers accept them) and
 //! run against whichever pool the handle holds, through the `on_writer!`/`on_reader!`
-//! macros. SQLite gets one writer connection behind an async mutex (writes of one process
-//! queue there instead of spinning on the file lock, and, unlike a pool, nothing pings the
-//! connection after each statement) and a pool of readers; other processes are waited for
-//! with the busy timeout. PostgreSQL uses one pool for everything.
+//! macros. Every write goes through the store's one writer task ([`writer`]), which runs the
+//! writes queued meanwhile in one transaction: on SQLite on a connection of its own (writes
+//! of one process queue there instead of spinning on the file lock; other processes are
+//! waited for with the busy timeout), on PostgreSQL on a connection it keeps from the pool.
+//! Reads use a pool (SQLite: readers of their own; PostgreSQL: the same pool).
 
-/// Run `$body` with `$p` bound to what writes: SQLite's one writer connection (held for the
-/// statement) or the PostgreSQL pool.
+/// Queue a write on the store's writer (see [`writer`]) and wait for its committed result:
+/// `$body` runs with `$p` bound to the write connection and `$a` to (a reference to) the
+/// owned arguments `$args`, evaluates to the write's value and may use `?`. It may run twice
+/// (again alone, when another write of its batch failed), so it must not consume `$a`.
 macro_rules! on_writer {
-    ($db:expr, $p:ident => $body:expr) => {
+    ($db:expr, $args:expr, |$p:ident, $a:pat_param| $body:expr) => {
         match $db {
             $crate::sql::Db::Sqlite { writer, .. } => {
-                let mut guard = writer.lock().await;
-                let Some($p) = guard.as_mut() else {
-                    return Err($crate::error::StoreError::Db(sqlx::Error::PoolClosed));
-                };
-                $body
+                writer
+                    .write($args, move |$p, $a| {
+                        Box::pin(async move { Ok::<_, $crate::error::StoreError>($body) })
+                    })
+                    .await
             }
-            $crate::sql::Db::Postgres { pool: $p } => $body,
+            $crate::sql::Db::Postgres { writer, .. } => {
+                writer
+                    .write($args, move |$p, $a| {
+                        Box::pin(async move { Ok::<_, $crate::error::StoreError>($body) })
+                    })
+                    .await
+            }
         }
     };
 }
@@ -29,7 +38,7 @@ macro_rules! on_reader {
     ($db:expr, $p:ident => $body:expr) => {
         match $db {
             $crate::sql::Db::Sqlite { reader: $p, .. } => $body,
-            $crate::sql::Db::Postgres { pool: $p } => $body,
+            $crate::sql::Db::Postgres { pool: $p, .. } => $body,
         }
     };
 }
@@ -43,20 +52,22 @@ mod rows;
 pub mod schema;
 mod tasks;
 mod trait_impl;
+mod writer;
 
 use crate::config::{DEFAULT_CONNECT_TIMEOUT_SECS, StoreConfig};
 use crate::error::{StoreError, StoreResult};
 use crate::node::{NodeId, current_instance};
 use crate::redact::redact_url;
-use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
 };
 use sqlx::{ConnectOptions, Connection};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
+pub use writer::WriteStats;
+use writer::{Source, Writer};
 
 /// How long a SQLite connection waits for another process's write lock.
 pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -89,11 +100,11 @@ pub enum Backend {
 #[derive(Clone)]
 pub(crate) enum Db {
     Sqlite {
-        /// `None` once closed.
-        writer: Arc<tokio::sync::Mutex<Option<SqliteConnection>>>,
+        writer: Writer<SqliteConnection>,
         reader: SqlitePool,
     },
     Postgres {
+        writer: Writer<PgConnection>,
         pool: PgPool,
     },
 }
@@ -194,7 +205,9 @@ pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     // WAL is a property of the file now; connections only set per-connection pragmas.
     // An embedded file cannot drop a connection: skip the ping before each acquire.
     let writer = sqlite_options(path).connect().await?;
-    let writer = Arc::new(tokio::sync::Mutex::new(Some(writer)));
+    // IMMEDIATE: a batch takes the file's write lock first, so another process's write is
+    // waited for (busy timeout) instead of failing the batch when it upgrades a read.
+    let writer = Writer::start(Source::Owned(Some(writer)), "BEGIN IMMEDIATE");
     let reader = SqlitePoolOptions::new()
         .max_connections(SQLITE_READERS)
         .test_before_acquire(false)
@@ -242,7 +255,14 @@ pub async fn open_postgres(
         .max_connections(PG_CONNECTIONS)
         .connect_with(options)
         .await?;
-    Ok(SqlStore::new(Db::Postgres { pool }, node))
+    let writer = Writer::start(
+        Source::Pooled {
+            pool: pool.clone(),
+            held: None,
+        },
+        "BEGIN",
+    );
+    Ok(SqlStore::new(Db::Postgres { writer, pool }, node))
 }
 
 /// What a failed connect says, in lower case: `connection refused`, or the error's text.
@@ -284,16 +304,25 @@ impl SqlStore {
         &self.instance
     }
 
+    /// What the writer has done so far: how many writes it ran in how many batches.
+    pub fn write_stats(&self) -> WriteStats {
+        match &self.db {
+            Db::Sqlite { writer, .. } => writer.stats(),
+            Db::Postgres { writer, .. } => writer.stats(),
+        }
+    }
+
     /// Close the pools (waits for connections in use).
     pub async fn close(&self) {
         match &self.db {
             Db::Sqlite { writer, reader } => {
-                if let Some(conn) = writer.lock().await.take() {
-                    let _ = conn.close().await;
-                }
+                writer.close().await;
                 reader.close().await;
             }
-            Db::Postgres { pool } => pool.close().await,
+            Db::Postgres { writer, pool } => {
+                writer.close().await;
+                pool.close().await;
+            }
         }
     }
 
@@ -308,7 +337,7 @@ impl SqlStore {
                 .iter()
                 .map(|r| r.try_get::<String, _>(0))
                 .collect::<Result<_, _>>()?,
-            Db::Postgres { pool } => sqlx::query(
+            Db::Postgres { pool, .. } => sqlx::query(
                 "SELECT column_name::text FROM information_schema.columns \
                  WHERE table_name = $1 AND table_schema = current_schema() ORDER BY ordinal_position",
             )

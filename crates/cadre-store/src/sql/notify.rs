@@ -99,7 +99,7 @@ impl SqlStore {
         self.pg_events
             .get_or_try_init(|| async {
                 match &self.db {
-                    Db::Postgres { pool } => PgEvents::start(pool).await,
+                    Db::Postgres { pool, .. } => PgEvents::start(pool).await,
                     Db::Sqlite { .. } => Err(StoreError::Config(
                         "notifications need PostgreSQL".to_string(),
                     )),

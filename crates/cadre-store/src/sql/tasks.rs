@@ -52,35 +52,43 @@ impl SqlStore {
         })?;
         let now = now_ms();
         let transport = t.transport.to_stored();
-        // Foreground completions are consumed by the waiting parent, never "delivered" later.
-        let delivered = !t.background;
-        let res = on_writer!(&self.db, p => sqlx::query(INSERT_SQL)
-            .bind(&t.id)
-            .bind(&t.agent_id)
-            .bind(&t.parent_agent_id)
-            .bind(&t.parent_session_id)
-            .bind(&t.child_session_id)
-            .bind(&t.user_id)
-            .bind(&t.prompt)
-            .bind(&t.description)
-            .bind(t.background)
-            .bind(delivered)
-            .bind(now)
-            .bind(self.node.as_str())
-            .bind(&self.instance)
-            .bind(&transport)
-            .bind(&headers_json)
-            .bind(t.on_orphan.as_str())
-            .execute(p)
-            .await
-            .map(|r| r.rows_affected()));
+        // Foreground completions are consumed by the waiting parent, never "delivered" later
+        // (the record says so).
+        let record = t.into_record(
+            self.node.as_str(),
+            &self.instance,
+            u64::try_from(now).unwrap_or(0),
+        );
+        let args = (record.clone(), transport, headers_json, now);
+        let res = on_writer!(&self.db, args, |p, (r, transport, headers, now)| {
+            sqlx::query(INSERT_SQL)
+                .bind(&r.id)
+                .bind(&r.agent_id)
+                .bind(&r.parent_agent_id)
+                .bind(&r.parent_session_id)
+                .bind(&r.child_session_id)
+                .bind(&r.user_id)
+                .bind(&r.prompt)
+                .bind(&r.description)
+                .bind(r.background)
+                .bind(r.delivered)
+                .bind(now)
+                .bind(&r.owner_node)
+                .bind(&r.owner_instance)
+                .bind(transport)
+                .bind(headers)
+                .bind(r.on_orphan.as_str())
+                .execute(p)
+                .await?
+                .rows_affected()
+        });
         match res {
-            Ok(_) => {}
-            Err(e) if is_unique_violation(&e) => return Err(StoreError::DuplicateTask(t.id)),
-            Err(e) => return Err(e.into()),
+            Ok(_) => Ok(record),
+            Err(StoreError::Db(e)) if is_unique_violation(&e) => {
+                Err(StoreError::DuplicateTask(record.id))
+            }
+            Err(e) => Err(e),
         }
-        let now = u64::try_from(now).unwrap_or(0);
-        Ok(t.into_record(self.node.as_str(), &self.instance, now))
     }
 
     pub(super) async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
@@ -171,7 +179,7 @@ impl SqlStore {
 
     /// Status, cancel flag and owner epoch of a task.
     async fn fencing_state_of(&self, id: &str) -> StoreResult<Option<(TaskStatus, bool, u64)>> {
-        let row = on_writer!(&self.db, p => {
+        let row = on_writer!(&self.db, id.to_owned(), |p, id| {
             let row = sqlx::query(
                 "SELECT status, cancel_requested, owner_epoch FROM tasks WHERE id = $1",
             )
@@ -186,7 +194,7 @@ impl SqlStore {
                 ))
             })
             .transpose()?
-        });
+        })?;
         row.map(|(s, c, e)| {
             TaskStatus::parse(&s)
                 .map(|st| (st, c, u64::try_from(e).unwrap_or(0)))
@@ -199,49 +207,52 @@ impl SqlStore {
     }
 
     pub(super) async fn transition_task(&self, id: &str, t: Transition) -> StoreResult<()> {
-        let u = t.usage;
-        let affected = on_writer!(&self.db, p => sqlx::query(TRANSITION_SQL)
-            .bind(id)
-            .bind(t.to.as_str())
-            .bind(now_ms())
-            .bind(&t.result)
-            .bind(&t.error)
-            .bind(&t.end_state)
-            .bind(u.map(|u| tokens(u.input_tokens)))
-            .bind(u.map(|u| tokens(u.output_tokens)))
-            .bind(u.map(|u| tokens(u.cached_input_tokens)))
-            .bind(u.map(|u| tokens(u.cache_write_tokens)))
-            .bind(u.map(|u| tokens(u.cost_nano_usd)))
-            .bind(u.map(|u| tokens(u.unpriced_calls)))
-            .bind(t.epoch.map(tokens))
-            .execute(p)
-            .await?
-            .rows_affected());
+        let (to, epoch) = (t.to, t.epoch);
+        let affected = on_writer!(&self.db, (id.to_owned(), t), |p, (id, t)| {
+            let u = t.usage;
+            sqlx::query(TRANSITION_SQL)
+                .bind(id)
+                .bind(t.to.as_str())
+                .bind(now_ms())
+                .bind(&t.result)
+                .bind(&t.error)
+                .bind(&t.end_state)
+                .bind(u.map(|u| tokens(u.input_tokens)))
+                .bind(u.map(|u| tokens(u.output_tokens)))
+                .bind(u.map(|u| tokens(u.cached_input_tokens)))
+                .bind(u.map(|u| tokens(u.cache_write_tokens)))
+                .bind(u.map(|u| tokens(u.cost_nano_usd)))
+                .bind(u.map(|u| tokens(u.unpriced_calls)))
+                .bind(t.epoch.map(tokens))
+                .execute(p)
+                .await?
+                .rows_affected()
+        })?;
         if affected == 1 {
             return Ok(());
         }
         match self.fencing_state_of(id).await? {
             None => Err(StoreError::NotFound(id.to_string())),
             Some((from, _, current))
-                if !from.is_terminal() && t.epoch.is_some_and(|e| e != current) =>
+                if !from.is_terminal() && epoch.is_some_and(|e| e != current) =>
             {
                 Err(StoreError::Fenced {
                     id: id.to_string(),
-                    epoch: t.epoch.unwrap_or(0),
+                    epoch: epoch.unwrap_or(0),
                     current,
                 })
             }
             Some((from, cancel_requested, _)) => Err(StoreError::Refused {
                 id: id.to_string(),
                 from,
-                to: t.to,
+                to,
                 cancel_requested,
             }),
         }
     }
 
     pub(super) async fn request_cancel_task(&self, id: &str) -> StoreResult<TaskStatus> {
-        let row = on_writer!(&self.db, p => {
+        let row = on_writer!(&self.db, id.to_owned(), |p, id| {
             let row = sqlx::query(
                 "UPDATE tasks SET cancel_requested = TRUE, updated_at = $2 \
                  WHERE id = $1 AND status IN ('pending', 'running') RETURNING status",
@@ -251,7 +262,7 @@ impl SqlStore {
             .fetch_optional(p)
             .await?;
             row.map(|r| r.try_get::<String, _>(0)).transpose()?
-        });
+        })?;
         if let Some(s) = row.as_deref().and_then(TaskStatus::parse) {
             return Ok(s);
         }
@@ -264,14 +275,20 @@ impl SqlStore {
 
     /// Run a one-row `UPDATE ... WHERE id = $1 ...` binding `id` and `arg`; true when a row
     /// changed, `NotFound` when the task does not exist.
-    async fn update_one(&self, sql: &str, id: &str, arg: Option<&str>) -> StoreResult<bool> {
-        let affected = on_writer!(&self.db, p => {
+    async fn update_one(
+        &self,
+        sql: &'static str,
+        id: &str,
+        arg: Option<&str>,
+    ) -> StoreResult<bool> {
+        let args = (id.to_owned(), arg.map(str::to_owned));
+        let affected = on_writer!(&self.db, args, |p, (id, arg)| {
             let mut q = sqlx::query(sql).bind(id);
             if let Some(a) = arg {
                 q = q.bind(a);
             }
             q.execute(p).await?.rows_affected()
-        });
+        })?;
         if affected > 0 {
             return Ok(true);
         }
@@ -325,13 +342,13 @@ impl SqlStore {
                 "UPDATE tasks SET delivered = TRUE WHERE NOT delivered AND id IN ({})",
                 super::placeholders(1, chunk.len())
             );
-            total += on_writer!(&self.db, p => {
-                let mut q = sqlx::query(&sql);
+            total += on_writer!(&self.db, (sql, chunk.to_vec()), |p, (sql, chunk)| {
+                let mut q = sqlx::query(sql);
                 for id in chunk {
                     q = q.bind(id);
                 }
                 q.execute(p).await?.rows_affected()
-            });
+            })?;
         }
         Ok(total)
     }
@@ -343,6 +360,8 @@ impl SqlStore {
                AND status IN ('completed', 'failed', 'cancelled') \
              RETURNING {TASK_COLS}"
         );
-        on_writer!(&self.db, p => tasks_sorted(&sqlx::query(&sql).bind(session).fetch_all(p).await?))
+        on_writer!(&self.db, (sql, session.to_owned()), |p, (sql, session)| {
+            tasks_sorted(&sqlx::query(sql).bind(session).fetch_all(p).await?)?
+        })
     }
 }

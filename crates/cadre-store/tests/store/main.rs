@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod adoption;
+mod batching;
 mod checkpoints;
 mod common;
 mod concurrency;

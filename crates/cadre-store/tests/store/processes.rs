@@ -31,6 +31,34 @@ fn worker_entry() {
                 store.transition(&id, Transition::running()).await.unwrap();
                 say(&format!("COMMITTED {id}"));
             },
+            // Many writers at once, so their writes share transactions; a line per task
+            // once its end is committed, and one when a batch held more than one write.
+            "crash-batched" => {
+                let store = std::sync::Arc::new(store);
+                for _ in 0..32 {
+                    let store = store.clone();
+                    tokio::spawn(async move {
+                        loop {
+                            let id = create_batch(store.as_ref(), "s-crash", 1).await.remove(0);
+                            store.transition(&id, Transition::running()).await.unwrap();
+                            store
+                                .transition(&id, Transition::completed("done"))
+                                .await
+                                .unwrap();
+                            say(&format!("COMMITTED {id}"));
+                        }
+                    });
+                }
+                loop {
+                    let largest = store.write_stats().largest_batch;
+                    if largest > 1 {
+                        say(&format!("SHARED {largest}"));
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                std::future::pending::<()>().await;
+            }
             "hold" => {
                 let id = create_batch(&store, "s-hold", 1).await.remove(0);
                 store.transition(&id, Transition::running()).await.unwrap();
@@ -173,24 +201,46 @@ async fn two_processes_race(kind: Kind) {
 }
 
 async fn killed_writer_leaves_intact_db(kind: Kind) {
+    killed_writer_loses_nothing_it_reported(kind, "crash", TaskStatus::Running).await;
+}
+
+/// The same with writes of many tasks sharing transactions (group commit): every write a
+/// caller was told is done survives the kill.
+async fn killed_group_committing_writer_loses_nothing_reported(kind: Kind) {
+    killed_writer_loses_nothing_it_reported(kind, "crash-batched", TaskStatus::Completed).await;
+}
+
+/// A worker in `mode` says `COMMITTED <id>` once the task's write returned; kill it with
+/// SIGKILL mid-write and check every such task is stored with `status`.
+async fn killed_writer_loses_nothing_it_reported(kind: Kind, mode: &str, status: TaskStatus) {
     let Some(fx) = Fixture::new(kind).await else {
         return;
     };
     drop(fx.open_sql("parent").await);
-    let mut w = spawn_worker("crash", &fx.url, "node-crash", "-");
-    let (mut committed, rest) = read_lines(&mut w, "COMMITTED ", |g| g.len() >= 300).await;
+    let mut w = spawn_worker(mode, &fx.url, "node-crash", "-");
+    let batched = mode == "crash-batched";
+    let (lines, rest) = read_lines(&mut w, "", move |g| {
+        let committed = g.iter().filter(|l| l.starts_with("COMMITTED ")).count();
+        committed >= 300 && (!batched || g.iter().any(|l| l.starts_with("SHARED ")))
+    })
+    .await;
     w.0.kill().unwrap(); // SIGKILL, mid-write
     w.0.wait().unwrap();
+    assert!(
+        !batched || lines.iter().any(|l| l.starts_with("SHARED ")),
+        "the worker's writes never shared a transaction"
+    );
     // Lines already printed before the kill are committed too.
-    let tail = tokio::task::spawn_blocking(move || {
-        rest.lines()
-            .map_while(Result::ok)
-            .filter_map(|l| l.strip_prefix("COMMITTED ").map(str::to_string))
-            .collect::<Vec<_>>()
-    })
-    .await
-    .unwrap();
-    committed.extend(tail);
+    let tail =
+        tokio::task::spawn_blocking(move || rest.lines().map_while(Result::ok).collect::<Vec<_>>())
+            .await
+            .unwrap();
+    let committed: Vec<String> = lines
+        .iter()
+        .chain(&tail)
+        .filter_map(|l| l.strip_prefix("COMMITTED ").map(str::to_string))
+        .collect();
+    assert!(committed.len() >= 300, "{} tasks reported", committed.len());
     let store = fx.open_sql("parent").await;
     assert_eq!(store.integrity_check().await.unwrap(), "ok");
     for id in &committed {
@@ -199,14 +249,16 @@ async fn killed_writer_leaves_intact_db(kind: Kind) {
             .await
             .unwrap()
             .unwrap_or_else(|| panic!("{id} lost"));
-        assert_eq!(rec.status, TaskStatus::Running);
+        assert_eq!(rec.status, status, "{id}");
     }
-    // The dead process's tasks are recovered by the next start of its node.
+    // The dead process's running tasks are recovered by the next start of its node.
     let failed = store
         .recover_node(&NodeId::new("node-crash"))
         .await
         .unwrap();
-    assert!(committed.iter().all(|id| failed.contains(id)));
+    if status == TaskStatus::Running {
+        assert!(committed.iter().all(|id| failed.contains(id)));
+    }
 }
 
 async fn recovery_spares_live_sibling(kind: Kind) {
@@ -229,5 +281,6 @@ async fn recovery_spares_live_sibling(kind: Kind) {
 sql_backends!(
     two_processes_race,
     killed_writer_leaves_intact_db,
+    killed_group_committing_writer_loses_nothing_reported,
     recovery_spares_live_sibling
 );
