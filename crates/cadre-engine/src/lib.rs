@@ -32,4 +32,4 @@ pub use hooks::{HookDecision, ToolCallInfo, ToolHook};
 pub use observer::{TurnBoundary, TurnObserver};
 pub use offload::{DEFAULT_OFFLOAD_THRESHOLD, Offloader};
 pub use permissions::{ApprovalMode, PermissionPolicy, PermissionRules, PolicyDecision, RuleError};
-pub use session::{CompactionRecord, Session, SessionError, SessionMeta};
+pub use session::{CompactionRecord, Session, SessionError, SessionMeta, flush_open_transcripts};

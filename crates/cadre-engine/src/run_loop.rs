@@ -340,8 +340,16 @@ async fn run_inner(
     // After a failed compaction: the estimate above which it is tried again.
     let mut retry_above: Option<u64> = None;
 
+    let persist_failed = |e: crate::SessionError| EndState::Failed {
+        error: format!("could not save the session: {e}"),
+    };
     // What the run spent includes everything run on its behalf (its node of the budget).
-    let finish = |state: EndState, text: &RunText, turns: u32| {
+    // The transcript is complete on disk before anyone hears the run ended.
+    let finish = |session: &mut Session, state: EndState, text: &RunText, turns: u32| {
+        let state = match (session.flush(), state) {
+            (Err(e), EndState::Completed) => persist_failed(e),
+            (_, state) => state,
+        };
         let output = text.output(&state);
         let usage = stop.budget.spent().usage;
         if let EndState::Failed { error } = &state {
@@ -369,9 +377,6 @@ async fn run_inner(
             usage,
         }
     };
-    let persist_failed = |e: crate::SessionError| EndState::Failed {
-        error: format!("could not save the session: {e}"),
-    };
 
     // The first run of a reopened session restates what earlier calls left in force (the
     // plan), so whoever watches this run sees it.
@@ -385,21 +390,21 @@ async fn run_inner(
     if let Some(p) = prompt
         && let Err(e) = session.push(Message::user(p))
     {
-        return finish(persist_failed(e), &text, 0);
+        return finish(session, persist_failed(e), &text, 0);
     }
 
     loop {
         if let Some(state) = stop.state(&cancel) {
-            return finish(state, &text, turns);
+            return finish(session, state, &text, turns);
         }
         if turns >= cfg.limits.max_turns {
             let state = EndState::LimitReached {
                 limit: LimitKind::MaxTurns,
             };
-            return finish(state, &text, turns);
+            return finish(session, state, &text, turns);
         }
         if let Err(e) = inject(cfg, &run, session).await {
-            return finish(persist_failed(e), &text, turns);
+            return finish(session, persist_failed(e), &text, turns);
         }
         if let Some(limit) = context_limit {
             let estimate = meter.estimate(compaction.fixed_bytes, session.messages());
@@ -410,15 +415,15 @@ async fn run_inner(
                         meter.reset();
                         // Live state whose last copy was summarised is appended again.
                         if let Err(e) = inject(cfg, &run, session).await {
-                            return finish(persist_failed(e), &text, turns);
+                            return finish(session, persist_failed(e), &text, turns);
                         }
                     }
                     Err(CompactionError::Cancelled) => {
                         let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
-                        return finish(state, &text, turns);
+                        return finish(session, state, &text, turns);
                     }
                     Err(CompactionError::Session(e)) => {
-                        return finish(persist_failed(e), &text, turns);
+                        return finish(session, persist_failed(e), &text, turns);
                     }
                     Err(e) => {
                         // Each attempt is a paid summary call: the next one waits until the
@@ -436,7 +441,11 @@ async fn run_inner(
                 }
             }
         }
-        // The request about to be sent is the conversation as it stands now.
+        // The request about to be sent is the conversation as it stands now: a turn
+        // boundary, where the transcript is written.
+        if let Err(e) = session.flush() {
+            return finish(session, persist_failed(e), &text, turns);
+        }
         boundary(observer, &run, session, &stop.budget).await;
         turns += 1;
         emitter.emit(Event::TurnStarted { turn: turns });
@@ -462,7 +471,7 @@ async fn run_inner(
         let reply = match reply {
             None => {
                 let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
-                return finish(state, &text, turns);
+                return finish(session, state, &text, turns);
             }
             Some(Err(FailedReply {
                 error: error @ cadre_llm::ProviderError::ContextTooLong { .. },
@@ -479,13 +488,13 @@ async fn run_inner(
                     }
                     Err(CompactionError::Cancelled) => {
                         let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
-                        return finish(state, &text, turns);
+                        return finish(session, state, &text, turns);
                     }
                     Err(e) => {
                         let state = EndState::Failed {
                             error: format!("{error}; compacting the conversation failed: {e}"),
                         };
-                        return finish(state, &text, turns);
+                        return finish(session, state, &text, turns);
                     }
                 }
             }
@@ -497,14 +506,14 @@ async fn run_inner(
                 let state = EndState::LimitReached {
                     limit: LimitKind::ReplyTooLong,
                 };
-                return finish(state, &text, turns);
+                return finish(session, state, &text, turns);
             }
             Some(Err(failed)) => {
                 text.add(&failed.partial_text);
                 let state = EndState::Failed {
                     error: failed.error.to_string(),
                 };
-                return finish(state, &text, turns);
+                return finish(session, state, &text, turns);
             }
             Some(Ok(r)) => r,
         };
@@ -528,7 +537,7 @@ async fn run_inner(
             tool_calls: calls.clone(),
         };
         if let Err(e) = session.push(assistant) {
-            return finish(persist_failed(e), &text, turns);
+            return finish(session, persist_failed(e), &text, turns);
         }
         meter.record(&reply.usage, session.messages().len());
         overflow_retried = false;
@@ -541,9 +550,9 @@ async fn run_inner(
                 continue;
             }
             if let Some(state) = stop.state(&cancel) {
-                return finish(state, &text, turns);
+                return finish(session, state, &text, turns);
             }
-            return finish(EndState::Completed, &text, turns);
+            return finish(session, EndState::Completed, &text, turns);
         }
 
         let limit = match stop.budget.exceeded() {
@@ -560,10 +569,10 @@ async fn run_inner(
             for call in &calls {
                 let msg = not_run(call, why);
                 if let Err(e) = session.push(msg) {
-                    return finish(persist_failed(e), &text, turns);
+                    return finish(session, persist_failed(e), &text, turns);
                 }
             }
-            return finish(EndState::LimitReached { limit }, &text, turns);
+            return finish(session, EndState::LimitReached { limit }, &text, turns);
         }
 
         // The reply is kept before its calls run: a copy taken now knows they were asked for.
@@ -573,10 +582,10 @@ async fn run_inner(
             if let Some(tool) = approved
                 && let Err(e) = session.approve_tool(&tool)
             {
-                return finish(persist_failed(e), &text, turns);
+                return finish(session, persist_failed(e), &text, turns);
             }
             if let Err(e) = session.push(msg) {
-                return finish(persist_failed(e), &text, turns);
+                return finish(session, persist_failed(e), &text, turns);
             }
         }
         boundary(observer, &run, session, &stop.budget).await;

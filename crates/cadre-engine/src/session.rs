@@ -1,13 +1,25 @@
 //! Sessions: the conversation of one agent, kept in memory and, when a directory is given,
 //! appended as JSONL to `<dir>/<session_id>.jsonl` (one record per line) so it can be resumed.
+//!
+//! Records are buffered and written by [`Session::flush`], which the run loop calls before
+//! every model request and when a run ends; dropping a session flushes it too, and
+//! [`flush_open_transcripts`] flushes every session of the process (for an exit that runs
+//! no destructors).
 
 use cadre_types::Message;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
+/// Buffered records beyond this are written at once, whatever the turn.
+const FLUSH_AT: usize = 64 * 1024;
+/// A buffer that grew larger than this is given back after a flush.
+const KEEP_CAPACITY: usize = 16 * 1024;
 
 /// Why a session could not be created, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -93,11 +105,96 @@ pub struct Session {
     approved: Arc<Mutex<HashSet<String>>>,
     /// Approvals already written to the transcript.
     persisted_approvals: HashSet<String>,
-    file: Option<(PathBuf, File)>,
+    file: Option<(PathBuf, Arc<Mutex<Transcript>>)>,
     /// Reopened from its transcript, and no run has continued it yet in this process.
     reopened: bool,
     /// Compactions applied to the conversation (those replayed on reopening included).
     compactions: u64,
+}
+
+/// A session's JSONL file and the records not written to it yet.
+#[derive(Debug)]
+struct Transcript {
+    path: PathBuf,
+    file: File,
+    pending: Vec<u8>,
+    /// Its entry in [`OPEN`].
+    key: u64,
+}
+
+/// Every transcript of the process, for [`flush_open_transcripts`].
+static OPEN: LazyLock<Mutex<HashMap<u64, Weak<Mutex<Transcript>>>>> = LazyLock::new(Mutex::default);
+static NEXT_KEY: AtomicU64 = AtomicU64::new(0);
+
+impl Transcript {
+    /// `file` at `path`, registered as open.
+    fn register(path: PathBuf, file: File) -> Arc<Mutex<Transcript>> {
+        let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+        let t = Arc::new(Mutex::new(Transcript {
+            path,
+            file,
+            pending: Vec::new(),
+            key,
+        }));
+        if let Ok(mut open) = OPEN.lock() {
+            open.insert(key, Arc::downgrade(&t));
+        }
+        t
+    }
+
+    fn io(&self, source: std::io::Error) -> SessionError {
+        SessionError::Io {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn flush(&mut self) -> Result<(), SessionError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let written = self.file.write_all(&self.pending);
+        self.pending.clear();
+        if self.pending.capacity() > KEEP_CAPACITY {
+            self.pending = Vec::new();
+        }
+        written.map_err(|e| self.io(e))
+    }
+}
+
+impl Drop for Transcript {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            tracing::warn!("{e}");
+        }
+        if let Ok(mut open) = OPEN.lock() {
+            open.remove(&self.key);
+        }
+    }
+}
+
+/// Write what every open session of this process has buffered: for an exit that runs no
+/// destructors (`std::process::exit`). Errors are logged.
+pub fn flush_open_transcripts() {
+    let open: Vec<_> = match OPEN.lock() {
+        Ok(open) => open.values().filter_map(Weak::upgrade).collect(),
+        Err(_) => return,
+    };
+    for t in open {
+        if let Ok(mut t) = t.lock()
+            && let Err(e) = t.flush()
+        {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+/// A transcript whose lock a panicking writer left behind.
+fn poisoned(path: &Path) -> SessionError {
+    SessionError::Io {
+        path: path.to_path_buf(),
+        source: std::io::Error::other("the transcript's writer panicked"),
+    }
 }
 
 fn check_id(id: &str) -> Result<(), SessionError> {
@@ -135,18 +232,23 @@ impl Session {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&path)
-            .map_err(io)?;
+        let open = || OpenOptions::new().create_new(true).append(true).open(&path);
+        // The directory usually exists: made only when the file cannot be created without.
+        let file = match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir).map_err(io)?;
+                open()
+            }
+            other => other,
+        }
+        .map_err(io)?;
+        let transcript = Transcript::register(path.clone(), file);
         let mut s = Self {
             meta: meta.clone(),
             messages: Vec::new(),
             approved: Arc::default(),
             persisted_approvals: HashSet::new(),
-            file: Some((path, file)),
+            file: Some((path, transcript)),
             reopened: false,
             compactions: 0,
         };
@@ -241,13 +343,14 @@ impl Session {
             message: "missing meta record".into(),
         })?;
         let file = OpenOptions::new().append(true).open(&path).map_err(io)?;
+        let transcript = Transcript::register(path.clone(), file);
         Ok(Self {
             reopened: !messages.is_empty(),
             meta,
             messages,
             persisted_approvals: approved.clone(),
             approved: Arc::new(Mutex::new(approved)),
-            file: Some((path, file)),
+            file: Some((path, transcript)),
             compactions,
         })
     }
@@ -258,20 +361,40 @@ impl Session {
         std::mem::take(&mut self.reopened)
     }
 
+    /// Buffer `record` (written by the next [`flush`](Self::flush), or now when the buffer
+    /// is full).
     fn write(&mut self, record: &Record) -> Result<(), SessionError> {
-        if let Some((path, file)) = &mut self.file {
-            let mut line = serde_json::to_vec(record).map_err(|e| SessionError::Corrupt {
+        let Some((path, transcript)) = &self.file else {
+            return Ok(());
+        };
+        let Ok(mut t) = transcript.lock() else {
+            return Err(poisoned(path));
+        };
+        let start = t.pending.len();
+        if let Err(e) = serde_json::to_writer(&mut t.pending, record) {
+            t.pending.truncate(start);
+            return Err(SessionError::Corrupt {
                 path: path.clone(),
                 line: 0,
                 message: e.to_string(),
-            })?;
-            line.push(b'\n');
-            file.write_all(&line).map_err(|source| SessionError::Io {
-                path: path.clone(),
-                source,
-            })?;
+            });
+        }
+        t.pending.push(b'\n');
+        if t.pending.len() >= FLUSH_AT {
+            t.flush()?;
         }
         Ok(())
+    }
+
+    /// Write the buffered records to the transcript (nothing to do in memory).
+    pub fn flush(&mut self) -> Result<(), SessionError> {
+        match &self.file {
+            Some((path, transcript)) => match transcript.lock() {
+                Ok(mut t) => t.flush(),
+                Err(_) => Err(poisoned(path)),
+            },
+            None => Ok(()),
+        }
     }
 
     /// Append a message (and persist it).
@@ -449,6 +572,8 @@ mod tests {
         assert!(back.take_reopened(), "the first run restates");
         assert!(!back.take_reopened(), "later runs do not");
         back.push(Message::user("more")).unwrap();
+        // Written at the next turn boundary (a flush).
+        back.flush().unwrap();
         let again = Session::open(dir.path(), "s-abc").unwrap();
         assert_eq!(again.messages().len(), 5);
     }
@@ -481,6 +606,26 @@ mod tests {
         // The original turns stay in the file for audit.
         let text = std::fs::read_to_string(back.path().unwrap()).unwrap();
         assert!(text.contains("\"two\"") && text.contains("\"kind\":\"compaction\""));
+    }
+
+    #[test]
+    fn records_reach_the_file_at_a_flush_an_exit_flush_or_a_drop() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Session::create(dir.path(), meta("s-f")).unwrap();
+        s.push(Message::user("one")).unwrap();
+        let path = s.path().unwrap().to_path_buf();
+        let lines = || std::fs::read_to_string(&path).unwrap().lines().count();
+        assert_eq!(lines(), 0, "buffered until a turn boundary");
+        s.flush().unwrap();
+        assert_eq!(lines(), 2);
+        s.push(Message::user("two")).unwrap();
+        flush_open_transcripts();
+        assert_eq!(lines(), 3, "an exit that runs no destructors writes it too");
+        s.push(Message::user("three")).unwrap();
+        drop(s);
+        assert_eq!(lines(), 4);
+        let back = Session::open(dir.path(), "s-f").unwrap();
+        assert_eq!(back.messages().len(), 3);
     }
 
     #[test]

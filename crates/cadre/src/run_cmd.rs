@@ -85,6 +85,8 @@ fn on_stop_signals(
         runtime.set_shutdown_reason(format!("cadre received {}", first.name()));
         cancel.cancel();
         let second = signals.next().await;
+        // No destructor runs past `exit`: the transcripts are written here.
+        cadre_engine::flush_open_transcripts();
         std::process::exit(i32::from(second.exit_code()));
     });
     Ok((task, received))
