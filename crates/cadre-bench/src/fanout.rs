@@ -79,6 +79,16 @@ pub struct FanoutResult {
     /// Peak RSS after the warm-up and the first timed scenario run (before the floor
     /// ran), KiB.
     pub scenario_peak_rss_kib: u64,
+    /// RSS after the warm-up, just before the first timed scenario run, KiB.
+    #[serde(default)]
+    pub rss_before_run_kib: u64,
+    /// RSS in the first timed scenario run once every result was delivered (its runtime
+    /// and parent session still alive), KiB.
+    #[serde(default)]
+    pub rss_after_delivery_kib: u64,
+    /// RSS after the first timed scenario run returned (its runtime dropped), KiB.
+    #[serde(default)]
+    pub rss_after_run_kib: u64,
     /// Peak RSS of the whole process at the end (VmHWM), KiB.
     pub peak_rss_kib: u64,
     /// The mock server ran in the measured process (its CPU and memory counted in ours).
@@ -173,7 +183,10 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
     scenario_checked(&server, &opts()?).await?;
     let mut scenario_cpu = Vec::with_capacity(k);
     let mut floor_cpu = Vec::with_capacity(k);
+    let rss_before_run_kib = status_kib("VmRSS").unwrap_or(0);
     let (run, served, cpu) = scenario_checked(&server, &opts()?).await?;
+    let rss_after_run_kib = status_kib("VmRSS").unwrap_or(0);
+    let rss_after_delivery_kib = run.rss_after_delivery_kib;
     scenario_requests.push(served);
     scenario_cpu.push(ms(cpu));
     runs.push(run);
@@ -251,6 +264,9 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
         parent_rejected_runs: runs.iter().filter(|r| r.parent_rejected).count(),
         baseline_rss_kib,
         scenario_peak_rss_kib,
+        rss_before_run_kib,
+        rss_after_delivery_kib,
+        rss_after_run_kib,
         peak_rss_kib: status_kib("VmHWM").unwrap_or(0),
         server_in_process: args.server_in_process,
         server_peak_rss_kib: server.peak_rss_kib().await?,
@@ -323,6 +339,12 @@ pub fn print(r: &FanoutResult) {
             Some(k) => format!("mock server: own process, peak {:.1} MiB", mib(k)),
             None => "mock server included".to_string(),
         }
+    );
+    println!(
+        "  RSS       before a timed run {:.1} MiB, after its delivery {:.1} MiB, after it {:.1} MiB",
+        mib(r.rss_before_run_kib),
+        mib(r.rss_after_delivery_kib),
+        mib(r.rss_after_run_kib),
     );
 }
 

@@ -29,6 +29,9 @@ pub struct ScenarioRun {
     /// The parent's last request was refused with HTTP 413 by the mock server (its
     /// request body limit); the sub-agents all completed, the parent's final turn did not.
     pub parent_rejected: bool,
+    /// The process's RSS (KiB) once every result was delivered, the runtime and the
+    /// parent's session still alive.
+    pub rss_after_delivery_kib: u64,
 }
 
 /// True when a run failed because the mock server refused a too-large request body: a 413,
@@ -183,6 +186,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
         );
     }
     let delivered = delivered(session.messages());
+    let rss_after_delivery_kib = crate::stats::status_kib("VmRSS").unwrap_or(0);
     wiring.runtime.shutdown();
     Ok(ScenarioRun {
         elapsed,
@@ -190,5 +194,6 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
         parent_turns: outcome.turns,
         delivered,
         parent_rejected,
+        rss_after_delivery_kib,
     })
 }

@@ -4,7 +4,9 @@
 //! [--tasks N] [--writers W] [--url URL] [--pg-setting name=value]...`
 //!
 //! Each of W concurrent writers takes N/W tasks through create (→ pending) → running →
-//! completed, every step its own statement; the result is one JSON line. For PostgreSQL
+//! completed, every step its own statement (the store's writer runs the statements queued
+//! meanwhile as one transaction); the result is one JSON line, with how many transactions
+//! the writes took. For PostgreSQL
 //! without `--url`, a throwaway cluster (default durability settings, changed only by
 //! `--pg-setting`) is started and stopped.
 
@@ -100,8 +102,14 @@ async fn main() -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let backend = format!("{:?}", store.backend()).to_lowercase();
-    let store: Arc<dyn TaskStore> = Arc::new(store);
-    let secs = run(store, args.tasks, args.writers).await?;
+    let store = Arc::new(store);
+    let secs = run(
+        store.clone() as Arc<dyn TaskStore>,
+        args.tasks,
+        args.writers,
+    )
+    .await?;
+    let batches = store.write_stats();
     let statements = args.tasks * 3;
     let line = serde_json::json!({
         "bench": "store_transitions",
@@ -113,6 +121,9 @@ async fn main() -> Result<(), String> {
         "elapsed_s": (secs * 1000.0).round() / 1000.0,
         "transitions_per_s": (statements as f64 / secs).round(),
         "tasks_per_s": (args.tasks as f64 / secs).round(),
+        "transactions": batches.batches,
+        "writes_per_transaction": (batches.writes as f64 / batches.batches.max(1) as f64 * 10.0).round() / 10.0,
+        "largest_transaction": batches.largest_batch,
     });
     println!("{line}");
     drop(cluster);
