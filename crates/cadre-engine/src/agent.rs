@@ -216,6 +216,35 @@ impl Agent {
             &self.config,
             session,
             prompt,
+            None,
+            run,
+            workspace,
+            cancel,
+            observer,
+        )
+        .await
+    }
+
+    /// Continue `session`, a conversation an earlier run left (restored from a checkpoint),
+    /// from its next step, without a new prompt: what it spent is charged first and its
+    /// replies count as turns; the calls of its last reply without a result are run again
+    /// when their tool only reads or is idempotent, and otherwise answered with
+    /// `interrupted: outcome unknown (<resume.why>)`. Then the loop goes on as in
+    /// [`run`](Self::run).
+    pub async fn resume_observed(
+        &self,
+        session: &mut Session,
+        resume: &crate::Resume,
+        run: Arc<RunContext>,
+        workspace: Arc<Workspace>,
+        cancel: CancellationToken,
+        observer: &dyn TurnObserver,
+    ) -> RunOutcome {
+        run_loop::run(
+            &self.config,
+            session,
+            None,
+            Some(resume),
             run,
             workspace,
             cancel,

@@ -15,6 +15,7 @@ mod offload;
 mod permissions;
 pub mod prompt;
 mod reply_cap;
+mod resume;
 mod run_loop;
 mod session;
 
@@ -32,4 +33,5 @@ pub use hooks::{HookDecision, ToolCallInfo, ToolHook};
 pub use observer::{TurnBoundary, TurnObserver};
 pub use offload::{DEFAULT_OFFLOAD_THRESHOLD, Offloader};
 pub use permissions::{ApprovalMode, PermissionPolicy, PermissionRules, PolicyDecision, RuleError};
+pub use resume::Resume;
 pub use session::{CompactionRecord, Session, SessionError, SessionMeta, flush_open_transcripts};

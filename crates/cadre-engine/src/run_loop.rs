@@ -5,6 +5,7 @@ use crate::agent::{AgentConfig, RunOutcome};
 use crate::compaction::{Compaction, CompactionError, ContextMeter};
 use crate::dispatch::{Dispatcher, not_run};
 use crate::observer::{TurnBoundary, TurnObserver};
+use crate::resume::Resume;
 use crate::session::Session;
 use cadre_llm::{ModelRequest, RequestMetadata, StreamEvent};
 use cadre_tools::{Budget, RunContext, Spend, Workspace};
@@ -240,6 +241,7 @@ pub(crate) async fn run(
     cfg: &AgentConfig,
     session: &mut Session,
     prompt: Option<String>,
+    resume: Option<&Resume>,
     run: Arc<RunContext>,
     workspace: Arc<Workspace>,
     cancel: CancellationToken,
@@ -253,15 +255,19 @@ pub(crate) async fn run(
         depth = run.depth,
         trace = %run.trace_id,
     );
-    run_inner(cfg, session, prompt, run, workspace, cancel, observer)
-        .instrument(span)
-        .await
+    run_inner(
+        cfg, session, prompt, resume, run, workspace, cancel, observer,
+    )
+    .instrument(span)
+    .await
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn run_inner(
     cfg: &AgentConfig,
     session: &mut Session,
     prompt: Option<String>,
+    resume: Option<&Resume>,
     run: Arc<RunContext>,
     workspace: Arc<Workspace>,
     cancel: CancellationToken,
@@ -391,6 +397,43 @@ async fn run_inner(
         && let Err(e) = session.push(Message::user(p))
     {
         return finish(session, persist_failed(e), &text, 0);
+    }
+    if let Some(resume) = resume {
+        // Limits continue from what the earlier run spent and the turns it completed.
+        stop.budget.charge(Spend::tokens(resume.spent));
+        turns = crate::resume::completed_turns(session.messages());
+        let calls = crate::resume::unanswered(session.messages());
+        if !calls.is_empty() {
+            let again: Vec<_> = calls
+                .iter()
+                .filter(|c| crate::resume::may_rerun(&cfg.tools, c))
+                .cloned()
+                .collect();
+            let turn_span = tracing::info_span!("turn", turn = turns);
+            let mut rerun = dispatcher
+                .run_all(&again, &stop.token, &turn_span)
+                .await
+                .into_iter();
+            for call in &calls {
+                let (msg, approved) = if crate::resume::may_rerun(&cfg.tools, call) {
+                    match rerun.next() {
+                        Some(r) => r,
+                        None => (crate::resume::interrupted(call, &resume.why), None),
+                    }
+                } else {
+                    (crate::resume::interrupted(call, &resume.why), None)
+                };
+                if let Some(tool) = approved
+                    && let Err(e) = session.approve_tool(&tool)
+                {
+                    return finish(persist_failed(e), &text, turns);
+                }
+                if let Err(e) = session.push(msg) {
+                    return finish(persist_failed(e), &text, turns);
+                }
+            }
+            boundary(observer, &run, session, &stop.budget).await;
+        }
     }
 
     loop {

@@ -42,8 +42,9 @@ pub use runtime::remote::{
 };
 pub use runtime::worktree::Isolation;
 pub use runtime::{
-    BackgroundApprovals, Child, ChildRunner, Inherited, LiveRequest, Parent, RuntimeConfig,
-    SandboxSettings, SpawnError, SpawnRequest, Started, SubagentRuntime, ToolSurface, Waited,
+    Adopter, BackgroundApprovals, Child, ChildRunner, Inherited, LiveRequest, Parent,
+    RuntimeConfig, SandboxSettings, SpawnError, SpawnRequest, Started, SubagentRuntime,
+    ToolSurface, Waited,
 };
 pub use tools::context_ext::{SubagentContext, delivery_message, section, status_message};
 pub use tools::guard::DelegationGuard;

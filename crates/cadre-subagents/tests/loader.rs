@@ -71,7 +71,7 @@ fn sandbox_and_isolation_keys() {
     let ws = Ws::new();
     ws.write(
         ".cadre/agents/builder.md",
-        "---\nname: builder\ndescription: builds\nsandbox: {network: true, writable_roots: [~/.cache]}\nisolation: worktree\n---\nBuild.\n",
+        "---\nname: builder\ndescription: builds\nsandbox: {network: true, writable_roots: [~/.cache]}\nisolation: worktree\non_orphan: resume\n---\nBuild.\n",
     );
     ws.write(
         ".claude/agents/reader.md",
@@ -85,6 +85,7 @@ fn sandbox_and_isolation_keys() {
     assert!(spec.network);
     assert_eq!(spec.writable_roots, ["~/.cache"]);
     assert_eq!(b.isolation, Some(cadre_subagents::Isolation::Worktree));
+    assert_eq!(b.on_orphan, Some(cadre_store::OrphanPolicy::Resume));
     assert!(b.warnings.is_empty(), "{:?}", b.warnings);
     let r = reg.get("reader").unwrap();
     assert_eq!(
@@ -94,6 +95,7 @@ fn sandbox_and_isolation_keys() {
         ))
     );
     assert_eq!(r.isolation, None);
+    assert_eq!(r.on_orphan, None);
 }
 
 #[test]
@@ -426,6 +428,11 @@ fn broken_files_are_reported_and_the_rest_load() {
             "bad-isolation",
             "---\nname: a\ndescription: b\nisolation: container\n---\n",
             "unknown isolation `container`",
+        ),
+        (
+            "bad-orphan",
+            "---\nname: a\ndescription: b\non_orphan: retry\n---\n",
+            "expected `fail` or `resume`, found `retry`",
         ),
     ];
     for (file, text, _) in cases {

@@ -87,6 +87,14 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// True when running a call again with the same arguments changes nothing more than
+    /// running it once. A call that was in flight when the node running it was lost is run
+    /// again on resume only when its tool reads only or is idempotent; any other is reported
+    /// to the model as interrupted with an unknown outcome.
+    fn is_idempotent(&self) -> bool {
+        false
+    }
+
     /// True when calls may run concurrently with other calls; others run exclusively.
     fn parallel_safe(&self) -> bool {
         self.is_read_only()

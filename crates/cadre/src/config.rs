@@ -274,6 +274,19 @@ pub struct SubagentsConfig {
     /// Results larger than this many bytes are written to `.cadre/results/<task id>.md`
     /// and the parent gets their head and the path (default 32768).
     pub max_result_bytes: Option<usize>,
+    /// What happens to a child's task when the node running it is lost: `fail` (default)
+    /// or `resume` (another live node adopts it and continues from its checkpoint).
+    pub on_orphan: Option<OnOrphanName>,
+}
+
+/// `subagents.on_orphan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnOrphanName {
+    /// Fail the task (`executor lost`).
+    Fail,
+    /// Continue it on another live node.
+    Resume,
 }
 
 /// `subagents.tools`.

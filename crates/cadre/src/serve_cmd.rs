@@ -117,7 +117,8 @@ pub(crate) async fn shutdown_signal() {
 /// Run `cadre serve`.
 pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     let ws = setup::workspace_root(cli)?;
-    let cfg = config::load(&ws, cli.config.as_deref())?.serve;
+    let loaded = config::load(&ws, cli.config.as_deref())?;
+    let (cfg, store_cfg) = (loaded.serve, loaded.store);
     let addr = resolve(&args.addr).await?;
     let (token, token_source) = token(&cfg);
     if token.is_none() && !addr.ip().is_loopback() {
@@ -138,6 +139,12 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
         None => format!("none (set {token_source} to require a bearer token)"),
     };
     let server = Server::new(h.runtime().clone(), &h.agent().config().model.spec, opts)?;
+    // Tasks of a lost node whose policy is `resume` are taken over and finished here.
+    let _adopter = h.runtime().start_adopting(
+        server.adopting_parent(),
+        store_cfg.sweep_interval(),
+        store_cfg.orphan_timeout(),
+    );
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;

@@ -2,7 +2,9 @@
 //! and the main agent. Shared by the subcommands that run agents.
 
 use crate::cli::Cli;
-use crate::config::{self, BackgroundApprovalsName, Config, SandboxConfig, SurfaceName};
+use crate::config::{
+    self, BackgroundApprovalsName, Config, OnOrphanName, SandboxConfig, SurfaceName,
+};
 use anyhow::{Context, Result, bail};
 use cadre_engine::{Limits, PermissionPolicy};
 use cadre_remote::RemoteClient;
@@ -206,6 +208,9 @@ impl Setup {
                 _ => BackgroundApprovals::Deny,
             };
             rc.task_timeout = sub.task_timeout_secs.map(Duration::from_secs);
+            if sub.on_orphan == Some(OnOrphanName::Resume) {
+                rc.on_orphan = cadre_store::OrphanPolicy::Resume;
+            }
             if let Some(n) = sub.max_result_bytes {
                 rc.max_result_bytes = n;
             }

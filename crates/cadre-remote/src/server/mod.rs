@@ -198,6 +198,13 @@ impl Server {
         self.state.approvals
     }
 
+    /// The parent of tasks this server adopts from a lost node
+    /// ([`SubagentRuntime::start_adopting`]): the server's own, answering approvals as for
+    /// a task-protocol caller (nobody can be asked).
+    pub fn adopting_parent(&self) -> cadre_subagents::Parent {
+        self.state.parent_for(None)
+    }
+
     /// The agent used when a request names none.
     pub fn default_agent(&self) -> &str {
         &self.state.default_agent

@@ -203,6 +203,9 @@ pub struct AgentDefinition {
     pub primary: bool,
     /// Run every child of it in its own git worktree (`isolation: worktree`).
     pub isolation: Option<crate::Isolation>,
+    /// What happens to its children's tasks when their node is lost (`on_orphan:`); none:
+    /// `[subagents] on_orphan` decides.
+    pub on_orphan: Option<cadre_store::OrphanPolicy>,
     /// MCP servers of its own (`mcpServers`): started for its children, offered to them only.
     pub mcp_servers: Vec<AgentMcpServer>,
     /// Where it came from.
@@ -228,6 +231,7 @@ impl std::fmt::Debug for AgentDefinition {
             .field("sandbox", &self.sandbox)
             .field("permissions", &self.permissions)
             .field("isolation", &self.isolation)
+            .field("on_orphan", &self.on_orphan)
             .field("mcp_servers", &self.mcp_servers)
             .field("source", &self.source)
             .finish_non_exhaustive()
@@ -268,6 +272,7 @@ impl AgentDefinition {
             permissions: AgentPermissions::default(),
             primary: false,
             isolation: None,
+            on_orphan: None,
             mcp_servers: Vec::new(),
             source: DefinitionSource::Code,
             factory: None,

@@ -61,6 +61,7 @@ enum Key {
     ProtectedPaths,
     Sandbox,
     Isolation,
+    OnOrphan,
     McpServers,
 }
 
@@ -97,6 +98,8 @@ const KEYS: &[(&str, Key)] = &[
     ("protected_paths", Key::ProtectedPaths),
     ("sandbox", Key::Sandbox),
     ("isolation", Key::Isolation),
+    ("on_orphan", Key::OnOrphan),
+    ("onOrphan", Key::OnOrphan),
     ("mcpServers", Key::McpServers),
     ("mcp_servers", Key::McpServers),
 ];
@@ -549,6 +552,19 @@ pub(crate) fn definition_from(
             "none" | "" => None,
             other => Some(other.parse().map_err(|e| format!("`{k}`: {e}"))?),
         };
+    }
+    if let Some((k, v)) = get(Key::OnOrphan)
+        && !v.is_null()
+    {
+        let text = as_text(k, v)?;
+        def.on_orphan = Some(
+            cadre_store::OrphanPolicy::parse(text.trim()).ok_or_else(|| {
+                format!(
+                    "`{k}`: expected `fail` or `resume`, found `{}`",
+                    text.trim()
+                )
+            })?,
+        );
     }
     if let Some((k, v)) = get(Key::Sandbox)
         && !v.is_null()

@@ -51,6 +51,31 @@ impl Checkpointer {
         }
     }
 
+    /// Checkpoints of an adopted task, owned now at `epoch`, whose stored copy holds the
+    /// first `len` messages of `generation`, restored into a session that has had
+    /// `compactions` compactions: the next append goes on from there.
+    pub(crate) fn continuing(
+        store: Arc<dyn TaskStore>,
+        task_id: &str,
+        epoch: u64,
+        generation: u64,
+        compactions: u64,
+        len: usize,
+    ) -> Self {
+        Self {
+            store,
+            task_id: task_id.to_string(),
+            epoch,
+            stored: Mutex::new(Stored {
+                generation,
+                compactions: Some(compactions),
+                len,
+                refused: false,
+                any: true,
+            }),
+        }
+    }
+
     /// Where the next append goes and what it holds, or `None` when there is nothing to
     /// write. A new compaction count starts a new generation from the first message.
     fn next_append(&self, b: &TurnBoundary<'_>) -> Option<(u64, usize)> {

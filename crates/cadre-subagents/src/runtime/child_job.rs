@@ -8,7 +8,7 @@ use crate::runtime::live::LiveChildren;
 use crate::runtime::remote::{OnRemoteId, RemoteApprovals, RemoteRequest};
 use crate::runtime::tracker::LocalTasks;
 use crate::runtime::worktree::Worktree;
-use crate::runtime::{Child, ChildRunner, JobChild, SubagentRuntime};
+use crate::runtime::{Child, ChildRunner, JobChild, Resumed, SubagentRuntime};
 use cadre_engine::RunOutcome;
 use cadre_store::{StoreError, TaskStore, Transition};
 use cadre_tools::{RunContext, Spend};
@@ -40,7 +40,12 @@ pub(crate) struct ChildJob {
     /// The owner epoch this job holds the task at: its writes are fenced with it, so they
     /// are refused once another node has adopted the task. A new task starts at 0.
     pub epoch: u64,
+    /// Set for a task adopted from a lost node: it continues from its checkpoint.
+    pub resumed: Option<Resumed>,
 }
+
+/// Why the calls a lost node had in flight stopped, as the resumed child's model reads it.
+const LOST: &str = "the node running it was lost";
 
 impl ChildJob {
     /// Build a planned child now that it has a slot, in `root` when it has its own
@@ -201,6 +206,14 @@ impl ChildJob {
                         self.local.started(id);
                         Some(session)
                     }
+                    // An adopted task was running on the lost node: it runs on here.
+                    Err(StoreError::Refused {
+                        from: TaskStatus::Running,
+                        ..
+                    }) if self.resumed.is_some() => {
+                        self.local.started(id);
+                        Some(session)
+                    }
                     Err(e) if e.is_refused() => {
                         tracing::debug!(task = %id, error = %e, "store refused running");
                         None
@@ -224,10 +237,52 @@ impl ChildJob {
             self.end_unstarted(None).await;
             return;
         };
+        let start_note = match &self.resumed {
+            Some(r) => format!(
+                "resumed on node {} after node {} was lost",
+                self.store.node_id(),
+                r.lost_node
+            ),
+            None => self.prompt.clone(),
+        };
         self.forward
-            .update(sid, UpdateKind::Start, self.prompt.clone(), None, None);
-        let outcome = match &child.runner {
-            ChildRunner::Local { agent, workspace } => {
+            .update(sid, UpdateKind::Start, start_note, None, None);
+        let restored = match self.resumed.take() {
+            Some(r) => r.checkpoint,
+            None => None,
+        };
+        let outcome = match (&child.runner, restored) {
+            (ChildRunner::Local { agent, workspace }, Some(cp)) => {
+                let (ws, cancel) = (workspace.clone(), self.cancel.clone());
+                match restore(&mut session, &cp.messages) {
+                    Ok(()) => {
+                        let observer = Checkpointer::continuing(
+                            self.store.clone(),
+                            id,
+                            self.epoch,
+                            cp.generation,
+                            session.compactions(),
+                            cp.messages.len(),
+                        );
+                        let resume = cadre_engine::Resume {
+                            spent: cp.usage,
+                            why: LOST.to_string(),
+                        };
+                        agent
+                            .resume_observed(&mut session, &resume, run, ws, cancel, &observer)
+                            .await
+                    }
+                    Err(e) => RunOutcome {
+                        state: EndState::Failed {
+                            error: format!("cannot restore the checkpoint: {e}"),
+                        },
+                        output: String::new(),
+                        turns: 0,
+                        usage: cp.usage,
+                    },
+                }
+            }
+            (ChildRunner::Local { agent, workspace }, None) => {
                 let prompt = Some(std::mem::take(&mut self.prompt));
                 let (ws, cancel) = (workspace.clone(), self.cancel.clone());
                 if self.checkpoints {
@@ -239,11 +294,14 @@ impl ChildJob {
                     agent.run(&mut session, prompt, run, ws, cancel).await
                 }
             }
-            ChildRunner::Remote {
-                spec,
-                executor,
-                context_id,
-            } => {
+            (
+                ChildRunner::Remote {
+                    spec,
+                    executor,
+                    context_id,
+                },
+                _,
+            ) => {
                 let context = context_id.lock().ok().and_then(|c| c.clone());
                 let _ = session.push(Message::user(self.prompt.clone()));
                 let request = RemoteRequest {
@@ -313,6 +371,17 @@ impl ChildJob {
     }
 }
 
+/// Put a checkpoint's conversation into the adopted child's fresh session.
+fn restore(
+    session: &mut cadre_engine::Session,
+    messages: &[Message],
+) -> Result<(), cadre_engine::SessionError> {
+    for m in messages {
+        session.push(m.clone())?;
+    }
+    Ok(())
+}
+
 /// What a cancelled task records as its reason: why the process is shutting down, when
 /// that is why (none for a cancel asked for by a user or a model).
 fn cancel_reason(runtime: &Weak<SubagentRuntime>) -> Option<String> {
@@ -379,7 +448,7 @@ fn record_remote_id(store: &Arc<dyn TaskStore>, task_id: &str) -> OnRemoteId {
 }
 
 /// Aborts a helper task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

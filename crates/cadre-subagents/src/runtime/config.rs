@@ -129,6 +129,10 @@ pub struct RuntimeConfig {
     /// Keep each local child's conversation in the task store at every turn boundary (its
     /// checkpoint, what continuing it on another node needs; default off).
     pub checkpoints: bool,
+    /// What happens to a local child's task when the node running it is lost
+    /// (`[subagents] on_orphan`; a definition's `on_orphan:` wins). With `Resume` the task
+    /// is checkpointed whatever [`checkpoints`](Self::checkpoints) says. Default `Fail`.
+    pub on_orphan: cadre_store::OrphanPolicy,
 }
 
 impl RuntimeConfig {
@@ -164,6 +168,7 @@ impl RuntimeConfig {
             max_result_bytes: crate::runtime::results::DEFAULT_MAX_RESULT_BYTES,
             agent_servers: None,
             checkpoints: false,
+            on_orphan: cadre_store::OrphanPolicy::Fail,
         }
     }
 
@@ -194,6 +199,23 @@ impl RuntimeConfig {
         };
         let spec = def.sandbox.as_ref().unwrap_or(&settings.subagents);
         SandboxPolicy::resolve(spec, root).within(parent)
+    }
+
+    /// The orphan policy of a new task of `def`'s child: `Resume` only for a local child
+    /// without a worktree (a worktree stays on the disk of the node that made it; a remote
+    /// task is its server's to keep), by the definition's `on_orphan:` or else the
+    /// configured default.
+    pub fn orphan_policy(
+        &self,
+        def: Option<&AgentDefinition>,
+        resumable: bool,
+    ) -> cadre_store::OrphanPolicy {
+        use cadre_store::OrphanPolicy;
+        let isolated = def.is_some_and(|d| d.isolation.is_some());
+        if !resumable || isolated {
+            return OrphanPolicy::Fail;
+        }
+        def.and_then(|d| d.on_orphan).unwrap_or(self.on_orphan)
     }
 
     /// The sandbox object for `policy` (none when it is off).

@@ -3,6 +3,7 @@
 //! engine with a fresh `sub-<uuid>` session in its own tokio task, tracks it as a task, and
 //! lets callers wait for it, cancel it or leave it running in the background.
 
+mod adoption;
 pub mod agent_policy;
 pub(crate) mod agent_servers;
 mod build;
@@ -21,12 +22,13 @@ pub(crate) mod tracker;
 mod types;
 pub mod worktree;
 
+pub use adoption::Adopter;
 pub use config::{BackgroundApprovals, RuntimeConfig, SandboxSettings, ToolSurface};
 pub(crate) use types::RuntimeRef;
 pub use types::{
     Child, ChildRunner, Inherited, LiveRequest, Parent, SpawnError, SpawnRequest, Started, Waited,
 };
-pub(crate) use types::{ChildPlan, Decided, JobChild};
+pub(crate) use types::{ChildPlan, Decided, JobChild, JobStart, Resumed};
 
 use crate::definitions::registry::AgentRegistry;
 use crate::definitions::skills::SkillSet;
@@ -471,6 +473,9 @@ impl SubagentRuntime {
             None => (Transport::Local, BTreeMap::new()),
         };
         let parent_agent = &parent.run.agent;
+        let on_orphan = self
+            .cfg
+            .orphan_policy(self.registry.get(&name), child.resumable());
         self.store
             .create(NewTask {
                 id: task_id.clone(),
@@ -484,9 +489,39 @@ impl SubagentRuntime {
                 background,
                 transport,
                 remote_headers,
-                on_orphan: cadre_store::OrphanPolicy::Fail,
+                on_orphan,
             })
             .await?;
+        let checkpoints = self.cfg.checkpoints || on_orphan == cadre_store::OrphanPolicy::Resume;
+        Ok(self.launch(JobStart {
+            task_id,
+            child,
+            prompt,
+            description,
+            background,
+            parent,
+            checkpoints,
+            epoch: 0,
+            resumed: None,
+        }))
+    }
+
+    /// Run a task whose record is stored: register it here, give it its child's run
+    /// context and event forwarding, and start its job.
+    pub(crate) fn launch(&self, start: JobStart<'_>) -> Started {
+        let JobStart {
+            task_id,
+            child,
+            prompt,
+            description,
+            background,
+            parent,
+            checkpoints,
+            epoch,
+            resumed,
+        } = start;
+        let name = child.name().to_string();
+        let session_id = child.session_id().to_string();
         let cancel = if background {
             self.root_cancel.child_token()
         } else {
@@ -545,14 +580,15 @@ impl SubagentRuntime {
             local: self.local.clone(),
             forward,
             store: self.store.clone(),
-            checkpoints: self.config().checkpoints,
-            epoch: 0,
+            checkpoints,
+            epoch,
+            resumed,
         };
         tokio::spawn(job.run().instrument(span));
-        Ok(Started {
+        Started {
             task_id,
             session_id,
-        })
+        }
     }
 
     /// Wait until the task is terminal, `abort` fires or `timeout` passes, and read it from

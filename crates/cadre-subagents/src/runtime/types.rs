@@ -328,6 +328,15 @@ impl JobChild {
         }
     }
 
+    /// True when another node could continue its task from a checkpoint: it runs locally
+    /// and has no worktree (which lives on this node's disk).
+    pub fn resumable(&self) -> bool {
+        match self {
+            Self::Ready(c) => matches!(c.runner, ChildRunner::Local { .. }) && c.worktree.is_none(),
+            Self::Planned(p) => p.remote.is_none() && p.worktree.is_none(),
+        }
+    }
+
     /// Where it runs, for remote agents.
     pub fn remote(&self) -> Option<&RemoteSpec> {
         match self {
@@ -339,4 +348,35 @@ impl JobChild {
             Self::Planned(p) => p.remote.as_ref(),
         }
     }
+}
+
+/// A stored task to run here: what [`SubagentRuntime::launch`] needs.
+pub(crate) struct JobStart<'a> {
+    /// The task's id (its record is stored already).
+    pub task_id: String,
+    /// The child it runs.
+    pub child: JobChild,
+    /// Its prompt.
+    pub prompt: String,
+    /// Its title.
+    pub description: String,
+    /// Delivered to the parent when it ends, rather than waited for.
+    pub background: bool,
+    /// Who asked for it.
+    pub parent: &'a Parent,
+    /// Checkpoint the child's conversation at every turn boundary.
+    pub checkpoints: bool,
+    /// The owner epoch the task is held at here.
+    pub epoch: u64,
+    /// Set when the task was adopted from a lost node and continues from its checkpoint.
+    pub resumed: Option<Resumed>,
+}
+
+/// An adopted task: where it takes up its conversation and whom it took it from.
+pub(crate) struct Resumed {
+    /// What the lost node had stored of the conversation (none: it had not completed a
+    /// model turn, and the task starts again from its prompt).
+    pub checkpoint: Option<cadre_store::Checkpoint>,
+    /// The node that was lost.
+    pub lost_node: String,
 }

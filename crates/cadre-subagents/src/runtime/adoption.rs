@@ -1,0 +1,149 @@
+//! Adopting orphans: a task whose policy is `resume` and whose node stopped beating it is
+//! taken over here (a compare-and-swap on its owner and fencing epoch in the store, so of
+//! the nodes that try exactly one wins), its child is built again from its definition, and
+//! it continues from its checkpoint. The lost node's writes are refused from then on.
+
+use super::{JobChild, JobStart, Parent, Resumed, SubagentRuntime};
+use crate::runtime::child_job::AbortOnDrop;
+use cadre_store::{TaskRecord, Transition};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// Looks for resumable orphans at an interval and adopts them. Stops when dropped.
+pub struct Adopter {
+    _task: AbortOnDrop,
+}
+
+impl std::fmt::Debug for Adopter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Adopter")
+    }
+}
+
+impl SubagentRuntime {
+    /// Adopt resumable orphans every `every` (jittered ±10%, the first look after one
+    /// interval): tasks whose owner has not beaten them for `orphan_timeout`. Their
+    /// children run as children of `parent` (its approvals, tools and what it passes down),
+    /// under their own parent session. Every node should run one, whatever its own
+    /// `on_orphan`: the policy is the task's, recorded when it was created.
+    pub fn start_adopting(
+        self: &Arc<Self>,
+        parent: Parent,
+        every: Duration,
+        orphan_timeout: Duration,
+    ) -> Adopter {
+        let me: Weak<SubagentRuntime> = Arc::downgrade(self);
+        let task = tokio::spawn(async move {
+            loop {
+                let wait = cadre_store::jittered(every.max(Duration::from_millis(10)));
+                tokio::time::sleep(wait).await;
+                let Some(rt) = me.upgrade() else { return };
+                let adopted = rt.adopt_orphans(&parent, orphan_timeout).await;
+                if !adopted.is_empty() {
+                    tracing::info!(count = adopted.len(), "adopted orphaned tasks: {adopted:?}");
+                }
+            }
+        });
+        Adopter {
+            _task: AbortOnDrop(task),
+        }
+    }
+
+    /// One look for resumable orphans: each whose agent is defined here is adopted and
+    /// started again from its checkpoint. Returns the ids adopted. An orphan of an agent
+    /// this node does not know is left for a node that does.
+    pub async fn adopt_orphans(&self, parent: &Parent, orphan_timeout: Duration) -> Vec<String> {
+        let orphans = match self.store.resumable_orphans(orphan_timeout).await {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::warn!(error = %e, "store: cannot list orphaned tasks");
+                return Vec::new();
+            }
+        };
+        let mut adopted = Vec::new();
+        for orphan in orphans {
+            if self.registry.get(&orphan.agent_id).is_none() {
+                tracing::warn!(task = %orphan.id, agent = %orphan.agent_id, "orphan of an agent not defined here; left for another node");
+                continue;
+            }
+            let won = self
+                .store
+                .adopt(&orphan.id, orphan.owner_epoch, orphan_timeout)
+                .await;
+            match won {
+                Ok(Some(record)) => {
+                    self.resume(record, &orphan.owner_node, parent).await;
+                    adopted.push(orphan.id);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(task = %orphan.id, error = %e, "store: adopting failed"),
+            }
+        }
+        adopted
+    }
+
+    /// Run an adopted task here: its child rebuilt for its own parent session, its
+    /// conversation from the checkpoint. A child that cannot be built, or a checkpoint that
+    /// cannot be read, fails the task (this node owns it now).
+    async fn resume(&self, record: TaskRecord, lost_node: &str, parent: &Parent) {
+        let id = record.id.clone();
+        let epoch = record.owner_epoch;
+        tracing::info!(task = %id, lost = lost_node, "resuming a task after its node was lost");
+        let parent = adopted_parent(parent, &record);
+        let checkpoint = self.store.read_checkpoint(&id).await;
+        let own = self.own_servers(&record.agent_id, &parent).await;
+        let plan = self.plan_child(&record.agent_id, &parent, own);
+        let (mut plan, checkpoint) = match (plan, checkpoint) {
+            (Ok(plan), Ok(cp)) => (plan, cp),
+            (Err(e), _) => return self.fail_adopted(&id, epoch, e.to_string()).await,
+            (_, Err(e)) => {
+                let why = format!("cannot read its checkpoint to resume it: {e}");
+                return self.fail_adopted(&id, epoch, why).await;
+            }
+        };
+        if let Some(sid) = &record.child_session_id {
+            plan.session_id = sid.clone();
+        }
+        self.launch(JobStart {
+            task_id: id,
+            child: JobChild::Planned(Box::new(plan)),
+            prompt: record.prompt,
+            description: record.description,
+            background: record.background,
+            parent: &parent,
+            checkpoints: true,
+            epoch,
+            resumed: Some(Resumed {
+                checkpoint,
+                lost_node: lost_node.to_string(),
+            }),
+        });
+    }
+
+    async fn fail_adopted(&self, id: &str, epoch: u64, error: String) {
+        tracing::warn!(task = %id, error = %error, "an adopted task cannot be resumed");
+        let t = Transition::failed(error).fenced(epoch);
+        if let Err(e) = cadre_store::transition_retrying(self.store.as_ref(), id, t).await {
+            tracing::warn!(task = %id, error = %e, "store: cannot fail an adopted task");
+        }
+    }
+}
+
+/// The parent an adopted task's child runs under: `parent` (this node's), speaking for the
+/// task's own parent session, agent and user, at the top level (the depth a resumed child
+/// is rebuilt at is 1 whatever it was).
+fn adopted_parent(parent: &Parent, record: &TaskRecord) -> Parent {
+    let mut run = (*parent.run).clone();
+    run.session_id = record.parent_session_id.clone();
+    run.agent = record
+        .parent_agent_id
+        .clone()
+        .unwrap_or_else(|| "main".to_string());
+    run.user_id = record.user_id.clone();
+    run.task_id = None;
+    run.depth = 0;
+    Parent {
+        run: Arc::new(run),
+        ..parent.clone()
+    }
+}
