@@ -543,7 +543,8 @@ impl SubagentRuntime {
             agent: name.clone(),
             task_id: task_id.clone(),
             local: self.local.clone(),
-            log: background,
+            // A resumed task's log says where it went, whoever waits for it.
+            log: background || resumed.is_some(),
         });
         let approvals: Arc<dyn ApprovalHandler> =
             if background && self.cfg.background_approvals == BackgroundApprovals::Deny {

@@ -174,6 +174,12 @@ impl Served {
         self.stderr.lock().unwrap().join("\n")
     }
 
+    /// SIGKILL, and reap it: the node is lost, with nothing written on its way out.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// SIGTERM, then wait (bounded) for the exit; returns whether it exited successfully.
     pub fn terminate(&mut self, within: Duration) -> bool {
         let pid = self.child.id().to_string();

@@ -1,0 +1,241 @@
+//! Durable tasks across `cadre serve` nodes: two nodes on one throwaway PostgreSQL, both
+//! with `on_orphan = "resume"` and second-scale liveness. A task submitted to node A is in
+//! its second model turn (or in a mutating tool call) when A is killed with SIGKILL; node B
+//! adopts it once A's heartbeat is old, rebuilds its child from the definition and the
+//! checkpoint, and finishes it. The mock model (real HTTP, shared by both nodes) shows the
+//! child's first turn was asked exactly once: the task continued, it did not start again.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod serve_support;
+
+use cadre_store::testing::{find_pg_bin, shared_cluster};
+use cadre_testkit::{MockReply, MockServer, OpenAiStream, RecordedRequest};
+use serde_json::{Value, json};
+use serve_support::*;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// What a lost node's mutating call in flight is answered with on the adopting node.
+const INTERRUPTED: &str = "interrupted: outcome unknown (the node running it was lost)";
+
+/// A fresh database on the shared throwaway cluster; `None` (loudly) without PostgreSQL
+/// outside CI.
+async fn database() -> Option<String> {
+    if find_pg_bin().is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "PostgreSQL missing in CI"
+        );
+        eprintln!("\n!!!!!!!! SKIPPED: PostgreSQL not installed\n");
+        return None;
+    }
+    Some(shared_cluster().unwrap().create_database().await.unwrap())
+}
+
+/// One node: `cadre serve` in its own workspace (its own node id) on the store `url`, its
+/// model on `mock`, resuming orphans after three seconds without a heartbeat.
+fn node(url: &str, mock: &MockServer) -> (tempfile::TempDir, Served) {
+    let ws = workspace(&[
+        ("notes.txt", "the notes say 42\n"),
+        (
+            ".cadre/agents/worker.md",
+            "---\nname: worker\ndescription: Works.\nworkspace: {mode: shared}\n---\nYou work.\n",
+        ),
+        (
+            ".cadre/config.toml",
+            "[serve]\ndefault_agent = \"worker\"\napprovals = \"approve\"\n\n\
+             [store]\nheartbeat_secs = 1\nsweep_secs = 1\norphan_timeout_secs = 3\n\n\
+             [subagents]\non_orphan = \"resume\"\n",
+        ),
+    ]);
+    let base = mock.openai_base_url();
+    let srv = Served::start(
+        ws.path(),
+        "openai:mock-model",
+        &[
+            ("CADRE_STORE_URL", url),
+            ("OPENAI_BASE_URL", base.as_str()),
+            ("OPENAI_API_KEY", "test-key"),
+        ],
+    );
+    (ws, srv)
+}
+
+/// The messages of a chat request.
+fn messages(r: &RecordedRequest) -> Vec<Value> {
+    r.body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// True for the child's first turn: nothing answered yet.
+fn first_turn(r: &RecordedRequest) -> bool {
+    !messages(r).iter().any(|m| m["role"] == "assistant")
+}
+
+/// The tool results a request carries.
+fn tool_results(r: &RecordedRequest) -> Vec<String> {
+    messages(r)
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn call(name: &str, args: Value) -> MockReply {
+    OpenAiStream::new()
+        .role()
+        .tool_call(0, "call_1", name, &args.to_string())
+        .finish("tool_calls")
+        .usage(30, 10, 0)
+        .done()
+        .into_reply()
+}
+
+fn answer(text: &str) -> MockReply {
+    OpenAiStream::new()
+        .role()
+        .text(text)
+        .finish("stop")
+        .usage(40, 5, 0)
+        .done()
+        .into_reply()
+}
+
+/// Submit `input` on the task protocol of `node`; the task's id.
+async fn submit(node: &str, input: &str) -> String {
+    let v: Value = reqwest::Client::new()
+        .post(format!("{node}/tasks"))
+        .json(&json!({"input": input}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["task_id"].as_str().unwrap_or_else(|| panic!("{v}")).to_string()
+}
+
+/// Wait (bounded) until `cond` holds.
+async fn until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `GET /tasks/{id}` on `node` once the task has ended (bounded: the orphan timeout, a
+/// sweep and the resumed turn).
+async fn ended(node: &Served, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let v: Value = reqwest::get(format!("{}/tasks/{id}", node.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if v.get("complete").is_some() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{id} did not end on the adopting node: {v}\n{}",
+            node.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn first_turns(mock: &MockServer) -> usize {
+    mock.requests().iter().filter(|r| first_turn(r)).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_node_is_killed_mid_turn_finishes_on_the_other_node() {
+    let Some(db) = database().await else { return };
+    // Turn 1 reads the notes; the first turn 2 (node A's) never answers; the next one
+    // (node B's, after the resume) does.
+    let second_turns = Arc::new(AtomicUsize::new(0));
+    let seen = second_turns.clone();
+    let mock = MockServer::start_with(Arc::new(move |r: &RecordedRequest| {
+        if first_turn(r) {
+            return call("read_file", json!({"path": "notes.txt"}));
+        }
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            return answer("never said").delayed(Duration::from_secs(600));
+        }
+        answer(&format!("the answer is 42, from {:?}", tool_results(r)))
+    }))
+    .await
+    .unwrap();
+    let (_a_ws, mut a) = node(&db, &mock);
+    let (_b_ws, b) = node(&db, &mock);
+
+    let id = submit(&a.url, "what do the notes say?").await;
+    until("node A's second turn", Duration::from_secs(30), || {
+        second_turns.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    a.kill();
+
+    let rec = ended(&b, &id).await;
+    assert_eq!(rec["status"], "success", "{rec}\n{}", b.stderr());
+    let result = rec["result"].as_str().unwrap();
+    assert!(result.contains("the answer is 42"), "{rec}");
+    // The read's result came from the checkpoint, not from a second read on B.
+    assert!(result.contains("the notes say 42"), "{rec}");
+    assert_eq!(first_turns(&mock), 1, "the child's first turn was asked again");
+    assert_eq!(second_turns.load(Ordering::SeqCst), 2);
+    // The usage recorded on A (turn 1) continues on B (turn 2; A's never answered).
+    assert_eq!(rec["usage"]["input_tokens"], 70, "{rec}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mutating_call_in_flight_is_reported_as_interrupted_not_run_again() {
+    let Some(db) = database().await else { return };
+    // The call appends to `marker` in the workspace of the node that runs it, then waits
+    // for `release` (created at the end, so nothing is left running).
+    let command = "echo ran >> marker; while [ ! -e release ]; do sleep 0.05; done";
+    let mock = MockServer::start_with(Arc::new(move |r: &RecordedRequest| {
+        if first_turn(r) {
+            return call("bash", json!({"command": command}));
+        }
+        let results = tool_results(r);
+        if results.iter().any(|t| t.contains(INTERRUPTED)) {
+            answer("the call was interrupted; I checked the marker")
+        } else {
+            answer(&format!("unexpected tool results: {results:?}"))
+        }
+    }))
+    .await
+    .unwrap();
+    let (a_ws, mut a) = node(&db, &mock);
+    let (b_ws, b) = node(&db, &mock);
+
+    let id = submit(&a.url, "append to the marker").await;
+    let marker = a_ws.path().join("marker");
+    until("the call running on node A", Duration::from_secs(30), || {
+        marker.exists()
+    })
+    .await;
+    a.kill();
+
+    let rec = ended(&b, &id).await;
+    std::fs::write(a_ws.path().join("release"), "").unwrap();
+    assert_eq!(rec["status"], "success", "{rec}\n{}", b.stderr());
+    assert!(
+        rec["result"]
+            .as_str()
+            .unwrap()
+            .contains("the call was interrupted"),
+        "{rec}"
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran\n");
+    assert!(
+        !Path::new(&b_ws.path().join("marker")).exists(),
+        "node B ran the mutating call again"
+    );
+    assert_eq!(first_turns(&mock), 1, "the child's first turn was asked again");
+}
