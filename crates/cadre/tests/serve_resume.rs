@@ -113,7 +113,10 @@ async fn submit(node: &str, input: &str) -> String {
         .json()
         .await
         .unwrap();
-    v["task_id"].as_str().unwrap_or_else(|| panic!("{v}")).to_string()
+    v["task_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{v}"))
+        .to_string()
 }
 
 /// Wait (bounded) until `cond` holds.
@@ -186,7 +189,11 @@ async fn a_task_whose_node_is_killed_mid_turn_finishes_on_the_other_node() {
     assert!(result.contains("the answer is 42"), "{rec}");
     // The read's result came from the checkpoint, not from a second read on B.
     assert!(result.contains("the notes say 42"), "{rec}");
-    assert_eq!(first_turns(&mock), 1, "the child's first turn was asked again");
+    assert_eq!(
+        first_turns(&mock),
+        1,
+        "the child's first turn was asked again"
+    );
     assert_eq!(second_turns.load(Ordering::SeqCst), 2);
     // The usage recorded on A (turn 1) continues on B (turn 2; A's never answered).
     assert_eq!(rec["usage"]["input_tokens"], 70, "{rec}");
@@ -216,9 +223,11 @@ async fn a_mutating_call_in_flight_is_reported_as_interrupted_not_run_again() {
 
     let id = submit(&a.url, "append to the marker").await;
     let marker = a_ws.path().join("marker");
-    until("the call running on node A", Duration::from_secs(30), || {
-        marker.exists()
-    })
+    until(
+        "the call running on node A",
+        Duration::from_secs(30),
+        || marker.exists(),
+    )
     .await;
     a.kill();
 
@@ -237,5 +246,9 @@ async fn a_mutating_call_in_flight_is_reported_as_interrupted_not_run_again() {
         !Path::new(&b_ws.path().join("marker")).exists(),
         "node B ran the mutating call again"
     );
-    assert_eq!(first_turns(&mock), 1, "the child's first turn was asked again");
+    assert_eq!(
+        first_turns(&mock),
+        1,
+        "the child's first turn was asked again"
+    );
 }
