@@ -215,8 +215,7 @@ impl Agent {
         run_loop::run(
             &self.config,
             session,
-            prompt,
-            None,
+            run_loop::Start::Prompt(prompt),
             run,
             workspace,
             cancel,
@@ -243,8 +242,7 @@ impl Agent {
         run_loop::run(
             &self.config,
             session,
-            None,
-            Some(resume),
+            run_loop::Start::Resume(resume),
             run,
             workspace,
             cancel,

@@ -237,11 +237,17 @@ impl Stop {
     }
 }
 
+/// How a run begins: with a prompt (or none, to answer what the session holds), or by
+/// resuming a conversation an earlier run left.
+pub(crate) enum Start<'a> {
+    Prompt(Option<String>),
+    Resume(&'a Resume),
+}
+
 pub(crate) async fn run(
     cfg: &AgentConfig,
     session: &mut Session,
-    prompt: Option<String>,
-    resume: Option<&Resume>,
+    start: Start<'_>,
     run: Arc<RunContext>,
     workspace: Arc<Workspace>,
     cancel: CancellationToken,
@@ -255,19 +261,15 @@ pub(crate) async fn run(
         depth = run.depth,
         trace = %run.trace_id,
     );
-    run_inner(
-        cfg, session, prompt, resume, run, workspace, cancel, observer,
-    )
-    .instrument(span)
-    .await
+    run_inner(cfg, session, start, run, workspace, cancel, observer)
+        .instrument(span)
+        .await
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn run_inner(
     cfg: &AgentConfig,
     session: &mut Session,
-    prompt: Option<String>,
-    resume: Option<&Resume>,
+    start: Start<'_>,
     run: Arc<RunContext>,
     workspace: Arc<Workspace>,
     cancel: CancellationToken,
@@ -393,6 +395,10 @@ async fn run_inner(
             }
         }
     }
+    let (prompt, resume) = match start {
+        Start::Prompt(p) => (p, None),
+        Start::Resume(r) => (None, Some(r)),
+    };
     if let Some(p) = prompt
         && let Err(e) = session.push(Message::user(p))
     {
