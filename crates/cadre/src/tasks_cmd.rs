@@ -42,6 +42,9 @@ pub fn record_json(r: &TaskRecord) -> Value {
         "updated_at": r.updated_at,
         "heartbeat_at": r.heartbeat_at,
         "owner_node": r.owner_node,
+        "owner_epoch": r.owner_epoch,
+        "on_orphan": r.on_orphan.as_str(),
+        "resumes": r.resumes,
         "transport": r.transport.to_stored(),
         "remote_task_id": r.remote_task_id,
         "remote_headers": r.remote_headers,
@@ -107,6 +110,14 @@ fn readable(r: &TaskRecord) -> String {
     field("updated", &time(r.updated_at));
     field("heartbeat", &r.heartbeat_at.map(time).unwrap_or_default());
     field("owner node", &r.owner_node);
+    field("on orphan", r.on_orphan.as_str());
+    if r.resumes > 0 {
+        // Each adoption moved the task to a new owner and bumped the epoch.
+        field(
+            "resumed",
+            &format!("{} time(s); owner epoch {}", r.resumes, r.owner_epoch),
+        );
+    }
     field("transport", &r.transport.to_stored());
     field("remote task", r.remote_task_id.as_deref().unwrap_or(""));
     if r.cancel_requested {

@@ -4,6 +4,7 @@
 //! adopts it once A's heartbeat is old, rebuilds its child from the definition and the
 //! checkpoint, and finishes it. The mock model (real HTTP, shared by both nodes) shows the
 //! child's first turn was asked exactly once: the task continued, it did not start again.
+//! The same holds for two processes of one workspace on its SQLite store.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod serve_support;
@@ -34,10 +35,10 @@ async fn database() -> Option<String> {
     Some(shared_cluster().unwrap().create_database().await.unwrap())
 }
 
-/// One node: `cadre serve` in its own workspace (its own node id) on the store `url`, its
-/// model on `mock`, resuming orphans after three seconds without a heartbeat.
-fn node(url: &str, mock: &MockServer) -> (tempfile::TempDir, Served) {
-    let ws = workspace(&[
+/// A node's workspace: the worker, the notes it reads, and second-scale liveness with
+/// `on_orphan = "resume"`.
+fn node_workspace() -> tempfile::TempDir {
+    workspace(&[
         ("notes.txt", "the notes say 42\n"),
         (
             ".cadre/agents/worker.md",
@@ -49,18 +50,90 @@ fn node(url: &str, mock: &MockServer) -> (tempfile::TempDir, Served) {
              [store]\nheartbeat_secs = 1\nsweep_secs = 1\norphan_timeout_secs = 3\n\n\
              [subagents]\non_orphan = \"resume\"\n",
         ),
-    ]);
+    ])
+}
+
+/// `cadre serve` in `ws` on the store `url` (none: the workspace's SQLite), its model on
+/// `mock`.
+fn serve(ws: &Path, url: Option<&str>, mock: &MockServer) -> Served {
     let base = mock.openai_base_url();
-    let srv = Served::start(
-        ws.path(),
-        "openai:mock-model",
-        &[
-            ("CADRE_STORE_URL", url),
-            ("OPENAI_BASE_URL", base.as_str()),
-            ("OPENAI_API_KEY", "test-key"),
-        ],
-    );
+    let mut env = vec![
+        ("OPENAI_BASE_URL", base.as_str()),
+        ("OPENAI_API_KEY", "test-key"),
+    ];
+    if let Some(url) = url {
+        env.push(("CADRE_STORE_URL", url));
+    }
+    Served::start(ws, "openai:mock-model", &env)
+}
+
+/// One node: `cadre serve` in its own workspace (its own node id) on the store `url`.
+fn node(url: &str, mock: &MockServer) -> (tempfile::TempDir, Served) {
+    let ws = node_workspace();
+    let srv = serve(ws.path(), Some(url), mock);
     (ws, srv)
+}
+
+/// `cadre tasks show ID` in `ws` on the store `url` (none: the workspace's).
+fn tasks_show(ws: &Path, url: Option<&str>, id: &str) -> String {
+    let mut cmd = cadre(ws);
+    if let Some(url) = url {
+        cmd.env("CADRE_STORE_URL", url);
+    }
+    let out = cmd.args(["tasks", "show", id]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A model whose first turn reads the notes, whose first second turn (the killed node's)
+/// never answers and whose next one does; and the count of second turns.
+async fn slow_second_turn_model() -> (MockServer, Arc<AtomicUsize>) {
+    let second_turns = Arc::new(AtomicUsize::new(0));
+    let seen = second_turns.clone();
+    let mock = MockServer::start_with(Arc::new(move |r: &RecordedRequest| {
+        if first_turn(r) {
+            return call("read_file", json!({"path": "notes.txt"}));
+        }
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            return answer("never said").delayed(Duration::from_secs(600));
+        }
+        answer(&format!("the answer is 42, from {:?}", tool_results(r)))
+    }))
+    .await
+    .unwrap();
+    (mock, second_turns)
+}
+
+/// Submit to `a`, kill it in its second turn, and check that `b` finished the task from its
+/// checkpoint; the task's id.
+async fn killed_mid_turn(
+    mock: &MockServer,
+    second_turns: &AtomicUsize,
+    a: &mut Served,
+    b: &Served,
+) -> String {
+    let id = submit(&a.url, "what do the notes say?").await;
+    until("node A's second turn", Duration::from_secs(30), || {
+        second_turns.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    a.kill();
+
+    let rec = ended(b, &id).await;
+    assert_eq!(rec["status"], "success", "{rec}\n{}", b.stderr());
+    let result = rec["result"].as_str().unwrap();
+    assert!(result.contains("the answer is 42"), "{rec}");
+    // The read's result came from the checkpoint, not from a second read on B.
+    assert!(result.contains("the notes say 42"), "{rec}");
+    assert_eq!(
+        first_turns(mock),
+        1,
+        "the child's first turn was asked again"
+    );
+    assert_eq!(second_turns.load(Ordering::SeqCst), 2);
+    // The usage recorded on A (turn 1) continues on B (turn 2; A's never answered).
+    assert_eq!(rec["usage"]["input_tokens"], 70, "{rec}");
+    id
 }
 
 /// The messages of a chat request.
@@ -158,45 +231,30 @@ fn first_turns(mock: &MockServer) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_node_is_killed_mid_turn_finishes_on_the_other_node() {
     let Some(db) = database().await else { return };
-    // Turn 1 reads the notes; the first turn 2 (node A's) never answers; the next one
-    // (node B's, after the resume) does.
-    let second_turns = Arc::new(AtomicUsize::new(0));
-    let seen = second_turns.clone();
-    let mock = MockServer::start_with(Arc::new(move |r: &RecordedRequest| {
-        if first_turn(r) {
-            return call("read_file", json!({"path": "notes.txt"}));
-        }
-        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
-            return answer("never said").delayed(Duration::from_secs(600));
-        }
-        answer(&format!("the answer is 42, from {:?}", tool_results(r)))
-    }))
-    .await
-    .unwrap();
+    let (mock, second_turns) = slow_second_turn_model().await;
     let (_a_ws, mut a) = node(&db, &mock);
-    let (_b_ws, b) = node(&db, &mock);
-
-    let id = submit(&a.url, "what do the notes say?").await;
-    until("node A's second turn", Duration::from_secs(30), || {
-        second_turns.load(Ordering::SeqCst) == 1
-    })
-    .await;
-    a.kill();
-
-    let rec = ended(&b, &id).await;
-    assert_eq!(rec["status"], "success", "{rec}\n{}", b.stderr());
-    let result = rec["result"].as_str().unwrap();
-    assert!(result.contains("the answer is 42"), "{rec}");
-    // The read's result came from the checkpoint, not from a second read on B.
-    assert!(result.contains("the notes say 42"), "{rec}");
-    assert_eq!(
-        first_turns(&mock),
-        1,
-        "the child's first turn was asked again"
+    let (b_ws, b) = node(&db, &mock);
+    let id = killed_mid_turn(&mock, &second_turns, &mut a, &b).await;
+    let shown = tasks_show(b_ws.path(), Some(&db), &id);
+    assert!(
+        shown.contains("resumed         1 time(s); owner epoch 1"),
+        "{shown}"
     );
-    assert_eq!(second_turns.load(Ordering::SeqCst), 2);
-    // The usage recorded on A (turn 1) continues on B (turn 2; A's never answered).
-    assert_eq!(rec["usage"]["input_tokens"], 70, "{rec}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_sqlite_a_second_process_of_the_workspace_finishes_a_killed_ones_task() {
+    let (mock, second_turns) = slow_second_turn_model().await;
+    // One workspace, one SQLite file, one node id: two processes told apart by instance.
+    let ws = node_workspace();
+    let mut a = serve(ws.path(), None, &mock);
+    let b = serve(ws.path(), None, &mock);
+    let id = killed_mid_turn(&mock, &second_turns, &mut a, &b).await;
+    let shown = tasks_show(ws.path(), None, &id);
+    assert!(
+        shown.contains("resumed         1 time(s); owner epoch 1"),
+        "{shown}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

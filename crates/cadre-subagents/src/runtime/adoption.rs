@@ -103,6 +103,7 @@ impl SubagentRuntime {
         };
         if let Some(sid) = &record.child_session_id {
             plan.session_id = sid.clone();
+            plan.reopen = true;
         }
         self.launch(JobStart {
             task_id: id,

@@ -400,6 +400,7 @@ impl SubagentRuntime {
             parent: parent.clone(),
             worktree: None,
             own_servers: own,
+            reopen: false,
         })
     }
 
@@ -409,11 +410,13 @@ impl SubagentRuntime {
         plan: &ChildPlan,
         worktree: Option<Arc<Worktree>>,
     ) -> Result<Child, SpawnError> {
+        let saved = |dir: &std::path::Path| Session::read_meta(dir, &plan.session_id).is_ok();
+        let reopen = plan.reopen && self.cfg.sessions_dir.as_deref().is_some_and(saved);
         self.build(
             &plan.agent,
             &plan.parent,
             Some((plan.decided.clone(), plan.session_id.clone())),
-            None,
+            reopen.then_some(plan.session_id.as_str()),
             worktree,
             plan.own_servers.clone(),
         )

@@ -255,14 +255,19 @@ impl ChildJob {
             (ChildRunner::Local { agent, workspace }, Some(cp)) => {
                 let (ws, cancel) = (workspace.clone(), self.cancel.clone());
                 match restore(&mut session, &cp.messages) {
-                    Ok(()) => {
+                    Ok(extends) => {
+                        let (generation, stored) = if extends {
+                            (cp.generation, cp.messages.len())
+                        } else {
+                            (cp.generation + 1, 0)
+                        };
                         let observer = Checkpointer::continuing(
                             self.store.clone(),
                             id,
                             self.epoch,
-                            cp.generation,
+                            generation,
                             session.compactions(),
-                            cp.messages.len(),
+                            stored,
                         );
                         let resume = cadre_engine::Resume {
                             spent: cp.usage,
@@ -371,15 +376,23 @@ impl ChildJob {
     }
 }
 
-/// Put a checkpoint's conversation into the adopted child's fresh session.
+/// Put a checkpoint's conversation into the adopted child's session. A fresh session (on
+/// another node) takes it whole; a transcript reopened here (the lost process shared this
+/// workspace) that the checkpoint extends is extended. True when the session's history now
+/// extends the stored copy; false when the transcript holds more or something else (it
+/// is kept: what it holds ran here), and the next checkpoint starts a new generation.
 fn restore(
     session: &mut cadre_engine::Session,
     messages: &[Message],
-) -> Result<(), cadre_engine::SessionError> {
-    for m in messages {
+) -> Result<bool, cadre_engine::SessionError> {
+    let have = session.messages().len();
+    if !messages.starts_with(session.messages()) {
+        return Ok(false);
+    }
+    for m in &messages[have..] {
         session.push(m.clone())?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// What a cancelled task records as its reason: why the process is shutting down, when

@@ -277,6 +277,9 @@ pub(crate) struct ChildPlan {
     pub worktree: Option<crate::runtime::worktree::WorktreeSpec>,
     /// The MCP servers of its definition, held from the spawn on.
     pub own_servers: Option<Arc<crate::ServerLease>>,
+    /// Reopen its session's transcript if this node has one (an adopted task whose lost
+    /// process shared this workspace), instead of creating it.
+    pub reopen: bool,
 }
 
 /// The child a task runs: built already (a live child taking a new message) or planned.
