@@ -432,10 +432,10 @@ async fn run_inner(
                 if let Some(tool) = approved
                     && let Err(e) = session.approve_tool(&tool)
                 {
-                    return finish(persist_failed(e), &text, turns);
+                    return finish(session, persist_failed(e), &text, turns);
                 }
                 if let Err(e) = session.push(msg) {
-                    return finish(persist_failed(e), &text, turns);
+                    return finish(session, persist_failed(e), &text, turns);
                 }
             }
             boundary(observer, &run, session, &stop.budget).await;

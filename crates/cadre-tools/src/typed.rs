@@ -39,6 +39,11 @@ pub trait TypedTool: Send + Sync + 'static {
         false
     }
 
+    /// See [`Tool::is_idempotent`].
+    fn is_idempotent(&self) -> bool {
+        false
+    }
+
     /// See [`Tool::parallel_safe`].
     fn parallel_safe(&self) -> bool {
         self.is_read_only()
@@ -100,6 +105,10 @@ impl<T: TypedTool> Tool for T {
 
     fn is_read_only(&self) -> bool {
         TypedTool::is_read_only(self)
+    }
+
+    fn is_idempotent(&self) -> bool {
+        TypedTool::is_idempotent(self)
     }
 
     fn parallel_safe(&self) -> bool {
