@@ -40,7 +40,7 @@ pub use runtime::narrowing::{child_grant, entry_matches, narrow, narrow_names};
 pub use runtime::remote::{
     OnRemoteId, RemoteApprovals, RemoteExecutor, RemoteOutcome, RemoteRequest,
 };
-pub use runtime::worktree::Isolation;
+pub use runtime::worktree::{Isolation, UnknownIsolation};
 pub use runtime::{
     Adopter, BackgroundApprovals, Child, ChildRunner, Inherited, LiveRequest, Parent,
     RuntimeConfig, SandboxSettings, SpawnError, SpawnRequest, Started, SubagentRuntime,

@@ -20,23 +20,53 @@ const MAX_OUTPUT: usize = 16 * 1024;
 /// Files a diffstat lists before summarising.
 const STAT_FILES: &str = "--stat-count=40";
 
-/// How a child is isolated from its parent's files.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How a child is isolated from its parent's files. As a tool argument it is the string
+/// `worktree`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub enum Isolation {
     /// A git worktree on a new branch.
     Worktree,
 }
 
+impl Isolation {
+    /// Every isolation, by name.
+    const NAMES: [(&'static str, Isolation); 1] = [("worktree", Isolation::Worktree)];
+}
+
+/// An isolation name that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown isolation `{0}` (the only one is `worktree`)")]
+pub struct UnknownIsolation(pub String);
+
 impl std::str::FromStr for Isolation {
-    type Err = String;
+    type Err = UnknownIsolation;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "worktree" => Ok(Self::Worktree),
-            other => Err(format!(
-                "unknown isolation `{other}` (the only one is `worktree`)"
-            )),
-        }
+        let s = s.trim();
+        Self::NAMES
+            .into_iter()
+            .find_map(|(name, isolation)| (name == s).then_some(isolation))
+            .ok_or_else(|| UnknownIsolation(s.to_string()))
+    }
+}
+
+impl TryFrom<String> for Isolation {
+    type Error = UnknownIsolation;
+
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl schemars::JsonSchema for Isolation {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Isolation".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = Self::NAMES.iter().map(|(name, _)| *name).collect();
+        schemars::json_schema!({"type": "string", "enum": names})
     }
 }
 

@@ -2,13 +2,14 @@
 //! `agent_send`, `agent_list`, `agent_close`. Thin adapters over the runtime; replies are
 //! `key: value` lines.
 
+use crate::Isolation;
 use crate::runtime::live::LiveChild;
 use crate::runtime::{Inherited, LiveRequest, Parent, RuntimeRef, SubagentRuntime};
-use async_trait::async_trait;
-use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use cadre_types::{TaskStatus, ToolDefinition};
+use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+use cadre_types::TaskStatus;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,17 +29,44 @@ fn header(child: &LiveChild) -> String {
     )
 }
 
-/// Give `child` a message and answer per `timeout_seconds` (0 = background).
+/// How long `agent_spawn` and `agent_send` wait for the reply.
+#[derive(Deserialize, JsonSchema)]
+pub struct ReplyWait {
+    /// Seconds to wait for the reply; 0 runs the task in the background and answers at once.
+    #[serde(default)]
+    #[schemars(range(max = MAX_TIMEOUT_SECS), extend("default" = DEFAULT_TIMEOUT_SECS))]
+    timeout_seconds: Option<u64>,
+}
+
+impl ReplyWait {
+    /// The wait in seconds, within bounds; 0 means background.
+    fn seconds(&self) -> u64 {
+        self.timeout_seconds
+            .unwrap_or(DEFAULT_TIMEOUT_SECS)
+            .min(MAX_TIMEOUT_SECS)
+    }
+}
+
+/// Which live child a call addresses: its full agent key or its label, exactly one.
+#[derive(Deserialize, JsonSchema)]
+pub struct AgentAddress {
+    /// The full agent_key from agent_spawn (agent:<id>:<uuid>).
+    #[serde(default)]
+    agent_key: Option<String>,
+    /// The label given at agent_spawn.
+    #[serde(default)]
+    label: Option<String>,
+}
+
+/// Give `child` a message and answer per `wait` (0 seconds = background).
 async fn deliver(
     runtime: &SubagentRuntime,
     child: &LiveChild,
     message: String,
-    timeout_seconds: Option<u64>,
+    wait: &ReplyWait,
     parent: &Parent,
 ) -> ToolOutput {
-    let secs = timeout_seconds
-        .unwrap_or(DEFAULT_TIMEOUT_SECS)
-        .min(MAX_TIMEOUT_SECS);
+    let secs = wait.seconds();
     let background = secs == 0;
     let started = match runtime
         .start(
@@ -115,48 +143,47 @@ impl AgentSpawnTool {
     }
 }
 
-#[derive(Deserialize)]
-struct SpawnArgs {
+/// The arguments of `agent_spawn`.
+#[derive(Deserialize, JsonSchema)]
+pub struct SpawnArgs {
+    /// Which agent to create.
     agent_id: String,
+    /// The first task; the only context the agent gets.
     #[serde(default)]
     task: Option<String>,
+    /// A short name to address the agent by, unique in this session.
     #[serde(default)]
     label: Option<String>,
+    #[serde(flatten)]
+    wait: ReplyWait,
+    /// Run the agent in its own git worktree on a new branch from your HEAD for its whole
+    /// life; after each message its changes are committed on that branch (the reply names
+    /// it), your files stay untouched. agent_close removes the worktree.
     #[serde(default)]
-    timeout_seconds: Option<u64>,
-    #[serde(default)]
-    isolation: Option<String>,
+    isolation: Option<Isolation>,
 }
 
-#[async_trait]
-impl Tool for AgentSpawnTool {
-    fn name(&self) -> &str {
-        "agent_spawn"
+impl TypedTool for AgentSpawnTool {
+    const NAME: &'static str = "agent_spawn";
+    type Args = SpawnArgs;
+
+    fn description(&self) -> Cow<'_, str> {
+        format!(
+            "Create a sub-agent that keeps its own conversation, optionally giving it a first \
+             task. The reply starts with its agent_key (use it, or the label, with agent_send \
+             for follow-ups). timeout_seconds: how long to wait for the reply (default \
+             {DEFAULT_TIMEOUT_SECS}, max {MAX_TIMEOUT_SECS}); 0 runs the task in the background \
+             and returns a task_id at once; a task that outlasts the wait keeps running in the \
+             background. Background results are delivered to you automatically."
+        )
+        .into()
     }
 
-    fn definition(&self) -> ToolDefinition {
+    /// The agents there are to create, known only at run time.
+    fn refine_schema(&self, schema: &mut serde_json::Value) {
         let runtime = self.runtime.upgrade();
         let ids: Vec<&str> = runtime.iter().flat_map(|r| r.registry().names()).collect();
-        ToolDefinition {
-            name: "agent_spawn".into(),
-            description: "Create a sub-agent that keeps its own conversation, optionally giving it a first task. \
-                The reply starts with its agent_key (use it, or the label, with agent_send for follow-ups). \
-                timeout_seconds: how long to wait for the reply (default 30, max 600); 0 runs the task in the \
-                background and returns a task_id at once; a task that outlasts the wait keeps running in the \
-                background. Background results are delivered to you automatically."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "agent_id": {"type": "string", "enum": ids, "description": "Which agent to create."},
-                    "task": {"type": "string", "description": "The first task; the only context the agent gets."},
-                    "label": {"type": "string", "description": "A short name to address the agent by, unique in this session."},
-                    "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_TIMEOUT_SECS, "default": DEFAULT_TIMEOUT_SECS},
-                    "isolation": {"type": "string", "enum": ["worktree"], "description": "Run the agent in its own git worktree on a new branch from your HEAD for its whole life; after each message its changes are committed on that branch (the reply names it), your files stay untouched. agent_close removes the worktree."}
-                },
-                "required": ["agent_id"]
-            }),
-        }
+        schema["properties"]["agent_id"]["enum"] = ids.into();
     }
 
     fn is_read_only(&self) -> bool {
@@ -167,25 +194,14 @@ impl Tool for AgentSpawnTool {
         true
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn run(&self, a: SpawnArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let runtime = self.runtime.get()?;
-        let a: SpawnArgs = parse_args(args)?;
         let label = a.label.filter(|l| !l.trim().is_empty());
-        let isolation = a
-            .isolation
-            .as_deref()
-            .map(str::parse)
-            .transpose()
-            .map_err(ToolError::InvalidArgs)?;
         let parent = Parent::of_call(ctx, &self.inherited);
         let request = LiveRequest {
             agent: a.agent_id,
             label,
-            isolation,
+            isolation: a.isolation,
         };
         let child = match runtime.spawn_live(request, &parent).await {
             Ok(c) => c,
@@ -196,7 +212,7 @@ impl Tool for AgentSpawnTool {
                 "{}status: accepted",
                 header(&child)
             ))),
-            Some(task) => Ok(deliver(&runtime, &child, task, a.timeout_seconds, &parent).await),
+            Some(task) => Ok(deliver(&runtime, &child, task, &a.wait, &parent).await),
         }
     }
 }
@@ -223,41 +239,26 @@ impl AgentSendTool {
     }
 }
 
-#[derive(Deserialize)]
-struct SendArgs {
-    #[serde(default)]
-    agent_key: Option<String>,
-    #[serde(default)]
-    label: Option<String>,
+/// The arguments of `agent_send`.
+#[derive(Deserialize, JsonSchema)]
+pub struct SendArgs {
+    #[serde(flatten)]
+    address: AgentAddress,
+    /// The message; the agent continues with its own history.
     message: String,
-    #[serde(default)]
-    timeout_seconds: Option<u64>,
+    #[serde(flatten)]
+    wait: ReplyWait,
 }
 
-#[async_trait]
-impl Tool for AgentSendTool {
-    fn name(&self) -> &str {
-        "agent_send"
-    }
+impl TypedTool for AgentSendTool {
+    const NAME: &'static str = "agent_send";
+    type Args = SendArgs;
 
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "agent_send".into(),
-            description: "Send a follow-up message to a sub-agent created with agent_spawn; it continues with its \
-                own history. Address it by its full agent_key or by its label (exactly one). timeout_seconds \
-                works as for agent_spawn."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "agent_key": {"type": "string", "description": "The full agent_key from agent_spawn (agent:<id>:<uuid>)."},
-                    "label": {"type": "string", "description": "The label given at agent_spawn."},
-                    "message": {"type": "string"},
-                    "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_TIMEOUT_SECS, "default": DEFAULT_TIMEOUT_SECS}
-                },
-                "required": ["message"]
-            }),
-        }
+    fn description(&self) -> Cow<'_, str> {
+        "Send a follow-up message to a sub-agent created with agent_spawn; it continues with \
+         its own history. Address it by its full agent_key or by its label (exactly one). \
+         timeout_seconds works as for agent_spawn."
+            .into()
     }
 
     fn is_read_only(&self) -> bool {
@@ -268,20 +269,40 @@ impl Tool for AgentSendTool {
         true
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let runtime = self.runtime.get()?;
-        let a: SendArgs = parse_args(args)?;
-        let parent = Parent::of_call(ctx, &self.inherited);
-        let child = match find_child(&runtime, &parent, a.agent_key, a.label).await {
-            Ok(c) => c,
-            Err(refused) => return Ok(refused),
+    async fn run(&self, a: SendArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let call = match addressed(&self.runtime, &self.inherited, ctx, a.address).await {
+            Ok(call) => call,
+            Err(answer) => return answer,
         };
-        Ok(deliver(&runtime, &child, a.message, a.timeout_seconds, &parent).await)
+        let (runtime, child, parent) = (&call.runtime, &call.child, &call.parent);
+        Ok(deliver(runtime, child, a.message, &a.wait, parent).await)
     }
+}
+
+/// A call addressed to one live child: the runtime, the caller as a parent, the child.
+struct Addressed {
+    runtime: Arc<SubagentRuntime>,
+    parent: Parent,
+    child: Arc<LiveChild>,
+}
+
+/// The preamble of the tools that address a live child: the runtime, the calling parent and
+/// the child `address` names; or the call's answer when there is none (the runtime is gone,
+/// the address is missing, ambiguous or unknown).
+async fn addressed(
+    runtime: &RuntimeRef,
+    inherited: &Arc<Inherited>,
+    ctx: &ToolContext,
+    address: AgentAddress,
+) -> Result<Addressed, Result<ToolOutput, ToolError>> {
+    let runtime = runtime.get().map_err(Err)?;
+    let parent = Parent::of_call(ctx, inherited);
+    let child = find_child(&runtime, &parent, address).await.map_err(Ok)?;
+    Ok(Addressed {
+        runtime,
+        parent,
+        child,
+    })
 }
 
 /// The live child a call addresses by its full agent key or its label (exactly one), or the
@@ -289,8 +310,7 @@ impl Tool for AgentSendTool {
 async fn find_child(
     runtime: &SubagentRuntime,
     parent: &Parent,
-    agent_key: Option<String>,
-    label: Option<String>,
+    AgentAddress { agent_key, label }: AgentAddress,
 ) -> Result<Arc<LiveChild>, ToolOutput> {
     let (key, label) = match (
         agent_key.filter(|k| !k.is_empty()),
@@ -339,36 +359,16 @@ impl AgentCloseTool {
     }
 }
 
-#[derive(Deserialize)]
-struct CloseArgs {
-    #[serde(default)]
-    agent_key: Option<String>,
-    #[serde(default)]
-    label: Option<String>,
-}
+impl TypedTool for AgentCloseTool {
+    const NAME: &'static str = "agent_close";
+    type Args = AgentAddress;
 
-#[async_trait]
-impl Tool for AgentCloseTool {
-    fn name(&self) -> &str {
-        "agent_close"
-    }
-
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "agent_close".into(),
-            description: "Close a sub-agent created with agent_spawn when you need it no more: a task it is still \
-                running is cancelled, and it can no longer be addressed. One in a git worktree has its worktree \
-                removed; its commits stay on its branch (a branch without commits is deleted). Address it by its \
-                full agent_key or by its label (exactly one)."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "agent_key": {"type": "string", "description": "The full agent_key from agent_spawn (agent:<id>:<uuid>)."},
-                    "label": {"type": "string", "description": "The label given at agent_spawn."}
-                }
-            }),
-        }
+    fn description(&self) -> Cow<'_, str> {
+        "Close a sub-agent created with agent_spawn when you need it no more: a task it is \
+         still running is cancelled, and it can no longer be addressed. One in a git worktree \
+         has its worktree removed; its commits stay on its branch (a branch without commits is \
+         deleted). Address it by its full agent_key or by its label (exactly one)."
+            .into()
     }
 
     fn is_read_only(&self) -> bool {
@@ -379,20 +379,16 @@ impl Tool for AgentCloseTool {
         true
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
-        let runtime = self.runtime.get()?;
-        let a: CloseArgs = parse_args(args)?;
-        let parent = Parent::of_call(ctx, &self.inherited);
-        let child = match find_child(&runtime, &parent, a.agent_key, a.label).await {
-            Ok(c) => c,
-            Err(refused) => return Ok(refused),
+    async fn run(&self, address: AgentAddress, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let call = match addressed(&self.runtime, &self.inherited, ctx, address).await {
+            Ok(call) => call,
+            Err(answer) => return answer,
         };
-        let report = runtime.close_live(&ctx.run.session_id, &child).await;
-        let mut out = format!("{}status: closed", header(&child));
+        let report = call
+            .runtime
+            .close_live(&ctx.run.session_id, &call.child)
+            .await;
+        let mut out = format!("{}status: closed", header(&call.child));
         if let Some(report) = report {
             out.push('\n');
             out.push_str(&report.render());
@@ -415,29 +411,25 @@ impl AgentListTool {
     }
 }
 
-#[async_trait]
-impl Tool for AgentListTool {
-    fn name(&self) -> &str {
-        "agent_list"
-    }
+/// `agent_list` takes no arguments.
+#[derive(Deserialize, JsonSchema)]
+pub struct NoArgs {}
 
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "agent_list".into(),
-            description: "List the sub-agents created with agent_spawn in this session: agent_key, agent_id, label, depth and state.".into(),
-            parameters: json!({"type": "object", "properties": {}}),
-        }
+impl TypedTool for AgentListTool {
+    const NAME: &'static str = "agent_list";
+    type Args = NoArgs;
+
+    fn description(&self) -> Cow<'_, str> {
+        "List the sub-agents created with agent_spawn in this session: agent_key, agent_id, \
+         label, depth and state."
+            .into()
     }
 
     fn is_read_only(&self) -> bool {
         true
     }
 
-    async fn call(
-        &self,
-        _args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn run(&self, _args: NoArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let runtime = self.runtime.get()?;
         let children = runtime.live().list(&ctx.run.session_id);
         let mut out = format!("agents: {}", children.len());

@@ -1,14 +1,15 @@
 //! The `task` tool: delegate one job to a sub-agent, in the foreground (wait for the
 //! answer) or the background (get a task id at once; the result arrives by itself).
 
+use crate::Isolation;
 use crate::runtime::results::ShownResult;
 use crate::runtime::{Inherited, Parent, RuntimeRef, SpawnRequest, SubagentRuntime};
-use async_trait::async_trait;
 use cadre_store::TaskRecord;
-use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use cadre_types::{TaskStatus, ToolDefinition};
+use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+use cadre_types::TaskStatus;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The `task` tool.
@@ -33,16 +34,23 @@ impl TaskTool {
     }
 }
 
-#[derive(Deserialize)]
-struct Args {
+/// The arguments of `task`.
+#[derive(Deserialize, JsonSchema)]
+pub struct Args {
+    /// Which agent does the job.
     subagent_type: String,
+    /// A short (3-7 word) title of the job.
     #[serde(default)]
     description: String,
+    /// The full brief; the only context the sub-agent gets.
     prompt: String,
+    /// Run in the background and return a task id at once.
     #[serde(default)]
     background: bool,
+    /// Run the sub-agent in its own git worktree on a new branch from your HEAD; its changes
+    /// come back as a commit on that branch (the result names it), your files stay untouched.
     #[serde(default)]
-    isolation: Option<String>,
+    isolation: Option<Isolation>,
 }
 
 /// Escape text for inclusion in the XML-like task envelope.
@@ -89,43 +97,34 @@ pub fn render_result(snap: &TaskRecord, shown: &ShownResult) -> ToolOutput {
     }
 }
 
-#[async_trait]
-impl Tool for TaskTool {
-    fn name(&self) -> &str {
-        "task"
+impl TypedTool for TaskTool {
+    const NAME: &'static str = "task";
+    type Args = Args;
+
+    fn description(&self) -> Cow<'_, str> {
+        let catalogue = self
+            .runtime
+            .upgrade()
+            .map(|r| r.registry().catalogue())
+            .unwrap_or_default();
+        format!(
+            "Delegate a self-contained job to a sub-agent. The sub-agent starts with a fresh \
+             context: it sees only `prompt`, not this conversation, and returns only its final \
+             answer. Use it for work that needs many tool calls, broad searches, or independent \
+             parts that can run in parallel (issue several task calls in one reply). Write the \
+             prompt as a complete brief: goal, what is known, where to look, what to return. \
+             With background=true you get a task id at once and the result is delivered to you \
+             automatically when it is done; do not poll.\n\nAvailable agents:\n{catalogue}"
+        )
+        .into()
     }
 
-    fn definition(&self) -> ToolDefinition {
+    /// The agents there are to delegate to, known only at run time.
+    fn refine_schema(&self, schema: &mut serde_json::Value) {
         let runtime = self.runtime.upgrade();
         let defs: Vec<_> = runtime.iter().flat_map(|r| r.registry().list()).collect();
         let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
-        let catalogue = runtime
-            .as_ref()
-            .map(|r| r.registry().catalogue())
-            .unwrap_or_default();
-        ToolDefinition {
-            name: "task".into(),
-            description: format!(
-                "Delegate a self-contained job to a sub-agent. The sub-agent starts with a fresh \
-                 context: it sees only `prompt`, not this conversation, and returns only its final \
-                 answer. Use it for work that needs many tool calls, broad searches, or independent \
-                 parts that can run in parallel (issue several task calls in one reply). Write the \
-                 prompt as a complete brief: goal, what is known, where to look, what to return. \
-                 With background=true you get a task id at once and the result is delivered to you \
-                 automatically when it is done; do not poll.\n\nAvailable agents:\n{catalogue}"
-            ),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "subagent_type": {"type": "string", "enum": names, "description": "Which agent does the job."},
-                    "description": {"type": "string", "description": "A short (3-7 word) title of the job."},
-                    "prompt": {"type": "string", "description": "The full brief; the only context the sub-agent gets."},
-                    "background": {"type": "boolean", "default": false, "description": "Run in the background and return a task id at once."},
-                    "isolation": {"type": "string", "enum": ["worktree"], "description": "Run the sub-agent in its own git worktree on a new branch from your HEAD; its changes come back as a commit on that branch (the result names it), your files stay untouched."}
-                },
-                "required": ["subagent_type", "prompt"]
-            }),
-        }
+        schema["properties"]["subagent_type"]["enum"] = names.into();
     }
 
     fn is_read_only(&self) -> bool {
@@ -138,24 +137,13 @@ impl Tool for TaskTool {
         true
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let runtime = self.runtime.get()?;
-        let args: Args = parse_args(args)?;
         let description = if args.description.trim().is_empty() {
             crate::short_title(&args.prompt)
         } else {
             args.description
         };
-        let isolation = args
-            .isolation
-            .as_deref()
-            .map(str::parse)
-            .transpose()
-            .map_err(ToolError::InvalidArgs)?;
         let parent = Parent::of_call(ctx, &self.inherited);
         let started = runtime
             .spawn(
@@ -164,7 +152,7 @@ impl Tool for TaskTool {
                     prompt: args.prompt,
                     description,
                     background: args.background,
-                    isolation,
+                    isolation: args.isolation,
                 },
                 &parent,
             )

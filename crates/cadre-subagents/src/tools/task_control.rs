@@ -2,12 +2,12 @@
 //! `task_list`. Tasks are scoped to the parent session; replies are `key: value` lines.
 
 use crate::runtime::{RuntimeRef, SubagentRuntime, Waited};
-use async_trait::async_trait;
 use cadre_store::TaskRecord;
-use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput, parse_args};
-use cadre_types::{TaskStatus, ToolDefinition};
+use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+use cadre_types::TaskStatus;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
@@ -106,38 +106,48 @@ impl TaskOutputTool {
     }
 }
 
-#[derive(Deserialize)]
-struct OutputArgs {
+/// Whether `task_output` waits for an unfinished task unless told otherwise.
+const DEFAULT_BLOCK: bool = true;
+
+/// The arguments of `task_output`.
+#[derive(Deserialize, JsonSchema)]
+pub struct OutputArgs {
+    /// The task, as `task` or `agent_spawn` named it.
     task_id: String,
+    /// Wait for the task to finish (up to `timeout`); false answers at once.
     #[serde(default)]
+    #[schemars(extend("default" = DEFAULT_BLOCK))]
     block: Option<bool>,
+    /// Milliseconds to wait when blocking.
     #[serde(default)]
+    #[schemars(range(max = MAX_WAIT_MS), extend("default" = DEFAULT_WAIT_MS))]
     timeout: Option<u64>,
 }
 
-#[async_trait]
-impl Tool for TaskOutputTool {
-    fn name(&self) -> &str {
-        "task_output"
+impl OutputArgs {
+    /// Whether to wait for an unfinished task.
+    fn block(&self) -> bool {
+        self.block.unwrap_or(DEFAULT_BLOCK)
     }
 
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "task_output".into(),
-            description: "Get the status and result of a background task. block=true (default) waits up to \
-                timeout milliseconds (default 30000, max 600000) for it to finish; block=false answers at once. \
-                Results are also delivered automatically, so only use this when you need one now."
-                .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "task_id": {"type": "string"},
-                    "block": {"type": "boolean", "default": true},
-                    "timeout": {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_MS, "default": DEFAULT_WAIT_MS, "description": "Milliseconds to wait when blocking."}
-                },
-                "required": ["task_id"]
-            }),
-        }
+    /// How long to wait, within bounds.
+    fn wait_ms(&self) -> u64 {
+        self.timeout.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS)
+    }
+}
+
+impl TypedTool for TaskOutputTool {
+    const NAME: &'static str = "task_output";
+    type Args = OutputArgs;
+
+    fn description(&self) -> Cow<'_, str> {
+        format!(
+            "Get the status and result of a background task. block=true (default) waits up to \
+             timeout milliseconds (default {DEFAULT_WAIT_MS}, max {MAX_WAIT_MS}) for it to \
+             finish; block=false answers at once. Results are also delivered automatically, so \
+             only use this when you need one now."
+        )
+        .into()
     }
 
     fn is_read_only(&self) -> bool {
@@ -148,27 +158,22 @@ impl Tool for TaskOutputTool {
         true
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn run(&self, a: OutputArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let runtime = self.runtime.get()?;
-        let a: OutputArgs = parse_args(args)?;
         let Some(t) = lookup(&runtime, ctx, &a.task_id).await else {
             return Ok(unknown(&a.task_id));
         };
         if t.status.is_terminal() {
             return Ok(finished(&runtime, &t).await);
         }
-        if !a.block.unwrap_or(true) {
+        if !a.block() {
             return Ok(ToolOutput::ok(describe_running(
                 &runtime,
                 &t,
                 "still running",
             )));
         }
-        let ms = a.timeout.unwrap_or(DEFAULT_WAIT_MS).min(MAX_WAIT_MS);
+        let ms = a.wait_ms();
         match runtime
             .wait_for(&a.task_id, &ctx.cancel, Some(Duration::from_millis(ms)))
             .await
@@ -201,27 +206,20 @@ impl TaskCancelTool {
     }
 }
 
-#[derive(Deserialize)]
-struct CancelArgs {
+/// The arguments of `task_cancel`.
+#[derive(Deserialize, JsonSchema)]
+pub struct CancelArgs {
+    /// The task to cancel.
     task_id: String,
 }
 
-#[async_trait]
-impl Tool for TaskCancelTool {
-    fn name(&self) -> &str {
-        "task_cancel"
-    }
+impl TypedTool for TaskCancelTool {
+    const NAME: &'static str = "task_cancel";
+    type Args = CancelArgs;
 
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "task_cancel".into(),
-            description: "Cancel a running task: its sub-agent stops at once (no further model or tool calls).".into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"task_id": {"type": "string"}},
-                "required": ["task_id"]
-            }),
-        }
+    fn description(&self) -> Cow<'_, str> {
+        "Cancel a running task: its sub-agent stops at once (no further model or tool calls)."
+            .into()
     }
 
     fn is_read_only(&self) -> bool {
@@ -232,13 +230,8 @@ impl Tool for TaskCancelTool {
         true
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn run(&self, a: CancelArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let runtime = self.runtime.get()?;
-        let a: CancelArgs = parse_args(args)?;
         let Some(t) = lookup(&runtime, ctx, &a.task_id).await else {
             return Ok(unknown(&a.task_id));
         };
@@ -284,55 +277,90 @@ impl TaskListTool {
     }
 }
 
-#[derive(Deserialize)]
-struct ListArgs {
-    #[serde(default)]
-    status_filter: Option<String>,
+/// Which tasks `task_list` shows: those in one state, or all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum StatusFilter {
+    /// Every task.
+    #[default]
+    All,
+    /// The tasks in this state.
+    Only(TaskStatus),
 }
 
-#[async_trait]
-impl Tool for TaskListTool {
-    fn name(&self) -> &str {
-        "task_list"
+impl StatusFilter {
+    /// The filter's name, as the model writes it.
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::All => "all",
+            Self::Only(status) => status.as_str(),
+        }
     }
 
-    fn definition(&self) -> ToolDefinition {
-        ToolDefinition {
-            name: "task_list".into(),
-            description:
-                "List this session's sub-agent tasks with status, creation time, token use and cost."
-                    .into(),
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "status_filter": {"type": "string", "enum": ["pending", "running", "completed", "failed", "cancelled", "all"], "default": "all"}
-                }
-            }),
+    /// Every filter, in the order the model is offered them.
+    fn names() -> impl Iterator<Item = &'static str> {
+        TaskStatus::ALL
+            .into_iter()
+            .map(|s| Self::Only(s).as_str())
+            .chain([Self::All.as_str()])
+    }
+}
+
+impl TryFrom<String> for StatusFilter {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        if name == Self::All.as_str() {
+            return Ok(Self::All);
         }
+        TaskStatus::parse(&name).map(Self::Only).ok_or_else(|| {
+            let names: Vec<&str> = Self::names().collect();
+            format!(
+                "status_filter must be one of {} (got {name})",
+                names.join(", ")
+            )
+        })
+    }
+}
+
+impl JsonSchema for StatusFilter {
+    fn schema_name() -> Cow<'static, str> {
+        "StatusFilter".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = Self::names().collect();
+        schemars::json_schema!({"type": "string", "enum": names})
+    }
+}
+
+/// The arguments of `task_list`.
+#[derive(Deserialize, JsonSchema)]
+pub struct ListArgs {
+    /// Only the tasks in this state.
+    #[serde(default)]
+    #[schemars(extend("default" = StatusFilter::All.as_str()))]
+    status_filter: Option<StatusFilter>,
+}
+
+impl TypedTool for TaskListTool {
+    const NAME: &'static str = "task_list";
+    type Args = ListArgs;
+
+    fn description(&self) -> Cow<'_, str> {
+        "List this session's sub-agent tasks with status, creation time, token use and cost.".into()
     }
 
     fn is_read_only(&self) -> bool {
         true
     }
 
-    async fn call(
-        &self,
-        args: serde_json::Value,
-        ctx: &ToolContext,
-    ) -> Result<ToolOutput, ToolError> {
+    async fn run(&self, a: ListArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let runtime = self.runtime.get()?;
-        let a: ListArgs = parse_args(args)?;
-        let filter = a.status_filter.unwrap_or_else(|| "all".into());
-        let wanted = match filter.as_str() {
-            "all" => None,
-            other => match TaskStatus::parse(other) {
-                Some(s) => Some(s),
-                None => {
-                    return Err(ToolError::InvalidArgs(format!(
-                        "status_filter must be one of pending, running, completed, failed, cancelled, all (got {other})"
-                    )));
-                }
-            },
+        let filter = a.status_filter.unwrap_or_default();
+        let wanted = match filter {
+            StatusFilter::All => None,
+            StatusFilter::Only(status) => Some(status),
         };
         let tasks: Vec<TaskRecord> = runtime
             .tasks_of(&ctx.run.session_id)
@@ -340,7 +368,11 @@ impl Tool for TaskListTool {
             .into_iter()
             .filter(|t| wanted.is_none_or(|w| t.status == w))
             .collect();
-        let mut out = format!("tasks: {} (status_filter: {filter})", tasks.len());
+        let mut out = format!(
+            "tasks: {} (status_filter: {})",
+            tasks.len(),
+            filter.as_str()
+        );
         for t in &tasks {
             out.push_str("\n\n");
             out.push_str(&describe(t));
