@@ -140,7 +140,9 @@ impl<'a> Dispatcher<'a> {
         };
         let args = match cadre_tools::decode_arguments(&call.name, &call.arguments) {
             Ok(v) => v,
-            Err(msg) => return self.finish(call, &call.name, ToolOutput::error(msg), None),
+            Err(e) => {
+                return self.finish(call, &call.name, ToolOutput::error(e.to_string()), None);
+            }
         };
         let mut info = ToolCallInfo {
             call_id: call.id.clone(),

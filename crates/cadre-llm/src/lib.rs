@@ -23,7 +23,7 @@ pub mod openai;
 pub use cache::{CacheMode, CacheTtl};
 pub use context_window::ContextWindows;
 pub use error::ProviderError;
-pub use pricing::{ModelPrice, PriceTable};
+pub use pricing::{ModelPrice, PriceError, PriceTable};
 pub use provider::{
     DEFAULT_MAX_REPLY_BYTES, ModelRequest, ModelResponse, ModelStream, Provider, RequestMetadata,
     StreamEvent, collect,

@@ -166,6 +166,17 @@ impl Default for PriceTable {
     }
 }
 
+/// Why a price was not added to a [`PriceTable`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PriceError {
+    /// The key is not `provider:model`.
+    #[error("price key {0:?} must be provider:model, e.g. \"anthropic:claude-sonnet-4-5\"")]
+    BadKey(String),
+    /// A rate is negative or not a number.
+    #[error("price of {0}: rates must be 0 or more")]
+    BadRate(String),
+}
+
 impl PriceTable {
     /// The built-in prices.
     pub fn built_in() -> Self {
@@ -183,7 +194,7 @@ impl PriceTable {
 
     /// Add or replace the price of `key` (`provider:model`); a key without a provider is
     /// refused, since the same model name costs differently through different providers.
-    pub fn set(&mut self, key: &str, price: ModelPrice) -> Result<(), String> {
+    pub fn set(&mut self, key: &str, price: ModelPrice) -> Result<(), PriceError> {
         match key.split_once(':') {
             Some((p, m)) if !p.is_empty() && !m.is_empty() => {
                 let bad = |v: f64| !v.is_finite() || v < 0.0;
@@ -195,14 +206,12 @@ impl PriceTable {
                     Some(price.output),
                 ];
                 if rates.into_iter().flatten().any(bad) {
-                    return Err(format!("price of {key}: rates must be 0 or more"));
+                    return Err(PriceError::BadRate(key.to_string()));
                 }
                 self.entries.insert(key.to_string(), price);
                 Ok(())
             }
-            _ => Err(format!(
-                "price key {key:?} must be provider:model, e.g. \"anthropic:claude-sonnet-4-5\""
-            )),
+            _ => Err(PriceError::BadKey(key.to_string())),
         }
     }
 

@@ -172,7 +172,7 @@ impl AgentServers for AgentServerPool {
             if !server.knows_offer()
                 && let Err(e) = server.start().await
             {
-                warnings.push(e);
+                warnings.push(e.to_string());
             }
             tools.extend(tools_of(&server));
         }

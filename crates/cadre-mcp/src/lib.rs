@@ -28,6 +28,6 @@ pub use config::{
 };
 pub use result::{MAX_MEDIA_BYTES, MEDIA_DIR};
 pub use serve::{McpSession, ServeContext, http_router, serve_stdio};
-pub use server::{CallError, McpServer, Offer, Progress, ServerState};
+pub use server::{CallError, McpServer, Offer, Progress, ServerState, StartError};
 pub use servers::{McpServers, StartFailure};
 pub use tool::{McpTool, tools_of};

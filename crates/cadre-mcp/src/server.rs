@@ -81,8 +81,8 @@ pub struct Progress {
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// The server is not running and could not be started.
-    #[error("{0}")]
-    Unavailable(String),
+    #[error(transparent)]
+    Unavailable(#[from] StartError),
     /// The server exited or the connection broke during the call.
     #[error("{0}")]
     Lost(String),
@@ -95,6 +95,39 @@ pub enum CallError {
     /// The caller cancelled it.
     #[error("cancelled")]
     Cancelled,
+}
+
+/// Why a server is not running for its caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StartError {
+    /// `enabled = false`.
+    #[error("MCP server {server} is disabled (enabled = false)")]
+    Disabled {
+        /// The server.
+        server: String,
+    },
+    /// It failed before and is not retried.
+    #[error("MCP server {server} is not available: {reason}")]
+    Unavailable {
+        /// The server.
+        server: String,
+        /// Why it failed.
+        reason: String,
+    },
+    /// cadre stopped it: the sub-agents it was declared for have ended.
+    #[error("MCP server {server} is stopped: the sub-agents it was declared for have ended")]
+    Stopped {
+        /// The server.
+        server: String,
+    },
+    /// Starting it failed just now.
+    #[error("MCP server {server} failed to start: {reason}")]
+    Failed {
+        /// The server.
+        server: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// One server and its shared connection.
@@ -217,14 +250,14 @@ impl McpServer {
 
     /// Start it if it is not running, and list what it offers. A failed start is remembered
     /// (the next call of [`connection`](Self::connection) tries once more).
-    pub async fn start(&self) -> Result<Offer, String> {
+    pub async fn start(&self) -> Result<Offer, StartError> {
         self.connection().await?;
         Ok(self.offer())
     }
 
     /// The running connection, starting the server when it is idle or stopped, or when it
     /// failed and has a retry left.
-    async fn connection(&self) -> Result<Arc<Connection>, String> {
+    async fn connection(&self) -> Result<Arc<Connection>, StartError> {
         let mut inner = self.inner.lock().await;
         if let Some(c) = &inner.conn {
             if !c.is_closed() {
@@ -239,19 +272,18 @@ impl McpServer {
         }
         match &inner.state {
             ServerState::Disabled => {
-                return Err(format!(
-                    "MCP server {} is disabled (enabled = false)",
-                    self.cfg.name
-                ));
+                return Err(StartError::Disabled {
+                    server: self.cfg.name.clone(),
+                });
             }
             ServerState::Failed {
                 error,
                 retry: false,
             } => {
-                return Err(format!(
-                    "MCP server {} is not available: {error}",
-                    self.cfg.name
-                ));
+                return Err(StartError::Unavailable {
+                    server: self.cfg.name.clone(),
+                    reason: error.clone(),
+                });
             }
             _ => {}
         }
@@ -260,10 +292,9 @@ impl McpServer {
             .as_ref()
             .is_some_and(|h| h.load(Ordering::SeqCst) == 0)
         {
-            return Err(format!(
-                "MCP server {} is stopped: the sub-agents it was declared for have ended",
-                self.cfg.name
-            ));
+            return Err(StartError::Stopped {
+                server: self.cfg.name.clone(),
+            });
         }
         let retrying = matches!(inner.state, ServerState::Failed { .. });
         match self.open().await {
@@ -286,10 +317,10 @@ impl McpServer {
                     // A start that failed is retried once, on the next call.
                     retry: !retrying,
                 };
-                Err(format!(
-                    "MCP server {} failed to start: {error}",
-                    self.cfg.name
-                ))
+                Err(StartError::Failed {
+                    server: self.cfg.name.clone(),
+                    reason: error,
+                })
             }
         }
     }

@@ -138,7 +138,7 @@ impl McpServers {
             .map(|s| async move {
                 s.start().await.err().map(|error| StartFailure {
                     server: s.name().to_string(),
-                    error,
+                    error: error.to_string(),
                 })
             });
         futures::future::join_all(starts)

@@ -109,7 +109,7 @@ async fn a_server_that_never_starts_is_a_failure_naming_it_and_gets_one_more_try
         ghost.state().await,
         ServerState::Failed { retry: false, .. }
     ));
-    let e = ghost.start().await.unwrap_err();
+    let e = ghost.start().await.unwrap_err().to_string();
     assert!(e.contains("is not available"), "{e}");
 }
 

@@ -23,12 +23,12 @@ pub use definitions::model_spec::{
     BUILTIN_ALIASES, FALLBACK_NOTE, ModelChoice, ModelDialect, resolve_model,
 };
 pub use definitions::paths::{
-    check_relative_path, display_path, display_source, prompt_file, resolve_workspace_path,
-    runtime_root,
+    WorkspacePathError, check_relative_path, display_path, display_source, prompt_file,
+    resolve_workspace_path, runtime_root,
 };
 pub use definitions::registry::{
-    AgentRegistry, AgentRegistryBuilder, AgentWarning, GENERAL_PURPOSE, general_purpose,
-    validate_declaration,
+    AgentRegistry, AgentRegistryBuilder, AgentWarning, DeclarationError, GENERAL_PURPOSE,
+    general_purpose, validate_declaration,
 };
 pub use definitions::skills::{SKILL_DIRS, Skill, SkillSet};
 pub use harness::{Harness, HarnessBuilder, HarnessError, RunOptions};

@@ -31,7 +31,13 @@ fn delegation_schemas_keep_their_arguments_and_reach_providers_as_written() {
         (
             "task",
             &["subagent_type", "prompt"],
-            &["background", "description", "isolation", "prompt", "subagent_type"],
+            &[
+                "background",
+                "description",
+                "isolation",
+                "prompt",
+                "subagent_type",
+            ],
         ),
         (
             "agent_spawn",
@@ -45,7 +51,11 @@ fn delegation_schemas_keep_their_arguments_and_reach_providers_as_written() {
         ),
         ("agent_list", &[], &[]),
         ("agent_close", &[], &["agent_key", "label"]),
-        ("task_output", &["task_id"], &["block", "task_id", "timeout"]),
+        (
+            "task_output",
+            &["task_id"],
+            &["block", "task_id", "timeout"],
+        ),
         ("task_cancel", &["task_id"], &["task_id"]),
         ("task_list", &[], &["status_filter"]),
     ];
@@ -86,11 +96,21 @@ fn delegation_schemas_keep_their_arguments_and_reach_providers_as_written() {
     }
     assert_eq!(
         props("task_list")["status_filter"]["enum"],
-        json!(["pending", "running", "completed", "failed", "cancelled", "all"])
+        json!([
+            "pending",
+            "running",
+            "completed",
+            "failed",
+            "cancelled",
+            "all"
+        ])
     );
     assert_eq!(props("task_list")["status_filter"]["default"], "all");
     // The shared address reads the same in both tools.
-    assert_eq!(props("agent_send")["agent_key"], props("agent_close")["agent_key"]);
+    assert_eq!(
+        props("agent_send")["agent_key"],
+        props("agent_close")["agent_key"]
+    );
     assert_eq!(props("agent_send")["label"], props("agent_close")["label"]);
 }
 
@@ -100,7 +120,11 @@ async fn arguments_that_do_not_decode_are_reported_to_the_model() {
     let s = f.session();
     let sid = s.id().to_string();
     let cases = [
-        ("task", json!({"subagent_type": "worker"}), "missing field `prompt`"),
+        (
+            "task",
+            json!({"subagent_type": "worker"}),
+            "missing field `prompt`",
+        ),
         (
             "task",
             json!({"subagent_type": "worker", "prompt": "p", "background": "yes"}),
@@ -116,8 +140,16 @@ async fn arguments_that_do_not_decode_are_reported_to_the_model() {
             json!({"agent_id": "worker", "timeout_seconds": "soon"}),
             "invalid type: string \"soon\"",
         ),
-        ("agent_send", json!({"label": "a"}), "missing field `message`"),
-        ("task_output", json!({"task_id": 7}), "invalid type: integer `7`"),
+        (
+            "agent_send",
+            json!({"label": "a"}),
+            "missing field `message`",
+        ),
+        (
+            "task_output",
+            json!({"task_id": 7}),
+            "invalid type: integer `7`",
+        ),
         (
             "task_list",
             json!({"status_filter": "done"}),

@@ -30,7 +30,7 @@ pub use registry::{ToolRegistry, network_refusal};
 pub use schema::arguments_schema;
 pub use secret_env::{DEFAULT_SECRET_VARS, SecretEnv};
 pub use subject::PermissionSubject;
-pub use tool::{Tool, ToolError, ToolOutput, decode_arguments, parse_args};
+pub use tool::{ArgumentsError, Tool, ToolError, ToolOutput, decode_arguments, parse_args};
 pub use typed::TypedTool;
 pub use workspace::{
     AccessPolicy, EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, PathError,

@@ -140,18 +140,38 @@ pub trait Tool: Send + Sync {
     ) -> Result<ToolOutput, ToolError>;
 }
 
+/// Why the raw arguments of a call are not a JSON object; the message tells the model.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgumentsError {
+    /// Valid JSON, but not an object.
+    #[error("invalid arguments for {tool}: expected a JSON object")]
+    NotAnObject {
+        /// The tool called.
+        tool: String,
+    },
+    /// Not valid JSON.
+    #[error(
+        "invalid JSON in the arguments for {tool}: {source}. Send the arguments as one JSON object."
+    )]
+    Json {
+        /// The tool called.
+        tool: String,
+        /// What the parser found.
+        source: serde_json::Error,
+    },
+}
+
 /// The arguments of a call to `tool` from their raw text as the model sent it: a JSON
-/// object (blank text means `{}`), or the message that tells the model what was wrong.
-pub fn decode_arguments(tool: &str, raw: &str) -> Result<serde_json::Value, String> {
+/// object (blank text means `{}`), or what was wrong with them.
+pub fn decode_arguments(tool: &str, raw: &str) -> Result<serde_json::Value, ArgumentsError> {
     let raw = if raw.trim().is_empty() { "{}" } else { raw };
     match serde_json::from_str(raw) {
         Ok(v @ serde_json::Value::Object(_)) => Ok(v),
-        Ok(_) => Err(format!(
-            "invalid arguments for {tool}: expected a JSON object"
-        )),
-        Err(e) => Err(format!(
-            "invalid JSON in the arguments for {tool}: {e}. Send the arguments as one JSON object."
-        )),
+        Ok(_) => Err(ArgumentsError::NotAnObject { tool: tool.into() }),
+        Err(source) => Err(ArgumentsError::Json {
+            tool: tool.into(),
+            source,
+        }),
     }
 }
 

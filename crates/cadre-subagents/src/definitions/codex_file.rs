@@ -100,7 +100,10 @@ pub fn load_codex_config(
     if !config.exists() {
         return (Vec::new(), Vec::new());
     }
-    let table = match read_text(config).and_then(|t| parse_toml(&t)) {
+    let table = match read_text(config)
+        .map_err(|e| e.to_string())
+        .and_then(|t| parse_toml(&t))
+    {
         Ok(t) => t,
         Err(e) => return (Vec::new(), vec![fail(e)]),
     };

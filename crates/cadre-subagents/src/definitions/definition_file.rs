@@ -346,7 +346,7 @@ fn parse_protocol(value: &Value) -> Result<RemoteProtocol, String> {
 }
 
 fn u32_turns(key: &str, value: &Value) -> Result<u32, String> {
-    let n = positive_int(key, value)?;
+    let n = positive_int(key, value).map_err(|e| e.to_string())?;
     u32::try_from(n).map_err(|_| format!("`{key}` is too large: {n}"))
 }
 
@@ -523,15 +523,21 @@ pub(crate) fn definition_from(
         def.max_turns = Some(u32_turns(k, v)?);
     }
     if let Some((k, v)) = get(Key::MaxTokens) {
-        def.max_tokens = Some(positive_int(k, v)?);
+        def.max_tokens = Some(positive_int(k, v).map_err(|e| e.to_string())?);
     }
     match (get(Key::WallClock), get(Key::TimeoutMins)) {
         (Some((a, _)), Some((b, _))) => {
             return Err(format!("both `{a}` and `{b}` are given; keep one"));
         }
-        (Some((k, v)), None) => def.wall_clock_secs = Some(positive_int(k, v)?),
+        (Some((k, v)), None) => {
+            def.wall_clock_secs = Some(positive_int(k, v).map_err(|e| e.to_string())?)
+        }
         (None, Some((k, v))) => {
-            def.wall_clock_secs = Some(positive_int(k, v)?.saturating_mul(60));
+            def.wall_clock_secs = Some(
+                positive_int(k, v)
+                    .map_err(|e| e.to_string())?
+                    .saturating_mul(60),
+            );
         }
         (None, None) => {}
     }
@@ -539,7 +545,7 @@ pub(crate) fn definition_from(
         def.skills = string_list(k, v)?.unwrap_or_default();
     }
     if let Some((k, v)) = get(Key::CanDelegate) {
-        def.can_delegate = boolean(k, v)?;
+        def.can_delegate = boolean(k, v).map_err(|e| e.to_string())?;
     }
     if let Some((k, v)) = get(Key::ProtectedPaths) {
         def.protected_paths = string_list(k, v)?.unwrap_or_default();
@@ -662,14 +668,14 @@ pub(crate) fn definition_from(
         }
         def.workspace.path = Some(match cx.workspace {
             Some(ws) => {
-                let resolved = resolve_workspace_path(ws, &p)?;
+                let resolved = resolve_workspace_path(ws, &p).map_err(|e| e.to_string())?;
                 resolved
                     .strip_prefix(ws)
                     .map(Path::to_path_buf)
                     .unwrap_or(resolved)
             }
             None => {
-                check_relative_path(&p)?;
+                check_relative_path(&p).map_err(|e| e.to_string())?;
                 p
             }
         });

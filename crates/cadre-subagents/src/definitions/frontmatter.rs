@@ -446,27 +446,42 @@ pub fn string_list(key: &str, value: &Value) -> Result<Option<Vec<String>>, Stri
 }
 
 /// A positive integer (a YAML number, or a string holding one).
-pub fn positive_int(key: &str, value: &Value) -> Result<u64, String> {
+pub fn positive_int(key: &str, value: &Value) -> Result<u64, ValueError> {
     let parsed = match value {
         Value::Number(n) => n.as_u64(),
         Value::String(s) => s.trim().parse::<u64>().ok(),
         _ => None,
     };
-    parsed
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("`{key}` must be a positive integer, found {}", show(value)))
+    parsed.filter(|n| *n > 0).ok_or_else(|| ValueError {
+        key: key.to_string(),
+        expected: "a positive integer",
+        found: show(value),
+    })
+}
+
+/// A front-matter value of the wrong kind.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{key}` must be {expected}, found {found}")]
+pub struct ValueError {
+    /// The key whose value it is.
+    pub key: String,
+    /// What the key takes.
+    pub expected: &'static str,
+    /// The value as written, shortened.
+    pub found: String,
 }
 
 /// A boolean (a YAML boolean, or the strings `true` / `false`).
-pub fn boolean(key: &str, value: &Value) -> Result<bool, String> {
+pub fn boolean(key: &str, value: &Value) -> Result<bool, ValueError> {
     match value {
         Value::Bool(b) => Ok(*b),
         Value::String(s) if s.trim().eq_ignore_ascii_case("true") => Ok(true),
         Value::String(s) if s.trim().eq_ignore_ascii_case("false") => Ok(false),
-        other => Err(format!(
-            "`{key}` must be true or false, found {}",
-            show(other)
-        )),
+        other => Err(ValueError {
+            key: key.to_string(),
+            expected: "true or false",
+            found: show(other),
+        }),
     }
 }
 

@@ -212,15 +212,26 @@ pub fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>, LoadError> {
 /// Read a file cadre loads itself (a definition, a skill): a regular file of at most
 /// [`MAX_FILE_BYTES`], checked from its metadata and never read beyond the cap, in UTF-8.
 /// The error is the reason alone (callers add the path).
-pub fn read_text(path: &Path) -> Result<String, String> {
+pub fn read_text(path: &Path) -> Result<String, ReadTextError> {
+    cadre_tools::read_to_string_capped(path, MAX_FILE_BYTES).map_err(ReadTextError)
+}
+
+/// Why a definition or skill file could not be read as text. Its message leaves the path
+/// out: the [`LoadError`] that carries it names the file.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", reason(.0))]
+pub struct ReadTextError(#[source] pub cadre_tools::CappedReadError);
+
+/// The reason of a failed read, without the path.
+fn reason(e: &cadre_tools::CappedReadError) -> String {
     use cadre_tools::CappedReadError as E;
-    cadre_tools::read_to_string_capped(path, MAX_FILE_BYTES).map_err(|e| match e {
+    match e {
         E::NotFound { .. } => "cannot read: the file no longer exists".to_string(),
         E::NotRegular { kind, .. } => format!("not a regular file (it is a {kind})"),
         E::TooLarge { max, .. } => format!("file too large (more than {} KiB)", max / 1024),
         E::NotText { .. } => "not valid UTF-8".to_string(),
         E::Io { source, .. } => format!("cannot read: {source}"),
-    })
+    }
 }
 
 /// Options shared by every file of one load.
@@ -259,7 +270,7 @@ pub fn load_file(
         path: path.to_path_buf(),
         reason,
     };
-    let text = read_text(path).map_err(fail)?;
+    let text = read_text(path).map_err(|e| fail(e.to_string()))?;
     parse_text(path, &text, &opts.context(kind)).map_err(fail)
 }
 

@@ -7,7 +7,10 @@ use std::path::{Component, Path, PathBuf};
 /// Resolve `path` (relative to `workspace`, or absolute) lexically, refusing a result outside
 /// `workspace`. When the path exists it is also resolved through symlinks and must still be
 /// inside the (resolved) workspace.
-pub fn resolve_workspace_path(workspace: &Path, path: &Path) -> Result<PathBuf, String> {
+pub fn resolve_workspace_path(
+    workspace: &Path,
+    path: &Path,
+) -> Result<PathBuf, WorkspacePathError> {
     let joined = if path.is_absolute() {
         path.to_path_buf()
     } else {
@@ -19,7 +22,7 @@ pub fn resolve_workspace_path(workspace: &Path, path: &Path) -> Result<PathBuf, 
             Component::CurDir => {}
             Component::ParentDir => {
                 if !out.pop() {
-                    return Err(escape_message(path));
+                    return Err(WorkspacePathError::Escapes(path.to_path_buf()));
                 }
             }
             other => out.push(other.as_os_str()),
@@ -27,24 +30,28 @@ pub fn resolve_workspace_path(workspace: &Path, path: &Path) -> Result<PathBuf, 
     }
     let root = normalise(workspace);
     if !out.starts_with(&root) {
-        return Err(escape_message(path));
+        return Err(WorkspacePathError::Escapes(path.to_path_buf()));
     }
     if let (Ok(real), Ok(real_root)) = (out.canonicalize(), root.canonicalize())
         && !real.starts_with(&real_root)
     {
-        return Err(format!(
-            "`workspace.path` {} leads outside the main workspace through a symlink",
-            path.display()
-        ));
+        return Err(WorkspacePathError::ThroughSymlink(path.to_path_buf()));
     }
     Ok(out)
 }
 
-fn escape_message(path: &Path) -> String {
-    format!(
-        "`workspace.path` {} escapes the main workspace",
-        path.display()
-    )
+/// Why a definition's `workspace.path` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WorkspacePathError {
+    /// It climbs out of the main workspace.
+    #[error("`workspace.path` {} escapes the main workspace", .0.display())]
+    Escapes(PathBuf),
+    /// It exists and a symlink on the way leads out of the main workspace.
+    #[error("`workspace.path` {} leads outside the main workspace through a symlink", .0.display())]
+    ThroughSymlink(PathBuf),
+    /// It is absolute, and there is no main workspace to check it against.
+    #[error("`workspace.path` {} is absolute but no main workspace is known", .0.display())]
+    AbsoluteWithoutWorkspace(PathBuf),
 }
 
 fn normalise(path: &Path) -> PathBuf {
@@ -63,18 +70,19 @@ fn normalise(path: &Path) -> PathBuf {
 
 /// Check a `workspace.path` when no main workspace is known: it must be relative and must
 /// not climb out with `..`.
-pub fn check_relative_path(path: &Path) -> Result<(), String> {
+pub fn check_relative_path(path: &Path) -> Result<(), WorkspacePathError> {
     if path.is_absolute() {
-        return Err(format!(
-            "`workspace.path` {} is absolute but no main workspace is known",
-            path.display()
+        return Err(WorkspacePathError::AbsoluteWithoutWorkspace(
+            path.to_path_buf(),
         ));
     }
     let mut depth: usize = 0;
     for comp in path.components() {
         match comp {
             Component::ParentDir => {
-                depth = depth.checked_sub(1).ok_or_else(|| escape_message(path))?;
+                depth = depth
+                    .checked_sub(1)
+                    .ok_or_else(|| WorkspacePathError::Escapes(path.to_path_buf()))?;
             }
             Component::Normal(_) => depth += 1,
             _ => {}

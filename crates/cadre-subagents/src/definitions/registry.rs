@@ -294,7 +294,7 @@ impl AgentRegistryBuilder {
                 Ok(()) => m.insert(def),
                 Err(reason) => m.inner.errors.push(LoadError {
                     path: PathBuf::from(format!("<code:{}>", def.name)),
-                    reason,
+                    reason: reason.to_string(),
                 }),
             }
         }
@@ -404,28 +404,52 @@ impl Merger<'_> {
     }
 }
 
+/// Why a definition declared in code is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DeclarationError {
+    /// The name is not a valid agent name.
+    #[error("`{0}` is not a valid agent name")]
+    BadName(String),
+    /// The description is empty.
+    #[error("the description is empty")]
+    NoDescription,
+    /// A permission rule does not parse.
+    #[error(transparent)]
+    Rules(#[from] cadre_engine::RuleError),
+    /// Two settings that exclude each other are both given.
+    #[error("{0} cannot be combined with {1}")]
+    Conflict(&'static str, &'static str),
+    /// `workspace.path` is refused.
+    #[error(transparent)]
+    WorkspacePath(#[from] crate::WorkspacePathError),
+}
+
 /// Check a programmatic declaration: a valid name, a description, and the exclusions of
 /// SPEC §4.1 (`url` excludes `workspace.path` and an inline body; `workspace.path` excludes
 /// an inline body); `workspace.path` must stay inside `workspace`.
-pub fn validate_declaration(def: &AgentDefinition, workspace: Option<&Path>) -> Result<(), String> {
+pub fn validate_declaration(
+    def: &AgentDefinition,
+    workspace: Option<&Path>,
+) -> Result<(), DeclarationError> {
+    use DeclarationError as E;
     if !is_valid_name(&def.name) {
-        return Err(format!("`{}` is not a valid agent name", def.name));
+        return Err(E::BadName(def.name.clone()));
     }
     if def.description.trim().is_empty() {
-        return Err("the description is empty".into());
+        return Err(E::NoDescription);
     }
     let p = &def.permissions;
-    cadre_engine::PermissionRules::parse(&p.only, &p.deny, &p.ask).map_err(|e| e.to_string())?;
+    cadre_engine::PermissionRules::parse(&p.only, &p.deny, &p.ask)?;
     let has_body = !def.prompt.trim().is_empty();
     if def.remote.is_some() && def.workspace.path.is_some() {
-        return Err("`url` cannot be combined with `workspace.path`".into());
+        return Err(E::Conflict("`url`", "`workspace.path`"));
     }
     if def.remote.is_some() && has_body {
-        return Err("`url` cannot be combined with an inline body".into());
+        return Err(E::Conflict("`url`", "an inline body"));
     }
     if let Some(p) = &def.workspace.path {
         if has_body {
-            return Err("`workspace.path` cannot be combined with an inline body".into());
+            return Err(E::Conflict("`workspace.path`", "an inline body"));
         }
         match workspace {
             Some(ws) => {

@@ -33,7 +33,7 @@ pub struct SkillSet {
 }
 
 fn parse_skill(path: &Path, dir_name: &str) -> Result<Skill, String> {
-    let text = read_text(path)?;
+    let text = read_text(path).map_err(|e| e.to_string())?;
     let doc = frontmatter::parse(&text).map_err(|e| e.to_string())?;
     let field = |key: &str| {
         doc.front
