@@ -13,4 +13,4 @@ pub mod render;
 pub mod shell;
 pub mod text;
 
-pub use shell::{SaveAllowRule, TuiError, TuiExit, TuiOptions, run};
+pub use shell::{SaveAllowRule, TuiError, TuiExit, TuiOptions, restore_terminal, run};

@@ -3,13 +3,15 @@
 //! model) with live progress; `/commands` are parsed by the same table as the full-screen UI
 //! (an unknown one is an error, never a prompt); approval questions are asked on stderr and
 //! answered on stdin. Ctrl-C cancels a running turn; at the prompt it explains itself, and a
-//! second one within 2 s exits.
+//! second one within 2 s exits. SIGTERM and SIGHUP cancel the running turn and exit as
+//! `cadre run` does (143, 129), once the cancelled tasks have recorded their ends.
 
 use crate::cli::Cli;
 use crate::interactive::{open_session, resume_hint};
 use crate::output::TextSink;
 use crate::setup::{Overrides, Setup};
-use anyhow::Result;
+use crate::signals::{OnSignal, SignalStop, StopSignals};
+use anyhow::{Context, Result};
 use async_trait::async_trait;
 use cadre_engine::Session;
 use cadre_subagents::{Harness, Parent, RunOptions};
@@ -29,6 +31,8 @@ type Input = Arc<Mutex<Lines<BufReader<Stdin>>>>;
 
 /// How long a second Ctrl-C at the prompt counts as "exit".
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
+/// How long the tasks still running at exit get to record their cancelled ends.
+const DRAIN: Duration = Duration::from_secs(5);
 
 /// Asks the person at the terminal; answers come from the same stdin as the prompts.
 struct LineApprovals {
@@ -132,6 +136,8 @@ struct Repl {
     events: Arc<dyn EventSink>,
     approvals: Arc<dyn ApprovalHandler>,
     interrupts: Interrupts,
+    /// Cancelled by SIGTERM or SIGHUP: every turn's token is its child, and the REPL exits.
+    stop: CancellationToken,
     /// Tokens and cost of this session's runs (each run's total includes its sub-agents).
     spent: cadre_types::Usage,
 }
@@ -150,8 +156,18 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         input,
         events: Arc::new(TextSink::default()),
         interrupts: Interrupts::new()?,
+        stop: CancellationToken::new(),
         spent: Default::default(),
     };
+    let signals = SignalStop::spawn(
+        StopSignals::install_terminating().context("cannot listen for signals")?,
+        repl.stop.clone(),
+        repl.h().runtime().clone(),
+        OnSignal {
+            announce: true,
+            before_exit: || {},
+        },
+    );
     let tty = std::io::stdin().is_terminal();
     if tty {
         eprintln!(
@@ -165,7 +181,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         eprintln!("{msg}");
     }
     let mut last_interrupt: Option<Instant> = None;
-    loop {
+    while !repl.stop.is_cancelled() {
         if tty {
             eprint!("\n› ");
             let _ = std::io::stderr().flush();
@@ -175,6 +191,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
             tokio::select! {
                 l = lines.next_line() => Some(l),
                 _ = repl.interrupts.next() => None,
+                _ = repl.stop.cancelled() => break,
             }
         };
         let line = match next {
@@ -202,9 +219,14 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
             Ok(Line::Prompt(p)) => repl.prompt(&p).await,
         }
     }
-    repl.h().runtime().shutdown();
+    // The session is written as it goes; what still runs records its cancelled end.
+    let left = repl.h().runtime().shutdown_and_drain(DRAIN).await;
+    if left > 0 {
+        eprintln!("cadre: {left} task(s) did not stop in time; the next start marks them failed");
+    }
+    signals.disarm();
     eprintln!("{}", resume_hint(repl.session.id()));
-    Ok(ExitCode::SUCCESS)
+    Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 
 impl Repl {
@@ -321,7 +343,7 @@ impl Repl {
     }
 
     async fn direct(&mut self, agent: &str, job: String) {
-        let cancel = CancellationToken::new();
+        let cancel = self.stop.child_token();
         let parent = self.parent(&cancel);
         let runtime = self.h().runtime().clone();
         let run = runtime.run_direct(agent, job, &parent);
@@ -352,7 +374,7 @@ impl Repl {
     /// `/compact [instructions]`: the result (tokens before → after) is the `compaction`
     /// event, printed by the sink; a failure is said, and the session is left as it was.
     async fn compact(&mut self, instructions: Option<&str>) {
-        let cancel = CancellationToken::new();
+        let cancel = self.stop.child_token();
         let opts = self.run_options(&cancel);
         let run = self
             .setup
@@ -368,7 +390,7 @@ impl Repl {
     }
 
     async fn prompt(&mut self, prompt: &str) {
-        let cancel = CancellationToken::new();
+        let cancel = self.stop.child_token();
         let opts = self.run_options(&cancel);
         let run = self.setup.harness.run_in(&mut self.session, prompt, opts);
         let out = self

@@ -2,14 +2,14 @@
 
 use crate::cli::{ApprovalAnswer, Cli, OutputFormat, RunArgs};
 use crate::setup::{Overrides, Setup, workspace_root};
-use crate::signals::{StopSignal, StopSignals};
+use crate::signals::{OnSignal, SignalStop, StopSignals};
 use anyhow::{Context, Result, bail};
 use cadre_engine::{NonInteractiveApprovals, Session};
-use cadre_subagents::{Harness, SubagentRuntime, TaskStatus};
+use cadre_subagents::{Harness, TaskStatus};
 use cadre_tools::RunContext;
 use cadre_types::{EndState, Event, EventEnvelope, EventSink, Message, new_session_id};
 use std::process::ExitCode;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -61,35 +61,6 @@ fn exit_for(state: &EndState) -> ExitCode {
             ExitCode::from(EXIT_LIMIT)
         }
     }
-}
-
-/// Cancel `cancel` on the first SIGINT, SIGTERM or SIGHUP, after telling `runtime` why
-/// (its tasks record `cadre received SIGTERM`); exit at once on the second. The signal
-/// received is set in the returned cell.
-fn on_stop_signals(
-    cancel: CancellationToken,
-    runtime: Arc<SubagentRuntime>,
-) -> Result<(tokio::task::JoinHandle<()>, Arc<OnceLock<StopSignal>>)> {
-    let mut signals = StopSignals::install().context("cannot listen for signals")?;
-    let received = Arc::new(OnceLock::new());
-    let cell = received.clone();
-    let task = tokio::spawn(async move {
-        let first = signals.next().await;
-        let _ = cell.set(first);
-        match first {
-            StopSignal::Interrupt => {
-                eprintln!("\ncadre: cancelling (Ctrl-C again to quit at once)…")
-            }
-            other => eprintln!("\ncadre: received {}, cancelling…", other.name()),
-        }
-        runtime.set_shutdown_reason(format!("cadre received {}", first.name()));
-        cancel.cancel();
-        let second = signals.next().await;
-        // No destructor runs past `exit`: the transcripts are written here.
-        cadre_engine::flush_open_transcripts();
-        std::process::exit(i32::from(second.exit_code()));
-    });
-    Ok((task, received))
 }
 
 /// The model a resumed session recorded, read before anything is set up.
@@ -155,7 +126,15 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         })
     };
     let cancel = CancellationToken::new();
-    let (signals, received) = on_stop_signals(cancel.clone(), h.runtime().clone())?;
+    let signals = SignalStop::spawn(
+        StopSignals::install().context("cannot listen for signals")?,
+        cancel.clone(),
+        h.runtime().clone(),
+        OnSignal {
+            announce: true,
+            before_exit: || {},
+        },
+    );
     // The session to name at the end, if it holds something to resume.
     let mut resumable = None;
     let (state, session_id) = match &args.agent {
@@ -207,19 +186,13 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         eprintln!("cadre: {left} task(s) did not stop in time; the next start marks them failed");
     }
     // Only now: a second signal while the tasks drain still exits at once.
-    signals.abort();
+    signals.disarm();
     if args.output == OutputFormat::Text
         && let Some(id) = resumable
     {
         eprintln!("session: {id} (resume with --resume {id})");
     }
-    let code = exit_for(&state);
-    // SIGTERM and SIGHUP exit as the signal says however the run ended (SIGINT: as the
-    // run ended, normally `cancelled`).
-    Ok(match received.get() {
-        Some(s) if *s != StopSignal::Interrupt => ExitCode::from(s.exit_code()),
-        _ => code,
-    })
+    Ok(signals.exit_code(exit_for(&state)))
 }
 
 /// `--compact-now`: compact the session before the prompt. What it did is the `compaction`

@@ -1,12 +1,20 @@
 //! `cadre` on a terminal: the full-screen UI (`cadre-tui`) over the configured harness.
+//! SIGTERM, SIGHUP (and a SIGINT from outside: in raw mode Ctrl-C is a key) leave it as
+//! `/exit` does, then the cancelled tasks record their ends and cadre exits 128 + signal.
 
 use crate::cli::Cli;
 use crate::config;
 use crate::interactive::{open_session, resume_hint};
 use crate::setup::{Overrides, Setup};
-use anyhow::Result;
+use crate::signals::{OnSignal, SignalStop, StopSignals};
+use anyhow::{Context, Result};
 use cadre_engine::ApprovalMode;
 use std::process::ExitCode;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long the tasks still running at exit get to record their cancelled ends.
+const DRAIN: Duration = Duration::from_secs(5);
 
 fn mode_name(mode: ApprovalMode) -> &'static str {
     match mode {
@@ -24,6 +32,17 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
     let ws = setup.harness.workspace().to_path_buf();
     let approval_mode = mode_name(setup.harness.agent().config().permissions.mode).to_string();
     let (harness, maintenance) = setup.into_parts();
+    let runtime = harness.runtime().clone();
+    let stop = CancellationToken::new();
+    let signals = SignalStop::spawn(
+        StopSignals::install().context("cannot listen for signals")?,
+        stop.clone(),
+        runtime.clone(),
+        OnSignal {
+            announce: false,
+            before_exit: cadre_tui::restore_terminal,
+        },
+    );
     let rules_ws = ws.clone();
     let exit = cadre_tui::run(cadre_tui::TuiOptions {
         harness,
@@ -35,11 +54,25 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
                 .map(|p| p.display().to_string())
                 .map_err(|e| format!("{e:#}"))
         }),
+        stop,
     })
     .await?;
+    if let Some(s) = signals.received() {
+        eprintln!(
+            "cadre: received {}, stopped the running turn and tasks",
+            s.name()
+        );
+    }
+    let left = runtime.shutdown_and_drain(DRAIN).await;
+    if left > 0 {
+        eprintln!("cadre: {left} task(s) did not stop in time; the next start marks them failed");
+    }
+    signals.disarm();
     drop(maintenance);
     if exit.saved {
         eprintln!("{}", resume_hint(&exit.session_id));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(signals
+        .received()
+        .map_or(ExitCode::SUCCESS, |s| ExitCode::from(s.exit_code())))
 }

@@ -7,6 +7,7 @@ pub mod history;
 mod terminal;
 
 pub use channels::{ChannelSink, DialogApprovals};
+pub use terminal::restore_terminal;
 
 use crate::keys;
 use crate::model::approvals::PendingApproval;
@@ -49,6 +50,9 @@ pub struct TuiOptions {
     pub approval_mode: String,
     /// Carries out "always" in the approval dialog.
     pub save_allow_rule: SaveAllowRule,
+    /// Cancelled to leave (SIGTERM, SIGHUP): the running turn is cancelled and waited for,
+    /// open questions are refused, and the terminal is restored, as on `/exit`.
+    pub stop: CancellationToken,
 }
 
 /// How the UI ended.
@@ -146,6 +150,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
     let mut input = terminal::input_events();
     let mut tick = tokio::time::interval(TICK);
     let mut last_frame = Instant::now() - FRAME_INTERVAL;
+    let stop = opts.stop;
     while !shell.exit {
         if shell.dirty && last_frame.elapsed() >= FRAME_INTERVAL {
             shell.app.now_ms = unix_millis();
@@ -183,6 +188,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
                 }
             }
             _ = tick.tick() => shell.on_tick().await,
+            _ = stop.cancelled() => shell.exit = true,
             _ = tokio::time::sleep_until(next_frame), if dirty => {}
         }
         let queued = std::mem::take(&mut shell.pending);
@@ -191,6 +197,8 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
         }
     }
     if let Some(t) = shell.turn.take() {
+        // The turn's end (its session, cancelled tool processes) is waited for, so the
+        // session on disk is complete.
         t.cancel.cancel();
         if let Ok((session, _)) = t.handle.await {
             shell.session = Some(session);

@@ -13,7 +13,13 @@ use ratatui::crossterm::terminal::{
     supports_keyboard_enhancement,
 };
 use std::io::Stdout;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
+
+/// Whether the UI holds the terminal (raw mode, alternate screen), and with the keyboard
+/// enhancement pushed: what [`restore_terminal`] undoes.
+static HELD: AtomicBool = AtomicBool::new(false);
+static ENHANCED: AtomicBool = AtomicBool::new(false);
 
 /// The terminal type the UI draws on.
 pub type Term = Terminal<CrosstermBackend<Stdout>>;
@@ -23,7 +29,16 @@ pub struct TerminalGuard {
     enhanced: bool,
 }
 
+/// Give the terminal back as it was (cooked mode, the main screen), if the UI holds it: for
+/// a process about to exit without unwinding (a second SIGTERM).
+pub fn restore_terminal() {
+    if HELD.swap(false, Ordering::SeqCst) {
+        restore(ENHANCED.load(Ordering::SeqCst));
+    }
+}
+
 fn restore(enhanced: bool) {
+    HELD.store(false, Ordering::SeqCst);
     let mut out = std::io::stdout();
     if enhanced {
         let _ = execute!(out, PopKeyboardEnhancementFlags);
@@ -61,6 +76,8 @@ pub fn enter() -> std::io::Result<(Term, TerminalGuard)> {
         )
         .is_ok();
     let guard = TerminalGuard { enhanced };
+    ENHANCED.store(enhanced, Ordering::SeqCst);
+    HELD.store(true, Ordering::SeqCst);
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore(enhanced);
