@@ -31,6 +31,11 @@ pub const MAX_NESTING: usize = 32;
 /// names) that front matter may expand to.
 pub const MAX_NODES: u64 = 100_000;
 
+/// Most top-level keys a front-matter block may have. Real definitions use a handful (the
+/// richest format, OpenCode's, about twenty); a block of thousands is hostile, and parsing it
+/// is most of what loading a directory of such files costs.
+pub const MAX_TOP_LEVEL_KEYS: usize = 100;
+
 /// Why a front-matter document could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrontMatterError {
@@ -43,6 +48,9 @@ pub enum FrontMatterError {
     /// The block is larger than [`MAX_FRONT_MATTER_BYTES`].
     #[error("front matter is larger than {} KiB", MAX_FRONT_MATTER_BYTES / 1024)]
     TooLarge,
+    /// More than [`MAX_TOP_LEVEL_KEYS`] top-level keys.
+    #[error("front matter has more than {MAX_TOP_LEVEL_KEYS} top-level keys")]
+    TooManyKeys,
     /// Mappings and lists nest deeper than [`MAX_NESTING`].
     #[error("front matter nests lists and mappings more than {MAX_NESTING} levels deep")]
     TooDeep,
@@ -328,6 +336,9 @@ fn parse_yaml(front: &str) -> Result<TopLevel, FrontMatterError> {
 /// keep their numbers).
 pub fn parse(text: &str) -> Result<Document, FrontMatterError> {
     let (front, body) = split(text)?;
+    if top_level_lines(&front) > MAX_TOP_LEVEL_KEYS {
+        return Err(FrontMatterError::TooManyKeys);
+    }
     let (top, requoted) = if front.trim().is_empty() {
         (TopLevel::Null, Vec::new())
     } else {
@@ -362,6 +373,16 @@ pub fn parse(text: &str) -> Result<Document, FrontMatterError> {
         requoted,
         duplicates,
     })
+}
+
+/// How many lines could hold a top-level key: those starting in the first column with
+/// neither a comment nor a list item (a top-level mapping's continuation lines are indented).
+/// Counted before any parse, so a block of thousands of keys costs a line scan.
+fn top_level_lines(front: &str) -> usize {
+    front
+        .lines()
+        .filter(|line| !line.is_empty() && !line.starts_with([' ', '\t', '#', '-']))
+        .count()
 }
 
 /// Quote the one-line plain values of top-level keys that contain `: ` (or end in `:`),
@@ -676,6 +697,23 @@ mod tests {
             }
         }
         assert!(passed > 100, "only {passed} texts exercised the proof");
+    }
+
+    #[test]
+    fn thousands_of_top_level_keys_are_refused_before_parsing() {
+        let keys = |n: usize| {
+            let lines: String = (0..n).map(|k| format!("k{k}: a: b\n")).collect();
+            format!("---\nname: many\n# a comment\n{lines}---\n")
+        };
+        assert!(parse(&keys(MAX_TOP_LEVEL_KEYS - 1)).is_ok());
+        assert_eq!(
+            parse(&keys(MAX_TOP_LEVEL_KEYS)),
+            Err(FrontMatterError::TooManyKeys)
+        );
+        // Indented lines, comments and list items are not keys.
+        let nested: String = (0..500).map(|k| format!("  k{k}: v\n")).collect();
+        let text = format!("---\nname: a\nworkspace:\n{nested}# c\n---\n");
+        assert!(parse(&text).is_ok());
     }
 
     #[test]
