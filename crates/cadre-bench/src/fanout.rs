@@ -304,7 +304,7 @@ pub fn print(r: &FanoutResult) {
         s.median_ms, s.min_ms, s.max_ms, r.setup_median_ms
     );
     if let Some(o) = r.overhead_per_subagent_ms {
-        println!("  overhead  {:.4} ms per sub-agent (wall)", o);
+        println!("  overhead  {o:.4} ms per sub-agent (wall)");
     }
     if let Some(o) = r.cpu_overhead_per_subagent_ms {
         let med = |v: &[f64]| summarize(v).median_ms;

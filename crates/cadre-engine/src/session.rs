@@ -478,7 +478,7 @@ impl Session {
             return Vec::new();
         };
         let mut out: Vec<(String, std::time::SystemTime)> = entries
-            .filter_map(|e| e.ok())
+            .filter_map(std::result::Result::ok)
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
                 let id = name.strip_suffix(".jsonl")?;

@@ -14,7 +14,11 @@ use serde_json::json;
 use std::sync::Arc;
 
 fn policy(mode: ApprovalMode, allow: &[&str], deny: &[&str]) -> PermissionPolicy {
-    let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let v = |x: &[&str]| {
+        x.iter()
+            .map(std::string::ToString::to_string)
+            .collect::<Vec<_>>()
+    };
     PermissionPolicy {
         mode,
         rules: PermissionRules::parse(&v(allow), &v(deny), &[]).unwrap(),

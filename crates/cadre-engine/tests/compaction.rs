@@ -59,7 +59,7 @@ fn is_summary_request(r: &RecordedRequest) -> bool {
 fn results_in(text: &str) -> Vec<String> {
     let mut seen = Vec::new();
     for part in text.split("RESULT-").skip(1) {
-        let n: String = part.chars().take_while(|c| c.is_ascii_digit()).collect();
+        let n: String = part.chars().take_while(char::is_ascii_digit).collect();
         let token = format!("RESULT-{n}");
         if !n.is_empty() && !seen.contains(&token) {
             seen.push(token);

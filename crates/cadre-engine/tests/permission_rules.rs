@@ -22,7 +22,11 @@ const ALLOW: &[&str] = &[
 const DENY: &[&str] = &["bash(rm -rf *)", "bash(git push*)", "read_file(secrets/**)"];
 
 fn policy(mode: ApprovalMode) -> PermissionPolicy {
-    let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let v = |x: &[&str]| {
+        x.iter()
+            .map(std::string::ToString::to_string)
+            .collect::<Vec<_>>()
+    };
     PermissionPolicy {
         mode,
         rules: PermissionRules::parse(&v(ALLOW), &v(DENY), &[]).unwrap(),

@@ -225,7 +225,10 @@ impl ProviderRegistry {
 
     /// Every provider name that exists here, sorted.
     pub fn known(&self) -> Vec<String> {
-        let mut names: Vec<String> = BUILTIN_PROVIDERS.iter().map(|s| s.to_string()).collect();
+        let mut names: Vec<String> = BUILTIN_PROVIDERS
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
         names.extend(self.configs.keys().cloned());
         if let Ok(built) = self.built.lock() {
             names.extend(built.keys().filter(|k| !k.contains(':')).cloned());

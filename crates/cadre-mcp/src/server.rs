@@ -476,12 +476,11 @@ impl McpServer {
             _ = cancel.cancelled() => return Err(CallError::Cancelled),
         };
         let peer = conn.service.peer().clone();
-        let handle = match peer
+        let Ok(handle) = peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await
-        {
-            Ok(h) => h,
-            Err(_) => return Err(CallError::Lost(self.lost(&conn).await)),
+        else {
+            return Err(CallError::Lost(self.lost(&conn).await));
         };
         let mut progress = conn.progress.subscribe(handle.progress_token.clone()).await;
         let id = handle.id.clone();

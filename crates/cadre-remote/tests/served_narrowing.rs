@@ -35,7 +35,7 @@ fn node(tools: Option<&[&str]>) -> Node {
     std::fs::write(&script, SCRIPT).unwrap();
     let mut d = AgentDefinition::new("delegator", "Delegates the writing.");
     d.prompt = "You are delegator.".into();
-    d.tools = tools.map(|t| t.iter().map(|s| s.to_string()).collect());
+    d.tools = tools.map(|t| t.iter().map(std::string::ToString::to_string).collect());
     d.can_delegate = true;
     d.workspace.mode = WorkspaceMode::Shared;
     let harness = Harness::builder()

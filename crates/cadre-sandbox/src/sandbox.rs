@@ -105,7 +105,10 @@ impl Sandbox {
 
     /// The private temp dir (created on first use).
     pub fn temp_dir(&self) -> Result<PathBuf, SandboxError> {
-        let mut slot = self.tmp.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = self
+            .tmp
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(t) = slot.as_ref() {
             return Ok(t.path().to_path_buf());
         }

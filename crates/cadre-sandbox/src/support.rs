@@ -109,17 +109,17 @@ fn landlock_features() -> (bool, bool, bool) {
     let fs = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(ABI::V1))
-        .and_then(|r| r.create())
+        .and_then(landlock::Ruleset::create)
         .is_ok();
     let net = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessNet::from_all(ABI::V4))
-        .and_then(|r| r.create())
+        .and_then(landlock::Ruleset::create)
         .is_ok();
     let scopes = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .scope(Scope::from_all(ABI::V6))
-        .and_then(|r| r.create())
+        .and_then(landlock::Ruleset::create)
         .is_ok();
     (fs, net, scopes)
 }

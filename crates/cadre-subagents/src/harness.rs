@@ -126,7 +126,7 @@ impl Default for HarnessBuilder {
             prices: PriceTable::built_in(),
             memory_files: cadre_engine::prompt::DEFAULT_MEMORY_FILES
                 .iter()
-                .map(|s| s.to_string())
+                .map(std::string::ToString::to_string)
                 .collect(),
             disable_general_purpose: false,
             disable_subagents: false,

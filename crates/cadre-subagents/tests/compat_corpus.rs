@@ -54,7 +54,7 @@ fn load(with_key: bool) -> AgentRegistry {
 }
 
 fn strings(v: &[&str]) -> Vec<String> {
-    v.iter().map(|s| s.to_string()).collect()
+    v.iter().map(std::string::ToString::to_string).collect()
 }
 
 #[test]

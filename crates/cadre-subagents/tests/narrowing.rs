@@ -48,7 +48,7 @@ fn parent() -> ToolRegistry {
 }
 
 fn list(names: &[&str]) -> Vec<String> {
-    names.iter().map(|s| s.to_string()).collect()
+    names.iter().map(std::string::ToString::to_string).collect()
 }
 
 /// (label, allowlist, deny list, expected child tools).

@@ -17,8 +17,8 @@ const GP: &str = "general-purpose";
 /// A declared agent with an allowlist, a deny list and `can_delegate`.
 fn def(name: &str, tools: Option<&[&str]>, deny: &[&str], can_delegate: bool) -> AgentDefinition {
     let mut d = worker(name);
-    d.tools = tools.map(|t| t.iter().map(|s| s.to_string()).collect());
-    d.disallowed_tools = deny.iter().map(|s| s.to_string()).collect();
+    d.tools = tools.map(|t| t.iter().map(std::string::ToString::to_string).collect());
+    d.disallowed_tools = deny.iter().map(std::string::ToString::to_string).collect();
     d.can_delegate = can_delegate;
     d
 }
@@ -61,12 +61,12 @@ fn with_delegation(tools: &[&str], minus: &[&str]) -> Vec<String> {
         .iter()
         .chain(DELEGATION_TOOLS.iter())
         .filter(|t| !minus.contains(t))
-        .map(|s| s.to_string())
+        .map(std::string::ToString::to_string)
         .collect()
 }
 
 fn names(tools: &[&str]) -> Vec<String> {
-    tools.iter().map(|s| s.to_string()).collect()
+    tools.iter().map(std::string::ToString::to_string).collect()
 }
 
 /// One chain: its definitions, the agents from depth 1 down, what each is offered, and a
@@ -379,7 +379,7 @@ async fn parents_with_different_tools_never_share_a_built_child() {
             .tools
             .names()
             .iter()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .collect::<Vec<_>>(),
         _ => panic!("a local child"),
     };

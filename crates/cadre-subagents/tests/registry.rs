@@ -143,7 +143,11 @@ fn bad_declarations_are_errors_not_entries() {
         .declare(AgentDefinition::new("fine", "ok"))
         .load();
     assert_eq!(reg.names(), ["fine", "general-purpose"]);
-    let reasons: Vec<String> = reg.errors().iter().map(|e| e.to_string()).collect();
+    let reasons: Vec<String> = reg
+        .errors()
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     assert_eq!(reasons.len(), 3, "{reasons:?}");
     assert!(reasons[0].starts_with("<code:Bad Name>: "), "{reasons:?}");
     assert!(reasons[1].contains("url"), "{reasons:?}");

@@ -85,7 +85,11 @@ fn broken_skill_files_are_errors() {
     );
     let set = SkillSet::discover(&ws.root());
     assert_eq!(set.len(), 1);
-    let errors: Vec<String> = set.errors().iter().map(|e| e.to_string()).collect();
+    let errors: Vec<String> = set
+        .errors()
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     assert_eq!(errors.len(), 3, "{errors:?}");
     assert!(
         errors

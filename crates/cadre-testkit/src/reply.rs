@@ -168,7 +168,7 @@ impl MockReply {
         if let ReplyBody::Chunks { end, .. } = &mut self.body {
             *end = StreamEnd::RepeatLast;
         }
-        self.map_inner(|r| r.repeat_last())
+        self.map_inner(MockReply::repeat_last)
     }
 
     /// Re-chunk the body into frames of at most `size` bytes (at least 1), splitting

@@ -93,7 +93,13 @@ mod tests {
     use super::*;
 
     fn hidden(patterns: &[&str]) -> HiddenPaths {
-        HiddenPaths::new(&patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap()
+        HiddenPaths::new(
+            &patterns
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
     }
 
     #[test]

@@ -27,7 +27,10 @@ impl Default for SecretEnv {
     /// The [`DEFAULT_SECRET_VARS`].
     fn default() -> Self {
         Self {
-            secrets: DEFAULT_SECRET_VARS.iter().map(|s| s.to_string()).collect(),
+            secrets: DEFAULT_SECRET_VARS
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
             passed: BTreeSet::new(),
         }
     }

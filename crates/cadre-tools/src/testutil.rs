@@ -44,7 +44,10 @@ pub(crate) fn ctx(root: &Path) -> ToolContext {
 
 /// A context confined to `root` whose reading tools hide what `patterns` match.
 pub(crate) fn ctx_hiding(root: &Path, patterns: &[&str]) -> ToolContext {
-    let patterns: Vec<String> = patterns.iter().map(|p| p.to_string()).collect();
+    let patterns: Vec<String> = patterns
+        .iter()
+        .map(std::string::ToString::to_string)
+        .collect();
     ToolContext {
         hidden: Arc::new(crate::HiddenPaths::new(&patterns).unwrap()),
         ..ctx(root)

@@ -41,7 +41,7 @@ pub fn call_title(tool: &str, args: &str) -> String {
             .or(s("agent"));
         let what = s("description").or(s("message")).or(s("prompt"));
         if let Some(agent) = agent {
-            let bg = if v.get("background").and_then(|b| b.as_bool()) == Some(true) {
+            let bg = if v.get("background").and_then(serde_json::Value::as_bool) == Some(true) {
                 ", background"
             } else {
                 ""
@@ -74,9 +74,8 @@ pub fn elapsed(ms: u64) -> String {
 
 /// The id shown in tight places: `task_1a2b3c4d` (the full id is in the panel's detail).
 pub fn short_id(id: &str) -> String {
-    let (prefix, rest) = match id.split_once(['_', '-']) {
-        Some((p, r)) => (p, r),
-        None => return id.chars().take(12).collect(),
+    let Some((prefix, rest)) = id.split_once(['_', '-']) else {
+        return id.chars().take(12).collect();
     };
     let sep = &id[prefix.len()..prefix.len() + 1];
     format!("{prefix}{sep}{}", rest.chars().take(8).collect::<String>())

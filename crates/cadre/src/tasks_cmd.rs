@@ -30,7 +30,7 @@ pub fn record_json(r: &TaskRecord) -> Value {
         "status": r.status.as_str(),
         "end_state": r.end_state,
         "complete": completeness.map(|c| c.is_ok()),
-        "reason": completeness.and_then(|c| c.err()).map(|r| r.as_str()),
+        "reason": completeness.and_then(std::result::Result::err).map(cadre_types::IncompleteReason::as_str),
         "description": r.description,
         "prompt": r.prompt,
         "result": r.result,

@@ -468,7 +468,7 @@ const WORKERS: usize = 3;
 fn results_in(text: &str) -> Vec<String> {
     let mut seen = Vec::new();
     for part in text.split("RESULT-").skip(1) {
-        let n: String = part.chars().take_while(|c| c.is_ascii_digit()).collect();
+        let n: String = part.chars().take_while(char::is_ascii_digit).collect();
         let token = format!("RESULT-{n}");
         if !n.is_empty() && !seen.contains(&token) {
             seen.push(token);
@@ -520,7 +520,7 @@ async fn a_long_session_with_background_results_is_compacted_and_keeps_them() {
         }
         if r.body["model"] == "worker-model" {
             let prompt = user_texts(r).pop().unwrap_or_default();
-            let k: String = prompt.chars().filter(|c| c.is_ascii_digit()).collect();
+            let k: String = prompt.chars().filter(char::is_ascii_digit).collect();
             return as_reply(r, OpenAiJson::new().text(&format!("RESULT-{k}")));
         }
         let n = turn.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;

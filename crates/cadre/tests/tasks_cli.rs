@@ -261,10 +261,7 @@ usage = { input_tokens = 1000, output_tokens = 100, cached_input_tokens = 500 }
     // A price for the scripted model: $1 in, $0.10 cached, $2 out per million.
     std::fs::write(
         ws.join(".cadre/config.toml"),
-        format!(
-            "[models.prices.{:?}]\ninput = 1.0\ncached_input = 0.1\noutput = 2.0\n",
-            model
-        ),
+        format!("[models.prices.{model:?}]\ninput = 1.0\ncached_input = 0.1\noutput = 2.0\n"),
     )
     .unwrap();
     let out = cadre(ws, &model).args(["run", "go"]).output().unwrap();

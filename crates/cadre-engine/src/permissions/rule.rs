@@ -142,7 +142,7 @@ impl SubjectGlob {
         }
         // Words may hold whitespace of their own (`echo "a  b"`): compare as the pattern is.
         line.all_commands()
-            .flat_map(|c| c.spellings())
+            .flat_map(cadre_tools::SimpleCommand::spellings)
             .map(|s| normalize_whitespace(&s.text))
             .find(|text| self.command.is_match(text))
     }

@@ -3,7 +3,11 @@ use PolicyDecision::*;
 use std::path::PathBuf;
 
 fn policy(mode: ApprovalMode, allow: &[&str], deny: &[&str], ask: &[&str]) -> PermissionPolicy {
-    let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let v = |x: &[&str]| {
+        x.iter()
+            .map(std::string::ToString::to_string)
+            .collect::<Vec<_>>()
+    };
     PermissionPolicy {
         mode,
         rules: PermissionRules::parse(&v(allow), &v(deny), &v(ask)).unwrap(),

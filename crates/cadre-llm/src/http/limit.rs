@@ -55,8 +55,12 @@ mod tests {
                 })
             })
             .collect();
-        let outs =
-            futures::future::join_all(streams.into_iter().map(|s| s.collect::<Vec<_>>())).await;
+        let outs = futures::future::join_all(
+            streams
+                .into_iter()
+                .map(futures::StreamExt::collect::<Vec<_>>),
+        )
+        .await;
         assert_eq!(outs.iter().map(Vec::len).sum::<usize>(), 6);
         assert_eq!(peak.load(Ordering::SeqCst), 2);
         assert_eq!(limit.available_permits(), 2, "every slot was given back");

@@ -21,9 +21,7 @@ fn root() -> PathBuf {
 }
 
 fn missing(msg: String) {
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("{msg}");
-    }
+    assert!(!std::env::var("CI").is_ok_and(|v| v == "true"), "{msg}");
     eprintln!("\n!!!!!!!! SKIPPED: {msg}\n");
 }
 
@@ -71,7 +69,7 @@ pub fn py_fixture() -> PathBuf {
 pub fn stdio_entry(command: &Path, args: &[&str]) -> ServerEntry {
     ServerEntry {
         command: Some(command.display().to_string()),
-        args: args.iter().map(|s| s.to_string()).collect(),
+        args: args.iter().map(std::string::ToString::to_string).collect(),
         ..ServerEntry::default()
     }
 }

@@ -214,8 +214,11 @@ mod tests {
     use super::*;
 
     fn rules(origins: &[&str], hosts: &[&str]) -> SiteRules {
-        let o: Vec<String> = origins.iter().map(|s| s.to_string()).collect();
-        let h: Vec<String> = hosts.iter().map(|s| s.to_string()).collect();
+        let o: Vec<String> = origins
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect();
+        let h: Vec<String> = hosts.iter().map(std::string::ToString::to_string).collect();
         SiteRules::new(&o, &h).unwrap()
     }
 

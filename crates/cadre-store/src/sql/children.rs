@@ -58,7 +58,7 @@ impl SqlStore {
             .fetch_all(p)
             .await?
             .iter()
-            .map(|r| r.live())
+            .map(super::rows::RecordRow::live)
             .collect())
     }
 

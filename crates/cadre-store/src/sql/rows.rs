@@ -115,7 +115,7 @@ impl_record_row!(sqlx::postgres::PgRow);
 pub(crate) fn tasks_sorted<R: RecordRow>(rows: &[R]) -> StoreResult<Vec<TaskRecord>> {
     let mut out = rows
         .iter()
-        .map(|r| r.task())
+        .map(RecordRow::task)
         .collect::<StoreResult<Vec<_>>>()?;
     out.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
     Ok(out)

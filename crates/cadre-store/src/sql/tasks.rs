@@ -164,7 +164,7 @@ impl SqlStore {
             let row = sqlx::query(counts).bind(session).fetch_one(p).await?;
             let rows = sqlx::query(&open).bind(session).bind(limit).fetch_all(p).await?;
             Ok(BackgroundSummary {
-                open: rows.iter().map(|r| r.task()).collect::<StoreResult<_>>()?,
+                open: rows.iter().map(super::rows::RecordRow::task).collect::<StoreResult<_>>()?,
                 open_total: total(row.try_get(0)?),
                 finished_total: total(row.try_get(1)?),
                 undelivered: total(row.try_get(2)?),

@@ -326,11 +326,15 @@ async fn run_batch<DB: Database>(
             if suspect {
                 source.after_failure();
             }
-            jobs.into_iter().for_each(|j| j.answer(None));
+            for job in jobs {
+                job.answer(None);
+            }
         }
         Batch::Failed(e) => {
             source.after_failure();
-            jobs.into_iter().for_each(|j| j.answer(Some(&e)));
+            for job in jobs {
+                job.answer(Some(&e));
+            }
         }
         Batch::RolledBack => {
             for mut job in jobs {

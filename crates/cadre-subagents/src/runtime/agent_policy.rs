@@ -28,9 +28,13 @@ pub fn narrowed_mode(
         _ if parent == ReadOnly => (ReadOnly, Vec::new()),
         Some(RequestedMode::Plan) => (ReadOnly, Vec::new()),
         Some(RequestedMode::Default) if loose => (Ask, Vec::new()),
-        Some(RequestedMode::AcceptEdits) if loose => {
-            (Ask, EDIT_TOOLS.iter().map(|t| t.to_string()).collect())
-        }
+        Some(RequestedMode::AcceptEdits) if loose => (
+            Ask,
+            EDIT_TOOLS
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect(),
+        ),
         _ => (parent, Vec::new()),
     }
 }

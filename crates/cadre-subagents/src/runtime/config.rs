@@ -142,7 +142,7 @@ impl RuntimeConfig {
             main_workspace,
             memory_files: cadre_engine::prompt::DEFAULT_MEMORY_FILES
                 .iter()
-                .map(|s| s.to_string())
+                .map(std::string::ToString::to_string)
                 .collect(),
             sessions_dir: None,
             base_tools: ToolRegistry::new(),

@@ -83,7 +83,7 @@ pub fn child_grant(
     parent
         .iter()
         .filter(|name| keeps(name, allow, deny, delegation, may_delegate))
-        .map(|name| name.to_string())
+        .map(std::string::ToString::to_string)
         .collect()
 }
 

@@ -517,7 +517,7 @@ pub async fn commit_all(
         [gd.as_str(), wt.as_str()]
             .iter()
             .chain(args)
-            .map(|a| a.to_string())
+            .map(std::string::ToString::to_string)
             .collect()
     };
     // cadre's own state in the child's root (offloaded tool outputs) is not the child's work.

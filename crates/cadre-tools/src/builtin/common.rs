@@ -93,7 +93,7 @@ pub(crate) fn walker(root: &Path, workspace: &Workspace, hidden: &Arc<HiddenPath
         .require_git(false)
         .hidden(true)
         .follow_links(false)
-        .sort_by_file_name(|a, b| a.cmp(b));
+        .sort_by_file_name(std::cmp::Ord::cmp);
     if !hidden.is_empty() {
         let hidden = hidden.clone();
         let base = workspace.root().to_path_buf();

@@ -1,11 +1,17 @@
 use super::*;
 
 fn texts(line: &CommandLine) -> Vec<String> {
-    line.commands().iter().map(|c| c.text()).collect()
+    line.commands()
+        .iter()
+        .map(super::SimpleCommand::text)
+        .collect()
 }
 
 fn indirect(line: &CommandLine) -> Vec<String> {
-    line.indirect_commands().iter().map(|c| c.text()).collect()
+    line.indirect_commands()
+        .iter()
+        .map(super::SimpleCommand::text)
+        .collect()
 }
 
 fn spellings(cmd: &SimpleCommand) -> Vec<&str> {

@@ -49,12 +49,9 @@ pub(super) fn analyse(raw: &str, walker: &mut Walker) -> Word {
     }
     let parsed =
         std::panic::catch_unwind(|| brush_parser::word::parse(raw, &super::walk::options()));
-    let pieces = match parsed {
-        Ok(Ok(p)) => p,
-        Ok(Err(_)) | Err(_) => {
-            walker.unparsed(format!("the word {raw} cannot be parsed"));
-            return Word::new(raw, WordKind::Expanded);
-        }
+    let Ok(Ok(pieces)) = parsed else {
+        walker.unparsed(format!("the word {raw} cannot be parsed"));
+        return Word::new(raw, WordKind::Expanded);
     };
     let mut word = Word::new(String::new(), WordKind::Literal);
     add_pieces(raw, &pieces, false, &mut word, walker);

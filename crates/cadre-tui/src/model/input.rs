@@ -411,7 +411,7 @@ mod tests {
     fn tab_completes_agents_and_commands() {
         let names: Vec<String> = ["@explorer", "@auditor", "/help", "/history"]
             .iter()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .collect();
         let mut b = InputBox::default();
         b.insert_str("@expl");

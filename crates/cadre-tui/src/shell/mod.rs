@@ -475,7 +475,11 @@ impl Shell {
     async fn load_detail(&mut self, id: &str) {
         let runtime = self.harness.runtime();
         let prompt = runtime.task_record(id).await.map(|r| r.prompt);
-        let log = runtime.progress_of(id).iter().map(|l| l.render()).collect();
+        let log = runtime
+            .progress_of(id)
+            .iter()
+            .map(cadre_subagents::runtime::progress::ProgressLine::render)
+            .collect();
         self.app.detail = Some(TaskDetail {
             task_id: id.to_string(),
             prompt,

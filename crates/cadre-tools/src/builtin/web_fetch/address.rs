@@ -177,9 +177,8 @@ mod tests {
         let resolver = GuardedResolver(AddressPolicy {
             allow_private: false,
         });
-        let err = match resolver.resolve("localhost".parse().unwrap()).await {
-            Ok(_) => panic!("localhost must be refused"),
-            Err(e) => e,
+        let Err(err) = resolver.resolve("localhost".parse().unwrap()).await else {
+            panic!("localhost must be refused");
         };
         let refused = err.downcast_ref::<AddressRefused>().unwrap();
         assert_eq!(refused.kind, "a loopback address");
