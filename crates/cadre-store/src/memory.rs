@@ -11,8 +11,8 @@
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, OrphanPolicy, TaskFilter, TaskRecord,
-    Transition,
+    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, OrphanPolicy, ServedTurn, TaskFilter,
+    TaskRecord, Transition,
 };
 use crate::node::{NodeId, current_instance, instance_alive};
 use crate::sql::{executor_died_message, executor_lost_message};
@@ -300,6 +300,19 @@ impl TaskStore for MemoryStore {
                     .as_ref()
                     .is_none_or(|a| r.parent_agent_id.as_ref() == Some(a))
             })
+            .filter(|r| {
+                filter
+                    .served_task
+                    .as_ref()
+                    .is_none_or(|t| r.served.as_ref().is_some_and(|s| &s.task_id == t))
+            })
+            .filter(|r| {
+                filter.caller_id.as_ref().is_none_or(|c| {
+                    r.served
+                        .as_ref()
+                        .is_some_and(|s| s.caller_id.as_ref() == Some(c))
+                })
+            })
             .cloned()
             .collect();
         let mut out = sorted(matching);
@@ -425,6 +438,45 @@ impl TaskStore for MemoryStore {
                 r.remote_task_id = Some(remote_task_id.to_string());
             }
             unset
+        })
+    }
+
+    async fn set_served(&self, id: &str, served: &ServedTurn) -> StoreResult<bool> {
+        let now = now();
+        self.update(id, |r| {
+            r.served = Some(served.clone());
+            r.updated_at = now;
+            true
+        })
+    }
+
+    async fn set_question(&self, id: &str, question: Option<&str>) -> StoreResult<bool> {
+        let now = now();
+        self.update(id, |r| {
+            let write = match question {
+                Some(_) => !r.status.is_terminal(),
+                None => r.question.is_some(),
+            };
+            if write {
+                r.question = question.map(str::to_string);
+                r.answer = None;
+                r.updated_at = now;
+            }
+            write
+        })
+    }
+
+    async fn answer_question(&self, id: &str, question: &str, answer: &str) -> StoreResult<bool> {
+        let now = now();
+        self.update(id, |r| {
+            let open = !r.status.is_terminal()
+                && r.question.as_deref() == Some(question)
+                && r.answer.is_none();
+            if open {
+                r.answer = Some(answer.to_string());
+                r.updated_at = now;
+            }
+            open
         })
     }
 

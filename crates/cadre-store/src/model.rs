@@ -155,8 +155,26 @@ impl NewTask {
             owner_epoch: 0,
             on_orphan: self.on_orphan,
             resumes: 0,
+            served: None,
+            question: None,
+            answer: None,
         }
     }
+}
+
+/// What `cadre serve` records about a task it serves, so that every node of the store, and
+/// the same node after a restart, shows the task as its caller knows it
+/// ([`crate::TaskStore::set_served`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedTurn {
+    /// The served task this task is a turn of: the id of its first turn (its own id for
+    /// the first). An A2A task takes a runtime task per message that starts work.
+    pub task_id: String,
+    /// The id of the caller's message that started this turn.
+    pub message_id: Option<String>,
+    /// The id the caller chose for the task (the task protocol's `task_id`), on its first
+    /// turn.
+    pub caller_id: Option<String>,
 }
 
 /// A task as stored.
@@ -217,6 +235,14 @@ pub struct TaskRecord {
     pub on_orphan: OrphanPolicy,
     /// How many times the task was adopted by another owner.
     pub resumes: u64,
+    /// What `cadre serve` records of a task it serves; `None` for other tasks.
+    pub served: Option<ServedTurn>,
+    /// The question (JSON, written by `cadre serve`) the task's agent waits on its caller
+    /// for, while it waits.
+    pub question: Option<String>,
+    /// An answer to [`TaskRecord::question`] stored by another node, until the owner takes
+    /// it (JSON).
+    pub answer: Option<String>,
 }
 
 impl TaskRecord {
@@ -357,6 +383,10 @@ pub struct TaskFilter {
     pub limit: Option<u32>,
     /// The newest first, so that `limit` keeps the newest.
     pub newest_first: bool,
+    /// Only the turns of this served task ([`ServedTurn::task_id`]).
+    pub served_task: Option<String>,
+    /// Only served tasks whose caller chose this id ([`ServedTurn::caller_id`]).
+    pub caller_id: Option<String>,
 }
 
 /// A session's background tasks as its status summary shows them

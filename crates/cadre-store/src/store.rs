@@ -2,7 +2,8 @@
 
 use crate::error::StoreResult;
 use crate::model::{
-    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition,
+    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, ServedTurn, TaskFilter, TaskRecord,
+    Transition,
 };
 use crate::node::NodeId;
 use cadre_types::{Message, TaskStatus, Usage};
@@ -73,6 +74,20 @@ pub trait TaskStore: Send + Sync {
 
     /// Record the task id a remote transport gave. True when written.
     async fn set_remote_task_id(&self, id: &str, remote_task_id: &str) -> StoreResult<bool>;
+
+    /// Record what `cadre serve` knows of a task it serves (the served task it is a turn of,
+    /// the caller's ids), replacing what was recorded. Bumps `updated_at`. True when written.
+    async fn set_served(&self, id: &str, served: &ServedTurn) -> StoreResult<bool>;
+
+    /// Store the question a task's agent waits on its caller for (`Some`, JSON; only while
+    /// the task is pending or running), or clear it (`None`); either drops a stored answer.
+    /// Bumps `updated_at`. True when written.
+    async fn set_question(&self, id: &str, question: Option<&str>) -> StoreResult<bool>;
+
+    /// Store an answer to the task's open question, for its owner to take: only while
+    /// `question` is still the stored question, unanswered, and the task pending or running
+    /// (compare and set). Bumps `updated_at`. True when written.
+    async fn answer_question(&self, id: &str, question: &str, answer: &str) -> StoreResult<bool>;
 
     /// Make a foreground task a background one (its completion will be delivered).
     /// True when it changed.

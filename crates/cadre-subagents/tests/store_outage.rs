@@ -86,6 +86,15 @@ impl TaskStore for Flaky {
     async fn set_remote_task_id(&self, id: &str, remote_task_id: &str) -> StoreResult<bool> {
         self.inner.set_remote_task_id(id, remote_task_id).await
     }
+    async fn set_served(&self, id: &str, served: &cadre_store::ServedTurn) -> StoreResult<bool> {
+        self.inner.set_served(id, served).await
+    }
+    async fn set_question(&self, id: &str, question: Option<&str>) -> StoreResult<bool> {
+        self.inner.set_question(id, question).await
+    }
+    async fn answer_question(&self, id: &str, question: &str, answer: &str) -> StoreResult<bool> {
+        self.inner.answer_question(id, question, answer).await
+    }
     async fn promote(&self, id: &str) -> StoreResult<bool> {
         self.inner.promote(id).await
     }

@@ -2,7 +2,9 @@
 //! every task. Node A runs the tasks; node B, which never ran them, answers for them from the
 //! store: `GET /tasks/{id}` and `/wait`, A2A GetTask and ListTasks (with its filters and
 //! pages), a cancel (which stops A's child: B stores the request, A's runtime acts on it) and
-//! SubscribeToTask, whose stream follows A's task to its end.
+//! SubscribeToTask, whose stream follows A's task to its end. A task that takes several
+//! messages on A is one task on B, with its history; an approval A's agent waits for reads
+//! `input-required` on B, and an answer sent to B reaches A's agent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod serve_support;
@@ -30,6 +32,24 @@ prompt_contains = "gated"
 tool_calls = [{ name = "bash", args = { command = "while [ ! -e release ]; do sleep 0.05; done; echo released" } }]
 [[scripts.turns]]
 text = "gate said {{tool_results}}"
+
+[[scripts]]
+agent = "worker"
+prompt_contains = "twice"
+[[scripts.turns]]
+tool_calls = [{ name = "bash", args = { command = "while [ ! -e release ]; do sleep 0.05; done; echo released" } }]
+[[scripts.turns]]
+text = "first answer"
+[[scripts.turns]]
+text = "second answer"
+
+[[scripts]]
+agent = "worker"
+prompt_contains = "asks"
+[[scripts.turns]]
+tool_calls = [{ name = "bash", args = { command = "echo approved | tee -a asked.txt" } }]
+[[scripts.turns]]
+text = "asked said {{tool_results}}"
 "#;
 
 /// A fresh database on the shared throwaway cluster; `None` (loudly) without PostgreSQL
@@ -46,8 +66,14 @@ async fn database() -> Option<String> {
     Some(shared_cluster().unwrap().create_database().await.unwrap())
 }
 
-/// One node: `cadre serve` in its own workspace (so its own node id) on the store `url`.
+/// One node: `cadre serve` in its own workspace (so its own node id) on the store `url`,
+/// approving its agents' requests itself.
 fn node(url: &str) -> (tempfile::TempDir, Served) {
+    node_with(url, "approve")
+}
+
+/// One node whose approval requests are answered as `approvals` says.
+fn node_with(url: &str, approvals: &str) -> (tempfile::TempDir, Served) {
     let ws = workspace(&[
         ("script.toml", SCRIPT),
         (
@@ -56,7 +82,7 @@ fn node(url: &str) -> (tempfile::TempDir, Served) {
         ),
         (
             ".cadre/config.toml",
-            "[serve]\ndefault_agent = \"worker\"\napprovals = \"approve\"\n",
+            &format!("[serve]\ndefault_agent = \"worker\"\napprovals = \"{approvals}\"\n"),
         ),
     ]);
     let model = format!("scripted:{}", ws.path().join("script.toml").display());
@@ -315,6 +341,166 @@ async fn subscribe_on_node_b_streams_a_task_node_a_runs_to_its_end() {
     assert!(again["error"]["code"].is_i64(), "{again}");
     let unknown = rpc(&b.url, "SubscribeToTask", json!({"id": "task_nope"})).await;
     assert_eq!(unknown["error"]["code"], -32001, "{unknown}");
+
+    assert!(a.terminate(Duration::from_secs(20)), "{}", a.stderr());
+    assert!(b.terminate(Duration::from_secs(20)), "{}", b.stderr());
+}
+
+/// The texts of a task's history, in order.
+fn history(task: &Value) -> Vec<String> {
+    task["history"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{task}"))
+        .iter()
+        .map(|m| m["parts"][0]["text"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_takes_two_messages_on_node_a_is_one_task_on_node_b() {
+    let Some(db) = database().await else { return };
+    let (a_ws, mut a) = node(&db);
+    let (_b_ws, mut b) = node(&db);
+
+    let t = send(&a.url, "twice").await;
+    until_state(&a.url, &t, "TASK_STATE_WORKING").await;
+    // A second message on the same task: its next turn, queued while the first runs.
+    let more = rpc(
+        &a.url,
+        "SendMessage",
+        json!({"message": {"messageId": "m-again", "role": "ROLE_USER", "taskId": t,
+                           "parts": [{"text": "and again"}]},
+               "configuration": {"returnImmediately": true}}),
+    )
+    .await;
+    assert_eq!(more["result"]["task"]["id"], t, "{more}");
+    std::fs::write(a_ws.path().join("release"), "").unwrap();
+    let on_a = until_state(&a.url, &t, "TASK_STATE_COMPLETED").await;
+    let want = ["twice", "first answer", "and again", "second answer"];
+    assert_eq!(history(&on_a), want, "{on_a}");
+
+    // B shows the one task, with both turns' messages and answers and the last answer.
+    let on_b = until_state(&b.url, &t, "TASK_STATE_COMPLETED").await;
+    assert_eq!(history(&on_b), want, "{on_b}");
+    assert_eq!(on_b["history"][2]["messageId"], "m-again", "{on_b}");
+    assert_eq!(
+        on_b["artifacts"][0]["parts"][0]["text"], "second answer",
+        "{on_b}"
+    );
+    assert_eq!(on_b["contextId"], on_a["contextId"]);
+    let all = rpc(&b.url, "ListTasks", json!({"historyLength": 10})).await;
+    assert_eq!(ids(&all), [t.as_str()], "one task, not one per turn: {all}");
+    assert_eq!(history(&all["result"]["tasks"][0]), want, "{all}");
+
+    assert!(a.terminate(Duration::from_secs(20)), "{}", a.stderr());
+    assert!(b.terminate(Duration::from_secs(20)), "{}", b.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_node_a_waits_for_reads_input_required_on_node_b_and_is_answered_there() {
+    let Some(db) = database().await else { return };
+    let (a_ws, mut a) = node_with(&db, "ask");
+    let (_b_ws, mut b) = node_with(&db, "ask");
+
+    let t = send(&a.url, "asks").await;
+    until_state(&a.url, &t, "TASK_STATE_INPUT_REQUIRED").await;
+    let asked = until_state(&b.url, &t, "TASK_STATE_INPUT_REQUIRED").await;
+    let question = asked["status"]["message"]["parts"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the question: {asked}"));
+    assert!(
+        question.contains("`worker`") && question.contains("`bash`"),
+        "{question}"
+    );
+    assert_eq!(
+        asked["status"]["message"]["parts"][1]["data"]["approval"]["tool"], "bash",
+        "{asked}"
+    );
+    let waiting = rpc(
+        &b.url,
+        "ListTasks",
+        json!({"status": "TASK_STATE_INPUT_REQUIRED"}),
+    )
+    .await;
+    assert_eq!(ids(&waiting), [t.as_str()], "{waiting}");
+
+    // What is not an answer is refused on B, naming the node that runs the task.
+    let remark = rpc(
+        &b.url,
+        "SendMessage",
+        json!({"message": {"messageId": "m-what", "role": "ROLE_USER", "taskId": t,
+                           "parts": [{"text": "what does it do?"}]}}),
+    )
+    .await;
+    assert_eq!(remark["error"]["code"], -32004, "{remark}");
+    let owner = remark["error"]["data"][0]["metadata"]["node"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the node: {remark}"));
+    assert!(!owner.is_empty(), "{remark}");
+    assert!(
+        remark["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("`{owner}`")),
+        "{remark}"
+    );
+
+    // A yes on B lets A's tool run; the blocking send on B waits for the end.
+    let yes = rpc(
+        &b.url,
+        "SendMessage",
+        json!({"message": {"messageId": "m-yes", "role": "ROLE_USER", "taskId": t,
+                           "parts": [{"text": "yes"}]}}),
+    )
+    .await;
+    let done = &yes["result"]["task"];
+    assert_eq!(done["id"], t, "{yes}");
+    assert_eq!(done["status"]["state"], "TASK_STATE_COMPLETED", "{yes}");
+    assert!(
+        done["artifacts"][0]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("asked said approved"),
+        "{yes}"
+    );
+    assert!(
+        a_ws.path().join("asked.txt").exists(),
+        "approved on B, the tool ran on A"
+    );
+
+    // A refusal on B reaches A's agent with its reason.
+    std::fs::remove_file(a_ws.path().join("asked.txt")).unwrap();
+    let t2 = send(&a.url, "asks again").await;
+    until_state(&b.url, &t2, "TASK_STATE_INPUT_REQUIRED").await;
+    let no = rpc(
+        &b.url,
+        "SendMessage",
+        json!({"message": {"messageId": "m-no", "role": "ROLE_USER", "taskId": t2,
+                           "parts": [{"data": {"approve": false, "feedback": "not from node B"}}]}}),
+    )
+    .await;
+    let refused = &no["result"]["task"];
+    assert_eq!(refused["status"]["state"], "TASK_STATE_COMPLETED", "{no}");
+    assert!(
+        refused["artifacts"][0]["parts"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("denied by the user: not from node B"),
+        "{no}"
+    );
+    assert!(
+        !a_ws.path().join("asked.txt").exists(),
+        "refused, nothing ran"
+    );
+    // A answered question cannot be answered again.
+    let late = rpc(
+        &b.url,
+        "SendMessage",
+        json!({"message": {"messageId": "m-late", "role": "ROLE_USER", "taskId": t2,
+                           "parts": [{"text": "yes"}]}}),
+    )
+    .await;
+    assert!(late["error"]["code"].is_i64(), "{late}");
 
     assert!(a.terminate(Duration::from_secs(20)), "{}", a.stderr());
     assert!(b.terminate(Duration::from_secs(20)), "{}", b.stderr());

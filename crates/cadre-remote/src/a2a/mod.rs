@@ -187,11 +187,12 @@ impl A2aState {
         }
     }
 
-    /// The cadre task statuses an A2A state filter selects.
+    /// The cadre task statuses an A2A state filter selects (a task waiting for its
+    /// caller's approval is running).
     pub fn statuses(self) -> &'static [TaskStatus] {
         match self {
             A2aState::Submitted => &[TaskStatus::Pending],
-            A2aState::Working => &[TaskStatus::Running],
+            A2aState::Working | A2aState::InputRequired => &[TaskStatus::Running],
             A2aState::Completed => &[TaskStatus::Completed],
             A2aState::Failed => &[TaskStatus::Failed],
             A2aState::Canceled => &[TaskStatus::Cancelled],

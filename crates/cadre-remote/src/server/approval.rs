@@ -8,10 +8,15 @@
 //! session), or `no` / `no: reason` (also `deny`). Any other message is kept in the task's
 //! history and the question stays open. No answer within the timeout denies the call, and so
 //! does shutdown.
+//!
+//! With a task store, the question the caller is asked is also written on the task's last
+//! turn, so other nodes of the store show the task `input-required`, and an answer another
+//! node stores there (compare and set on the question) is taken while the question waits.
 
 use super::book::{Journal, Said};
 use crate::a2a::parse::IncomingMessage;
 use async_trait::async_trait;
+use cadre_store::TaskStore;
 use cadre_tools::ApprovalHandler;
 use cadre_types::{ApprovalDecision, ApprovalRequest, RiskLevel};
 use serde_json::{Value, json};
@@ -19,6 +24,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::sync::oneshot;
+
+/// How often a waiting question looks in the store for an answer another node stored.
+const STORE_POLL: Duration = Duration::from_millis(250);
 
 /// How the server answers the approval requests of the agents it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +67,52 @@ impl Question {
             data: Some(question_data(&self.request)),
         }
     }
+
+    /// The question as the store keeps it (JSON: `messageId`, `text`, `data`).
+    fn stored(&self) -> String {
+        json!({
+            "messageId": self.message_id,
+            "text": question_text(&self.request),
+            "data": question_data(&self.request),
+        })
+        .to_string()
+    }
+}
+
+/// A question as the store keeps it, back as the task's status message; `None` for
+/// anything else.
+pub(crate) fn stored_question(stored: &str) -> Option<Said> {
+    let v: Value = serde_json::from_str(stored).ok()?;
+    Some(Said::Agent {
+        text: v.get("text")?.as_str()?.to_string(),
+        message_id: v.get("messageId")?.as_str()?.to_string(),
+        data: v.get("data").cloned(),
+    })
+}
+
+/// An answer as another node stores it: the decision and the caller's message.
+pub(crate) fn stored_answer(decision: &ApprovalDecision, message: &IncomingMessage) -> String {
+    json!({"decision": decision, "text": message.text, "messageId": message.message_id}).to_string()
+}
+
+/// A stored answer read back: the decision (only the caller's: allow or deny) and the
+/// caller's message (text, message id).
+fn read_answer(stored: &str) -> Option<(ApprovalDecision, String, String)> {
+    let v: Value = serde_json::from_str(stored).ok()?;
+    let decision: ApprovalDecision = serde_json::from_value(v.get("decision")?.clone()).ok()?;
+    if matches!(decision, ApprovalDecision::Refused { .. }) {
+        return None;
+    }
+    let text = v.get("text")?.as_str()?.to_string();
+    let message_id = v.get("messageId")?.as_str()?.to_string();
+    Some((decision, text, message_id))
+}
+
+/// The store a gate publishes its question to, and what it last wrote there.
+struct StoreLink {
+    store: Arc<dyn TaskStore>,
+    /// The turn and the question (stored form) written last; `None` when none is.
+    written: tokio::sync::Mutex<Option<(String, String)>>,
 }
 
 #[derive(Default)]
@@ -72,6 +126,8 @@ struct Queue {
 pub(crate) struct ApprovalGate {
     journal: Arc<Journal>,
     queue: Mutex<Queue>,
+    /// Where the open question is published for other nodes, when there is a store.
+    link: Option<StoreLink>,
 }
 
 impl std::fmt::Debug for ApprovalGate {
@@ -86,7 +142,75 @@ impl ApprovalGate {
         Self {
             journal,
             queue: Mutex::new(Queue::default()),
+            link: None,
         }
+    }
+
+    /// The same gate, publishing its open question on the task's last turn in `store` and
+    /// taking answers other nodes store there.
+    pub(crate) fn with_store(mut self, store: Arc<dyn TaskStore>) -> Self {
+        self.link = Some(StoreLink {
+            store,
+            written: tokio::sync::Mutex::new(None),
+        });
+        self
+    }
+
+    /// Bring the store up to date with the open question (write it on the last turn, or
+    /// clear it), then take an answer another node stored for it. Store failures are
+    /// logged: the question stays open here.
+    async fn sync_store(&self) {
+        let Some(link) = &self.link else { return };
+        let want = match (self.question(), self.journal.last_turn()) {
+            (Some(q), Some(turn)) => Some((turn, q.stored())),
+            _ => None,
+        };
+        let mut written = link.written.lock().await;
+        if *written != want {
+            if let Some((turn, _)) = written.as_ref()
+                && want.as_ref().is_none_or(|(t, _)| t != turn)
+                && let Err(e) = link.store.set_question(turn, None).await
+            {
+                tracing::warn!(task = %turn, error = %e, "store: clearing a question failed");
+            }
+            if let Some((turn, q)) = &want
+                && let Err(e) = link.store.set_question(turn, Some(q)).await
+            {
+                tracing::warn!(task = %turn, error = %e, "store: writing a question failed");
+            }
+            *written = want.clone();
+        }
+        drop(written);
+        let Some((turn, q)) = want else { return };
+        let rec = match link.store.get(&turn).await {
+            Ok(Some(r)) => r,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(task = %turn, error = %e, "store: reading an answer failed");
+                return;
+            }
+        };
+        if rec.question.as_deref() != Some(q.as_str()) {
+            return;
+        }
+        let Some((decision, text, message_id)) = rec.answer.as_deref().and_then(read_answer) else {
+            return;
+        };
+        let Some(asked) = self.question() else { return };
+        if asked.stored() != q {
+            return;
+        }
+        tracing::info!(task = %turn, "approval answered on another node");
+        let answer = IncomingMessage {
+            plain: text.clone(),
+            text,
+            data: Vec::new(),
+            message_id,
+            context_id: None,
+            task_id: None,
+            agent: None,
+        };
+        self.answer(decision, &answer);
     }
 
     fn queue(&self) -> MutexGuard<'_, Queue> {
@@ -122,17 +246,29 @@ impl ApprovalGate {
         self.journal.touch();
         // A run that is cancelled drops this future: its question goes with it.
         let _withdraw = Withdraw(self);
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(d)) => d,
-            Ok(Err(_)) => refused(SHUTDOWN, "the call was not run"),
-            Err(_) => refused(
-                "serve.approval_timeout_secs",
-                &format!(
-                    "the caller did not answer within {} s; the call was not run",
-                    timeout.as_secs()
+        self.sync_store().await;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut rx = rx;
+        let decision = loop {
+            tokio::select! {
+                d = &mut rx => break d.unwrap_or_else(|_| refused(SHUTDOWN, "the call was not run")),
+                _ = tokio::time::sleep_until(deadline) => break refused(
+                    "serve.approval_timeout_secs",
+                    &format!(
+                        "the caller did not answer within {} s; the call was not run",
+                        timeout.as_secs()
+                    ),
                 ),
-            ),
-        }
+                _ = tokio::time::sleep(STORE_POLL), if self.link.is_some() => {
+                    self.sync_store().await;
+                }
+            }
+        };
+        // This question is answered or gone: the store shows the next one, or none.
+        drop(rx);
+        self.withdraw_abandoned();
+        self.sync_store().await;
+        decision
     }
 
     /// Answer the open question with `decision`; the caller's `message` goes into the

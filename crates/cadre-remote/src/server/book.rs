@@ -7,9 +7,10 @@
 //! conversations, are forgotten; running ones are kept (their number is bounded by the
 //! concurrency slots).
 //!
-//! This is in memory for now. It is the seam for the persistent task store: a store record
-//! would carry what [`ServedTask`] holds (the external id and the turns as columns, the
-//! history as rows), and the lookups below would read it, so other nodes see the tasks too.
+//! The task store keeps what other nodes, and this one after a restart, need of each task
+//! (the served task each turn belongs to, the caller's ids, the open question: see
+//! `State::foreign`); what only the running node needs (the approval exchanges' messages,
+//! the conversations' children, the slots) is here.
 
 use super::approval::ApprovalGate;
 use cadre_subagents::Child;
@@ -92,6 +93,28 @@ impl Journal {
             changes: tokio::sync::watch::channel(0).0,
             touched_at: std::sync::atomic::AtomicU64::new(cadre_types::unix_millis()),
         }
+    }
+
+    /// A journal holding `log` (a task read from the store).
+    pub(crate) fn from_log(log: TaskLog) -> Self {
+        Self {
+            log: Mutex::new(log),
+            changes: tokio::sync::watch::channel(0).0,
+            touched_at: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Replace the log with `log` when its turns differ (a task read from the store that
+    /// took another turn since); true when it changed, and then streams look again.
+    pub(crate) fn refresh(&self, log: TaskLog) -> bool {
+        let mut g = self.log();
+        if g.turns == log.turns {
+            return false;
+        }
+        *g = log;
+        drop(g);
+        self.touch();
+        true
     }
 
     fn log(&self) -> MutexGuard<'_, TaskLog> {

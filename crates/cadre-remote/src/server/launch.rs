@@ -8,6 +8,7 @@ use super::approval::ApprovalGate;
 use super::book::{Conversation, Journal, ServedTask};
 use super::sink::Subscription;
 use super::state::State;
+use cadre_store::ServedTurn;
 use cadre_subagents::{Child, ServerLease};
 use std::sync::Arc;
 use std::time::Duration;
@@ -231,6 +232,22 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
             limit,
         });
     }
+    // A caller's id another node, or an earlier process of this one, took: that task.
+    if let Some(ext) = &l.external_id
+        && state.book.find(ext).is_none()
+        && !state.book.lock().is_reserved(ext)
+        && let Some(task) = state.find_task(ext, true).await
+    {
+        let ended = state
+            .snapshot(&task)
+            .await
+            .is_none_or(|r| r.status.is_terminal());
+        return if ended {
+            Err(LaunchError::Finished(task))
+        } else {
+            Ok(Launched { task, follow: None })
+        };
+    }
     let mut servers = None;
     if let Some(agent) = new_child_agent(state, &l)
         && state.skills.iter().any(|s| s.name == agent)
@@ -264,8 +281,8 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
         Some(t) => (t.journal.clone(), t.gate.clone()),
         None => {
             let journal = Arc::new(Journal::new(l.text.clone(), l.message_id.clone()));
-            let gate = Arc::new(ApprovalGate::new(journal.clone()));
-            (journal, gate)
+            let gate = ApprovalGate::new(journal.clone()).with_store(state.runtime.store().clone());
+            (journal, Arc::new(gate))
         }
     };
     // Task-protocol callers send no messages, so they cannot be asked.
@@ -291,6 +308,19 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
     };
     tracing::debug!(task = %started.task_id, agent = %agent, "served task started");
     let turn = started.task_id.clone();
+    // What every node (and this one after a restart) needs to show the task as its caller
+    // knows it: the task this turn belongs to, the caller's message and chosen id.
+    let served = ServedTurn {
+        task_id: l
+            .onto
+            .as_ref()
+            .map_or_else(|| turn.clone(), |t| t.id.clone()),
+        message_id: l.conversation.then(|| l.message_id.clone()),
+        caller_id: l.external_id.clone(),
+    };
+    if let Err(e) = state.runtime.store().set_served(&turn, &served).await {
+        tracing::warn!(task = %turn, error = %e, "store: recording a served task failed; other nodes see it as a task of its own");
+    }
     let task = match l.onto {
         Some(task) => {
             let bytes = journal.add_turn(started.task_id, l.text, l.message_id);

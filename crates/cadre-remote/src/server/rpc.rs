@@ -5,7 +5,7 @@
 //! negotiates with `A2A-Version` (header or query parameter; absent: v0.3). Errors are
 //! JSON-RPC error objects with HTTP 200, each with a `google.rpc.ErrorInfo` in `data`.
 
-use super::approval::answer_of;
+use super::approval::{answer_of, stored_answer};
 use super::book::{Said, ServedTask};
 use super::launch::{Launch, LaunchError, launch};
 use super::state::State;
@@ -317,14 +317,9 @@ async fn target(state: &State, p: &SendParams) -> Result<Option<Arc<ServedTask>>
         )
         .with("taskId", id));
     }
-    if task.parent_session != state.parent.run.session_id {
-        return Err(RpcError::new(
-            ErrorKind::UnsupportedOperation,
-            format!(
-                "task {id} is run by another cadre serve node of this task store; send its messages to that node"
-            ),
-        )
-        .with("taskId", id));
+    if state.is_foreign(&task) {
+        // Only an answer to its question may be sent here (see `relay_answer`).
+        return Ok(Some(task));
     }
     if !task.continuable {
         return Err(RpcError::new(
@@ -334,6 +329,41 @@ async fn target(state: &State, p: &SendParams) -> Result<Option<Arc<ServedTask>>
         .with("taskId", id));
     }
     Ok(Some(task))
+}
+
+/// What a message on a task another node runs gets: an answer to the question the task
+/// waits on is stored for that node to take (the task goes on there), and the task is
+/// returned; anything else is refused, naming the node (error UnsupportedOperation).
+async fn relay_answer(state: &State, task: &ServedTask, p: &SendParams) -> Result<(), RpcError> {
+    let id = &task.id;
+    let turn = state.snapshot(task).await;
+    let node = turn
+        .as_ref()
+        .map_or_else(|| "?".to_string(), |t| t.owner_node.clone());
+    if let (Some(turn), Some(decision)) = (&turn, answer_of(&p.message))
+        && let Some(question) = turn.question.as_deref()
+        && turn.answer.is_none()
+    {
+        let answer = stored_answer(&decision, &p.message);
+        match state
+            .runtime
+            .store()
+            .answer_question(&turn.id, question, &answer)
+            .await
+        {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(task = %id, error = %e, "store: storing an answer failed"),
+        }
+    }
+    Err(RpcError::new(
+        ErrorKind::UnsupportedOperation,
+        format!(
+            "task {id} is run by another cadre serve node of this task store, `{node}`; only an answer to the question it waits on can be sent here: send its other messages to that node"
+        ),
+    )
+    .with("taskId", id)
+    .with("node", &node))
 }
 
 /// Act on a send: a message without `taskId` starts a task (in its `contextId`'s
@@ -346,6 +376,15 @@ pub(crate) async fn start(
     follow: bool,
 ) -> Result<super::launch::Launched, RpcError> {
     let onto = target(state, p).await?;
+    if let Some(task) = &onto
+        && state.is_foreign(task)
+    {
+        relay_answer(state, task, p).await?;
+        return Ok(super::launch::Launched {
+            task: task.clone(),
+            follow: None,
+        });
+    }
     if let Some(task) = &onto
         && task.gate.question().is_some()
     {
@@ -657,11 +696,11 @@ async fn list(state: &Arc<State>, params: &Value, version: Version) -> Result<Va
     let statuses = q.status.map(A2aState::statuses);
     if statuses.is_none_or(|s| !s.is_empty()) {
         let status = statuses.and_then(|s| (s.len() == 1).then(|| s[0]));
-        for (task, rec) in state.foreign_tasks(status).await {
+        for (task, turns) in state.foreign_tasks(status).await {
             if q.context.is_some_and(|c| c != task.context_id) {
                 continue;
             }
-            let Some(view) = state.view_of(&task, vec![Some(rec)]) else {
+            let Some(view) = state.view_of(&task, turns.into_iter().map(Some).collect()) else {
                 continue;
             };
             if q.status.is_some_and(|w| view.state != w)

@@ -1,8 +1,9 @@
 //! The server's shared state: the runtime, the server-side parent run every served task is
 //! a child of, the event sink, the task book and the settings.
 
+use super::approval::stored_question;
 use super::approval::{ApprovalGate, TaskApprovals};
-use super::book::{Journal, Said as Logged, ServedTask, TaskBook};
+use super::book::{Journal, Said as Logged, ServedTask, TaskBook, TaskLog};
 use super::origin::SiteRules;
 use super::sink::ServeSink;
 use super::{AnswerStyle, ApprovalPolicy, ServeError, ServeOptions};
@@ -21,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 const SERVE_AGENT: &str = "serve";
 /// How every node's server-side parent session id begins.
 const SERVE_SESSION_PREFIX: &str = "serve-";
+/// How often a wait for a task another node runs looks at the store again.
+const FOREIGN_LOOK: std::time::Duration = std::time::Duration::from_millis(250);
 /// A listing reads at most this many served tasks from the store (bounds its memory).
 pub(crate) const MAX_FOREIGN_LISTED: u32 = 1000;
 
@@ -189,7 +192,8 @@ impl State {
 
     /// A served task by id (`external`: the task protocol's, which may be the caller's
     /// id): one this server started, else one another `cadre serve` node on the same store
-    /// runs or ran, read from the store (see [`State::foreign`]).
+    /// (or an earlier process of this one) runs or ran, read from the store (see
+    /// [`State::foreign`]).
     pub(crate) async fn find_task(&self, id: &str, external: bool) -> Option<Arc<ServedTask>> {
         let here = if external {
             self.book.find(id)
@@ -199,52 +203,104 @@ impl State {
         if here.is_some() {
             return here;
         }
-        self.foreign(self.runtime.task_record(id).await?)
+        let by_caller = if external {
+            self.stored_by_caller_id(id).await
+        } else {
+            None
+        };
+        let first = match by_caller {
+            Some(r) => r,
+            None => self.runtime.task_record(id).await?,
+        };
+        let turns = self.stored_turns(&first).await;
+        self.foreign(first, turns)
+    }
+
+    /// The newest served task whose caller chose `id`, as stored.
+    async fn stored_by_caller_id(&self, id: &str) -> Option<TaskRecord> {
+        let filter = TaskFilter {
+            parent_agent: Some(SERVE_AGENT.to_string()),
+            caller_id: Some(id.to_string()),
+            newest_first: true,
+            limit: Some(1),
+            ..TaskFilter::default()
+        };
+        match self.runtime.store().list(&filter).await {
+            Ok(mut r) => r.pop(),
+            Err(e) => {
+                tracing::warn!(error = %e, "store: looking up a caller's task id failed");
+                None
+            }
+        }
+    }
+
+    /// The turns of the served task whose first turn is `first`, oldest first, as stored
+    /// (only `first` for a task stored before turns were, or when the store fails).
+    async fn stored_turns(&self, first: &TaskRecord) -> Vec<TaskRecord> {
+        if first.served.is_none() {
+            return vec![first.clone()];
+        }
+        let filter = TaskFilter {
+            served_task: Some(first.id.clone()),
+            ..TaskFilter::default()
+        };
+        match self.runtime.store().list(&filter).await {
+            Ok(turns) if turns.first().is_some_and(|t| t.id == first.id) => turns,
+            Ok(_) => vec![first.clone()],
+            Err(e) => {
+                tracing::warn!(error = %e, "store: reading a task's turns failed");
+                vec![first.clone()]
+            }
+        }
+    }
+
+    /// Whether `task` was started by another node (or an earlier process of this one): it
+    /// is read from the store, and takes no messages here.
+    pub(crate) fn is_foreign(&self, task: &ServedTask) -> bool {
+        task.parent_session != self.parent.run.session_id
     }
 
     /// The view of a stored task that another `cadre serve` node started (its parent is a
-    /// serve session that is not ours): one turn, whose context is its child session and
-    /// which takes no messages here. `None` for any other record.
-    fn foreign(&self, rec: TaskRecord) -> Option<Arc<ServedTask>> {
-        let served = rec.parent_agent_id.as_deref() == Some(SERVE_AGENT)
-            && rec.parent_session_id.starts_with(SERVE_SESSION_PREFIX)
-            && rec.parent_session_id != self.parent.run.session_id;
+    /// serve session that is not ours), from its first turn and its `turns` (oldest first,
+    /// the first included): its context is its child session, its history its turns'
+    /// messages. `None` for any other record, and for a turn that is not a task's first.
+    fn foreign(&self, first: TaskRecord, turns: Vec<TaskRecord>) -> Option<Arc<ServedTask>> {
+        let served = first.parent_agent_id.as_deref() == Some(SERVE_AGENT)
+            && first.parent_session_id.starts_with(SERVE_SESSION_PREFIX)
+            && first.parent_session_id != self.parent.run.session_id
+            && first.served.as_ref().is_none_or(|s| s.task_id == first.id);
         if !served {
             return None;
         }
-        let journal = Arc::new(Journal::new(
-            rec.prompt.clone(),
-            format!("{}-input", rec.id),
-        ));
-        journal.started(rec.id.clone());
-        let session_id = rec
+        let journal = Arc::new(Journal::from_log(stored_log(&turns)));
+        let session_id = first
             .child_session_id
             .clone()
-            .unwrap_or_else(|| rec.id.clone());
+            .unwrap_or_else(|| first.id.clone());
         Some(Arc::new(ServedTask {
-            id: rec.id,
-            external_id: None,
+            external_id: first.served.as_ref().and_then(|s| s.caller_id.clone()),
+            id: first.id,
             context_id: session_id.clone(),
-            agent: rec.agent_id,
+            agent: first.agent_id,
             session_id,
             continuable: false,
-            parent_session: rec.parent_session_id,
-            created_at: rec.created_at,
+            parent_session: first.parent_session_id,
+            created_at: first.created_at,
             gate: Arc::new(ApprovalGate::new(journal.clone())),
             journal,
         }))
     }
 
     /// The tasks other `cadre serve` nodes on the same store started, newest first, each
-    /// with its record: those among the [`MAX_FOREIGN_LISTED`] newest served tasks in the
-    /// store (ours included, which the book has), only those in `status` when given.
+    /// with its turns' records (oldest first): those among the [`MAX_FOREIGN_LISTED`]
+    /// newest served turns in the store (ours included, which the book has), only those
+    /// whose last turn is in `status` when given.
     pub(crate) async fn foreign_tasks(
         &self,
         status: Option<TaskStatus>,
-    ) -> Vec<(Arc<ServedTask>, TaskRecord)> {
+    ) -> Vec<(Arc<ServedTask>, Vec<TaskRecord>)> {
         let filter = TaskFilter {
             parent_agent: Some(SERVE_AGENT.to_string()),
-            status,
             limit: Some(MAX_FOREIGN_LISTED),
             newest_first: true,
             ..TaskFilter::default()
@@ -256,10 +312,46 @@ impl State {
                 return Vec::new();
             }
         };
-        records
-            .into_iter()
-            .filter_map(|r| Some((self.foreign(r.clone())?, r)))
-            .collect()
+        // Turns grouped under their task, oldest first; tasks in the order of their newest
+        // turn. A task whose first turn is older than the window is read whole.
+        let mut order: Vec<String> = Vec::new();
+        let mut groups: std::collections::HashMap<String, Vec<TaskRecord>> = Default::default();
+        for r in records.into_iter().rev() {
+            if r.parent_session_id == self.parent.run.session_id {
+                continue;
+            }
+            let of = r
+                .served
+                .as_ref()
+                .map_or(r.id.clone(), |s| s.task_id.clone());
+            let group = groups.entry(of.clone()).or_default();
+            if group.is_empty() {
+                order.push(of);
+            }
+            group.push(r);
+        }
+        let mut out = Vec::new();
+        for of in order.into_iter().rev() {
+            let Some(mut turns) = groups.remove(&of) else {
+                continue;
+            };
+            if turns.first().is_none_or(|t| t.id != of) {
+                let Some(first) = self.runtime.task_record(&of).await else {
+                    continue;
+                };
+                turns = self.stored_turns(&first).await;
+            }
+            if status.is_some_and(|s| turns.last().is_none_or(|t| t.status != s)) {
+                continue;
+            }
+            let Some(first) = turns.first().cloned() else {
+                continue;
+            };
+            if let Some(task) = self.foreign(first, turns.clone()) {
+                out.push((task, turns));
+            }
+        }
+        out
     }
 
     /// A served task's last turn (the one whose status is the task's), as stored.
@@ -272,8 +364,15 @@ impl State {
         self.runtime.runs_here(&task.last_turn())
     }
 
-    /// The A2A view of a served task, its turns read from the store.
+    /// The A2A view of a served task, its turns read from the store (for a task of
+    /// another node, the list of its turns too: it may have taken more since).
     pub(crate) async fn view(&self, task: &ServedTask) -> Option<TaskView> {
+        if self.is_foreign(task) {
+            let first = self.runtime.task_record(&task.id).await?;
+            let turns = self.stored_turns(&first).await;
+            task.journal.refresh(stored_log(&turns));
+            return self.view_of(task, turns.into_iter().map(Some).collect());
+        }
         let mut turns = Vec::new();
         for t in task.journal.copy().turns {
             turns.push(self.runtime.task_record(&t).await);
@@ -322,8 +421,14 @@ impl State {
         history.extend(answer(snaps.len() - 1));
         let question = if last.status.is_terminal() {
             None
+        } else if self.is_foreign(task) {
+            // An answer stored for the owner to take: the task goes on.
+            last.question
+                .as_deref()
+                .filter(|_| last.answer.is_none())
+                .and_then(stored_question)
         } else {
-            task.gate.question()
+            task.gate.question().map(|q| q.said())
         };
         let state = match &question {
             Some(_) => A2aState::InputRequired,
@@ -335,7 +440,7 @@ impl State {
             agent: task.agent.clone(),
             state,
             history,
-            note: question.map(|q| rendered(q.said())),
+            note: question.map(rendered),
             output: last.result.clone(),
             form,
             error: last.error.clone(),
@@ -359,7 +464,18 @@ impl State {
                 return;
             }
             let Some(mut turn) = self.runtime.watch_status(&task.last_turn()) else {
-                return;
+                // Run elsewhere: look again through the store, now and then.
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                if left.is_zero() {
+                    return;
+                }
+                let never = CancellationToken::new();
+                let step = left.min(FOREIGN_LOOK);
+                let _ = self
+                    .runtime
+                    .wait_for(&task.last_turn(), &never, Some(step))
+                    .await;
+                continue;
             };
             tokio::select! {
                 _ = turn.wait_for(|s| s.is_terminal()) => {}
@@ -391,6 +507,27 @@ impl State {
                 let _ = self.runtime.wait_for(&t.last_turn(), &never, None).await;
             }
         }
+    }
+}
+
+/// The log of a task read from the store: its turns, each with the caller's message that
+/// started it.
+fn stored_log(turns: &[TaskRecord]) -> TaskLog {
+    TaskLog {
+        turns: turns.iter().map(|t| t.id.clone()).collect(),
+        history: turns
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Logged::User {
+                text: t.prompt.clone(),
+                message_id: t
+                    .served
+                    .as_ref()
+                    .and_then(|s| s.message_id.clone())
+                    .unwrap_or_else(|| format!("{}-input", t.id)),
+                turn: Some(i),
+            })
+            .collect(),
     }
 }
 

@@ -50,6 +50,7 @@ pub use liveness::{executor_died_message, executor_lost_message};
 mod notify;
 mod rows;
 pub mod schema;
+mod served;
 mod tasks;
 mod trait_impl;
 mod writer;

@@ -1,7 +1,7 @@
 //! Decoding rows into records, for both backends.
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::{LiveChildEntry, OrphanPolicy, TaskRecord, Transport};
+use crate::model::{LiveChildEntry, OrphanPolicy, ServedTurn, TaskRecord, Transport};
 use cadre_types::TaskStatus;
 use cadre_types::Usage;
 use std::collections::BTreeMap;
@@ -12,7 +12,8 @@ pub(crate) const TASK_COLS: &str = "id, agent_id, parent_agent_id, parent_sessio
      cancel_requested, background, delivered, created_at, updated_at, heartbeat_at, \
      owner_node, owner_instance, transport, remote_task_id, remote_headers, input_tokens, \
      output_tokens, cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls, \
-     owner_epoch, on_orphan, resumes";
+     owner_epoch, on_orphan, resumes, served_task_id, served_message_id, caller_task_id, \
+     question, answer";
 
 /// Every column of `live_children`.
 pub(crate) const LIVE_COLS: &str =
@@ -54,7 +55,20 @@ macro_rules! impl_record_row {
                         id: id.clone(),
                         reason: format!("unknown on_orphan {on_orphan:?}"),
                     })?;
+                let served = self
+                    .try_get::<Option<String>, _>("served_task_id")?
+                    .map(|task_id| -> StoreResult<ServedTurn> {
+                        Ok(ServedTurn {
+                            task_id,
+                            message_id: self.try_get("served_message_id")?,
+                            caller_id: self.try_get("caller_task_id")?,
+                        })
+                    })
+                    .transpose()?;
                 Ok(TaskRecord {
+                    served,
+                    question: self.try_get("question")?,
+                    answer: self.try_get("answer")?,
                     agent_id: self.try_get("agent_id")?,
                     parent_agent_id: self.try_get("parent_agent_id")?,
                     parent_session_id: self.try_get("parent_session_id")?,

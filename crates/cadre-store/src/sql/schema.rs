@@ -3,7 +3,8 @@
 //! Both backends share `migrations/0001_init.sql`, `0003_usage_cost.sql` and
 //! `0004_checkpoints.sql`; PostgreSQL adds its notification triggers (`migrations/postgres/`,
 //! version 2), version 5 (the checkpoint cleanup trigger) is written once per dialect, and
-//! `0006_adoption.sql` (owner epochs and orphan policies) is shared again. Applying is serialised between processes: SQLite takes
+//! `0006_adoption.sql` (owner epochs and orphan policies) and `0007_served.sql` (what `cadre serve`
+//! keeps of its tasks) are shared again. Applying is serialised between processes: SQLite takes
 //! the write lock up front (`BEGIN IMMEDIATE`), PostgreSQL a transaction-scoped advisory lock,
 //! so several `cadre` processes starting at once apply each migration exactly once.
 
@@ -45,6 +46,12 @@ const ADOPTION: Migration = Migration {
     sql: include_str!("../../migrations/0006_adoption.sql"),
 };
 
+const SERVED: Migration = Migration {
+    version: 7,
+    name: "served",
+    sql: include_str!("../../migrations/0007_served.sql"),
+};
+
 /// Migrations of the SQLite backend (version 2 is PostgreSQL's own).
 pub const SQLITE_MIGRATIONS: &[Migration] = &[
     INIT,
@@ -56,6 +63,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/sqlite/0005_checkpoint_cleanup.sql"),
     },
     ADOPTION,
+    SERVED,
 ];
 
 /// Migrations of the PostgreSQL backend.
@@ -74,6 +82,7 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/postgres/0005_checkpoint_cleanup.sql"),
     },
     ADOPTION,
+    SERVED,
 ];
 
 /// Advisory lock key for migrations ("cadre" in ASCII).
@@ -165,13 +174,13 @@ mod tests {
     #[test]
     fn pending_checks_names_and_versions() {
         let all = POSTGRES_MIGRATIONS;
-        assert_eq!(pending(all, &[]).unwrap().len(), 6);
+        assert_eq!(pending(all, &[]).unwrap().len(), 7);
         assert_eq!(pending(all, &[(1, "init".into())]).unwrap()[0].version, 2);
-        // SQLite has no version 2: a database at 1 gets 3 to 6.
+        // SQLite has no version 2: a database at 1 gets 3 to 7.
         let sqlite = pending(SQLITE_MIGRATIONS, &[(1, "init".into())]).unwrap();
         assert_eq!(
             sqlite.iter().map(|m| m.version).collect::<Vec<_>>(),
-            [3, 4, 5, 6]
+            [3, 4, 5, 6, 7]
         );
         assert!(pending(all, &[(1, "other".into())]).is_err());
         assert!(pending(all, &[(9, "future".into())]).is_err());

@@ -114,6 +114,14 @@ impl SqlStore {
             n += 1;
             sql.push_str(&format!(" AND status = ${n}"));
         }
+        if f.served_task.is_some() {
+            n += 1;
+            sql.push_str(&format!(" AND served_task_id = ${n}"));
+        }
+        if f.caller_id.is_some() {
+            n += 1;
+            sql.push_str(&format!(" AND caller_task_id = ${n}"));
+        }
         sql.push_str(if f.newest_first {
             " ORDER BY created_at DESC, id DESC"
         } else {
@@ -132,6 +140,12 @@ impl SqlStore {
             }
             if let Some(st) = f.status {
                 q = q.bind(st.as_str());
+            }
+            if let Some(t) = &f.served_task {
+                q = q.bind(t);
+            }
+            if let Some(c) = &f.caller_id {
+                q = q.bind(c);
             }
             tasks_sorted(&q.fetch_all(p).await?)
         })

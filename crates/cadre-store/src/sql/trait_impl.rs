@@ -3,7 +3,8 @@
 use super::SqlStore;
 use crate::error::StoreResult;
 use crate::model::{
-    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, TaskFilter, TaskRecord, Transition,
+    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, ServedTurn, TaskFilter, TaskRecord,
+    Transition,
 };
 use crate::node::NodeId;
 use crate::store::{CancelWatch, TaskStore};
@@ -58,6 +59,18 @@ impl TaskStore for SqlStore {
 
     async fn set_remote_task_id(&self, id: &str, remote_task_id: &str) -> StoreResult<bool> {
         self.set_remote_id_task(id, remote_task_id).await
+    }
+
+    async fn set_served(&self, id: &str, served: &ServedTurn) -> StoreResult<bool> {
+        self.set_served_task(id, served).await
+    }
+
+    async fn set_question(&self, id: &str, question: Option<&str>) -> StoreResult<bool> {
+        self.set_question_task(id, question).await
+    }
+
+    async fn answer_question(&self, id: &str, question: &str, answer: &str) -> StoreResult<bool> {
+        self.answer_question_task(id, question, answer).await
     }
 
     async fn promote(&self, id: &str) -> StoreResult<bool> {

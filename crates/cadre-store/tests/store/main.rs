@@ -11,4 +11,5 @@ mod cross_node;
 mod delivery;
 mod liveness;
 mod processes;
+mod served;
 mod state;

@@ -1,0 +1,86 @@
+//! What `cadre serve` keeps of the tasks it serves: the served task a row is a turn of, the
+//! caller's ids, and the approval question the task waits on with an answer another node
+//! stored for it.
+
+use super::{SqlStore, now_ms};
+use crate::error::{StoreError, StoreResult};
+use crate::model::ServedTurn;
+
+impl SqlStore {
+    /// Run a one-row update binding `id` first, then `args`; true when a row changed,
+    /// `NotFound` when the task does not exist.
+    async fn served_update(&self, sql: &str, id: &str, args: &[Option<&str>]) -> StoreResult<bool> {
+        let now = now_ms();
+        let affected = on_writer!(&self.db, p => {
+            let mut q = sqlx::query(sql).bind(id).bind(now);
+            for a in args {
+                q = q.bind(*a);
+            }
+            q.execute(p).await?.rows_affected()
+        });
+        if affected > 0 {
+            return Ok(true);
+        }
+        match self.get_task(id).await? {
+            Some(_) => Ok(false),
+            None => Err(StoreError::NotFound(id.to_string())),
+        }
+    }
+
+    pub(super) async fn set_served_task(&self, id: &str, s: &ServedTurn) -> StoreResult<bool> {
+        self.served_update(
+            "UPDATE tasks SET served_task_id = $3, served_message_id = $4, caller_task_id = $5, \
+               updated_at = $2 WHERE id = $1",
+            id,
+            &[
+                Some(&s.task_id),
+                s.message_id.as_deref(),
+                s.caller_id.as_deref(),
+            ],
+        )
+        .await
+    }
+
+    pub(super) async fn set_question_task(
+        &self,
+        id: &str,
+        question: Option<&str>,
+    ) -> StoreResult<bool> {
+        match question {
+            Some(q) => {
+                self.served_update(
+                    "UPDATE tasks SET question = $3, answer = NULL, updated_at = $2 \
+                     WHERE id = $1 AND status IN ('pending', 'running')",
+                    id,
+                    &[Some(q)],
+                )
+                .await
+            }
+            None => {
+                self.served_update(
+                    "UPDATE tasks SET question = NULL, answer = NULL, updated_at = $2 \
+                     WHERE id = $1 AND question IS NOT NULL",
+                    id,
+                    &[],
+                )
+                .await
+            }
+        }
+    }
+
+    pub(super) async fn answer_question_task(
+        &self,
+        id: &str,
+        question: &str,
+        answer: &str,
+    ) -> StoreResult<bool> {
+        self.served_update(
+            "UPDATE tasks SET answer = $4, updated_at = $2 \
+             WHERE id = $1 AND question = $3 AND answer IS NULL \
+               AND status IN ('pending', 'running')",
+            id,
+            &[Some(question), Some(answer)],
+        )
+        .await
+    }
+}
