@@ -284,7 +284,8 @@ pub(crate) fn launch_error(e: &LaunchError) -> RpcError {
 
 /// The task a message names with `taskId`, if it may take the message: it exists (else
 /// TaskNotFound), the message's `contextId`, if any, is the task's (else InvalidParams), it
-/// has not ended, runs on this node and was started over A2A (else UnsupportedOperation).
+/// has not ended and was started over A2A (else UnsupportedOperation). A task another node
+/// runs is returned too: only an answer to its question may go to it (`relay_answer`).
 async fn target(state: &State, p: &SendParams) -> Result<Option<Arc<ServedTask>>, RpcError> {
     let Some(id) = p.message.task_id.as_deref() else {
         return Ok(None);
