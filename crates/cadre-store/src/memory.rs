@@ -316,6 +316,7 @@ impl TaskStore for MemoryStore {
             .cloned()
             .collect();
         let mut out = sorted(matching);
+        filter.sort_turns(&mut out);
         if filter.newest_first {
             out.reverse();
         }

@@ -170,6 +170,8 @@ pub struct ServedTurn {
     /// The served task this task is a turn of: the id of its first turn (its own id for
     /// the first). An A2A task takes a runtime task per message that starts work.
     pub task_id: String,
+    /// The turn's position in the served task (0 for the first).
+    pub turn: u64,
     /// The id of the caller's message that started this turn.
     pub message_id: Option<String>,
     /// The id the caller chose for the task (the task protocol's `task_id`), on its first
@@ -383,10 +385,22 @@ pub struct TaskFilter {
     pub limit: Option<u32>,
     /// The newest first, so that `limit` keeps the newest.
     pub newest_first: bool,
-    /// Only the turns of this served task ([`ServedTurn::task_id`]).
+    /// Only the turns of this served task ([`ServedTurn::task_id`]); they come in turn
+    /// order ([`ServedTurn::turn`]) rather than by creation time.
     pub served_task: Option<String>,
     /// Only served tasks whose caller chose this id ([`ServedTurn::caller_id`]).
     pub caller_id: Option<String>,
+}
+
+impl TaskFilter {
+    /// Put the turns of a served task (records sorted by creation) in turn order, when
+    /// the filter selects one: turns started within the same millisecond are ordered by
+    /// their position, not by their random ids.
+    pub(crate) fn sort_turns(&self, records: &mut [TaskRecord]) {
+        if self.served_task.is_some() {
+            records.sort_by_key(|r| r.served.as_ref().map_or(0, |s| s.turn));
+        }
+    }
 }
 
 /// A session's background tasks as its status summary shows them

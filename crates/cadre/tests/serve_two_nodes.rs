@@ -318,6 +318,20 @@ text = "A got: {{tool_results}}"
 /// delegates to B's agent and answers the question on its stdin with `answer`. Returns A's
 /// stdout and stderr and whether B's tool ran.
 fn delegate_and_answer(answer: &str) -> (String, String, bool) {
+    delegate_from_a(&[], Some(format!("delegate\n{answer}\n/exit\n").as_str()))
+}
+
+/// The same with node A's parent a headless `cadre run` (`args` after `run`), which answers
+/// B's question by its `--approval` setting.
+fn delegate_from_run(args: &[&str]) -> (String, String, bool) {
+    let mut run = vec!["run"];
+    run.extend_from_slice(args);
+    run.push("delegate");
+    delegate_from_a(&run, None)
+}
+
+/// Node A (`cadre ARGS`, fed `stdin`) delegates to node B's agent, which asks to run bash.
+fn delegate_from_a(args: &[&str], stdin: Option<&str>) -> (String, String, bool) {
     let b_ws = workspace(&[
         ("script.toml", SCRIPT_B_ASKS),
         (
@@ -344,6 +358,7 @@ fn delegate_and_answer(answer: &str) -> (String, String, bool) {
     let model = format!("scripted:{}", a.path().join("script.toml").display());
     let mut cmd = cadre(a.path());
     cmd.args(["--model", &model])
+        .args(args)
         .env("B_TOKEN", TOKEN)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -351,8 +366,8 @@ fn delegate_and_answer(answer: &str) -> (String, String, bool) {
     let mut child = cmd.spawn().unwrap();
     {
         use std::io::Write;
-        let mut stdin = child.stdin.take().unwrap();
-        write!(stdin, "delegate\n{answer}\n/exit\n").unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
     }
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
@@ -386,6 +401,30 @@ fn node_b_asks_node_a_and_a_refusal_reaches_b_with_its_reason() {
     assert!(!ran, "refused on A, nothing ran on B");
     assert!(
         stdout.contains("denied by the user: not on my build box"),
+        "B's agent got the reason: {stdout}"
+    );
+}
+
+#[test]
+fn a_headless_run_on_node_a_approves_node_b_s_request_with_approval_auto() {
+    let (stdout, stderr, ran) = delegate_from_run(&["--approval", "auto"]);
+    assert!(ran, "approved on A, the tool ran on B: {stderr}");
+    assert!(stdout.contains("B says: from-b"), "{stdout}\n{stderr}");
+}
+
+#[test]
+fn a_headless_run_on_node_a_refuses_node_b_s_request_naming_b_s_agent() {
+    let (stdout, stderr, ran) = delegate_from_run(&[]);
+    assert!(
+        stderr.contains("[worker on http://127.0.0.1:")
+            && stderr.contains(
+                "(via far)] bash (echo from-b | tee b.txt) needs approval and was refused"
+            ),
+        "A's stderr names B's agent: {stderr}"
+    );
+    assert!(!ran, "refused on A, nothing ran on B");
+    assert!(
+        stdout.contains("headless run without --approval auto"),
         "B's agent got the reason: {stdout}"
     );
 }

@@ -167,18 +167,24 @@ impl ApprovalGate {
         };
         let mut written = link.written.lock().await;
         if *written != want {
+            let mut ok = true;
             if let Some((turn, _)) = written.as_ref()
                 && want.as_ref().is_none_or(|(t, _)| t != turn)
                 && let Err(e) = link.store.set_question(turn, None).await
             {
                 tracing::warn!(task = %turn, error = %e, "store: clearing a question failed");
+                ok = false;
             }
             if let Some((turn, q)) = &want
                 && let Err(e) = link.store.set_question(turn, Some(q)).await
             {
                 tracing::warn!(task = %turn, error = %e, "store: writing a question failed");
+                ok = false;
             }
-            *written = want.clone();
+            // What failed is tried again at the next look.
+            if ok {
+                *written = want.clone();
+            }
         }
         drop(written);
         let Some((turn, q)) = want else { return };
@@ -585,6 +591,57 @@ mod tests {
             gate.ask(request(), Duration::from_secs(60)).await,
             ApprovalDecision::Refused { .. }
         ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_question_is_in_the_store_and_an_answer_stored_there_reaches_the_asker() {
+        use cadre_store::{MemoryStore, NewTask, NodeId, Transition};
+        let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new(NodeId::new("a")));
+        let id = store
+            .create(NewTask::new("w", "serve-1", "p"))
+            .await
+            .unwrap()
+            .id;
+        store.transition(&id, Transition::running()).await.unwrap();
+        let journal = Arc::new(Journal::new("hi".into(), "m0".into()));
+        journal.started(id.clone());
+        let gate = Arc::new(ApprovalGate::new(journal.clone()).with_store(store.clone()));
+        let g = gate.clone();
+        let asking = tokio::spawn(async move { g.ask(request(), Duration::from_secs(60)).await });
+        let mut stored = None;
+        for _ in 0..1000 {
+            stored = store.get(&id).await.unwrap().unwrap().question;
+            if stored.is_some() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let stored = stored.expect("the question reached the store");
+        let shown = stored_question(&stored).unwrap();
+        assert_eq!(shown, gate.question().unwrap().said());
+
+        // Another node answers through the store; the asker gets it, the store is cleared.
+        let deny = ApprovalDecision::Deny {
+            feedback: Some("from b".into()),
+        };
+        let answer = stored_answer(&deny, &msg("no: from b", vec![]));
+        assert!(store.answer_question(&id, &stored, &answer).await.unwrap());
+        assert_eq!(asking.await.unwrap(), deny);
+        let after = store.get(&id).await.unwrap().unwrap();
+        assert_eq!((after.question, after.answer), (None, None));
+        let history = journal.copy().history;
+        assert_eq!(history.len(), 3, "input, question, answer");
+        assert!(matches!(&history[2], Said::User { text, .. } if text == "no: from b"));
+
+        // A question answered here is cleared from the store too.
+        let g = gate.clone();
+        let asking = tokio::spawn(async move { g.ask(request(), Duration::from_secs(60)).await });
+        while gate.question().is_none() {
+            tokio::task::yield_now().await;
+        }
+        assert!(gate.answer(ApprovalDecision::AllowOnce, &msg("yes", vec![])));
+        assert_eq!(asking.await.unwrap(), ApprovalDecision::AllowOnce);
+        assert_eq!(store.get(&id).await.unwrap().unwrap().question, None);
     }
 
     #[tokio::test(start_paused = true)]

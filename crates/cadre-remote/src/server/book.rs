@@ -134,6 +134,11 @@ impl Journal {
         self.log().turns.last().cloned()
     }
 
+    /// The position of the turn `runtime_id` (0 for the first).
+    pub(crate) fn turn_index(&self, runtime_id: &str) -> Option<usize> {
+        self.log().turns.iter().position(|t| t == runtime_id)
+    }
+
     /// Whether `runtime_id` is one of the turns.
     pub(crate) fn has_turn(&self, runtime_id: &str) -> bool {
         self.log().turns.iter().any(|t| t == runtime_id)

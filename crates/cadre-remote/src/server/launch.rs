@@ -308,19 +308,7 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
     };
     tracing::debug!(task = %started.task_id, agent = %agent, "served task started");
     let turn = started.task_id.clone();
-    // What every node (and this one after a restart) needs to show the task as its caller
-    // knows it: the task this turn belongs to, the caller's message and chosen id.
-    let served = ServedTurn {
-        task_id: l
-            .onto
-            .as_ref()
-            .map_or_else(|| turn.clone(), |t| t.id.clone()),
-        message_id: l.conversation.then(|| l.message_id.clone()),
-        caller_id: l.external_id.clone(),
-    };
-    if let Err(e) = state.runtime.store().set_served(&turn, &served).await {
-        tracing::warn!(task = %turn, error = %e, "store: recording a served task failed; other nodes see it as a task of its own");
-    }
+    let message_id = l.message_id.clone();
     let task = match l.onto {
         Some(task) => {
             let bytes = journal.add_turn(started.task_id, l.text, l.message_id);
@@ -346,6 +334,18 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
             )
         }
     };
+    // What every node (and this one after a restart) needs to show the task as its caller
+    // knows it: the task this turn belongs to and its place there, the caller's message and
+    // chosen id.
+    let served = ServedTurn {
+        task_id: task.id.clone(),
+        turn: task.journal.turn_index(&turn).unwrap_or(0) as u64,
+        message_id: task.continuable.then(|| message_id.clone()),
+        caller_id: task.external_id.clone(),
+    };
+    if let Err(e) = state.runtime.store().set_served(&turn, &served).await {
+        tracing::warn!(task = %turn, error = %e, "store: recording a served task failed; other nodes see it as a task of its own");
+    }
     release_when_done(state, turn, permit);
     Ok(Launched { task, follow })
 }

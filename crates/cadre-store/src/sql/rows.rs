@@ -12,7 +12,8 @@ pub(crate) const TASK_COLS: &str = "id, agent_id, parent_agent_id, parent_sessio
      cancel_requested, background, delivered, created_at, updated_at, heartbeat_at, \
      owner_node, owner_instance, transport, remote_task_id, remote_headers, input_tokens, \
      output_tokens, cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls, \
-     owner_epoch, on_orphan, resumes, served_task_id, served_message_id, caller_task_id, \
+     owner_epoch, on_orphan, resumes, served_task_id, served_turn, served_message_id, \
+     caller_task_id, \
      question, answer";
 
 /// Every column of `live_children`.
@@ -60,6 +61,9 @@ macro_rules! impl_record_row {
                     .map(|task_id| -> StoreResult<ServedTurn> {
                         Ok(ServedTurn {
                             task_id,
+                            turn: self
+                                .try_get::<Option<i64>, _>("served_turn")?
+                                .map_or(0, to_u64),
                             message_id: self.try_get("served_message_id")?,
                             caller_id: self.try_get("caller_task_id")?,
                         })

@@ -28,12 +28,14 @@ impl SqlStore {
     }
 
     pub(super) async fn set_served_task(&self, id: &str, s: &ServedTurn) -> StoreResult<bool> {
+        // The turn is bound as text and cast, so that every argument is a string.
         self.served_update(
-            "UPDATE tasks SET served_task_id = $3, served_message_id = $4, caller_task_id = $5, \
-               updated_at = $2 WHERE id = $1",
+            "UPDATE tasks SET served_task_id = $3, served_turn = CAST($4 AS BIGINT), \
+               served_message_id = $5, caller_task_id = $6, updated_at = $2 WHERE id = $1",
             id,
             &[
                 Some(&s.task_id),
+                Some(&s.turn.to_string()),
                 s.message_id.as_deref(),
                 s.caller_id.as_deref(),
             ],

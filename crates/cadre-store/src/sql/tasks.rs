@@ -150,6 +150,7 @@ impl SqlStore {
             tasks_sorted(&q.fetch_all(p).await?)
         })
         .map(|mut v| {
+            f.sort_turns(&mut v);
             if f.newest_first {
                 v.reverse();
             }

@@ -6,9 +6,10 @@ use crate::both_backends;
 use crate::common::{Fixture, Kind};
 use cadre_store::{NewTask, ServedTurn, StoreError, TaskFilter, Transition};
 
-fn turn(of: &str, message: &str, caller: Option<&str>) -> ServedTurn {
+fn turn(of: &str, n: u64, message: &str, caller: Option<&str>) -> ServedTurn {
     ServedTurn {
         task_id: of.to_string(),
+        turn: n,
         message_id: Some(message.to_string()),
         caller_id: caller.map(str::to_string),
     }
@@ -36,25 +37,25 @@ async fn turns_and_caller_ids_are_read_back_elsewhere(kind: Kind) {
         .unwrap()
         .id;
     assert!(
-        a.set_served(&first, &turn(&first, "m1", Some("job-1")))
+        a.set_served(&first, &turn(&first, 0, "m1", Some("job-1")))
             .await
             .unwrap()
     );
     assert!(
-        a.set_served(&other, &turn(&other, "m9", None))
+        a.set_served(&other, &turn(&other, 0, "m9", None))
             .await
             .unwrap()
     );
     assert!(
-        a.set_served(&second, &turn(&first, "m2", None))
+        a.set_served(&second, &turn(&first, 1, "m2", None))
             .await
             .unwrap()
     );
-    let e = a.set_served("task_nope", &turn("x", "m", None)).await;
+    let e = a.set_served("task_nope", &turn("x", 0, "m", None)).await;
     assert!(matches!(e, Err(StoreError::NotFound(_))), "{e:?}");
 
     let got = b.get(&second).await.unwrap().unwrap();
-    assert_eq!(got.served, Some(turn(&first, "m2", None)));
+    assert_eq!(got.served, Some(turn(&first, 1, "m2", None)));
     let turns = b
         .list(&TaskFilter {
             served_task: Some(first.clone()),
@@ -63,7 +64,7 @@ async fn turns_and_caller_ids_are_read_back_elsewhere(kind: Kind) {
         .await
         .unwrap();
     let ids: Vec<&str> = turns.iter().map(|r| r.id.as_str()).collect();
-    assert_eq!(ids, [first.as_str(), second.as_str()], "oldest first");
+    assert_eq!(ids, [first.as_str(), second.as_str()], "in turn order");
     let by_caller = b
         .list(&TaskFilter {
             caller_id: Some("job-1".into()),
@@ -73,7 +74,10 @@ async fn turns_and_caller_ids_are_read_back_elsewhere(kind: Kind) {
         .unwrap();
     assert_eq!(by_caller.len(), 1);
     assert_eq!(by_caller[0].id, first);
-    assert_eq!(by_caller[0].served, Some(turn(&first, "m1", Some("job-1"))));
+    assert_eq!(
+        by_caller[0].served,
+        Some(turn(&first, 0, "m1", Some("job-1")))
+    );
     // A task nobody served has none of it.
     let plain = a.create(NewTask::new("w", "s", "p")).await.unwrap();
     assert_eq!(
