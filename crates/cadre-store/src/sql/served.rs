@@ -9,15 +9,26 @@ use crate::model::ServedTurn;
 impl SqlStore {
     /// Run a one-row update binding `id` first, then `args`; true when a row changed,
     /// `NotFound` when the task does not exist.
-    async fn served_update(&self, sql: &str, id: &str, args: &[Option<&str>]) -> StoreResult<bool> {
-        let now = now_ms();
-        let affected = on_writer!(&self.db, p => {
-            let mut q = sqlx::query(sql).bind(id).bind(now);
+    async fn served_update(
+        &self,
+        sql: &'static str,
+        id: &str,
+        args: &[Option<&str>],
+    ) -> StoreResult<bool> {
+        let owned = (
+            id.to_owned(),
+            now_ms(),
+            args.iter()
+                .map(|a| a.map(str::to_owned))
+                .collect::<Vec<_>>(),
+        );
+        let affected = on_writer!(&self.db, owned, |p, (id, now, args)| {
+            let mut q = sqlx::query(sql).bind(id).bind(*now);
             for a in args {
-                q = q.bind(*a);
+                q = q.bind(a.as_deref());
             }
             q.execute(p).await?.rows_affected()
-        });
+        })?;
         if affected > 0 {
             return Ok(true);
         }
