@@ -17,6 +17,8 @@ pub const DEFAULT_SWEEP_SECS: u64 = 300;
 pub const DEFAULT_ORPHAN_TIMEOUT_SECS: u64 = 600;
 /// Default time to reach a database server when the store is opened, seconds.
 pub const DEFAULT_CONNECT_TIMEOUT_SECS: u64 = 5;
+/// Default time a task's write is retried over a store failure before its end is spooled.
+pub const DEFAULT_WRITE_RETRY_SECS: u64 = 120;
 
 /// `[store]`: where tasks are kept and how liveness is tracked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +35,9 @@ pub struct StoreConfig {
     /// How long opening a PostgreSQL store waits for the server before failing with what was
     /// being reached (default 5).
     pub connect_timeout_secs: u64,
+    /// How long a task's write is retried over a store that fails (restarting, unreachable)
+    /// before its end is kept in the local spool, `.cadre/spool/` (default 120).
+    pub write_retry_secs: u64,
     /// Override the detected node id (`node-<hostname>-<workspace hash>`).
     pub node_id: Option<String>,
 }
@@ -45,6 +50,7 @@ impl Default for StoreConfig {
             sweep_secs: DEFAULT_SWEEP_SECS,
             orphan_timeout_secs: DEFAULT_ORPHAN_TIMEOUT_SECS,
             connect_timeout_secs: DEFAULT_CONNECT_TIMEOUT_SECS,
+            write_retry_secs: DEFAULT_WRITE_RETRY_SECS,
             node_id: None,
         }
     }
@@ -102,12 +108,21 @@ impl StoreConfig {
         Duration::from_secs(self.connect_timeout_secs)
     }
 
+    /// How long a task's write is retried before its end is spooled.
+    pub fn write_retry(&self) -> Duration {
+        Duration::from_secs(self.write_retry_secs)
+    }
+
     /// Check the values: intervals are positive and the orphan timeout is longer than two
     /// heartbeats (otherwise live tasks would be swept).
     pub fn validate(&self) -> Result<(), StoreError> {
-        if self.heartbeat_secs == 0 || self.sweep_secs == 0 || self.connect_timeout_secs == 0 {
+        if self.heartbeat_secs == 0
+            || self.sweep_secs == 0
+            || self.connect_timeout_secs == 0
+            || self.write_retry_secs == 0
+        {
             return Err(StoreError::Config(
-                "heartbeat_secs, sweep_secs and connect_timeout_secs must be at least 1".into(),
+                "heartbeat_secs, sweep_secs, connect_timeout_secs and write_retry_secs must be at least 1".into(),
             ));
         }
         if self.orphan_timeout_secs < self.heartbeat_secs.saturating_mul(2) {

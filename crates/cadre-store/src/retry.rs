@@ -12,18 +12,20 @@ use std::time::Duration;
 const FIRST_PAUSE: Duration = Duration::from_millis(50);
 /// The longest pause between two tries.
 const MAX_PAUSE: Duration = Duration::from_secs(2);
-/// How long a write is tried before its last error is returned: long enough for a
-/// database restart, bounded so a store that is gone for good does not hold a task forever.
-pub const RETRY_FOR: Duration = Duration::from_secs(120);
+/// How long a write is tried by default before its last error is returned (`[store]
+/// write_retry_secs`): long enough for a database restart, bounded so a store that is gone
+/// for good does not hold a task forever.
+pub const RETRY_FOR: Duration = Duration::from_secs(crate::config::DEFAULT_WRITE_RETRY_SECS);
 
-/// Write `t` to task `id`, trying again over transient failures for up to [`RETRY_FOR`].
+/// Write `t` to task `id`, trying again over transient failures for up to `within`.
 /// Returns the first answer (success, or a refusal by the state rules) or the last error.
 pub async fn transition_retrying(
     store: &dyn TaskStore,
     id: &str,
     t: Transition,
+    within: Duration,
 ) -> StoreResult<()> {
-    let give_up = tokio::time::Instant::now() + RETRY_FOR;
+    let give_up = tokio::time::Instant::now() + within;
     let mut pause = FIRST_PAUSE;
     loop {
         match store.transition(id, t.clone()).await {

@@ -88,6 +88,8 @@ pub struct PgCluster {
     user: Option<String>,
     port: u16,
     reaper: Mutex<Option<Child>>,
+    /// The server options `pg_ctl start` was given, to start it again after [`PgCluster::pause`].
+    opts: String,
 }
 
 impl std::fmt::Debug for PgCluster {
@@ -120,12 +122,21 @@ impl PgCluster {
         if let Some(u) = &user {
             run(Command::new("chown").arg("-R").arg(u).arg(&base))?;
         }
+        let port = free_port()?;
+        let mut opts = format!(
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300",
+            base.join("sock").display()
+        );
+        for e in extra {
+            opts.push_str(&format!(" -c {e}"));
+        }
         let cluster = PgCluster {
             bin,
             base,
             user,
-            port: free_port()?,
+            port,
             reaper: Mutex::new(None),
+            opts,
         };
         cluster.spawn_reaper()?;
         let data = cluster.data_dir();
@@ -138,29 +149,39 @@ impl PgCluster {
             "--locale=C",
             "-N",
         ]))?;
-        let mut opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300",
-            cluster.port,
-            cluster.base.join("sock").display()
-        );
-        for e in extra {
-            opts.push_str(&format!(" -c {e}"));
-        }
-        let log = cluster.base.join("server.log");
-        run(cluster
+        cluster.resume()?;
+        Ok(cluster)
+    }
+
+    /// Start the server (again, after [`PgCluster::pause`]) and wait until it accepts
+    /// connections.
+    pub fn resume(&self) -> Result<(), String> {
+        let log = self.base.join("server.log");
+        run(self
             .pg_cmd("pg_ctl")
             .arg("-D")
-            .arg(&data)
+            .arg(self.data_dir())
             .arg("-l")
             .arg(&log)
-            .args(["-o", &opts, "-w", "-t", "60", "start"])
+            .args(["-o", &self.opts, "-w", "-t", "60", "start"])
             .stdout(Stdio::null())
             .stderr(Stdio::null()))
         .map_err(|e| {
             let log = std::fs::read_to_string(&log).unwrap_or_default();
             format!("{e}\nserver log:\n{log}")
-        })?;
-        Ok(cluster)
+        })
+    }
+
+    /// Stop the server (fast shutdown: connections are closed, new ones refused) and keep
+    /// its files, to [`resume`](PgCluster::resume) it later: a database outage.
+    pub fn pause(&self) -> Result<(), String> {
+        run(self
+            .pg_cmd("pg_ctl")
+            .arg("-D")
+            .arg(self.data_dir())
+            .args(["-m", "fast", "-w", "-t", "60", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()))
     }
 
     fn pg_cmd(&self, tool: &str) -> Command {

@@ -174,6 +174,19 @@ impl Setup {
             ));
         b = b.extra_tools(extra.iter().cloned());
         let store = open_store(&ws, &config.store).await?;
+        // Ends a previous process could not store are written first: restart recovery
+        // would fail those tasks as left running by a dead process.
+        let spool = cadre_subagents::runtime::spool::Spool::new(
+            cadre_subagents::runtime::spool::Spool::dir_of(&ws),
+        );
+        let replayed = spool.flush(store.as_ref()).await;
+        if replayed.written > 0 {
+            tracing::info!(
+                count = replayed.written,
+                "wrote spooled task ends to the store"
+            );
+        }
+        let write_retry = config.store.write_retry();
         let maintenance = cadre_store::start_maintenance(
             store.clone(),
             &config.store,
@@ -202,6 +215,7 @@ impl Setup {
                 .max(min_concurrent);
             rc.remote = Some(remote);
             rc.agent_servers = Some(agent_servers);
+            rc.store_write_retry = write_retry;
             rc.default_max_turns = sub.max_turns.unwrap_or(rc.default_max_turns);
             rc.background_approvals = match sub.background_approvals {
                 Some(BackgroundApprovalsName::Escalate) => BackgroundApprovals::Escalate,

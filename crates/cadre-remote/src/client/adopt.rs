@@ -280,7 +280,7 @@ async fn forward_cancel(call: &Call<'_>, protocol: &Discovered, remote_id: Optio
 /// Record how an adopted task ended, as the runtime does for a live one.
 async fn finish(store: &dyn TaskStore, id: &str, outcome: RemoteOutcome) {
     let t = Transition::ended(&outcome.state, outcome.output, outcome.usage);
-    if let Err(e) = cadre_store::transition_retrying(store, id, t).await {
+    if let Err(e) = cadre_store::transition_retrying(store, id, t, cadre_store::RETRY_FOR).await {
         tracing::warn!(task = %id, error = %e, "cannot record the end of an adopted task");
     }
 }
@@ -288,7 +288,7 @@ async fn finish(store: &dyn TaskStore, id: &str, outcome: RemoteOutcome) {
 /// Fail an adopted task the remote cannot account for.
 async fn finish_lost(store: &dyn TaskStore, id: &str, reason: &str) {
     let t = Transition::failed(format!("remote task lost: {reason}"));
-    if let Err(e) = cadre_store::transition_retrying(store, id, t).await {
+    if let Err(e) = cadre_store::transition_retrying(store, id, t, cadre_store::RETRY_FOR).await {
         tracing::warn!(task = %id, error = %e, "cannot record a lost remote task");
     }
 }

@@ -108,8 +108,9 @@ impl SubagentRuntime {
         self.launch(JobStart {
             task_id: id,
             child: JobChild::Planned(Box::new(plan)),
-            prompt: record.prompt,
-            description: record.description,
+            prompt: record.prompt.clone(),
+            description: record.description.clone(),
+            created: record.clone(),
             background: record.background,
             parent: &parent,
             checkpoints: true,
@@ -124,7 +125,10 @@ impl SubagentRuntime {
     async fn fail_adopted(&self, id: &str, epoch: u64, error: String) {
         tracing::warn!(task = %id, error = %error, "an adopted task cannot be resumed");
         let t = Transition::failed(error).fenced(epoch);
-        if let Err(e) = cadre_store::transition_retrying(self.store.as_ref(), id, t).await {
+        if let Err(e) =
+            cadre_store::transition_retrying(self.store.as_ref(), id, t, self.cfg.store_write_retry)
+                .await
+        {
             tracing::warn!(task = %id, error = %e, "store: cannot fail an adopted task");
         }
     }

@@ -6,11 +6,12 @@ use crate::runtime::checkpoint::Checkpointer;
 use crate::runtime::forward::ForwardSink;
 use crate::runtime::live::LiveChildren;
 use crate::runtime::remote::{OnRemoteId, RemoteApprovals, RemoteRequest};
+use crate::runtime::spool::Spool;
 use crate::runtime::tracker::LocalTasks;
 use crate::runtime::worktree::Worktree;
 use crate::runtime::{Child, ChildRunner, JobChild, Resumed, SubagentRuntime};
 use cadre_engine::RunOutcome;
-use cadre_store::{StoreError, TaskStore, Transition};
+use cadre_store::{StoreError, TaskRecord, TaskStore, Transition};
 use cadre_tools::{RunContext, Spend};
 use cadre_types::{EndState, Event, EventEnvelope, Message, TaskStatus, UpdateKind, Usage};
 use std::sync::{Arc, Weak};
@@ -42,6 +43,12 @@ pub(crate) struct ChildJob {
     pub epoch: u64,
     /// Set for a task adopted from a lost node: it continues from its checkpoint.
     pub resumed: Option<Resumed>,
+    /// The task as created: what its end, when the store cannot take it, is read as here.
+    pub created: TaskRecord,
+    /// Where an end the store did not take within `write_retry` is kept.
+    pub spool: Arc<Spool>,
+    /// How long a write is retried over a failing store.
+    pub write_retry: std::time::Duration,
 }
 
 /// Why the calls a lost node had in flight stopped, as the resumed child's model reads it.
@@ -75,7 +82,9 @@ impl ChildJob {
     /// Store how the task ended, then tell this process: waiters here read a complete,
     /// durable record. When the store already holds an end (the sweeper failed the task, say),
     /// that end stands, and is what waiters see. A store that fails is tried again for a
-    /// while; the end it could not take is still the end told here, never a cancel.
+    /// while, then the end goes to the local spool (written to the store when it answers,
+    /// and read here meanwhile); either way the end told here is the real one, never a
+    /// cancel.
     async fn end(&self, end: &EndState, output: String, usage: Usage) {
         let id = &self.task_id;
         let mut t = Transition::ended(end, output, usage).fenced(self.epoch);
@@ -85,7 +94,10 @@ impl ChildJob {
             t = t.with_error(reason);
         }
         let wanted = t.to;
-        let status = match cadre_store::transition_retrying(self.store.as_ref(), id, t).await {
+        let written =
+            cadre_store::transition_retrying(self.store.as_ref(), id, t.clone(), self.write_retry)
+                .await;
+        let status = match written {
             Ok(()) => wanted,
             Err(StoreError::Refused { from, .. }) if from.is_terminal() => {
                 tracing::warn!(task = %id, stored = %from, "the store holds another end; it stands");
@@ -93,6 +105,17 @@ impl ChildJob {
             }
             Err(e @ StoreError::Fenced { .. }) => {
                 tracing::warn!(task = %id, error = %e, "another node adopted the task; this run's end is not recorded");
+                wanted
+            }
+            Err(e) if e.is_transient() => {
+                match self.spool.keep(id, &t, Some(&self.created)) {
+                    Ok(()) => {
+                        tracing::warn!(task = %id, error = %e, "store: down; the end of the task is kept in the spool until it answers")
+                    }
+                    Err(s) => {
+                        tracing::error!(task = %id, error = %e, spool = %s, "store: cannot record the end of a task, nor spool it")
+                    }
+                }
                 wanted
             }
             Err(e) => {
@@ -199,6 +222,7 @@ impl ChildJob {
                     self.store.as_ref(),
                     id,
                     Transition::running().fenced(self.epoch),
+                    self.write_retry,
                 )
                 .await
                 {

@@ -133,6 +133,9 @@ pub struct RuntimeConfig {
     /// (`[subagents] on_orphan`; a definition's `on_orphan:` wins). With `Resume` the task
     /// is checkpointed whatever [`checkpoints`](Self::checkpoints) says. Default `Fail`.
     pub on_orphan: cadre_store::OrphanPolicy,
+    /// How long a task's write is retried over a failing store before its end is kept in
+    /// the local spool (`[store] write_retry_secs`, default 120 s).
+    pub store_write_retry: Duration,
 }
 
 impl RuntimeConfig {
@@ -169,6 +172,7 @@ impl RuntimeConfig {
             agent_servers: None,
             checkpoints: false,
             on_orphan: cadre_store::OrphanPolicy::Fail,
+            store_write_retry: cadre_store::RETRY_FOR,
         }
     }
 

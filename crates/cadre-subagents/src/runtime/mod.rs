@@ -18,6 +18,7 @@ pub mod progress;
 pub(crate) mod remote;
 pub mod results;
 mod servers;
+pub mod spool;
 pub(crate) mod tracker;
 mod types;
 pub mod worktree;
@@ -36,6 +37,7 @@ use crate::runtime::child_job::ChildJob;
 use crate::runtime::forward::ForwardSink;
 use crate::runtime::live::{LiveChild, LiveChildren};
 use crate::runtime::progress::ProgressLine;
+use crate::runtime::spool::Spool;
 use crate::runtime::tracker::LocalTasks;
 use async_trait::async_trait;
 use cadre_llm::ProviderRegistry;
@@ -78,6 +80,8 @@ pub struct SubagentRuntime {
     built: Mutex<BuiltAgents>,
     /// What top-level parents pass down: the configured hooks, permissions and limits.
     top_inherited: Arc<Inherited>,
+    /// Ends the store could not take, kept until it can (and read here meanwhile).
+    spool: Arc<Spool>,
     me: Weak<SubagentRuntime>,
 }
 
@@ -155,7 +159,9 @@ impl SubagentRuntime {
                 .map(|s| s.main_policy(&cfg.main_workspace))
                 .unwrap_or_default(),
         });
+        let spool = Spool::new(Spool::dir_of(&cfg.main_workspace));
         let runtime = Arc::new_cyclic(|me| Self {
+            spool,
             store,
             detached: std::sync::atomic::AtomicBool::new(false),
             shutdown_reason: std::sync::OnceLock::new(),
@@ -171,6 +177,9 @@ impl SubagentRuntime {
             me: me.clone(),
         });
         runtime.watch_cancellations();
+        runtime
+            .spool
+            .spawn_flusher(runtime.store.clone(), runtime.root_cancel.clone());
         runtime
     }
 
@@ -250,8 +259,12 @@ impl SubagentRuntime {
             .filter(|r| r.parent_session_id == session)
     }
 
-    /// Any task, as stored.
+    /// Any task, as stored (or as it ended here, while its end waits in the spool for the
+    /// store).
     pub async fn task_record(&self, id: &str) -> Option<TaskRecord> {
+        if let Some(r) = self.spool.record(id) {
+            return Some(r);
+        }
         match self.store.get(id).await {
             Ok(r) => r,
             Err(e) => {
@@ -264,13 +277,27 @@ impl SubagentRuntime {
     /// Every task of `session`, oldest first (tasks of earlier processes and other nodes
     /// included).
     pub async fn tasks_of(&self, session: &str) -> Vec<TaskRecord> {
-        match self.store.list_by_session(session).await {
+        let spooled = self.spool.records_of(session);
+        let mut records = match self.store.list_by_session(session).await {
             Ok(records) => records,
             Err(e) => {
                 tracing::warn!(error = %e, "store: listing tasks failed");
                 Vec::new()
             }
+        };
+        // An end waiting in the spool is newer than the stored record.
+        for s in spooled {
+            match records.iter_mut().find(|r| r.id == s.id) {
+                Some(r) => *r = s,
+                None => records.push(s),
+            }
         }
+        records
+    }
+
+    /// The spool of ends the store could not take.
+    pub fn spool(&self) -> &Arc<Spool> {
+        &self.spool
     }
 
     /// A task's recent progress, oldest first, while it runs here.
@@ -476,7 +503,8 @@ impl SubagentRuntime {
         let on_orphan = self
             .cfg
             .orphan_policy(self.registry.get(&name), child.resumable());
-        self.store
+        let created = self
+            .store
             .create(NewTask {
                 id: task_id.clone(),
                 agent_id: name.clone(),
@@ -503,6 +531,7 @@ impl SubagentRuntime {
             checkpoints,
             epoch: 0,
             resumed: None,
+            created,
         }))
     }
 
@@ -519,6 +548,7 @@ impl SubagentRuntime {
             checkpoints,
             epoch,
             resumed,
+            created,
         } = start;
         let name = child.name().to_string();
         let session_id = child.session_id().to_string();
@@ -584,6 +614,9 @@ impl SubagentRuntime {
             checkpoints,
             epoch,
             resumed,
+            created,
+            spool: self.spool.clone(),
+            write_retry: self.cfg.store_write_retry,
         };
         tokio::spawn(job.run().instrument(span));
         Started {
@@ -602,6 +635,9 @@ impl SubagentRuntime {
         abort: &CancellationToken,
         timeout: Option<Duration>,
     ) -> Waited {
+        if let Some(r) = self.spool.record(task_id) {
+            return Waited::Done(Box::new(r));
+        }
         let Some(mut rx) = self.local.watch(task_id) else {
             let stored = tokio::select! {
                 r = self.store.wait_terminal(task_id, timeout.unwrap_or(FOREVER)) => r,

@@ -373,6 +373,9 @@ pub(crate) struct JobStart<'a> {
     pub epoch: u64,
     /// Set when the task was adopted from a lost node and continues from its checkpoint.
     pub resumed: Option<Resumed>,
+    /// The task as stored when it was handed to this process (its end is read as this
+    /// record ended while the end waits in the spool).
+    pub created: cadre_store::TaskRecord,
 }
 
 /// An adopted task: where it takes up its conversation and whom it took it from.
