@@ -292,7 +292,7 @@ async fn eventually<F: std::future::Future<Output = bool>>(
 fn spooled(ws: &std::path::Path) -> usize {
     std::fs::read_dir(cadre_subagents::runtime::spool::Spool::dir_of(ws))
         .map(|d| {
-            d.filter_map(|e| e.ok())
+            d.filter_map(std::result::Result::ok)
                 .filter(|e| e.file_name().to_string_lossy().ends_with(".json"))
                 .count()
         })

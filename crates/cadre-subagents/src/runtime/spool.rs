@@ -204,7 +204,7 @@ impl Spool {
             return Vec::new();
         };
         let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok())
+            .filter_map(std::result::Result::ok)
             .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
             .map(|e| e.path())
             .filter(|p| p.to_str().is_some_and(|s| s.ends_with(SUFFIX)))
