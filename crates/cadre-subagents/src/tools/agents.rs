@@ -128,20 +128,7 @@ pub struct AgentSpawnTool {
     inherited: Arc<Inherited>,
 }
 
-impl AgentSpawnTool {
-    /// The tool of a top-level agent over `runtime`.
-    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
-        Self::for_parent(runtime, runtime.top_inherited().clone())
-    }
-
-    /// The tool of an agent that passes `inherited` down.
-    pub fn for_parent(runtime: &Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
-        Self {
-            runtime: RuntimeRef::new(runtime),
-            inherited,
-        }
-    }
-}
+delegating_constructors!(AgentSpawnTool);
 
 /// The arguments of `agent_spawn`.
 #[derive(Deserialize, JsonSchema)]
@@ -224,20 +211,7 @@ pub struct AgentSendTool {
     inherited: Arc<Inherited>,
 }
 
-impl AgentSendTool {
-    /// The tool of a top-level agent over `runtime`.
-    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
-        Self::for_parent(runtime, runtime.top_inherited().clone())
-    }
-
-    /// The tool of an agent that passes `inherited` down.
-    pub fn for_parent(runtime: &Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
-        Self {
-            runtime: RuntimeRef::new(runtime),
-            inherited,
-        }
-    }
-}
+delegating_constructors!(AgentSendTool);
 
 /// The arguments of `agent_send`.
 #[derive(Deserialize, JsonSchema)]
@@ -344,20 +318,7 @@ pub struct AgentCloseTool {
     inherited: Arc<Inherited>,
 }
 
-impl AgentCloseTool {
-    /// The tool of a top-level agent over `runtime`.
-    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
-        Self::for_parent(runtime, runtime.top_inherited().clone())
-    }
-
-    /// The tool of an agent that passes `inherited` down.
-    pub fn for_parent(runtime: &Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
-        Self {
-            runtime: RuntimeRef::new(runtime),
-            inherited,
-        }
-    }
-}
+delegating_constructors!(AgentCloseTool);
 
 impl TypedTool for AgentCloseTool {
     const NAME: &'static str = "agent_close";

@@ -3,7 +3,7 @@
 
 use crate::Isolation;
 use crate::runtime::results::ShownResult;
-use crate::runtime::{Inherited, Parent, RuntimeRef, SpawnRequest, SubagentRuntime};
+use crate::runtime::{Inherited, Parent, RuntimeRef, SpawnRequest};
 use cadre_store::TaskRecord;
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 use cadre_types::TaskStatus;
@@ -19,20 +19,7 @@ pub struct TaskTool {
     inherited: Arc<Inherited>,
 }
 
-impl TaskTool {
-    /// A `task` tool of a top-level agent over `runtime`.
-    pub fn new(runtime: &Arc<SubagentRuntime>) -> Self {
-        Self::for_parent(runtime, runtime.top_inherited().clone())
-    }
-
-    /// A `task` tool of an agent that passes `inherited` down.
-    pub fn for_parent(runtime: &Arc<SubagentRuntime>, inherited: Arc<Inherited>) -> Self {
-        Self {
-            runtime: RuntimeRef::new(runtime),
-            inherited,
-        }
-    }
-}
+delegating_constructors!(TaskTool);
 
 /// The arguments of `task`.
 #[derive(Deserialize, JsonSchema)]
