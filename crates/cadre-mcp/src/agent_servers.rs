@@ -5,12 +5,13 @@
 //! definition only. Children that declare the same server share one process; when the last
 //! of them ends, it is stopped, and it cannot be started again until another child holds it.
 
-use crate::config::{ServerConfig, ServerEntry};
+use crate::config::{ServerConfig, ServerEntry, Transport};
 use crate::naming::server_part;
 use crate::server::McpServer;
 use crate::servers::McpServers;
 use crate::tool::tools_of;
 use async_trait::async_trait;
+use cadre_sandbox::{SandboxMode, SandboxPolicy, SandboxSpec};
 use cadre_subagents::{AgentMcpServer, AgentServers, ServerLease, ServerRequest};
 use cadre_tools::SecretEnv;
 use std::collections::HashMap;
@@ -27,7 +28,8 @@ pub struct AgentServerPool {
     launcher: Option<Arc<cadre_sandbox::Launcher>>,
     /// Declared servers by name and entry as written; kept (with what they offered) after
     /// their last holder ends, so the next child starts the same one.
-    declared: Mutex<HashMap<String, Declared>>,
+    /// Keyed by the sandbox too: children in different sandboxes get different processes.
+    declared: Mutex<HashMap<(String, Option<SandboxPolicy>), Declared>>,
 }
 
 impl std::fmt::Debug for AgentServerPool {
@@ -92,8 +94,18 @@ impl AgentServerPool {
         let cfg = parsed
             .resolve(name, &origin, &self.workspace)
             .map_err(|e| format!("skipped {e}"))?;
+        let sandbox = match cfg.transport {
+            Transport::Stdio { .. } => confine(
+                parsed.sandbox.as_ref(),
+                cfg.sandbox.clone(),
+                request.sandbox,
+            )
+            .map_err(|e| format!("skipped MCP server {name} ({origin}): {e}"))?,
+            Transport::Http { .. } => cfg.sandbox.clone(),
+        };
         let cfg = ServerConfig {
             secrets: self.secrets.clone(),
+            sandbox,
             ..cfg
         };
         if let Some(same) = self
@@ -103,8 +115,13 @@ impl AgentServerPool {
         {
             return Ok(same.clone());
         }
-        let key = format!("{name}\u{0}{entry}");
+        let key = (format!("{name}\u{0}{entry}"), cfg.sandbox.clone());
         let mut declared = self.declared.lock().map_err(|_| "poisoned".to_string())?;
+        if !declared.contains_key(&key) {
+            // The same server for children in other sandboxes (other worktrees): those no
+            // child holds go, so the pool does not grow with every sandbox there was.
+            declared.retain(|(k, _), d| *k != key.0 || d.holders.load(Ordering::SeqCst) > 0);
+        }
         let d = declared
             .entry(key)
             .or_insert_with(|| {
@@ -124,6 +141,38 @@ impl AgentServerPool {
         d.holders.fetch_add(1, Ordering::SeqCst);
         hold.0.push(d.clone());
         Ok(d.server)
+    }
+}
+
+/// The sandbox a declared stdio server runs in, never wider than `child`'s, the sandbox of
+/// the child that starts it: with no `sandbox` of its own (`own`) it runs in the child's;
+/// with one it runs in that one narrowed to the child's writable directories. Asking for a
+/// wider mode, or the network where the child has none, is refused: the server would
+/// escape the child's sandbox, and silently narrowed it would fail in ways hard to trace.
+/// `resolved` is `own` resolved against the workspace (none for `off`).
+fn confine(
+    own: Option<&SandboxSpec>,
+    resolved: Option<SandboxPolicy>,
+    child: &SandboxPolicy,
+) -> Result<Option<SandboxPolicy>, String> {
+    if child.is_off() {
+        return Ok(resolved);
+    }
+    if own.is_none() {
+        return Ok(Some(child.clone()));
+    }
+    let network = if child.network { "with" } else { "without" };
+    let wider = |what: String| {
+        Err(format!(
+            "its `sandbox` asks for {what}, but the agent's children run in a {} sandbox {network} the network, and a server declared in an agent file runs no wider than the child that starts it; narrow the server's `sandbox` (or leave it out to use the child's), or widen the agent's own `sandbox:`",
+            child.mode
+        ))
+    };
+    match resolved {
+        None => wider(format!("`{}`", SandboxMode::Off)),
+        Some(p) if p.mode > child.mode => wider(format!("`{}`", p.mode)),
+        Some(p) if p.network && !child.network => wider("the network".to_string()),
+        Some(p) => Ok(Some(p.within(child))),
     }
 }
 

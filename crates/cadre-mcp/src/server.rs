@@ -218,6 +218,19 @@ impl McpServer {
         &self.cfg
     }
 
+    /// For a stdio server of sub-agents' definitions: the sandbox its process runs in
+    /// (`off` when none), which bounds the agents that may use its tools. `None` for the
+    /// session's configured servers, shared by every agent as configured.
+    pub(crate) fn process_sandbox(&self) -> Option<cadre_sandbox::SandboxPolicy> {
+        self.holders.as_ref()?;
+        match self.cfg.transport {
+            crate::config::Transport::Stdio { .. } => {
+                Some((self.cfg.sandbox.clone()).unwrap_or_else(cadre_sandbox::SandboxPolicy::off))
+            }
+            crate::config::Transport::Http { .. } => None,
+        }
+    }
+
     /// Its name.
     pub fn name(&self) -> &str {
         &self.cfg.name

@@ -97,6 +97,10 @@ impl Tool for McpTool {
         self.definition.clone()
     }
 
+    fn process_sandbox(&self) -> Option<cadre_sandbox::SandboxPolicy> {
+        self.server.process_sandbox()
+    }
+
     fn is_read_only(&self) -> bool {
         self.read_only
     }
@@ -148,6 +152,10 @@ impl Tool for ListResources {
         self.definition.clone()
     }
 
+    fn process_sandbox(&self) -> Option<cadre_sandbox::SandboxPolicy> {
+        self.server.process_sandbox()
+    }
+
     fn is_read_only(&self) -> bool {
         true
     }
@@ -196,6 +204,10 @@ impl Tool for ReadResource {
 
     fn definition(&self) -> ToolDefinition {
         self.definition.clone()
+    }
+
+    fn process_sandbox(&self) -> Option<cadre_sandbox::SandboxPolicy> {
+        self.server.process_sandbox()
     }
 
     fn is_read_only(&self) -> bool {

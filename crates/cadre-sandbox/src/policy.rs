@@ -188,6 +188,21 @@ impl SandboxPolicy {
     }
 }
 
+impl SandboxPolicy {
+    /// True when this policy allows nothing `bound` does not: a mode no wider, the network
+    /// only if `bound` has it, and every writable directory inside one of `bound`'s. Every
+    /// policy is within `off`; `off` is within nothing else.
+    pub fn is_within(&self, bound: &SandboxPolicy) -> bool {
+        if bound.is_off() {
+            return true;
+        }
+        !self.is_off()
+            && self.mode <= bound.mode
+            && (!self.network || bound.network)
+            && (self.writable.iter()).all(|p| bound.writable.iter().any(|q| p.starts_with(q)))
+    }
+}
+
 /// The directories inside both sets of trees.
 fn intersect(a: &[PathBuf], b: &[PathBuf]) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -332,5 +347,33 @@ mod tests {
         let got = ww(&["/w"], true).within(&ro);
         assert_eq!(got.mode, SandboxMode::ReadOnly);
         assert!(got.writable.is_empty());
+    }
+
+    #[test]
+    fn within_is_what_narrowing_never_exceeds() {
+        let parent = ww(&["/w"], false);
+        let ro = |network| SandboxPolicy {
+            mode: SandboxMode::ReadOnly,
+            network,
+            writable: vec![],
+        };
+        // (policy, is it within `parent`)
+        let cases = [
+            (ww(&["/w"], false), true),
+            (ww(&["/w/a"], false), true),
+            (ro(false), true),
+            (ww(&["/w"], true), false),
+            (ww(&["/"], false), false),
+            (ww(&["/w", "/elsewhere"], false), false),
+            (ro(true), false),
+            (SandboxPolicy::off(), false),
+        ];
+        for (p, want) in cases {
+            assert_eq!(p.is_within(&parent), want, "{p:?}");
+            // Whatever `within` makes is within its bound.
+            assert!(p.within(&parent).is_within(&parent), "{p:?}");
+        }
+        assert!(SandboxPolicy::off().is_within(&SandboxPolicy::off()));
+        assert!(!ww(&["/w"], false).is_within(&ro(true)));
     }
 }

@@ -101,6 +101,23 @@ impl ToolRegistry {
         }
     }
 
+    /// Withhold every tool whose calls act through a process sandboxed more widely than
+    /// `policy`, the agent's own (see [`Tool::process_sandbox`]).
+    pub fn withhold_wider_processes(&mut self, policy: &cadre_sandbox::SandboxPolicy) {
+        let names: Vec<String> = (self.tools.iter())
+            .filter(|t| t.process_sandbox().is_some_and(|p| !p.is_within(policy)))
+            .map(|t| t.name().to_string())
+            .collect();
+        for name in names {
+            let reason = format!(
+                "{name} is not available: its MCP server runs in a wider sandbox than this agent's ({}); \
+                 declare the server in this agent's own `mcpServers` to get one within its sandbox",
+                policy.mode
+            );
+            self.withhold(name, reason);
+        }
+    }
+
     /// Why a call to `name` is refused, when it was withheld.
     pub fn refusal(&self, name: &str) -> Option<&str> {
         self.withheld.get(name).map(String::as_str)

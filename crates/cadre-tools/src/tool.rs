@@ -107,6 +107,15 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// The sandbox of the separate process this tool's calls act through, when the calling
+    /// agent's own sandbox does not cover it (a sub-agent definition's MCP server). An agent
+    /// whose sandbox is narrower than that is not offered the tool: a read-only agent must
+    /// not write through a server started for a wider one. `None` (the default): the tool
+    /// acts in cadre or in the agent's own sandboxed processes.
+    fn process_sandbox(&self) -> Option<cadre_sandbox::SandboxPolicy> {
+        None
+    }
+
     /// True for tools exempt from the per-tool timeout (delegation tools). Cancellation
     /// still reaches them.
     fn timeout_exempt(&self) -> bool {

@@ -6,6 +6,7 @@
 
 use crate::definitions::definition::AgentMcpServer;
 use async_trait::async_trait;
+use cadre_sandbox::SandboxPolicy;
 use cadre_tools::Tool;
 use std::sync::Arc;
 
@@ -19,6 +20,9 @@ pub struct ServerRequest<'a> {
     /// Its `mcpServers` (from a definition the runtime trusts: made in code, or a file the
     /// file tools cannot write).
     pub servers: &'a [AgentMcpServer],
+    /// The sandbox the child runs in: a server the definition declares runs within it
+    /// (in it, when the server asks for none).
+    pub sandbox: &'a SandboxPolicy,
 }
 
 /// The tools of a definition's servers for one child, holding those servers while it lives.

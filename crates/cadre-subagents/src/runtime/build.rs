@@ -185,6 +185,9 @@ impl SubagentRuntime {
         if sandbox.denies_network() {
             tools.withhold_network(sandbox.mode.as_str());
         }
+        // A definition's MCP server runs in its child's sandbox; a grandchild (or a child
+        // that took the server's tools from its parent) narrower than that may not use it.
+        tools.withhold_wider_processes(&sandbox);
         let (skills_section, _missing) = self.skills.preload(&def.skills);
         let prompt = child_prompt_with(
             def,

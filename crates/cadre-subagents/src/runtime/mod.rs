@@ -18,6 +18,7 @@ pub mod progress;
 pub(crate) mod remote;
 pub mod results;
 mod servers;
+use servers::ChildRoot;
 pub mod spool;
 pub(crate) mod tracker;
 mod types;
@@ -434,11 +435,15 @@ impl SubagentRuntime {
     /// Start a one-off child (the `task` tool). It is checked now and built when it gets a
     /// slot; it runs in its own task, and foreground callers wait with [`wait`](Self::wait).
     pub async fn spawn(&self, req: SpawnRequest, parent: &Parent) -> Result<Started, SpawnError> {
-        let own = self.own_servers(&req.agent, parent).await;
-        let mut plan = self.plan_child(&req.agent, parent, own)?;
         let isolation = req
             .isolation
             .or_else(|| self.registry.get(&req.agent).and_then(|d| d.isolation));
+        let at = match isolation {
+            Some(crate::Isolation::Worktree) => ChildRoot::WorktreeToBe,
+            None => ChildRoot::Planned,
+        };
+        let own = self.own_servers_at(&req.agent, parent, at).await;
+        let mut plan = self.plan_child(&req.agent, parent, own)?;
         if isolation == Some(crate::Isolation::Worktree) {
             if plan.remote.is_some() {
                 return Err(SpawnError::Isolation(format!(
@@ -744,7 +749,9 @@ impl SubagentRuntime {
             }
             None => None,
         };
-        let own = self.own_servers(&req.agent, parent).await;
+        let root = worktree.as_ref().map(|w| w.root());
+        let at = root.as_deref().map_or(ChildRoot::Planned, ChildRoot::At);
+        let own = self.own_servers_at(&req.agent, parent, at).await;
         let built = match self.build_child(&req.agent, parent, None, own, worktree.clone()) {
             Ok(child) => self.record_live(key, req.label, child, parent).await,
             Err(e) => Err(e),
@@ -823,7 +830,9 @@ impl SubagentRuntime {
         };
         let at = parent.at_depth(entry.depth.saturating_sub(1));
         let worktree = self.reopen_worktree(&entry, &at).await?;
-        let own = self.own_servers(&entry.agent_id, &at).await;
+        let root = worktree.as_ref().map(|w| w.root());
+        let in_root = root.as_deref().map_or(ChildRoot::Planned, ChildRoot::At);
+        let own = self.own_servers_at(&entry.agent_id, &at, in_root).await;
         let child = self.build_child(
             &entry.agent_id,
             &at,

@@ -6,15 +6,39 @@
 
 use super::{Parent, SubagentRuntime};
 use crate::definitions::definition::{AgentDefinition, DefinitionSource};
+use crate::runtime::child_setup::plan_workspace;
 use crate::{ServerLease, ServerRequest};
+use cadre_sandbox::{SandboxMode, SandboxPolicy};
 use cadre_types::{Event, EventEnvelope};
+use std::path::Path;
 use std::sync::Arc;
+
+/// Where a child about to be built will work, for the sandbox of its declared servers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ChildRoot<'a> {
+    /// Where its definition puts it (the workspace, or its `workspace.path`).
+    Planned,
+    /// In a git worktree not made yet.
+    WorktreeToBe,
+    /// Here (its worktree).
+    At(&'a Path),
+}
 
 impl SubagentRuntime {
     /// The lease on `agent`'s own MCP servers for a child about to be built under `parent`
     /// (none when it declares none), for [`create_child_holding`](Self::create_child_holding).
     /// What cannot be provided is a notice of the parent's run.
     pub async fn own_servers(&self, agent: &str, parent: &Parent) -> Option<Arc<ServerLease>> {
+        self.own_servers_at(agent, parent, ChildRoot::Planned).await
+    }
+
+    /// [`own_servers`](Self::own_servers) for a child that will work in `root`.
+    pub(crate) async fn own_servers_at(
+        &self,
+        agent: &str,
+        parent: &Parent,
+        root: ChildRoot<'_>,
+    ) -> Option<Arc<ServerLease>> {
         let def = self.registry.get(agent)?;
         if def.mcp_servers.is_empty() {
             return None;
@@ -44,17 +68,48 @@ impl SubagentRuntime {
             ));
             return None;
         }
+        let sandbox = self.servers_bound(def, parent, root);
         let lease = servers
             .acquire(ServerRequest {
                 agent: &def.name,
                 origin: &origin,
                 servers: &def.mcp_servers,
+                sandbox: &sandbox,
             })
             .await;
         for w in &lease.warnings {
             warn(w.clone());
         }
         Some(Arc::new(lease))
+    }
+
+    /// The sandbox a child of `def` under `parent` will run in, which its declared servers
+    /// run within. Building the child computes it again (and withholds the servers' tools if
+    /// they came out wider); here the child's root may not exist yet: a worktree to be made
+    /// is inside the workspace, so nothing there is counted as writable, and a plan that
+    /// fails (the child will not be built) allows nothing.
+    fn servers_bound(
+        &self,
+        def: &AgentDefinition,
+        parent: &Parent,
+        root: ChildRoot<'_>,
+    ) -> SandboxPolicy {
+        let bound = &parent.inherited.sandbox;
+        if let ChildRoot::At(root) = root {
+            return self.cfg.sandbox_policy(def, root, bound);
+        }
+        let Ok(plan) = plan_workspace(def, &self.cfg.main_workspace) else {
+            return SandboxPolicy {
+                mode: SandboxMode::ReadOnly,
+                network: false,
+                writable: Vec::new(),
+            };
+        };
+        let mut policy = self.cfg.sandbox_policy(def, &plan.root, bound);
+        if matches!(root, ChildRoot::WorktreeToBe) && !policy.is_off() {
+            policy.writable.retain(|d| !d.starts_with(&plan.root));
+        }
+        policy
     }
 
     /// Whether `def` may use `mcpServers`: a definition made in code, or a file the file
