@@ -5,11 +5,12 @@
 //! What it remembers is bounded twice: by count, and by the bytes callers sent (inputs and
 //! the ids they chose). Beyond either bound the oldest finished tasks, and the oldest idle
 //! conversations, are forgotten; running ones are kept (their number is bounded by the
-//! concurrency slots).
+//! concurrency slots). A forgotten task is still the store's: it is read from there.
 //!
-//! The task store keeps what other nodes, and this one after a restart, need of each task
+//! The task store keeps what other nodes, and this one after a restart or after forgetting
+//! a task, need of each task
 //! (the served task each turn belongs to, the caller's ids, the open question: see
-//! `State::foreign`); what only the running node needs (the approval exchanges' messages,
+//! `State::stored_task`); what only the running node needs (the approval exchanges' messages,
 //! the conversations' children, the slots) is here.
 
 use super::approval::ApprovalGate;
@@ -229,6 +230,10 @@ pub(crate) struct ServedTask {
     pub parent_session: String,
     /// Unix ms.
     pub created_at: u64,
+    /// Read from the store rather than kept in this node's book: another node's task, an
+    /// earlier process's, or one this node has forgotten (beyond the book's bounds). Its
+    /// turns are read from the store again for every view, and it takes no messages here.
+    pub from_store: bool,
     /// Turns, history and change signal.
     pub journal: Arc<Journal>,
     /// The questions its agents ask the caller.
@@ -493,6 +498,7 @@ mod tests {
             continuable: true,
             parent_session: "serve-1".into(),
             created_at: 0,
+            from_store: false,
             gate: Arc::new(ApprovalGate::new(journal.clone())),
             journal,
         }

@@ -327,6 +327,7 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
                     continuable: l.conversation,
                     parent_session: state.parent.run.session_id.clone(),
                     created_at: cadre_types::unix_millis(),
+                    from_store: false,
                     journal,
                     gate,
                 },

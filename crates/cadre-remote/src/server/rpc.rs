@@ -318,7 +318,7 @@ async fn target(state: &State, p: &SendParams) -> Result<Option<Arc<ServedTask>>
         )
         .with("taskId", id));
     }
-    if state.is_foreign(&task) {
+    if state.is_from_store(&task) {
         // Only an answer to its question may be sent here (see `relay_answer`).
         return Ok(Some(task));
     }
@@ -378,7 +378,7 @@ pub(crate) async fn start(
 ) -> Result<super::launch::Launched, RpcError> {
     let onto = target(state, p).await?;
     if let Some(task) = &onto
-        && state.is_foreign(task)
+        && state.is_from_store(task)
     {
         relay_answer(state, task, p).await?;
         return Ok(super::launch::Launched {
@@ -693,11 +693,12 @@ async fn list(state: &Arc<State>, params: &Value, version: Version) -> Result<Va
         }
         rows.push(view);
     }
-    // Tasks other nodes on the same store serve, from their stored records.
+    // Tasks the book does not hold (other nodes', earlier processes', ours it forgot),
+    // from their stored records.
     let statuses = q.status.map(A2aState::statuses);
     if statuses.is_none_or(|s| !s.is_empty()) {
         let status = statuses.and_then(|s| (s.len() == 1).then(|| s[0]));
-        for (task, turns) in state.foreign_tasks(status).await {
+        for (task, turns) in state.stored_tasks(status).await {
             if q.context.is_some_and(|c| c != task.context_id) {
                 continue;
             }

@@ -191,9 +191,9 @@ impl State {
     }
 
     /// A served task by id (`external`: the task protocol's, which may be the caller's
-    /// id): one this server started, else one another `cadre serve` node on the same store
-    /// (or an earlier process of this one) runs or ran, read from the store (see
-    /// [`State::foreign`]).
+    /// id): one this server's book remembers, else one read from the store (see
+    /// [`State::stored_task`]): another `cadre serve` node's on the same store, an earlier
+    /// process's of this one, or one of ours the book has forgotten.
     pub(crate) async fn find_task(&self, id: &str, external: bool) -> Option<Arc<ServedTask>> {
         let here = if external {
             self.book.find(id)
@@ -213,7 +213,7 @@ impl State {
             None => self.runtime.task_record(id).await?,
         };
         let turns = self.stored_turns(&first).await;
-        self.foreign(first, turns)
+        self.stored_task(first, turns)
     }
 
     /// The newest served task whose caller chose `id`, as stored.
@@ -254,20 +254,19 @@ impl State {
         }
     }
 
-    /// Whether `task` was started by another node (or an earlier process of this one): it
-    /// is read from the store, and takes no messages here.
-    pub(crate) fn is_foreign(&self, task: &ServedTask) -> bool {
-        task.parent_session != self.parent.run.session_id
+    /// Whether `task` was read from the store (not in the book): it takes no messages here.
+    pub(crate) fn is_from_store(&self, task: &ServedTask) -> bool {
+        task.from_store
     }
 
-    /// The view of a stored task that another `cadre serve` node started (its parent is a
-    /// serve session that is not ours), from its first turn and its `turns` (oldest first,
-    /// the first included): its context is its child session, its history its turns'
-    /// messages. `None` for any other record, and for a turn that is not a task's first.
-    fn foreign(&self, first: TaskRecord, turns: Vec<TaskRecord>) -> Option<Arc<ServedTask>> {
+    /// The view of a stored served task (its parent is a serve session: another node's,
+    /// an earlier process's, or ours for one the book forgot), from its first turn and its
+    /// `turns` (oldest first, the first included): its context is its child session, its
+    /// history its turns' messages. `None` for any other record, and for a turn that is not
+    /// a task's first.
+    fn stored_task(&self, first: TaskRecord, turns: Vec<TaskRecord>) -> Option<Arc<ServedTask>> {
         let served = first.parent_agent_id.as_deref() == Some(SERVE_AGENT)
             && first.parent_session_id.starts_with(SERVE_SESSION_PREFIX)
-            && first.parent_session_id != self.parent.run.session_id
             && first.served.as_ref().is_none_or(|s| s.task_id == first.id);
         if !served {
             return None;
@@ -286,16 +285,18 @@ impl State {
             continuable: false,
             parent_session: first.parent_session_id,
             created_at: first.created_at,
+            from_store: true,
             gate: Arc::new(ApprovalGate::new(journal.clone())),
             journal,
         }))
     }
 
-    /// The tasks other `cadre serve` nodes on the same store started, newest first, each
-    /// with its turns' records (oldest first): those among the [`MAX_FOREIGN_LISTED`]
-    /// newest served turns in the store (ours included, which the book has), only those
-    /// whose last turn is in `status` when given.
-    pub(crate) async fn foreign_tasks(
+    /// The served tasks the book does not hold, read from the store, newest first, each
+    /// with its turns' records (oldest first): other `cadre serve` nodes' on the same store,
+    /// earlier processes', and ours the book has forgotten, among the [`MAX_FOREIGN_LISTED`]
+    /// newest served turns in the store; only those whose last turn is in `status` when
+    /// given.
+    pub(crate) async fn stored_tasks(
         &self,
         status: Option<TaskStatus>,
     ) -> Vec<(Arc<ServedTask>, Vec<TaskRecord>)> {
@@ -317,13 +318,13 @@ impl State {
         let mut order: Vec<String> = Vec::new();
         let mut groups: std::collections::HashMap<String, Vec<TaskRecord>> = Default::default();
         for r in records.into_iter().rev() {
-            if r.parent_session_id == self.parent.run.session_id {
-                continue;
-            }
             let of = r
                 .served
                 .as_ref()
                 .map_or(r.id.clone(), |s| s.task_id.clone());
+            if r.parent_session_id == self.parent.run.session_id && self.book.get(&of).is_some() {
+                continue;
+            }
             let group = groups.entry(of.clone()).or_default();
             if group.is_empty() {
                 order.push(of);
@@ -347,7 +348,7 @@ impl State {
             let Some(first) = turns.first().cloned() else {
                 continue;
             };
-            if let Some(task) = self.foreign(first, turns.clone()) {
+            if let Some(task) = self.stored_task(first, turns.clone()) {
                 out.push((task, turns));
             }
         }
@@ -367,7 +368,7 @@ impl State {
     /// The A2A view of a served task, its turns read from the store (for a task of
     /// another node, the list of its turns too: it may have taken more since).
     pub(crate) async fn view(&self, task: &ServedTask) -> Option<TaskView> {
-        if self.is_foreign(task) {
+        if self.is_from_store(task) {
             let first = self.runtime.task_record(&task.id).await?;
             let turns = self.stored_turns(&first).await;
             task.journal.refresh(stored_log(&turns));
@@ -421,7 +422,7 @@ impl State {
         history.extend(answer(snaps.len() - 1));
         let question = if last.status.is_terminal() {
             None
-        } else if self.is_foreign(task) {
+        } else if self.is_from_store(task) {
             // An answer stored for the owner to take: the task goes on.
             last.question
                 .as_deref()
