@@ -193,12 +193,14 @@ pub struct RunArgs {
     #[arg(long, value_name = "SESSION_ID", conflicts_with = "agent")]
     pub resume: Option<String>,
     /// Compact the resumed session before the new prompt, whether or not compaction is
-    /// automatic, with optional INSTRUCTIONS for the summary (`--compact-now "keep the API
-    /// decisions"`; without instructions, put it after the prompt).
+    /// automatic, like `/compact [INSTRUCTIONS]`: instructions for the summary go after an
+    /// equals sign (`--compact-now="keep the API decisions"`); a word after a space is the
+    /// prompt (`--compact-now "go on"`).
     #[arg(
         long,
         value_name = "INSTRUCTIONS",
         num_args = 0..=1,
+        require_equals = true,
         requires = "resume"
     )]
     pub compact_now: Option<Option<String>>,

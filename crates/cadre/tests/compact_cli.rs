@@ -1,4 +1,4 @@
-//! Compaction by hand, end to end: `cadre run --resume ID --compact-now "…"` and `/compact …`
+//! Compaction by hand, end to end: `cadre run --resume ID --compact-now[="…"]` and `/compact …`
 //! in the line REPL, against a mock OpenAI server whose recorded requests show the summary
 //! call (no tools, the user's instructions) and the compacted history sent after it. Both
 //! run with automatic compaction off (`[compaction] enabled = false`): forcing works anyway.
@@ -167,7 +167,8 @@ async fn run_compact_now_compacts_the_resumed_session_before_the_new_prompt() {
 
     // Without --resume there is nothing to compact: refused before anything is sent.
     mock.clear_requests();
-    let refused = run(ws.path(), &["--compact-now", INSTRUCTIONS, "a prompt"]);
+    let with_instructions = format!("--compact-now={INSTRUCTIONS}");
+    let refused = run(ws.path(), &[&with_instructions, "a prompt"]);
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused.stderr));
     assert!(text(&refused.stderr).contains("--resume"));
     assert!(mock.requests().is_empty());
@@ -179,8 +180,7 @@ async fn run_compact_now_compacts_the_resumed_session_before_the_new_prompt() {
             &id,
             "--output",
             "jsonl",
-            "--compact-now",
-            INSTRUCTIONS,
+            &with_instructions,
             "third question",
         ],
     );
@@ -223,6 +223,58 @@ async fn run_compact_now_compacts_the_resumed_session_before_the_new_prompt() {
     let transcript =
         std::fs::read_to_string(ws.path().join(format!(".cadre/sessions/{id}.jsonl"))).unwrap();
     assert!(transcript.contains("first question"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_compact_now_followed_by_a_word_takes_it_as_the_prompt() {
+    let mock = MockServer::start().await.unwrap();
+    mock.set_responder(responder());
+    let ws = workspace(&mock, "");
+    let first = run(ws.path(), &[&first_question()]);
+    let stderr = text(&first.stderr);
+    assert!(first.status.success(), "{stderr}");
+    let id = stderr
+        .split("session: ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let second = run(ws.path(), &["--resume", &id, "second question"]);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    mock.clear_requests();
+    // As `/compact` alone: compact without instructions, then run the prompt.
+    let third = run(
+        ws.path(),
+        &["--resume", &id, "--compact-now", "third question"],
+    );
+    assert!(third.status.success(), "{}", text(&third.stderr));
+    let requests = mock.requests();
+    assert_eq!(requests.len(), 2, "summary, then the prompt's one call");
+    assert!(is_summary(&requests[0]), "{}", requests[0].body);
+    let system = requests[0].body["messages"][0]["content"].as_str().unwrap();
+    assert!(!system.contains("third question"), "{system}");
+    assert!(
+        user_texts(&requests[1])
+            .last()
+            .is_some_and(|t| t == "third question"),
+        "{}",
+        requests[1].body
+    );
+    assert!(text(&third.stdout).contains("answer to third question"));
+    // Two words after it: instructions need `=`, so the second is one prompt too many.
+    mock.clear_requests();
+    let two = run(
+        ws.path(),
+        &[
+            "--resume",
+            &id,
+            "--compact-now",
+            INSTRUCTIONS,
+            "fourth question",
+        ],
+    );
+    assert_eq!(two.status.code(), Some(2), "{}", text(&two.stderr));
+    assert!(mock.requests().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
