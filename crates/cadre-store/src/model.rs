@@ -97,6 +97,8 @@ pub struct NewTask {
     pub remote_headers: BTreeMap<String, String>,
     /// What happens to the task if its owner is lost.
     pub on_orphan: OrphanPolicy,
+    /// The spawn depth of the task's child (1 below the top-level agent).
+    pub depth: u32,
 }
 
 impl NewTask {
@@ -115,6 +117,7 @@ impl NewTask {
             transport: Transport::Local,
             remote_headers: BTreeMap::new(),
             on_orphan: OrphanPolicy::Fail,
+            depth: 1,
         }
     }
 
@@ -155,6 +158,7 @@ impl NewTask {
             owner_epoch: 0,
             on_orphan: self.on_orphan,
             resumes: 0,
+            depth: Some(self.depth),
             served: None,
             question: None,
             answer: None,
@@ -237,6 +241,9 @@ pub struct TaskRecord {
     pub on_orphan: OrphanPolicy,
     /// How many times the task was adopted by another owner.
     pub resumes: u64,
+    /// The spawn depth of the task's child; `None` for a task stored before the store
+    /// recorded it.
+    pub depth: Option<u32>,
     /// What `cadre serve` records of a task it serves; `None` for other tasks.
     pub served: Option<ServedTurn>,
     /// The question (JSON, written by `cadre serve`) the task's agent waits on its caller

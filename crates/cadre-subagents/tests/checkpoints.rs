@@ -194,3 +194,91 @@ async fn without_checkpoints_nothing_is_stored() {
     let (requests, _, _) = run_worker(false).await;
     assert_eq!(tool_result(&requests, 0), "none");
 }
+
+const DEEP_SCRIPT: &str = r#"
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+tool_calls = [{ name = "agent_spawn", args = { agent_id = "worker", task = "deeper" } }]
+[[scripts.turns]]
+text = "done at the cap"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_adopted_orphan_at_the_depth_cap_gets_no_delegation_tools() {
+    let db = tempfile::tempdir().unwrap();
+    let path = db.path().join("cadre.db");
+    let store: Arc<dyn TaskStore> = Arc::new(
+        cadre_store::open_sqlite(&path, NodeId::new("adopter"))
+            .await
+            .unwrap(),
+    );
+    // The lost node's record: a delegating worker that ran at the cap (2).
+    let lost = cadre_store::open_sqlite(&path, NodeId::new("lost"))
+        .await
+        .unwrap();
+    let mut t = cadre_store::NewTask::new("worker", "s-parent", "go");
+    t.on_orphan = cadre_store::OrphanPolicy::Resume;
+    t.background = true;
+    t.depth = 2;
+    let id = t.id.clone();
+    lost.create(t).await.unwrap();
+    lost.transition(&id, cadre_store::Transition::running())
+        .await
+        .unwrap();
+    assert_eq!(store.get(&id).await.unwrap().unwrap().depth, Some(2));
+
+    let mut def = worker("worker");
+    def.can_delegate = true;
+    let s = store.clone();
+    let f = fixture(
+        DEEP_SCRIPT,
+        Options {
+            defs: vec![def],
+            tweak: Box::new(move |c| {
+                c.store = s;
+                c.max_depth = 2;
+            }),
+            ..Default::default()
+        },
+    );
+    let parent = f.runtime.top_level_parent(
+        f.run_context(&f.session()),
+        tokio_util::sync::CancellationToken::new(),
+    );
+    // An orphan is one whose last sign of life is older than the timeout (zero here): the
+    // clock has to move past its creation first.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let adopted = f
+            .runtime
+            .adopt_orphans(&parent, std::time::Duration::ZERO)
+            .await;
+        if adopted == [id.clone()] {
+            break;
+        }
+        assert!(adopted.is_empty(), "{adopted:?}");
+        assert!(std::time::Instant::now() < deadline, "never adopted");
+        tokio::task::yield_now().await;
+    }
+    let done = store
+        .wait_terminal(&id, std::time::Duration::from_secs(10))
+        .await
+        .unwrap()
+        .expect("the adopted task ended");
+    assert_eq!(done.status, TaskStatus::Completed, "{done:?}");
+    assert_eq!(done.result.as_deref(), Some("done at the cap"));
+    let requests = f.rec.of("worker");
+    assert_eq!(requests.len(), 2, "one child, no grandchild");
+    for name in cadre_subagents::DELEGATION_TOOLS {
+        assert!(
+            !requests[0].tools.iter().any(|t| t.name == *name),
+            "{name} offered at the cap"
+        );
+    }
+    let results = tool_results(&requests[1].messages);
+    assert_eq!(
+        results,
+        [("maximum spawn depth exceeded (max=2)".to_string(), true)]
+    );
+}

@@ -14,7 +14,7 @@ pub(crate) const TASK_COLS: &str = "id, agent_id, parent_agent_id, parent_sessio
      output_tokens, cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls, \
      owner_epoch, on_orphan, resumes, served_task_id, served_turn, served_message_id, \
      caller_task_id, \
-     question, answer";
+     question, answer, depth";
 
 /// Every column of `live_children`.
 pub(crate) const LIVE_COLS: &str =
@@ -106,6 +106,9 @@ macro_rules! impl_record_row {
                     owner_epoch: to_u64(self.try_get("owner_epoch")?),
                     on_orphan,
                     resumes: to_u64(self.try_get("resumes")?),
+                    depth: self
+                        .try_get::<Option<i64>, _>("depth")?
+                        .map(|d| u32::try_from(d).unwrap_or(u32::MAX)),
                     id,
                 })
             }

@@ -4,7 +4,7 @@
 //! `0004_checkpoints.sql`; PostgreSQL adds its notification triggers (`migrations/postgres/`,
 //! version 2), version 5 (the checkpoint cleanup trigger) is written once per dialect, and
 //! `0006_adoption.sql` (owner epochs and orphan policies) and `0007_served.sql` (what `cadre serve`
-//! keeps of its tasks) are shared again. Applying is serialised between processes: SQLite takes
+//! keeps of its tasks) and `0008_depth.sql` (the spawn depth of a task's child) are shared again. Applying is serialised between processes: SQLite takes
 //! the write lock up front (`BEGIN IMMEDIATE`), PostgreSQL a transaction-scoped advisory lock,
 //! so several `cadre` processes starting at once apply each migration exactly once.
 
@@ -52,6 +52,12 @@ const SERVED: Migration = Migration {
     sql: include_str!("../../migrations/0007_served.sql"),
 };
 
+const DEPTH: Migration = Migration {
+    version: 8,
+    name: "depth",
+    sql: include_str!("../../migrations/0008_depth.sql"),
+};
+
 /// Migrations of the SQLite backend (version 2 is PostgreSQL's own).
 pub const SQLITE_MIGRATIONS: &[Migration] = &[
     INIT,
@@ -64,6 +70,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
     },
     ADOPTION,
     SERVED,
+    DEPTH,
 ];
 
 /// Migrations of the PostgreSQL backend.
@@ -83,6 +90,7 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
     },
     ADOPTION,
     SERVED,
+    DEPTH,
 ];
 
 /// Advisory lock key for migrations ("cadre" in ASCII).
@@ -174,13 +182,13 @@ mod tests {
     #[test]
     fn pending_checks_names_and_versions() {
         let all = POSTGRES_MIGRATIONS;
-        assert_eq!(pending(all, &[]).unwrap().len(), 7);
+        assert_eq!(pending(all, &[]).unwrap().len(), 8);
         assert_eq!(pending(all, &[(1, "init".into())]).unwrap()[0].version, 2);
-        // SQLite has no version 2: a database at 1 gets 3 to 7.
+        // SQLite has no version 2: a database at 1 gets 3 to 8.
         let sqlite = pending(SQLITE_MIGRATIONS, &[(1, "init".into())]).unwrap();
         assert_eq!(
             sqlite.iter().map(|m| m.version).collect::<Vec<_>>(),
-            [3, 4, 5, 6, 7]
+            [3, 4, 5, 6, 7, 8]
         );
         assert!(pending(all, &[(1, "other".into())]).is_err());
         assert!(pending(all, &[(9, "future".into())]).is_err());

@@ -35,9 +35,9 @@ const TRANSITION_SQL: &str = "UPDATE tasks SET status = $2, updated_at = $3, \
 const INSERT_SQL: &str = "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
        child_session_id, user_id, status, prompt, description, cancel_requested, background, \
        delivered, created_at, updated_at, owner_node, owner_instance, transport, remote_headers, \
-       on_orphan) \
+       on_orphan, depth) \
      VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, FALSE, $9, $10, $11, $11, $12, $13, $14, $15, \
-       $16)";
+       $16, $17)";
 
 fn tokens(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
@@ -78,6 +78,7 @@ impl SqlStore {
                 .bind(transport)
                 .bind(headers)
                 .bind(r.on_orphan.as_str())
+                .bind(r.depth.map(i64::from))
                 .execute(p)
                 .await?
                 .rows_affected()

@@ -135,7 +135,9 @@ async fn fields_and_queries(kind: Kind) {
     t.child_session_id = Some("sub-1".into());
     t.user_id = Some("u1".into());
     t.description = "explore".into();
+    t.depth = 3;
     let rec = store.create(t).await.unwrap();
+    assert_eq!(rec.depth, Some(3));
     assert_eq!(store.get(&rec.id).await.unwrap().unwrap(), rec);
     assert_eq!(rec.owner_node, "node-a");
     assert!(!rec.delivered || !rec.background);

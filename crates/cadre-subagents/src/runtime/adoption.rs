@@ -89,7 +89,7 @@ impl SubagentRuntime {
         let id = record.id.clone();
         let epoch = record.owner_epoch;
         tracing::info!(task = %id, lost = lost_node, "resuming a task after its node was lost");
-        let parent = adopted_parent(parent, &record);
+        let parent = adopted_parent(parent, &record, self.cfg.max_depth);
         let checkpoint = self.store.read_checkpoint(&id).await;
         let own = self.own_servers(&record.agent_id, &parent).await;
         let plan = self.plan_child(&record.agent_id, &parent, own);
@@ -135,9 +135,11 @@ impl SubagentRuntime {
 }
 
 /// The parent an adopted task's child runs under: `parent` (this node's), speaking for the
-/// task's own parent session, agent and user, at the top level (the depth a resumed child
-/// is rebuilt at is 1 whatever it was).
-fn adopted_parent(parent: &Parent, record: &TaskRecord) -> Parent {
+/// task's own parent session, agent and user, one level above the depth the child ran at,
+/// so the child is rebuilt with what it had there and no more (a child at the cap gets no
+/// delegation tools). A depth the record does not know, or one beyond this node's cap, is
+/// taken as the cap: permissions only narrow.
+fn adopted_parent(parent: &Parent, record: &TaskRecord, max_depth: u32) -> Parent {
     let mut run = (*parent.run).clone();
     run.session_id = record.parent_session_id.clone();
     run.agent = record
@@ -146,7 +148,11 @@ fn adopted_parent(parent: &Parent, record: &TaskRecord) -> Parent {
         .unwrap_or_else(|| "main".to_string());
     run.user_id = record.user_id.clone();
     run.task_id = None;
-    run.depth = 0;
+    run.depth = record
+        .depth
+        .unwrap_or(max_depth)
+        .min(max_depth)
+        .saturating_sub(1);
     Parent {
         run: Arc::new(run),
         ..parent.clone()

@@ -523,6 +523,7 @@ impl SubagentRuntime {
                 transport,
                 remote_headers,
                 on_orphan,
+                depth: child.depth(),
             })
             .await?;
         let checkpoints = self.cfg.checkpoints || on_orphan == cadre_store::OrphanPolicy::Resume;
