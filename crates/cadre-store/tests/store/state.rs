@@ -236,7 +236,7 @@ async fn schema_is_identical(kind: Kind) {
          delivered created_at updated_at heartbeat_at owner_node owner_instance transport \
          remote_task_id remote_headers input_tokens output_tokens cached_input_tokens \
          cache_write_tokens cost_nano_usd unpriced_calls owner_epoch on_orphan resumes \
-         served_task_id served_turn served_message_id caller_task_id question answer";
+         served_task_id served_turn served_message_id caller_task_id question answer depth";
     assert_eq!(tasks, expected.split_whitespace().collect::<Vec<_>>());
     let checkpoints = store.table_columns("task_checkpoints").await.unwrap();
     assert_eq!(
