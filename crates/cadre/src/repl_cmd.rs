@@ -168,6 +168,8 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
             before_exit: || {},
         },
     );
+    // A resumed session's tasks a killed process left are taken up here.
+    repl.reattach().await;
     let tty = std::io::stdin().is_terminal();
     if tty {
         eprintln!(
@@ -299,6 +301,7 @@ impl Repl {
                     eprintln!("resumed {} ({} messages)", s.id(), s.messages().len());
                     self.session = s;
                     self.spent = Default::default();
+                    self.reattach().await;
                 }
                 Err(e) => eprintln!("cadre: {e}"),
             },
@@ -318,6 +321,20 @@ impl Repl {
             }
             SlashCommand::Compact(instructions) => self.compact(instructions.as_deref()).await,
             SlashCommand::Exit => {}
+        }
+    }
+
+    /// Take up the session's background tasks whose process was lost
+    /// ([`cadre_subagents::SubagentRuntime::reattach`]): their results come with the next
+    /// prompt's turn.
+    async fn reattach(&self) {
+        let parent = self.parent(&CancellationToken::new());
+        let adopted = self.h().runtime().reattach(&parent).await;
+        if !adopted.is_empty() {
+            eprintln!(
+                "resumed {} background task(s) of this session that a lost cadre left running",
+                adopted.len()
+            );
         }
     }
 

@@ -153,6 +153,12 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             };
             let workspace = Arc::new(h.open_workspace()?);
             let run = run_for(session.id().to_string());
+            if args.resume.is_some() {
+                // Its background tasks a killed run left: taken up here, so this run waits
+                // for them and gets their results.
+                let parent = h.main_parent(run.clone(), cancel.clone());
+                h.runtime().reattach(&parent).await;
+            }
             if let Some(instructions) = &args.compact_now {
                 compact_now(h, &mut session, instructions.as_deref(), &run, &cancel).await;
             }

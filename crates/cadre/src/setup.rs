@@ -187,6 +187,7 @@ impl Setup {
             );
         }
         let write_retry = config.store.write_retry();
+        let orphan_timeout = config.store.orphan_timeout();
         let maintenance = cadre_store::start_maintenance(
             store.clone(),
             &config.store,
@@ -216,6 +217,7 @@ impl Setup {
             rc.remote = Some(remote);
             rc.agent_servers = Some(agent_servers);
             rc.store_write_retry = write_retry;
+            rc.orphan_timeout = orphan_timeout;
             rc.default_max_turns = sub.max_turns.unwrap_or(rc.default_max_turns);
             rc.background_approvals = match sub.background_approvals {
                 Some(BackgroundApprovalsName::Escalate) => BackgroundApprovals::Escalate,

@@ -4,7 +4,10 @@
 //! adopts it once A's heartbeat is old, rebuilds its child from the definition and the
 //! checkpoint, and finishes it. The mock model (real HTTP, shared by both nodes) shows the
 //! child's first turn was asked exactly once: the task continued, it did not start again.
-//! The same holds for two processes of one workspace on its SQLite store.
+//! The same holds for two processes of one workspace on its SQLite store. And a parent
+//! resumes too: a `cadre run` killed while its two background children work is resumed
+//! with `--resume`, which takes the children up from their checkpoints and delivers both
+//! results once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod serve_support;
@@ -309,4 +312,142 @@ async fn a_mutating_call_in_flight_is_reported_as_interrupted_not_run_again() {
         1,
         "the child's first turn was asked again"
     );
+}
+
+/// The mock of the parent-resume test: the main agent starts two background workers
+/// (`job one`, `job two`) and answers `noted` to anything else; each worker reads the
+/// notes, then its first second turn (the killed run's) never answers and its next one
+/// does. Also the second turns counted per job.
+async fn two_background_jobs_model() -> (MockServer, Arc<[AtomicUsize; 2]>) {
+    let second_turns = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let seen = second_turns.clone();
+    let mock = MockServer::start_with(Arc::new(move |r: &RecordedRequest| {
+        if !is_worker(r) {
+            if first_turn(r) {
+                return OpenAiStream::new()
+                    .role()
+                    .tool_call(0, "call_1", "task", &spawn_args("job one"))
+                    .tool_call(1, "call_2", "task", &spawn_args("job two"))
+                    .finish("tool_calls")
+                    .usage(30, 10, 0)
+                    .done()
+                    .into_reply();
+            }
+            return answer("noted");
+        }
+        let job = usize::from(prompt_of(r).contains("job two"));
+        if first_turn(r) {
+            return call("read_file", json!({"path": "notes.txt"}));
+        }
+        if seen[job].fetch_add(1, Ordering::SeqCst) == 0 {
+            return answer("never said").delayed(Duration::from_secs(600));
+        }
+        answer(&format!("{} is done", ["job one", "job two"][job]))
+    }))
+    .await
+    .unwrap();
+    (mock, second_turns)
+}
+
+/// The `task` arguments of a background worker given `prompt`.
+fn spawn_args(prompt: &str) -> String {
+    json!({"subagent_type": "worker", "description": prompt, "prompt": prompt,
+        "background": true})
+    .to_string()
+}
+
+/// True for a request of a worker (its system prompt is the definition's body).
+fn is_worker(r: &RecordedRequest) -> bool {
+    messages(r)
+        .first()
+        .and_then(|m| m["content"].as_str())
+        .is_some_and(|s| s.contains("You work."))
+}
+
+/// The first user message of a request.
+fn prompt_of(r: &RecordedRequest) -> String {
+    messages(r)
+        .iter()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_string()
+}
+
+/// `cadre run` on the mock in `ws` with JSONL output, then `args`.
+fn cadre_run(ws: &Path, mock: &MockServer, args: &[&str]) -> std::process::Command {
+    let mut cmd = cadre(ws);
+    cmd.env("OPENAI_BASE_URL", mock.openai_base_url())
+        .env("OPENAI_API_KEY", "test-key")
+        .args(["--model", "openai:mock-model", "run", "--approval", "auto"])
+        .args(["--output", "jsonl"])
+        .args(args);
+    cmd
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_run_resumed_gets_both_background_results_exactly_once() {
+    let (mock, second_turns) = two_background_jobs_model().await;
+    let ws = node_workspace();
+    let mut first = cadre_run(ws.path(), &mock, &["start the jobs"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    until(
+        "both workers in their second turn",
+        Duration::from_secs(30),
+        || second_turns.iter().all(|n| n.load(Ordering::SeqCst) == 1),
+    )
+    .await;
+    first.kill().unwrap();
+    let killed = first.wait_with_output().unwrap();
+    let session = String::from_utf8_lossy(&killed.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["agent"] == "main")
+        .and_then(|e| e["session_id"].as_str().map(str::to_string))
+        .expect("the killed run's session in its events");
+
+    let mut again = cadre_run(ws.path(), &mock, &["--resume", &session, "any news?"]);
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::task::spawn_blocking(move || again.output().unwrap()),
+    )
+    .await
+    .expect("the resumed run ended in time")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Both workers went on from their checkpoints: neither read the notes again.
+    let workers: Vec<RecordedRequest> = mock.requests().into_iter().filter(is_worker).collect();
+    assert_eq!(workers.iter().filter(|r| first_turn(r)).count(), 2);
+    assert!(second_turns.iter().all(|n| n.load(Ordering::SeqCst) == 2));
+    // The parent's last request holds each result once, in one delivery.
+    let last = mock
+        .requests()
+        .into_iter()
+        .filter(|r| !is_worker(r))
+        .last()
+        .unwrap();
+    let said: Vec<String> = messages(&last)
+        .iter()
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .collect();
+    for result in ["job one is done", "job two is done"] {
+        let n: usize = said.iter().map(|m| m.matches(result).count()).sum();
+        assert_eq!(n, 1, "{result} delivered {n} times: {said:#?}");
+    }
+    let delivered: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "results_delivered")
+        .flat_map(|e| e["task_ids"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(delivered.len(), 2, "{stdout}");
+    assert_ne!(delivered[0], delivered[1]);
 }

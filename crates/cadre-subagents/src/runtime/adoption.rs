@@ -5,7 +5,7 @@
 
 use super::{JobChild, JobStart, Parent, Resumed, SubagentRuntime};
 use crate::runtime::child_job::AbortOnDrop;
-use cadre_store::{TaskRecord, Transition};
+use cadre_store::{OrphanPolicy, TaskRecord, Transition};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -80,6 +80,61 @@ impl SubagentRuntime {
             }
         }
         adopted
+    }
+
+    /// Take up the unfinished tasks of `parent`'s session after the process that ran them
+    /// was lost (`cadre run --resume`, the REPL's and TUI's `/resume`): each local one
+    /// whose policy is `resume` and whose owner is gone is adopted and continued here from
+    /// its checkpoint, as a task of `parent`, so the parent waits for it and gets its result
+    /// like any other. An owner is gone when it is a dead process of this node (told by
+    /// its process id and start time, at once) or when it has not beaten the task for
+    /// [`RuntimeConfig::orphan_timeout`](crate::RuntimeConfig::orphan_timeout). Tasks of policy `fail` are failed by restart recovery or the
+    /// sweeper; finished ones are delivered by the parent's next turn. Returns the ids
+    /// adopted.
+    pub async fn reattach(&self, parent: &Parent) -> Vec<String> {
+        let session = parent.run.session_id.as_str();
+        let tasks = match self.store.list_by_session(session).await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(session, error = %e, "store: cannot list the session's tasks");
+                return Vec::new();
+            }
+        };
+        let mut adopted = Vec::new();
+        for task in tasks {
+            if task.status.is_terminal()
+                || !task.transport.is_local()
+                || task.on_orphan != OrphanPolicy::Resume
+                || self.local.contains(&task.id)
+                || self.registry.get(&task.agent_id).is_none()
+            {
+                continue;
+            }
+            let timeout = if self.owner_died_here(&task) {
+                Duration::ZERO
+            } else {
+                self.cfg.orphan_timeout
+            };
+            match self.store.adopt(&task.id, task.owner_epoch, timeout).await {
+                Ok(Some(record)) => {
+                    self.resume(record, &task.owner_node, parent).await;
+                    adopted.push(task.id);
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(task = %task.id, error = %e, "store: adopting failed"),
+            }
+        }
+        adopted
+    }
+
+    /// True when `task`'s owner is a process of this node that no longer runs.
+    fn owner_died_here(&self, task: &TaskRecord) -> bool {
+        if task.owner_node != self.store.node_id().as_str() {
+            return false;
+        }
+        task.owner_instance
+            .as_deref()
+            .is_none_or(|i| i != cadre_store::current_instance() && !cadre_store::instance_alive(i))
     }
 
     /// Run an adopted task here: its child rebuilt for its own parent session, its

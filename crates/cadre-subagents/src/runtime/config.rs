@@ -136,6 +136,10 @@ pub struct RuntimeConfig {
     /// How long a task's write is retried over a failing store before its end is kept in
     /// the local spool (`[store] write_retry_secs`, default 120 s).
     pub store_write_retry: Duration,
+    /// How long a task's owner may go without beating it before the task is taken as an
+    /// orphan when a parent resumes its session (`[store] orphan_timeout_secs`, default
+    /// 600 s; see [`SubagentRuntime::reattach`](crate::SubagentRuntime::reattach)).
+    pub orphan_timeout: Duration,
 }
 
 impl RuntimeConfig {
@@ -173,6 +177,7 @@ impl RuntimeConfig {
             checkpoints: false,
             on_orphan: cadre_store::OrphanPolicy::Fail,
             store_write_retry: cadre_store::RETRY_FOR,
+            orphan_timeout: Duration::from_secs(cadre_store::DEFAULT_ORPHAN_TIMEOUT_SECS),
         }
     }
 

@@ -146,6 +146,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
         dirty: true,
         exit: false,
     };
+    shell.reattach().await;
     let (mut term, guard) = terminal::enter()?;
     let mut input = terminal::input_events();
     let mut tick = tokio::time::interval(TICK);
@@ -378,6 +379,20 @@ impl Shell {
             }
         }
         tasks
+    }
+
+    /// Take up the session's background tasks whose process was lost
+    /// ([`cadre_subagents::SubagentRuntime::reattach`]): they show in the task panel, and
+    /// their results come with the next turn.
+    async fn reattach(&self) {
+        let parent = self.parent(&CancellationToken::new());
+        let adopted = self.harness.runtime().reattach(&parent).await;
+        if !adopted.is_empty() {
+            tracing::info!(
+                count = adopted.len(),
+                "resumed background tasks of the session"
+            );
+        }
     }
 
     fn parent(&self, cancel: &CancellationToken) -> Parent {
@@ -633,6 +648,7 @@ impl Shell {
                     let messages = s.messages().to_vec();
                     self.replace_session(s);
                     self.app.load_history(&messages);
+                    self.reattach().await;
                 }
                 Err(e) => self.app.error(format!("cannot resume {id}: {e}")),
             },
