@@ -259,7 +259,7 @@ async fn schema_is_identical(kind: Kind) {
     // Reopening applies nothing twice.
     drop(store);
     let again = fx.open_sql("node-b").await;
-    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 38);
+    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 39);
 }
 
 async fn concurrent_first_open(kind: Kind) {
