@@ -39,7 +39,7 @@ fn stream_error(message: String) -> ProviderError {
     ProviderError::Stream {
         provider: "fuzz".into(),
         message,
-        after_content: false,
+        after_tool_call: false,
     }
 }
 

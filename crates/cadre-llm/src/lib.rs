@@ -6,7 +6,8 @@
 mod cache;
 mod context_window;
 mod error;
-#[cfg(feature = "fuzzing")]
+// Also built with the unit tests, so that `cargo clippy --all-targets` keeps it compiling.
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 mod http;
 mod json;

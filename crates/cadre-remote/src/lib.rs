@@ -10,7 +10,8 @@
 
 pub mod a2a;
 pub mod client;
-#[cfg(feature = "fuzzing")]
+// Also built with the unit tests, so that `cargo clippy --all-targets` keeps it compiling.
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 mod jsonrpc;
 pub mod server;
