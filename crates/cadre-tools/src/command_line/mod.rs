@@ -18,6 +18,11 @@ pub const MAX_LINE_BYTES: usize = 64 * 1024;
 /// Deeper bracket nesting than this is not analysed: the parser backtracks over every open
 /// `(` (subshell, `((`, process substitution), so its work doubles with each level.
 const MAX_NESTING: usize = 12;
+/// Array subscripts nested in parameter expansions (`${a[${b[1]}]}`) analysed at most: the
+/// parser reads a subscript as arithmetic and backtracks over it, so its work grows about
+/// fifteenfold with each level (four levels took seconds, five most of a minute; found by
+/// fuzzing).
+const MAX_SUBSCRIPT_NESTING: usize = 2;
 /// Command strings nested in command strings (`bash -c "eval '...'"`) analysed at most.
 const MAX_DEPTH: u32 = 8;
 

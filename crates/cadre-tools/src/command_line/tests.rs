@@ -278,3 +278,33 @@ fn control_characters_are_refused_before_the_parser_sees_them() {
     }
     assert!(CommandLine::parse("printf 'a\tb'\techo x\nls").is_parsed());
 }
+
+#[test]
+fn nested_array_subscripts_are_refused_before_the_parser_backtracks_over_them() {
+    // Found by fuzzing: the parser reads a subscript as arithmetic and backtracks over it,
+    // so each level of `${x[${x[...]}]}` multiplied its time (four levels took seconds,
+    // five most of a minute, holding the permission check and its thread).
+    for text in [
+        "echo ${x[${x[${x[1]}]}]}",
+        "echo \"${x[${x[${x[${x[${x[1]}]}]}]}]}\"",
+        "x=; ech1;~B=!='fcaee&>/ui\"$(@@@]}:${x[xa${x /@@@\" yxargs':echxR]}:1R]}:1R]}:${x[xa${x[1R]}1]}",
+    ] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let owned = text.to_string();
+        std::thread::spawn(move || {
+            let _ = tx.send(CommandLine::parse(&owned).is_parsed());
+        });
+        let parsed = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("{text:?} did not finish"));
+        assert!(!parsed, "{text:?}");
+    }
+    // Subscripts a script uses still parse: one level, two levels, and `[[ ]]` tests.
+    for text in [
+        "echo ${a[1]} ${a[@]}",
+        "echo ${a[${i}]} ${a[${b[0]}]}",
+        "[[ ${#a[@]} -gt 0 ]] && echo ${a[0]}",
+    ] {
+        assert!(CommandLine::parse(text).is_parsed(), "{text}");
+    }
+}

@@ -2,7 +2,10 @@
 //! redirect and what cannot be known before the line runs.
 
 use super::words::{Word, WordKind, analyse};
-use super::{CommandLine, MAX_DEPTH, MAX_LINE_BYTES, MAX_NESTING, SimpleCommand, resolve};
+use super::{
+    CommandLine, MAX_DEPTH, MAX_LINE_BYTES, MAX_NESTING, MAX_SUBSCRIPT_NESTING, SimpleCommand,
+    resolve,
+};
 use brush_parser::ast::{
     self, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, ExtendedTestExpr,
     IoFileRedirectKind, IoFileRedirectTarget, IoRedirect, Pipeline,
@@ -97,6 +100,10 @@ impl Walker {
         }
         if nesting(text) > MAX_NESTING {
             self.unparsed("the command nests brackets too deeply");
+            return;
+        }
+        if subscript_nesting(text) > MAX_SUBSCRIPT_NESTING {
+            self.unparsed("the command nests array subscripts too deeply");
             return;
         }
         if text
@@ -376,6 +383,42 @@ fn nesting(text: &str) -> usize {
         }
     }
     max
+}
+
+/// The deepest nesting of array subscripts opened by a parameter expansion (`${name[`),
+/// counted without regard to quoting, as `nesting` is.
+fn subscript_nesting(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    // One entry per open bracket: whether it opened a subscript. Bounded by the line's
+    // length, which is checked first.
+    let mut open: Vec<bool> = Vec::new();
+    let (mut depth, mut max) = (0usize, 0usize);
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            b'[' => {
+                let subscript = opens_subscript(&bytes[..i]);
+                open.push(subscript);
+                if subscript {
+                    depth += 1;
+                    max = max.max(depth);
+                }
+            }
+            b'(' | b'{' => open.push(false),
+            b')' | b'}' | b']' => depth -= usize::from(open.pop() == Some(true)),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// True when `before` ends in `${NAME`, so that a `[` after it opens an array subscript.
+fn opens_subscript(before: &[u8]) -> bool {
+    let name = before
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
+        .count();
+    name > 0 && before[..before.len() - name].ends_with(b"${")
 }
 
 /// True when a run of digits right before `<` or `>` is too long for a file descriptor
