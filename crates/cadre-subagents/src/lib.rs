@@ -12,7 +12,7 @@ pub use cadre_store::{BackgroundSummary, TaskRecord};
 pub use cadre_types::TaskStatus;
 pub use definitions::definition::{
     AgentDefinition, AgentFactory, AgentMcpServer, AgentPermissions, DefinitionSource,
-    FactoryInput, MAX_OFFERED_DESCRIPTION, RemoteProtocol, RemoteSpec, RequestedMode,
+    FactoryError, FactoryInput, MAX_OFFERED_DESCRIPTION, RemoteProtocol, RemoteSpec, RequestedMode,
     WorkspaceMode, WorkspaceSpec,
 };
 pub use definitions::definition_file::{

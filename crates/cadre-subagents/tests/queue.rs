@@ -87,7 +87,7 @@ text = "{{tool_results}}"
 
 #[tokio::test]
 async fn a_child_that_cannot_be_built_ends_as_a_failed_task_that_says_why() {
-    let failing: AgentFactory = Arc::new(|_| Err("no GPU on this node".to_string()));
+    let failing: AgentFactory = Arc::new(|_| Err("no GPU on this node".into()));
     let f = fixture(
         BROKEN,
         Options {
@@ -125,7 +125,7 @@ async fn the_store_records_a_child_that_could_not_be_built_as_failed() {
             .await
             .unwrap(),
     );
-    let failing: AgentFactory = Arc::new(|_| Err("no GPU on this node".to_string()));
+    let failing: AgentFactory = Arc::new(|_| Err("no GPU on this node".into()));
     let for_cfg = store.clone();
     let f = fixture(
         BROKEN,

@@ -16,7 +16,7 @@ fn def_file(name: &str, description: &str) -> String {
 }
 
 fn failing_factory() -> AgentFactory {
-    Arc::new(|_| Err("not built in tests".to_string()))
+    Arc::new(|_| Err("not built in tests".into()))
 }
 
 #[test]

@@ -157,7 +157,25 @@ pub struct FactoryInput {
 }
 
 /// A custom factory: builds the child agent itself.
-pub type AgentFactory = Arc<dyn Fn(&FactoryInput) -> Result<Agent, String> + Send + Sync>;
+pub type AgentFactory = Arc<dyn Fn(&FactoryInput) -> Result<Agent, FactoryError> + Send + Sync>;
+
+/// Why a factory could not build its agent, in its own words (the task fails with
+/// `agent NAME: factory failed: <this>`). Made from a `String` or `&str`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct FactoryError(pub String);
+
+impl From<String> for FactoryError {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
+impl From<&str> for FactoryError {
+    fn from(message: &str) -> Self {
+        Self(message.to_string())
+    }
+}
 
 /// One sub-agent definition.
 #[derive(Clone)]

@@ -203,9 +203,9 @@ impl SubagentRuntime {
                 workspace: plan.root.clone(),
                 system_prompt: prompt,
             };
-            let agent = factory(&input).map_err(|message| SpawnError::Factory {
+            let agent = factory(&input).map_err(|source| SpawnError::Factory {
                 agent: def.name.clone(),
-                message,
+                source,
             })?;
             return Ok((agent, plan.root, sandbox));
         }

@@ -51,6 +51,20 @@ pub(crate) struct ChildJob {
     pub write_retry: std::time::Duration,
 }
 
+/// Why a planned child could not be built when its task got a slot (the task's error).
+#[derive(Debug, thiserror::Error)]
+enum BuildFailure {
+    /// Building it failed.
+    #[error(transparent)]
+    Spawn(#[from] super::SpawnError),
+    /// Building it panicked (in a factory, say).
+    #[error("agent {0}: building the sub-agent panicked")]
+    Panicked(String),
+    /// The runtime was dropped before the task got its slot.
+    #[error("the sub-agent runtime has shut down")]
+    ShutDown,
+}
+
 /// Why the calls a lost node had in flight stopped, as the resumed child's model reads it.
 const LOST: &str = "the node running it was lost";
 
@@ -58,7 +72,7 @@ impl ChildJob {
     /// Build a planned child now that it has a slot, in `root` when it has its own
     /// worktree. A panic while building (in a factory, say) fails the task instead of
     /// leaving it pending forever.
-    fn materialize(&self, worktree: Option<&Arc<Worktree>>) -> Result<Child, String> {
+    fn materialize(&self, worktree: Option<&Arc<Worktree>>) -> Result<Child, BuildFailure> {
         match &self.child {
             JobChild::Ready(c) => Ok(c.clone()),
             JobChild::Planned(plan) => match self.runtime.upgrade() {
@@ -67,14 +81,11 @@ impl ChildJob {
                         rt.build_planned(plan, worktree.cloned())
                     }));
                     match built {
-                        Ok(r) => r.map_err(|e| e.to_string()),
-                        Err(_) => Err(format!(
-                            "agent {}: building the sub-agent panicked",
-                            plan.agent
-                        )),
+                        Ok(r) => Ok(r?),
+                        Err(_) => Err(BuildFailure::Panicked(plan.agent.clone())),
                     }
                 }
-                None => Err("the sub-agent runtime has shut down".to_string()),
+                None => Err(BuildFailure::ShutDown),
             },
         }
     }
@@ -187,7 +198,7 @@ impl ChildJob {
                     // Nothing ran in it: removed with its branch.
                     w.finish(None, "unused").await;
                 }
-                self.end_unstarted(Some(e)).await;
+                self.end_unstarted(Some(e.to_string())).await;
                 return;
             }
         };

@@ -36,12 +36,12 @@ pub enum SpawnError {
         message: String,
     },
     /// A factory failed.
-    #[error("agent {agent}: factory failed: {message}")]
+    #[error("agent {agent}: factory failed: {source}")]
     Factory {
         /// Agent.
         agent: String,
         /// Why.
-        message: String,
+        source: crate::FactoryError,
     },
     /// Remote agents are run by the remote layer.
     #[error("agent {0} is remote, and this runtime has no remote executor configured")]
