@@ -61,6 +61,14 @@ pub struct FanoutResult {
     /// (median scenario CPU − median floor CPU) / N, ms.
     #[serde(default)]
     pub cpu_overhead_per_subagent_ms: Option<f64>,
+    /// CPU time per scenario run over its timed part only (the window of its wall time:
+    /// without opening the store, the wiring and the clean-up), ms.
+    #[serde(default)]
+    pub scenario_timed_cpu_ms: Vec<f64>,
+    /// (median timed scenario CPU − median floor CPU) / N, ms: the CPU counterpart of
+    /// `overhead_per_subagent_ms`.
+    #[serde(default)]
+    pub timed_cpu_overhead_per_subagent_ms: Option<f64>,
     /// Median wiring time outside the timed part, ms.
     pub setup_median_ms: f64,
     /// Requests one scenario run needs (parent turns + 2 N), checked against the server.
@@ -233,6 +241,7 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
     drop(shared);
     let scenario_samples: Vec<f64> = runs.iter().map(|r| ms(r.elapsed)).collect();
     let setups: Vec<f64> = runs.iter().map(|r| ms(r.setup)).collect();
+    let timed_cpu: Vec<f64> = runs.iter().map(|r| ms(r.timed_cpu)).collect();
     let scenario = summarize(&scenario_samples);
     let floor = (!floor_samples.is_empty()).then(|| summarize(&floor_samples));
     let n = args.n.max(1) as f64;
@@ -252,6 +261,9 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
         scenario,
         cpu_overhead_per_subagent_ms: (!floor_cpu.is_empty())
             .then(|| (summarize(&scenario_cpu).median_ms - summarize(&floor_cpu).median_ms) / n),
+        timed_cpu_overhead_per_subagent_ms: (!floor_cpu.is_empty())
+            .then(|| (summarize(&timed_cpu).median_ms - summarize(&floor_cpu).median_ms) / n),
+        scenario_timed_cpu_ms: timed_cpu,
         floor_cpu_ms: floor_cpu,
         scenario_cpu_ms: scenario_cpu,
         floor_samples_ms: floor_samples,
@@ -313,6 +325,12 @@ pub fn print(r: &FanoutResult) {
             med(&r.floor_cpu_ms),
             med(&r.scenario_cpu_ms),
             o
+        );
+    }
+    if let Some(o) = r.timed_cpu_overhead_per_subagent_ms {
+        println!(
+            "  cpu timed scenario {:.2} ms (the wall time's window, without opening the store): {o:.4} ms per sub-agent",
+            summarize(&r.scenario_timed_cpu_ms).median_ms
         );
     }
     println!(

@@ -22,6 +22,9 @@ pub struct ScenarioRun {
     pub elapsed: Duration,
     /// Wiring time (providers, registry, runtime, parent), not included in `elapsed`.
     pub setup: Duration,
+    /// CPU time of the process (all threads) over `elapsed` only: without opening the
+    /// store (its schema on a fresh file), the wiring and the clean-up after the run.
+    pub timed_cpu: Duration,
     /// Model turns of the parent (= its model requests).
     pub parent_turns: u32,
     /// Distinct completed results that reached the parent's conversation.
@@ -154,6 +157,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
     let setup = t0.elapsed();
 
     let started = Instant::now();
+    let cpu = crate::stats::cpu_time();
     let outcome = wiring
         .parent
         .run(
@@ -166,6 +170,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
         .await;
     drain(&wiring.runtime).await;
     let elapsed = started.elapsed();
+    let timed_cpu = crate::stats::cpu_time().saturating_sub(cpu);
 
     let parent_rejected = outcome.turns >= 2 && is_body_limit(&outcome.state);
     if outcome.state != EndState::Completed && !parent_rejected {
@@ -191,6 +196,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
     Ok(ScenarioRun {
         elapsed,
         setup,
+        timed_cpu,
         parent_turns: outcome.turns,
         delivered,
         parent_rejected,

@@ -16,7 +16,9 @@ use sqlx::Row;
 /// - every accepted transition bumps `updated_at`;
 /// - a fenced write (`$13`) is accepted only at the task's owner epoch.
 ///
-/// Fields bound as NULL keep their stored value.
+/// Fields bound as NULL keep their stored value. The sets of states are spelled as `OR`s,
+/// not `IN (…)` lists: SQLite builds a temporary b-tree for a constant `IN` list at each
+/// execution, which cost this statement, run twice per task, a sixth of its time.
 const TRANSITION_SQL: &str = "UPDATE tasks SET status = $2, updated_at = $3, \
        result = COALESCE($4, result), error = COALESCE($5, error), \
        end_state = COALESCE($6, end_state), input_tokens = COALESCE($7, input_tokens), \
@@ -27,10 +29,10 @@ const TRANSITION_SQL: &str = "UPDATE tasks SET status = $2, updated_at = $3, \
        unpriced_calls = COALESCE($12, unpriced_calls) \
      WHERE id = $1 \
        AND ($13 IS NULL OR owner_epoch = $13) \
-       AND status IN ('pending', 'running') \
+       AND (status = 'pending' OR status = 'running') \
        AND (($2 = 'running' AND status = 'pending') \
-            OR $2 IN ('completed', 'failed', 'cancelled')) \
-       AND (NOT cancel_requested OR $2 IN ('completed', 'failed', 'cancelled'))";
+            OR $2 = 'completed' OR $2 = 'failed' OR $2 = 'cancelled') \
+       AND (NOT cancel_requested OR $2 = 'completed' OR $2 = 'failed' OR $2 = 'cancelled')";
 
 const INSERT_SQL: &str = "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
        child_session_id, user_id, status, prompt, description, cancel_requested, background, \
@@ -373,7 +375,7 @@ impl SqlStore {
         let sql = format!(
             "UPDATE tasks SET delivered = TRUE \
              WHERE parent_session_id = $1 AND background AND NOT delivered \
-               AND status IN ('completed', 'failed', 'cancelled') \
+               AND (status = 'completed' OR status = 'failed' OR status = 'cancelled') \
              RETURNING {TASK_COLS}"
         );
         on_writer!(&self.db, (sql, session.to_owned()), |p, (sql, session)| {
