@@ -36,7 +36,7 @@ pub use error::{StoreError, StoreResult};
 pub use memory::{DEFAULT_RETENTION, MemoryStore};
 pub use model::{
     BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, OrphanPolicy, ServedTurn, TaskFilter,
-    TaskRecord, Transition, Transport,
+    TaskOwner, TaskRecord, Transition, Transport,
 };
 pub use node::{NodeId, current_instance, hostname, instance_alive};
 pub use redact::{REDACTED, has_env_reference, redact_headers, redact_url};

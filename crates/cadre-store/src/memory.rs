@@ -12,7 +12,7 @@
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
     BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, OrphanPolicy, ServedTurn, TaskFilter,
-    TaskRecord, Transition,
+    TaskOwner, TaskRecord, Transition,
 };
 use crate::node::{NodeId, current_instance, instance_alive};
 use crate::sql::{executor_died_message, executor_lost_message};
@@ -72,6 +72,8 @@ struct Tables {
     live_keys: HashSet<String>,
     /// Checkpoints of active tasks (removed when the task ends).
     checkpoints: HashMap<String, Checkpoint>,
+    /// Owner histories of adopted tasks (forgotten with their task).
+    owners: HashMap<String, Vec<TaskOwner>>,
 }
 
 /// Unix milliseconds, as the SQL store stores them.
@@ -150,6 +152,7 @@ impl Tables {
             if !still_done {
                 continue;
             }
+            self.owners.remove(&id);
             if let Some(r) = self.tasks.remove(&id)
                 && let Some(seq) = self.seq_of.remove(&id)
             {
@@ -656,6 +659,7 @@ impl TaskStore for MemoryStore {
             return Ok(None);
         }
         let now = now();
+        let lost = r.only_owner();
         let old_owner = std::mem::replace(&mut r.owner_node, self.node.as_str().to_string());
         r.owner_instance = Some(self.instance.clone());
         r.owner_epoch += 1;
@@ -663,6 +667,14 @@ impl TaskStore for MemoryStore {
         r.heartbeat_at = Some(now);
         r.updated_at = now;
         let adopted = r.clone();
+        let history = g.owners.entry(id.to_string()).or_default();
+        if history.is_empty() {
+            history.push(lost);
+        }
+        history.push(TaskOwner {
+            since: now,
+            ..adopted.only_owner()
+        });
         // A cancel requested of the old owner is now the new owner's to act on.
         if let Some(set) = g.cancels.get_mut(&old_owner)
             && set.remove(id)
@@ -673,6 +685,17 @@ impl TaskStore for MemoryStore {
                 .insert(id.to_string());
         }
         Ok(Some(adopted))
+    }
+
+    async fn owners(&self, id: &str) -> StoreResult<Vec<TaskOwner>> {
+        let g = self.lock();
+        if let Some(h) = g.owners.get(id) {
+            return Ok(h.clone());
+        }
+        Ok(g.tasks
+            .get(id)
+            .map(|r| vec![r.only_owner()])
+            .unwrap_or_default())
     }
 
     async fn watch_cancellations(&self, node: &NodeId) -> StoreResult<CancelWatch> {

@@ -183,6 +183,20 @@ pub struct ServedTurn {
     pub caller_id: Option<String>,
 }
 
+/// One owner in a task's history ([`crate::TaskStore::owners`]): who ran the task at an
+/// owner epoch, and since when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskOwner {
+    /// The owner epoch it held (0 for the creator, one more for each adoption).
+    pub epoch: u64,
+    /// Its node.
+    pub node: String,
+    /// Its process (`<pid>:<start ticks>`), if known.
+    pub instance: Option<String>,
+    /// When it became the owner, Unix ms.
+    pub since: u64,
+}
+
 /// A task as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TaskRecord {
@@ -255,6 +269,17 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// The owner history of a task that has none stored (it was never adopted): its one
+    /// owner, the one it names, since its creation.
+    pub fn only_owner(&self) -> TaskOwner {
+        TaskOwner {
+            epoch: self.owner_epoch,
+            node: self.owner_node.clone(),
+            instance: self.owner_instance.clone(),
+            since: self.created_at,
+        }
+    }
+
     /// How the run ended, read back from the stored name (a failure takes the record's
     /// error); `None` before the end or for a name this version does not know.
     pub fn end_state(&self) -> Option<EndState> {

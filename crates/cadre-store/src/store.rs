@@ -1,6 +1,7 @@
 //! The [`TaskStore`] trait and the cancellation watch it hands out.
 
 use crate::error::StoreResult;
+use crate::model::TaskOwner;
 use crate::model::{
     BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, ServedTurn, TaskFilter, TaskRecord,
     Transition,
@@ -144,6 +145,10 @@ pub trait TaskStore: Send + Sync {
         seen_epoch: u64,
         orphan_timeout: Duration,
     ) -> StoreResult<Option<TaskRecord>>;
+
+    /// The task's owners over time, by epoch: each node and process that ran it, and since
+    /// when. A task never adopted has one, the owner its record names; an unknown task none.
+    async fn owners(&self, id: &str) -> StoreResult<Vec<TaskOwner>>;
 
     /// Fail the local pending/running tasks of `node` whose process is gone, with
     /// `executor died: cadre restarted on <node>`; call on start. Tasks of a sibling process

@@ -169,6 +169,9 @@ impl TaskStore for Flaky {
     ) -> StoreResult<Option<TaskRecord>> {
         self.inner.adopt(id, seen_epoch, orphan_timeout).await
     }
+    async fn owners(&self, id: &str) -> StoreResult<Vec<cadre_store::TaskOwner>> {
+        self.inner.owners(id).await
+    }
     async fn read_checkpoint(&self, id: &str) -> StoreResult<Option<cadre_store::Checkpoint>> {
         self.inner.read_checkpoint(id).await
     }

@@ -5,7 +5,7 @@ use crate::cli::{Cli, TasksCommand};
 use crate::config;
 use crate::setup::{open_store, workspace_root};
 use anyhow::{Result, bail};
-use cadre_store::{TaskFilter, TaskRecord, TaskStatus};
+use cadre_store::{TaskFilter, TaskOwner, TaskRecord, TaskStatus};
 use serde_json::{Value, json};
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
@@ -79,6 +79,32 @@ fn list_header() -> String {
         "{:<41}  {:<9}  {:<16}  {:<20}  {}",
         "TASK", "STATUS", "AGENT", "CREATED", "DESCRIPTION"
     )
+}
+
+/// A task's owners over time as JSON, oldest first.
+fn owners_json(owners: &[TaskOwner]) -> Value {
+    owners
+        .iter()
+        .map(
+            |o| json!({"epoch": o.epoch, "node": o.node, "instance": o.instance, "since": o.since}),
+        )
+        .collect()
+}
+
+/// The owner history of `tasks show`: one line per owner epoch, with its node, its process
+/// and since when it owned the task.
+fn owners_text(owners: &[TaskOwner]) -> String {
+    let mut out = String::from("\nowners:\n");
+    for o in owners {
+        out.push_str(&format!(
+            "  epoch {:<3} {:<24} {:<24} since {}\n",
+            o.epoch,
+            o.node,
+            o.instance.as_deref().unwrap_or("-"),
+            time(o.since)
+        ));
+    }
+    out
 }
 
 /// `tasks show`: the record for a person, times in ISO 8601 (UTC).
@@ -185,10 +211,17 @@ pub async fn run(cli: &Cli, cmd: &TasksCommand) -> Result<ExitCode> {
             let Some(r) = store.get(id).await? else {
                 bail!("no task {id}");
             };
+            let owners = store.owners(id).await?;
             if *json {
-                println!("{}", serde_json::to_string_pretty(&record_json(&r))?);
+                let mut v = record_json(&r);
+                v["owners"] = owners_json(&owners);
+                println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 print!("{}", readable(&r));
+                if r.resumes > 0 {
+                    // Who ran it, epoch by epoch: the lost owners and the adopters.
+                    print!("{}", owners_text(&owners));
+                }
             }
         }
         TasksCommand::Cancel { id } => {

@@ -235,7 +235,7 @@ fn first_turns(mock: &MockServer) -> usize {
 async fn a_task_whose_node_is_killed_mid_turn_finishes_on_the_other_node() {
     let Some(db) = database().await else { return };
     let (mock, second_turns) = slow_second_turn_model().await;
-    let (_a_ws, mut a) = node(&db, &mock);
+    let (a_ws, mut a) = node(&db, &mock);
     let (b_ws, b) = node(&db, &mock);
     let id = killed_mid_turn(&mock, &second_turns, &mut a, &b).await;
     let shown = tasks_show(b_ws.path(), Some(&db), &id);
@@ -243,6 +243,15 @@ async fn a_task_whose_node_is_killed_mid_turn_finishes_on_the_other_node() {
         shown.contains("resumed         1 time(s); owner epoch 1"),
         "{shown}"
     );
+    // The owners over time: A's node at epoch 0, B's at 1.
+    let owners: Vec<&str> = shown
+        .lines()
+        .filter(|l| l.starts_with("  epoch "))
+        .collect();
+    assert_eq!(owners.len(), 2, "{shown}");
+    let node_of = |ws: &Path| cadre_store::NodeId::detect(ws).as_str().to_string();
+    assert!(owners[0].contains(&node_of(a_ws.path())), "{shown}");
+    assert!(owners[1].contains(&node_of(b_ws.path())), "{shown}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -450,4 +459,28 @@ async fn a_killed_run_resumed_gets_both_background_results_exactly_once() {
         .collect();
     assert_eq!(delivered.len(), 2, "{stdout}");
     assert_ne!(delivered[0], delivered[1]);
+    // Each child's progress log starts by saying where it went on: on this node (the same
+    // one: one workspace), after the killed process of it was lost.
+    let starts: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "subagent_update" && e["update"]["kind"] == "start")
+        .filter_map(|e| e["update"]["text"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(starts.len(), 2, "{stdout}");
+    for s in &starts {
+        let node = s
+            .strip_prefix("resumed on node ")
+            .and_then(|r| r.strip_suffix(" was lost"))
+            .and_then(|r| r.split_once(" after node "))
+            .unwrap_or_else(|| panic!("not a resume note: {s}"));
+        assert_eq!(node.0, node.1, "{s}");
+    }
+    // `tasks show` has the owners over time.
+    for id in &delivered {
+        let shown = tasks_show(ws.path(), None, id.as_str().unwrap());
+        assert!(shown.contains("resumed         1 time(s)"), "{shown}");
+        assert!(shown.contains("\nowners:\n  epoch 0 "), "{shown}");
+        assert!(shown.contains("\n  epoch 1 "), "{shown}");
+    }
 }

@@ -7,10 +7,14 @@
 use super::rows::{RecordRow, TASK_COLS, tasks_sorted};
 use super::{SqlStore, millis, now_ms};
 use crate::error::StoreResult;
-use crate::model::TaskRecord;
+use crate::model::{TaskOwner, TaskRecord};
 use crate::node::{NodeId, instance_alive};
 use sqlx::Row;
 use std::time::{Duration, UNIX_EPOCH};
+
+/// One row of a task's owner history; a row already there is kept.
+const OWNER_SQL: &str = "INSERT INTO task_owners (task_id, epoch, owner_node, owner_instance, since) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING";
 
 /// The error written by the sweeper.
 pub fn executor_lost_message(last_seen_ms: u64) -> String {
@@ -192,6 +196,15 @@ impl SqlStore {
             self.instance.clone(),
         );
         on_writer!(&self.db, args, |p, (sql, id, node, instance)| {
+            // The owner being replaced, for the history (read in the same transaction).
+            let before = sqlx::query(
+                "SELECT owner_node, owner_instance, created_at FROM tasks \
+                 WHERE id = $1 AND owner_epoch = $2",
+            )
+            .bind(id)
+            .bind(epoch)
+            .fetch_optional(&mut *p)
+            .await?;
             let row = sqlx::query(sql)
                 .bind(id)
                 .bind(epoch)
@@ -199,9 +212,59 @@ impl SqlStore {
                 .bind(instance)
                 .bind(now)
                 .bind(cutoff)
-                .fetch_optional(p)
+                .fetch_optional(&mut *p)
                 .await?;
-            row.map(|r| r.task()).transpose()?
+            let adopted = row.map(|r| r.task()).transpose()?;
+            if let (Some(_), Some(before)) = (&adopted, before) {
+                let lost_node: String = before.try_get(0)?;
+                let lost_instance: Option<String> = before.try_get(1)?;
+                let created: i64 = before.try_get(2)?;
+                for (e, n, i, since) in [
+                    (epoch, lost_node.as_str(), lost_instance.as_deref(), created),
+                    (
+                        epoch.saturating_add(1),
+                        node.as_str(),
+                        Some(instance.as_str()),
+                        now,
+                    ),
+                ] {
+                    sqlx::query(OWNER_SQL)
+                        .bind(id)
+                        .bind(e)
+                        .bind(n)
+                        .bind(i)
+                        .bind(since)
+                        .execute(&mut *p)
+                        .await?;
+                }
+            }
+            adopted
         })
+    }
+
+    pub(super) async fn owners_of(&self, id: &str) -> StoreResult<Vec<TaskOwner>> {
+        let sql = "SELECT epoch, owner_node, owner_instance, since FROM task_owners \
+                   WHERE task_id = $1 ORDER BY epoch";
+        let owners: Vec<TaskOwner> = on_reader!(&self.db, p => {
+            let rows = sqlx::query(sql).bind(id).fetch_all(p).await?;
+            rows.iter()
+                .map(|r| {
+                    Ok::<_, sqlx::Error>(TaskOwner {
+                        epoch: u64::try_from(r.try_get::<i64, _>(0)?).unwrap_or(0),
+                        node: r.try_get(1)?,
+                        instance: r.try_get(2)?,
+                        since: u64::try_from(r.try_get::<i64, _>(3)?).unwrap_or(0),
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        });
+        if !owners.is_empty() {
+            return Ok(owners);
+        }
+        Ok(self
+            .get_task(id)
+            .await?
+            .map(|r| vec![r.only_owner()])
+            .unwrap_or_default())
     }
 }

@@ -4,7 +4,8 @@
 //! `0004_checkpoints.sql`; PostgreSQL adds its notification triggers (`migrations/postgres/`,
 //! version 2), version 5 (the checkpoint cleanup trigger) is written once per dialect, and
 //! `0006_adoption.sql` (owner epochs and orphan policies) and `0007_served.sql` (what `cadre serve`
-//! keeps of its tasks) and `0008_depth.sql` (the spawn depth of a task's child) are shared again. Applying is serialised between processes: SQLite takes
+//! keeps of its tasks) `0008_depth.sql` (the spawn depth of a task's child) and `0009_owners.sql` (a task's owners
+//! over time) are shared again. Applying is serialised between processes: SQLite takes
 //! the write lock up front (`BEGIN IMMEDIATE`), PostgreSQL a transaction-scoped advisory lock,
 //! so several `cadre` processes starting at once apply each migration exactly once.
 
@@ -58,6 +59,12 @@ const DEPTH: Migration = Migration {
     sql: include_str!("../../migrations/0008_depth.sql"),
 };
 
+const OWNERS: Migration = Migration {
+    version: 9,
+    name: "owners",
+    sql: include_str!("../../migrations/0009_owners.sql"),
+};
+
 /// Migrations of the SQLite backend (version 2 is PostgreSQL's own).
 pub const SQLITE_MIGRATIONS: &[Migration] = &[
     INIT,
@@ -71,6 +78,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
     ADOPTION,
     SERVED,
     DEPTH,
+    OWNERS,
 ];
 
 /// Migrations of the PostgreSQL backend.
@@ -91,6 +99,7 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
     ADOPTION,
     SERVED,
     DEPTH,
+    OWNERS,
 ];
 
 /// Advisory lock key for migrations ("cadre" in ASCII).
@@ -182,15 +191,15 @@ mod tests {
     #[test]
     fn pending_checks_names_and_versions() {
         let all = POSTGRES_MIGRATIONS;
-        assert_eq!(pending(all, &[]).unwrap().len(), 8);
+        assert_eq!(pending(all, &[]).unwrap().len(), 9);
         assert_eq!(pending(all, &[(1, "init".into())]).unwrap()[0].version, 2);
-        // SQLite has no version 2: a database at 1 gets 3 to 8.
+        // SQLite has no version 2: a database at 1 gets 3 to 9.
         let sqlite = pending(SQLITE_MIGRATIONS, &[(1, "init".into())]).unwrap();
         assert_eq!(
             sqlite.iter().map(|m| m.version).collect::<Vec<_>>(),
-            [3, 4, 5, 6, 7, 8]
+            [3, 4, 5, 6, 7, 8, 9]
         );
         assert!(pending(all, &[(1, "other".into())]).is_err());
-        assert!(pending(all, &[(9, "future".into())]).is_err());
+        assert!(pending(all, &[(10, "future".into())]).is_err());
     }
 }

@@ -3,8 +3,8 @@
 use super::SqlStore;
 use crate::error::StoreResult;
 use crate::model::{
-    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, ServedTurn, TaskFilter, TaskRecord,
-    Transition,
+    BackgroundSummary, Checkpoint, LiveChildEntry, NewTask, ServedTurn, TaskFilter, TaskOwner,
+    TaskRecord, Transition,
 };
 use crate::node::NodeId;
 use crate::store::{CancelWatch, TaskStore};
@@ -116,6 +116,10 @@ impl TaskStore for SqlStore {
         orphan_timeout: Duration,
     ) -> StoreResult<Option<TaskRecord>> {
         self.adopt_task(id, seen_epoch, orphan_timeout).await
+    }
+
+    async fn owners(&self, id: &str) -> StoreResult<Vec<TaskOwner>> {
+        self.owners_of(id).await
     }
 
     async fn watch_cancellations(&self, node: &NodeId) -> StoreResult<CancelWatch> {

@@ -126,6 +126,9 @@ async fn stale_owner_writes_are_refused(kind: Kind) {
         .await
         .unwrap();
     wait_orphaned(b.as_ref(), std::slice::from_ref(&id)).await;
+    let created = a.owners(&id).await.unwrap();
+    assert_eq!(created.len(), 1, "{created:?}");
+    assert_eq!((created[0].epoch, created[0].node.as_str()), (0, "node-a"));
     let adopted = b
         .adopt(&id, 0, Duration::ZERO)
         .await
@@ -135,6 +138,15 @@ async fn stale_owner_writes_are_refused(kind: Kind) {
         (adopted.owner_node.as_str(), adopted.owner_epoch),
         ("node-b", 1)
     );
+    // The history says who had it, epoch by epoch, from either node.
+    let owners = a.owners(&id).await.unwrap();
+    let who: Vec<(u64, &str)> = owners.iter().map(|o| (o.epoch, o.node.as_str())).collect();
+    assert_eq!(who, [(0, "node-a"), (1, "node-b")]);
+    assert_eq!(owners[0], created[0]);
+    assert!(owners[1].since >= owners[0].since);
+    assert_eq!(owners[1].instance, adopted.owner_instance);
+    assert_eq!(b.owners(&id).await.unwrap(), owners);
+    assert!(b.owners("task_nobody").await.unwrap().is_empty());
 
     // A comes back: its checkpoint and its end carry epoch 0 and change nothing.
     let late = [Message::assistant("a's late step")];
