@@ -119,6 +119,22 @@ fn write_big_txt(ws: &Path) {
     std::fs::write(ws.join("big.txt"), &lines).unwrap();
 }
 
+/// Run the first question, then a second turn resumed in the same session; its id.
+fn two_turn_session(ws: &Path) -> String {
+    let first = run(ws, &[&first_question()]);
+    let stderr = text(&first.stderr);
+    assert!(first.status.success(), "{stderr}");
+    let id = stderr
+        .split("session: ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let second = run(ws, &["--resume", &id, "second question"]);
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    id
+}
+
 fn run(ws: &Path, args: &[&str]) -> Output {
     cadre(ws)
         .arg("run")
@@ -153,17 +169,7 @@ async fn run_compact_now_compacts_the_resumed_session_before_the_new_prompt() {
     let mock = MockServer::start().await.unwrap();
     mock.set_responder(responder());
     let ws = workspace(&mock, "");
-    let first = run(ws.path(), &[&first_question()]);
-    let stderr = text(&first.stderr);
-    assert!(first.status.success(), "{stderr}");
-    let id = stderr
-        .split("session: ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap()
-        .to_string();
-    let second = run(ws.path(), &["--resume", &id, "second question"]);
-    assert!(second.status.success(), "{}", text(&second.stderr));
+    let id = two_turn_session(ws.path());
 
     // Without --resume there is nothing to compact: refused before anything is sent.
     mock.clear_requests();
@@ -230,17 +236,7 @@ async fn run_compact_now_followed_by_a_word_takes_it_as_the_prompt() {
     let mock = MockServer::start().await.unwrap();
     mock.set_responder(responder());
     let ws = workspace(&mock, "");
-    let first = run(ws.path(), &[&first_question()]);
-    let stderr = text(&first.stderr);
-    assert!(first.status.success(), "{stderr}");
-    let id = stderr
-        .split("session: ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap()
-        .to_string();
-    let second = run(ws.path(), &["--resume", &id, "second question"]);
-    assert!(second.status.success(), "{}", text(&second.stderr));
+    let id = two_turn_session(ws.path());
     mock.clear_requests();
     // As `/compact` alone: compact without instructions, then run the prompt.
     let third = run(
