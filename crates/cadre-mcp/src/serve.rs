@@ -121,6 +121,7 @@ fn progress_message(event: &Event) -> Option<String> {
             let tool = update.tool.as_deref().unwrap_or("?");
             Some(match update.kind {
                 UpdateKind::Start => format!("[{agent}] started"),
+                UpdateKind::Resumed => format!("[{agent}] {}", cut(&update.text)),
                 UpdateKind::ToolStart => format!("[{agent}] ▸ {tool}({})", cut(&update.text)),
                 UpdateKind::ToolResult => format!("[{agent}] ◂ {tool}: {}", cut(&update.text)),
                 UpdateKind::Done => format!("[{agent}] done"),

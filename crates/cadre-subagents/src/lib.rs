@@ -42,7 +42,7 @@ pub use runtime::remote::{
 };
 pub use runtime::worktree::{Isolation, UnknownIsolation};
 pub use runtime::{
-    Adopter, BackgroundApprovals, Child, ChildRunner, Inherited, LiveRequest, Parent,
+    Adopter, BackgroundApprovals, Child, ChildRunner, Elsewhere, Inherited, LiveRequest, Parent,
     RuntimeConfig, SandboxSettings, SpawnError, SpawnRequest, Started, SubagentRuntime,
     ToolSurface, Waited,
 };

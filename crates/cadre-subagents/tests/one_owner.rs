@@ -148,3 +148,146 @@ async fn a_task_the_sweeper_failed_reads_failed_everywhere() {
         output.content
     );
 }
+
+const WAITING_PARENT: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+text = "waiting"
+[[scripts.turns]]
+text = "got: {{user}}"
+
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+text = "the adopted answer"
+"#;
+
+fn delivered(messages: &[Message]) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::User { content } if content.starts_with("<background-task-results>") => {
+                Some(content.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A background task of `session` as another node (or process) would hold it: in the store,
+/// running, not in this runtime.
+async fn running_elsewhere(
+    f: &Fixture,
+    session: &str,
+    policy: cadre_store::OrphanPolicy,
+) -> String {
+    let mut t = cadre_store::NewTask::new("worker", session, "go");
+    t.background = true;
+    t.on_orphan = policy;
+    let id = t.id.clone();
+    let store = f.runtime.store();
+    store.create(t).await.unwrap();
+    store
+        .transition(&id, cadre_store::Transition::running())
+        .await
+        .unwrap();
+    assert!(!f.runtime.runs_here(&id));
+    id
+}
+
+// A parent whose session has a background task another live node runs (`cadre run
+// --resume` of a session whose child a `cadre serve` node took over) holds its run open
+// until that task ends, and is then given its result, once. Time is paused: the parent
+// looks through the store every second, and 30 s of looking pass at once.
+#[tokio::test(start_paused = true)]
+async fn a_parent_waits_for_its_background_task_that_another_node_runs() {
+    let f = fixture(
+        WAITING_PARENT,
+        Options {
+            defs: vec![worker("worker")],
+            ..Default::default()
+        },
+    );
+    let mut session = f.session();
+    let id = running_elsewhere(&f, session.id(), cadre_store::OrphanPolicy::Fail).await;
+    let run = {
+        let (parent, ws, cancel) = (
+            f.parent.clone(),
+            Arc::new(cadre_tools::Workspace::new(&f.ws).unwrap()),
+            f.cancel.clone(),
+        );
+        let ctx = f.run_context(&session);
+        tokio::spawn(async move {
+            let out = parent
+                .run(&mut session, Some("go".into()), ctx, ws, cancel)
+                .await;
+            (out, session)
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(f.rec.of("main").len(), 1);
+    assert!(
+        !run.is_finished(),
+        "the parent ended while its task ran elsewhere"
+    );
+
+    // The other node finishes it.
+    f.runtime
+        .store()
+        .transition(&id, cadre_store::Transition::completed("the remote answer"))
+        .await
+        .unwrap();
+    let (out, session) = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the parent ended once its task did")
+        .unwrap();
+    assert_eq!(out.state, cadre_types::EndState::Completed, "{out:?}");
+    assert!(out.output.contains("the remote answer"), "{}", out.output);
+    let results = delivered(session.messages());
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].contains(&id));
+    assert_eq!(f.rec.of("main").len(), 2);
+    assert!(f.rec.of("worker").is_empty(), "nothing ran here");
+}
+
+// A task of the session whose owner is lost while the parent waits (its heartbeat older
+// than the orphan timeout, zero here) and whose policy is `resume` is adopted by the
+// waiting parent, runs here, and its result is delivered; its update marks the resume.
+#[tokio::test]
+async fn a_waiting_parent_adopts_its_lost_background_task() {
+    let f = fixture(
+        WAITING_PARENT,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(|c| c.orphan_timeout = Duration::ZERO),
+            ..Default::default()
+        },
+    );
+    let mut session = f.session();
+    let id = running_elsewhere(&f, session.id(), cadre_store::OrphanPolicy::Resume).await;
+    let out = tokio::time::timeout(Duration::from_secs(30), f.run_in(&mut session, "go"))
+        .await
+        .expect("the parent ended");
+    assert_eq!(out.state, cadre_types::EndState::Completed, "{out:?}");
+    assert!(out.output.contains("the adopted answer"), "{}", out.output);
+    assert_eq!(delivered(session.messages()).len(), 1);
+    assert_eq!(f.rec.of("worker").len(), 1, "run here once");
+    let rec = f.runtime.task_record(&id).await.unwrap();
+    assert_eq!((rec.status, rec.resumes), (TaskStatus::Completed, 1));
+    let resumed: Vec<_> = f
+        .events
+        .updates()
+        .into_iter()
+        .filter(|u| u.kind == cadre_types::UpdateKind::Resumed)
+        .collect();
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    assert_eq!(resumed[0].task_id.as_deref(), Some(id.as_str()));
+    assert!(
+        resumed[0]
+            .text
+            .starts_with("resumed on node test after node test was lost"),
+        "{}",
+        resumed[0].text
+    );
+}

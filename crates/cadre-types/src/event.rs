@@ -162,6 +162,10 @@ impl std::fmt::Display for EndState {
 pub enum UpdateKind {
     /// The child started.
     Start,
+    /// The child started again, from its checkpoint, on another node than the one that
+    /// ran it until that node was lost (instead of `start`). The text says where:
+    /// `resumed on node <this> after node <lost> was lost`.
+    Resumed,
     /// A piece of the child's text.
     Delta,
     /// A piece of the child's thinking.

@@ -140,6 +140,7 @@ impl EventSink for TextSink {
                     UpdateKind::Start => {
                         Some(format!("[{name}] started: {}", short(&update.text, 80)))
                     }
+                    UpdateKind::Resumed => Some(format!("[{name}] ↻ {}", short(&update.text, 120))),
                     UpdateKind::ToolStart => Some(format!(
                         "[{name}] ▸ {}({})",
                         update.tool.as_deref().unwrap_or("?"),

@@ -22,19 +22,6 @@ fn start(ws: &tempfile::TempDir) -> Served {
     Served::start(ws.path(), &model, &[])
 }
 
-async fn rpc(node: &str, method: &str, params: Value) -> Value {
-    reqwest::Client::new()
-        .post(format!("{node}/"))
-        .header("A2A-Version", "1.0")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_node_answers_for_the_tasks_of_its_earlier_process() {
     let ws = workspace(&[

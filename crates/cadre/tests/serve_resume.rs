@@ -136,6 +136,13 @@ async fn killed_mid_turn(
     assert_eq!(second_turns.load(Ordering::SeqCst), 2);
     // The usage recorded on A (turn 1) continues on B (turn 2; A's never answered).
     assert_eq!(rec["usage"]["input_tokens"], 70, "{rec}");
+    // Both protocols say where it was resumed.
+    assert_eq!(rec["resumed"]["times"], 1, "{rec}");
+    let got = rpc(&b.url, "GetTask", json!({"id": id})).await;
+    assert_eq!(
+        got["result"]["metadata"]["resumed"], rec["resumed"],
+        "{got}"
+    );
     id
 }
 
@@ -464,7 +471,7 @@ async fn a_killed_run_resumed_gets_both_background_results_exactly_once() {
     let starts: Vec<String> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["type"] == "subagent_update" && e["update"]["kind"] == "start")
+        .filter(|e| e["type"] == "subagent_update" && e["update"]["kind"] == "resumed")
         .filter_map(|e| e["update"]["text"].as_str().map(str::to_string))
         .collect();
     assert_eq!(starts.len(), 2, "{stdout}");

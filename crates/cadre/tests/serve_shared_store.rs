@@ -90,19 +90,6 @@ fn node_with(url: &str, approvals: &str) -> (tempfile::TempDir, Served) {
     (ws, srv)
 }
 
-async fn rpc(node: &str, method: &str, params: Value) -> Value {
-    reqwest::Client::new()
-        .post(format!("{node}/"))
-        .header("A2A-Version", "1.0")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 async fn get(url: &str) -> Value {
     reqwest::get(url).await.unwrap().json().await.unwrap()
 }

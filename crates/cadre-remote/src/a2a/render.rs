@@ -73,6 +73,27 @@ pub struct TaskView {
     pub completeness: Option<Result<(), IncompleteReason>>,
     /// Last change, Unix ms.
     pub updated_at: u64,
+    /// Where its latest turn was resumed after its node was lost, if it was.
+    pub resumed: Option<Resumption>,
+}
+
+/// A task turn continued on another node after the one running it was lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resumption {
+    /// How many times it was resumed.
+    pub times: u64,
+    /// The node that runs it now (or ran it last).
+    pub node: String,
+}
+
+impl Resumption {
+    /// The status message of a resumed task that is working.
+    pub fn note(&self) -> String {
+        format!(
+            "resumed on node {} after the node running it was lost",
+            self.node
+        )
+    }
 }
 
 /// Which optional parts of a task to include.
@@ -192,6 +213,16 @@ pub fn view_status(view: &TaskView, version: Version) -> Value {
             .note
             .as_ref()
             .map(|n| said(n, &view.id, &view.context_id, version)),
+        A2aState::Working => view.resumed.as_ref().map(|r| {
+            message(
+                Role::Agent,
+                &r.note(),
+                &format!("{}-resumed-{}", view.id, r.times),
+                Some(&view.id),
+                Some(&view.context_id),
+                version,
+            )
+        }),
         _ => None,
     };
     status(view.state, message, view.updated_at, version)
@@ -241,6 +272,9 @@ pub fn task(view: &TaskView, detail: Detail, version: Version) -> Value {
         if let Err(reason) = done {
             m.insert("reason".into(), json!(reason.as_str()));
         }
+    }
+    if let (Some(r), Some(m)) = (&view.resumed, metadata.as_object_mut()) {
+        m.insert("resumed".into(), json!({"times": r.times, "node": r.node}));
     }
     t.insert("metadata".into(), metadata);
     Value::Object(t)
@@ -342,6 +376,7 @@ mod tests {
             usage: Usage::default(),
             completeness: Some(Err(IncompleteReason::MaxTurns)),
             updated_at: 0,
+            resumed: None,
         }
     }
 
@@ -379,6 +414,29 @@ mod tests {
             Version::V1,
         );
         assert_eq!(a["artifactUpdate"]["artifact"]["parts"][0]["text"], "x");
+    }
+
+    #[test]
+    fn a_resumed_task_says_so_in_its_status_and_metadata() {
+        let mut v = view(A2aState::Working);
+        v.resumed = Some(Resumption {
+            times: 1,
+            node: "b".into(),
+        });
+        let t = task(&v, Detail::default(), Version::V1);
+        assert_eq!(
+            t["status"]["message"]["parts"][0]["text"],
+            "resumed on node b after the node running it was lost"
+        );
+        assert_eq!(t["metadata"]["resumed"], json!({"times": 1, "node": "b"}));
+        // Once it ended, the status is its own; the metadata still tells.
+        v.state = A2aState::Completed;
+        let t = task(&v, Detail::default(), Version::V1);
+        assert!(t["status"].get("message").is_none());
+        assert_eq!(t["metadata"]["resumed"]["times"], 1);
+        // A task never resumed has neither.
+        let t = task(&view(A2aState::Working), Detail::default(), Version::V1);
+        assert!(t["status"].get("message").is_none() && t["metadata"].get("resumed").is_none());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::{AnswerStyle, ApprovalPolicy, ServeError, ServeOptions};
 use crate::a2a::A2aState;
 use crate::a2a::card::SkillInfo;
 use crate::a2a::parts::AnswerForm;
-use crate::a2a::render::{Role, Said, TaskView};
+use crate::a2a::render::{Resumption, Role, Said, TaskView};
 use cadre_store::TaskFilter;
 use cadre_subagents::{GENERAL_PURPOSE, Parent, SubagentRuntime, TaskRecord, TaskStatus};
 use cadre_tools::RunContext;
@@ -451,6 +451,10 @@ impl State {
                 .is_terminal()
                 .then(|| last.incomplete_reason().map_or(Ok(()), Err)),
             updated_at: last.updated_at.max(task.journal.touched_at()),
+            resumed: (last.resumes > 0).then(|| Resumption {
+                times: last.resumes,
+                node: last.owner_node.clone(),
+            }),
         })
     }
 

@@ -249,6 +249,10 @@ impl Emitter {
                 *shown = A2aState::Working;
                 self.working(None).await
             }
+            UpdateKind::Resumed if !ended => {
+                *shown = A2aState::Working;
+                self.working(Some(&u.text)).await
+            }
             UpdateKind::Delta if !u.text.is_empty() && self.form == AnswerForm::Text => {
                 let append = answer.started;
                 answer.started = true;

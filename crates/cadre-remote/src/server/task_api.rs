@@ -46,7 +46,7 @@ fn public_id(t: &ServedTask) -> &str {
     t.external_id.as_deref().unwrap_or(&t.id)
 }
 
-/// `{task_id, agent_id, status, result?, error?, created_at, updated_at, usage}`.
+/// `{task_id, agent_id, status, result?, error?, created_at, updated_at, usage, resumed?}`.
 async fn record(state: &State, t: &ServedTask) -> Option<Value> {
     let snap = state.snapshot(t).await?;
     let mut v = json!({
@@ -63,6 +63,12 @@ async fn record(state: &State, t: &ServedTask) -> Option<Value> {
         }
         if let Some(e) = &snap.error {
             obj.insert("error".into(), json!(e));
+        }
+        if snap.resumes > 0 {
+            obj.insert(
+                "resumed".into(),
+                json!({"times": snap.resumes, "node": snap.owner_node}),
+            );
         }
         if snap.status.is_terminal() {
             let reason = snap.incomplete_reason();

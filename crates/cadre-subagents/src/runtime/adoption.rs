@@ -5,9 +5,27 @@
 
 use super::{JobChild, JobStart, Parent, Resumed, SubagentRuntime};
 use crate::runtime::child_job::AbortOnDrop;
-use cadre_store::{OrphanPolicy, TaskRecord, Transition};
+use cadre_store::{OrphanPolicy, StoreResult, TaskRecord, Transition};
+use cadre_tools::RunContext;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Open background tasks of a session that [`SubagentRuntime::look_elsewhere`] reads at most
+/// (the rest are counted, not looked at).
+pub const ELSEWHERE_LIMIT: usize = 256;
+
+/// A session's background tasks as a parent waiting for them sees those not run here
+/// ([`SubagentRuntime::look_elsewhere`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Elsewhere {
+    /// Open, run by another node or process.
+    pub running: usize,
+    /// Lost by their owner and adopted here just now: they run here from now on.
+    pub adopted: usize,
+    /// Ended, their results not delivered yet.
+    pub undelivered: usize,
+}
 
 /// Looks for resumable orphans at an interval and adopts them. Stops when dropped.
 pub struct Adopter {
@@ -102,29 +120,81 @@ impl SubagentRuntime {
         };
         let mut adopted = Vec::new();
         for task in tasks {
-            if task.status.is_terminal()
-                || !task.transport.is_local()
-                || task.on_orphan != OrphanPolicy::Resume
-                || self.local.contains(&task.id)
-                || self.registry.get(&task.agent_id).is_none()
-            {
-                continue;
-            }
-            let timeout = if self.owner_died_here(&task) {
-                Duration::ZERO
-            } else {
-                self.cfg.orphan_timeout
-            };
-            match self.store.adopt(&task.id, task.owner_epoch, timeout).await {
-                Ok(Some(record)) => {
-                    self.resume(record, &task.owner_node, parent).await;
-                    adopted.push(task.id);
-                }
-                Ok(None) => {}
-                Err(e) => tracing::warn!(task = %task.id, error = %e, "store: adopting failed"),
+            let id = task.id.clone();
+            if self.adopt_if_lost(task, parent).await {
+                adopted.push(id);
             }
         }
         adopted
+    }
+
+    /// What the parent `run`, holding itself open for its session's background tasks, sees
+    /// of those that run neither here nor wait in the spool (another node or process runs
+    /// them), after adopting the lost ones among them as in [`reattach`](Self::reattach),
+    /// as children of a [top-level parent](Self::top_level_parent) of `run`. Tasks beyond
+    /// the first [`ELSEWHERE_LIMIT`] open ones count as running elsewhere.
+    pub async fn look_elsewhere(
+        &self,
+        run: &RunContext,
+        cancel: &CancellationToken,
+    ) -> StoreResult<Elsewhere> {
+        let summary = self
+            .store
+            .background_summary(&run.session_id, ELSEWHERE_LIMIT)
+            .await?;
+        let mut seen = Elsewhere {
+            running: summary.open_total.saturating_sub(summary.open.len()),
+            adopted: 0,
+            undelivered: summary.undelivered,
+        };
+        let mut parent = None;
+        for task in summary.open {
+            if self.local.contains(&task.id) || self.spool.record(&task.id).is_some() {
+                continue;
+            }
+            // Built only when there is something to adopt: most runs end with nothing open.
+            let parent = parent.get_or_insert_with(|| {
+                self.top_level_parent(Arc::new(run.clone()), cancel.clone())
+            });
+            if self.adopt_if_lost(task, parent).await {
+                seen.adopted += 1;
+            } else {
+                seen.running += 1;
+            }
+        }
+        Ok(seen)
+    }
+
+    /// Adopt `task` and continue it here as a task of `parent` when it is an unfinished
+    /// local task of policy `resume` whose owner is gone (a dead process of this node, or
+    /// silent for the orphan timeout) and whose agent is defined here. True if adopted.
+    async fn adopt_if_lost(&self, task: TaskRecord, parent: &Parent) -> bool {
+        if task.status.is_terminal()
+            || !task.transport.is_local()
+            || task.on_orphan != OrphanPolicy::Resume
+            || self.local.contains(&task.id)
+            // Ended here, its end not yet written: its owner is not lost.
+            || self.spool.record(&task.id).is_some()
+            || self.registry.get(&task.agent_id).is_none()
+        {
+            return false;
+        }
+        let timeout = if self.owner_died_here(&task) {
+            Duration::ZERO
+        } else {
+            self.cfg.orphan_timeout
+        };
+        match self.store.adopt(&task.id, task.owner_epoch, timeout).await {
+            Ok(Some(record)) => {
+                self.resume(record, &task.owner_node, parent).await;
+                true
+            }
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(task = %task.id, error = %e, "store: adopting failed");
+                false
+            }
+        }
     }
 
     /// True when `task`'s owner is a process of this node that no longer runs.

@@ -272,16 +272,18 @@ impl ChildJob {
             self.end_unstarted(None).await;
             return;
         };
-        let start_note = match &self.resumed {
-            Some(r) => format!(
-                "resumed on node {} after node {} was lost",
-                self.store.node_id(),
-                r.lost_node
+        let (kind, start_note) = match &self.resumed {
+            Some(r) => (
+                UpdateKind::Resumed,
+                format!(
+                    "resumed on node {} after node {} was lost",
+                    self.store.node_id(),
+                    r.lost_node
+                ),
             ),
-            None => self.prompt.clone(),
+            None => (UpdateKind::Start, self.prompt.clone()),
         };
-        self.forward
-            .update(sid, UpdateKind::Start, start_note, None, None);
+        self.forward.update(sid, kind, start_note, None, None);
         let restored = match self.resumed.take() {
             Some(r) => r.checkpoint,
             None => None,

@@ -24,7 +24,7 @@ pub(crate) mod tracker;
 mod types;
 pub mod worktree;
 
-pub use adoption::Adopter;
+pub use adoption::{Adopter, ELSEWHERE_LIMIT, Elsewhere};
 pub use config::{BackgroundApprovals, RuntimeConfig, SandboxSettings, ToolSurface};
 pub(crate) use types::RuntimeRef;
 pub use types::{

@@ -28,6 +28,7 @@ impl ProgressLine {
         let tool = self.tool.as_deref().unwrap_or("");
         match self.kind {
             UpdateKind::Start => format!("started: {}", self.text),
+            UpdateKind::Resumed => self.text.clone(),
             UpdateKind::Delta => format!("text: {}", self.text),
             UpdateKind::Thinking => format!("thinking: {}", self.text),
             UpdateKind::ToolStart => format!("▸ {tool}({})", self.text),

@@ -37,6 +37,9 @@ pub fn gather_window(round: u32) -> Duration {
         .min(MAX_GATHER_WINDOW)
 }
 
+/// How often a parent held open for background tasks that run elsewhere looks at them.
+pub const ELSEWHERE_POLL: Duration = Duration::from_secs(1);
+
 /// Lines of open background tasks listed in the status before "N more".
 pub const MAX_TASK_LINES: usize = 10;
 /// Characters of a task's description shown in the status.
@@ -276,7 +279,10 @@ impl TurnExtension for SubagentContext {
             // Register for the wake-up before looking, so no completion slips between. A
             // wake-up means a task ended, so a long tail of completions costs no store reads.
             let Some(wake) = local.session_wake(session) else {
-                return ready > 0 || undelivered().await > 0;
+                match self.wait_elsewhere(run, cancel, ready > 0).await {
+                    Some(deliver) => return deliver,
+                    None => continue,
+                }
             };
             let notified = wake.notified();
             tokio::pin!(notified);
@@ -285,7 +291,10 @@ impl TurnExtension for SubagentContext {
                 continue;
             };
             if running == 0 {
-                return ready > 0 || undelivered().await > 0;
+                match self.wait_elsewhere(run, cancel, ready > 0).await {
+                    Some(deliver) => return deliver,
+                    None => continue,
+                }
             }
             if ready > 0 && round < WAIT_ALL_AFTER_ROUNDS {
                 // Let a burst of completions land in the same turn, but stop gathering as
@@ -313,6 +322,52 @@ impl TurnExtension for SubagentContext {
             tokio::select! {
                 _ = &mut notified => ready = 1,
                 _ = cancel.cancelled() => return false,
+            }
+        }
+    }
+}
+
+impl SubagentContext {
+    /// With nothing of `run`'s session running here: wait while its background tasks run
+    /// elsewhere (another node or process; e.g. after `cadre run --resume`), looking through
+    /// the store every [`ELSEWHERE_POLL`]. Lost ones of policy `resume` are adopted on the
+    /// way (`None`: they run here now, so wait for them here). `Some(true)` when there is
+    /// something to deliver, `Some(false)` when nothing is left to wait for or on cancel.
+    async fn wait_elsewhere(
+        &self,
+        run: &RunContext,
+        cancel: &CancellationToken,
+        ready: bool,
+    ) -> Option<bool> {
+        let mut announced = false;
+        loop {
+            let seen = match self.runtime.look_elsewhere(run, cancel).await {
+                Ok(seen) => seen,
+                Err(e) => {
+                    tracing::warn!(error = %e, "store: reading the session's background tasks failed");
+                    return Some(ready);
+                }
+            };
+            if seen.adopted > 0 {
+                return None;
+            }
+            if ready || seen.undelivered > 0 {
+                return Some(true);
+            }
+            if seen.running == 0 {
+                return Some(false);
+            }
+            if !announced {
+                announced = true;
+                tracing::info!(
+                    session = %run.session_id,
+                    running = seen.running,
+                    "waiting for background tasks that run elsewhere"
+                );
+            }
+            tokio::select! {
+                () = tokio::time::sleep(cadre_store::jittered(ELSEWHERE_POLL)) => {}
+                () = cancel.cancelled() => return Some(false),
             }
         }
     }

@@ -109,6 +109,10 @@ impl TaskView {
         let first = |s: &str| s.lines().next().unwrap_or("").trim().to_string();
         match u.kind {
             UpdateKind::Start => {}
+            UpdateKind::Resumed => {
+                self.text_open = false;
+                self.line(format!("↻ {}", first(&u.text)));
+            }
             UpdateKind::Delta => self.stream(&u.text),
             UpdateKind::Thinking => {}
             UpdateKind::ToolStart => {

@@ -241,3 +241,17 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// One A2A v1.0 JSON-RPC call to `node`; the whole response.
+pub async fn rpc(node: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
+    reqwest::Client::new()
+        .post(format!("{node}/"))
+        .header("A2A-Version", "1.0")
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
