@@ -1,9 +1,10 @@
 //! Writes of a task's life that must land: a transient store failure (the database
 //! restarting, a dropped connection) is waited out with bounded backoff instead of being
 //! taken for an answer. Only the state rules' refusal, a cancel requested, is an answer.
+//! Creating a task is tried again the same way, for a shorter time: its caller waits.
 
-use crate::error::StoreResult;
-use crate::model::Transition;
+use crate::error::{StoreError, StoreResult};
+use crate::model::{NewTask, TaskRecord, Transition};
 use crate::store::TaskStore;
 use std::time::Duration;
 
@@ -33,6 +34,40 @@ pub async fn transition_retrying(
                 tracing::warn!(task = %id, to = %t.to, error = %e, "store: writing the task failed; trying again");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(MAX_PAUSE);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// How long [`create_retrying`] is tried by default: a database restart takes seconds, and
+/// the caller (a parent's tool call, a `cadre serve` submission) is waiting.
+pub const CREATE_RETRY_FOR: Duration = Duration::from_secs(10);
+
+/// Create `task`, trying again over transient failures for up to `within`. A try that
+/// finds the task already there after a failed one means the failed one was committed
+/// (only its answer was lost): the stored record is returned.
+pub async fn create_retrying(
+    store: &dyn TaskStore,
+    task: NewTask,
+    within: Duration,
+) -> StoreResult<TaskRecord> {
+    let give_up = tokio::time::Instant::now() + within;
+    let mut pause = FIRST_PAUSE;
+    let mut failed_once = false;
+    loop {
+        match store.create(task.clone()).await {
+            Err(e) if e.is_transient() && tokio::time::Instant::now() + pause < give_up => {
+                tracing::warn!(task = %task.id, error = %e, "store: creating the task failed; trying again");
+                failed_once = true;
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+            Err(StoreError::DuplicateTask(id)) if failed_once => {
+                return match store.get(&id).await? {
+                    Some(record) => Ok(record),
+                    None => Err(StoreError::DuplicateTask(id)),
+                };
             }
             other => return other,
         }

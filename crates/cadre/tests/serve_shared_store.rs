@@ -45,6 +45,12 @@ text = "second answer"
 
 [[scripts]]
 agent = "worker"
+prompt_contains = "quick"
+[[scripts.turns]]
+text = "quick answer"
+
+[[scripts]]
+agent = "worker"
 prompt_contains = "asks"
 [[scripts.turns]]
 tool_calls = [{ name = "bash", args = { command = "echo approved | tee -a asked.txt" } }]
@@ -491,4 +497,72 @@ async fn an_approval_node_a_waits_for_reads_input_required_on_node_b_and_is_answ
 
     assert!(a.terminate(Duration::from_secs(20)), "{}", a.stderr());
     assert!(b.terminate(Duration::from_secs(20)), "{}", b.stderr());
+}
+
+// A database restart between two submissions: the first write after it meets the node's
+// dead connection and is tried again on a fresh one, so the submission is taken (it was
+// answered 500). While the database is down, a submission is answered 503 with
+// Retry-After within the create's retry window (2 s here), not 500 and not after the
+// request timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_is_waited_out_and_an_outage_answered_503() {
+    if database().await.is_none() {
+        return;
+    }
+    // A cluster of its own: this test stops it.
+    let cluster = cadre_store::testing::PgCluster::start(&[]).unwrap();
+    let url = cluster.create_database().await.unwrap();
+    let ws = workspace(&[
+        ("script.toml", SCRIPT),
+        (
+            ".cadre/agents/worker.md",
+            "---\nname: worker\ndescription: Works.\nworkspace: {mode: shared}\n---\nYou work.\n",
+        ),
+        (
+            ".cadre/config.toml",
+            "[serve]\ndefault_agent = \"worker\"\n[store]\nconnect_timeout_secs = 1\nwrite_retry_secs = 2\n",
+        ),
+    ]);
+    let model = format!("scripted:{}", ws.path().join("script.toml").display());
+    let a = Served::start(ws.path(), &model, &[("CADRE_STORE_URL", &url)]);
+    let submit = |input: &str| {
+        reqwest::Client::new()
+            .post(format!("{}/tasks", a.url))
+            .json(&json!({"input": input}))
+            .send()
+    };
+    let first = submit("quick one").await.unwrap();
+    assert!(first.status().is_success(), "{:?}", first.status());
+
+    cluster.pause().unwrap();
+    cluster.resume().unwrap();
+    let second = submit("quick two").await.unwrap();
+    assert!(
+        second.status().is_success(),
+        "{:?}\n{}",
+        second.status(),
+        a.stderr()
+    );
+    let id = second.json::<Value>().await.unwrap()["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    until_status(&a.url, &id, "success").await;
+
+    cluster.pause().unwrap();
+    let down = submit("quick three").await.unwrap();
+    assert_eq!(
+        down.status(),
+        reqwest::StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        a.stderr()
+    );
+    assert_eq!(down.headers()["retry-after"], "5");
+    // The store's answer, not the request timeout's.
+    let body: Value = down.json().await.unwrap();
+    assert!(
+        body.to_string().contains("the task store is unavailable"),
+        "{body}"
+    );
+    cluster.resume().unwrap();
 }

@@ -48,6 +48,8 @@ pub(crate) enum LaunchError {
     InputTooLarge { bytes: usize, limit: usize },
     /// The runtime refused the child.
     Spawn(String),
+    /// The task store cannot be written now (a database restart, say): retry later.
+    StoreUnavailable(String),
     /// The task to continue can take no more: its conversation is gone, or it has taken
     /// as many messages as a task may.
     CannotContinue(String),
@@ -72,6 +74,9 @@ impl LaunchError {
                 "the input is {bytes} bytes, more than the {limit} this server accepts (serve.max_input_bytes)"
             ),
             LaunchError::Spawn(e) | LaunchError::CannotContinue(e) => e.clone(),
+            LaunchError::StoreUnavailable(e) => {
+                format!("the task store is unavailable, retry later: {e}")
+            }
         }
     }
 }
@@ -303,7 +308,12 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
             if let Some(ext) = &l.external_id {
                 state.book.lock().release(ext);
             }
-            return Err(LaunchError::Spawn(e.to_string()));
+            return Err(match e {
+                cadre_subagents::SpawnError::Store(e) if e.is_transient() => {
+                    LaunchError::StoreUnavailable(e.to_string())
+                }
+                e => LaunchError::Spawn(e.to_string()),
+            });
         }
     };
     tracing::debug!(task = %started.task_id, agent = %agent, "served task started");

@@ -272,7 +272,9 @@ pub(crate) async fn handle(
 /// The JSON-RPC error for a refused launch.
 pub(crate) fn launch_error(e: &LaunchError) -> RpcError {
     let kind = match e {
-        LaunchError::Busy { .. } | LaunchError::Draining => ErrorKind::ServerBusy,
+        LaunchError::Busy { .. } | LaunchError::Draining | LaunchError::StoreUnavailable(_) => {
+            ErrorKind::ServerBusy
+        }
         LaunchError::UnknownAgent { .. } | LaunchError::InputTooLarge { .. } => {
             ErrorKind::InvalidParams
         }

@@ -132,16 +132,23 @@ pub(crate) async fn submit(AxumState(state): AxumState<Arc<State>>, body: Bytes)
         Err(e) => {
             let status = match &e {
                 LaunchError::Busy { .. } => StatusCode::TOO_MANY_REQUESTS,
-                LaunchError::Draining => StatusCode::SERVICE_UNAVAILABLE,
+                LaunchError::Draining | LaunchError::StoreUnavailable(_) => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
                 LaunchError::UnknownAgent { .. } => StatusCode::NOT_FOUND,
                 LaunchError::InputTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
                 LaunchError::Finished(_) | LaunchError::CannotContinue(_) => StatusCode::CONFLICT,
                 LaunchError::Spawn(_) => StatusCode::INTERNAL_SERVER_ERROR,
             };
             let mut r = error(status, &e.message());
-            if status == StatusCode::TOO_MANY_REQUESTS {
+            let retry_after = match &e {
+                LaunchError::Busy { .. } => Some("1"),
+                LaunchError::StoreUnavailable(_) => Some("5"),
+                _ => None,
+            };
+            if let Some(secs) = retry_after {
                 r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static(secs));
             }
             return r;
         }

@@ -250,10 +250,13 @@ pub async fn open_postgres(
     };
     schema::migrate_postgres(&mut first).await?;
     first.close().await?;
-    // The pool keeps sqlx's 30 s acquire timeout: once running, a database restart is
-    // waited out (and writes retried), not reported.
+    // A connection is waited for no longer than the first one was: a database that is down
+    // fails a read or write within that time, and the writes of a task's life are tried
+    // again over it (create_retrying, transition_retrying), so a restart is waited out
+    // while a caller still hears of an outage in seconds, not sqlx's default 30.
     let pool = PgPoolOptions::new()
         .max_connections(PG_CONNECTIONS)
+        .acquire_timeout(connect_timeout)
         .connect_with(options)
         .await?;
     let writer = Writer::start(

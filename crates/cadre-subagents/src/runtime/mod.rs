@@ -508,24 +508,27 @@ impl SubagentRuntime {
         let on_orphan = self
             .cfg
             .orphan_policy(self.registry.get(&name), child.resumable());
-        let created = self
-            .store
-            .create(NewTask {
-                id: task_id.clone(),
-                agent_id: name.clone(),
-                parent_agent_id: (parent_agent != "main").then(|| parent_agent.clone()),
-                parent_session_id: parent.run.session_id.clone(),
-                child_session_id: Some(session_id.clone()),
-                user_id: parent.run.user_id.clone(),
-                prompt: prompt.clone(),
-                description: description.clone(),
-                background,
-                transport,
-                remote_headers,
-                on_orphan,
-                depth: child.depth(),
-            })
-            .await?;
+        let task = NewTask {
+            id: task_id.clone(),
+            agent_id: name.clone(),
+            parent_agent_id: (parent_agent != "main").then(|| parent_agent.clone()),
+            parent_session_id: parent.run.session_id.clone(),
+            child_session_id: Some(session_id.clone()),
+            user_id: parent.run.user_id.clone(),
+            prompt: prompt.clone(),
+            description: description.clone(),
+            background,
+            transport,
+            remote_headers,
+            on_orphan,
+            depth: child.depth(),
+        };
+        // A database restart is waited out; a store that stays down is the caller's error.
+        let within = self
+            .cfg
+            .store_write_retry
+            .min(cadre_store::CREATE_RETRY_FOR);
+        let created = cadre_store::create_retrying(self.store.as_ref(), task, within).await?;
         let checkpoints = self.cfg.checkpoints || on_orphan == cadre_store::OrphanPolicy::Resume;
         Ok(self.launch(JobStart {
             task_id,
