@@ -176,13 +176,17 @@ fn delivered(messages: &[Message]) -> Vec<String> {
 }
 
 /// A background task of `session` as another node (or process) would hold it: in the store,
-/// running, not in this runtime.
+/// running, not in this runtime; its id is `id` when given.
 async fn running_elsewhere(
     f: &Fixture,
     session: &str,
     policy: cadre_store::OrphanPolicy,
+    id: Option<&str>,
 ) -> String {
     let mut t = cadre_store::NewTask::new("worker", session, "go");
+    if let Some(id) = id {
+        t.id = id.to_string();
+    }
     t.background = true;
     t.on_orphan = policy;
     let id = t.id.clone();
@@ -210,7 +214,7 @@ async fn a_parent_waits_for_its_background_task_that_another_node_runs() {
         },
     );
     let mut session = f.session();
-    let id = running_elsewhere(&f, session.id(), cadre_store::OrphanPolicy::Fail).await;
+    let id = running_elsewhere(&f, session.id(), cadre_store::OrphanPolicy::Fail, None).await;
     let run = {
         let (parent, ws, cancel) = (
             f.parent.clone(),
@@ -265,7 +269,7 @@ async fn a_waiting_parent_adopts_its_lost_background_task() {
         },
     );
     let mut session = f.session();
-    let id = running_elsewhere(&f, session.id(), cadre_store::OrphanPolicy::Resume).await;
+    let id = running_elsewhere(&f, session.id(), cadre_store::OrphanPolicy::Resume, None).await;
     let out = tokio::time::timeout(Duration::from_secs(30), f.run_in(&mut session, "go"))
         .await
         .expect("the parent ended");
@@ -290,4 +294,68 @@ async fn a_waiting_parent_adopts_its_lost_background_task() {
         "{}",
         resumed[0].text
     );
+}
+
+const ASKS_FOR_OUTPUT: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{ name = "task_output", args = { task_id = "task_elsewhere", timeout = 600000 } }]
+[[scripts.turns]]
+text = "got: {{tool_results}}"
+"#;
+
+// `task_output` of a task another node runs waits through the store and gets its result;
+// that counts as its delivery, so the parent's next turn is not given it again and the run
+// does not wait for it.
+#[tokio::test(start_paused = true)]
+async fn task_output_of_a_task_another_node_runs_is_its_one_delivery() {
+    let f = fixture(
+        ASKS_FOR_OUTPUT,
+        Options {
+            defs: vec![worker("worker")],
+            ..Default::default()
+        },
+    );
+    let mut session = f.session();
+    let id = running_elsewhere(
+        &f,
+        session.id(),
+        cadre_store::OrphanPolicy::Fail,
+        Some("task_elsewhere"),
+    )
+    .await;
+    let run = {
+        let (parent, ws, cancel) = (
+            f.parent.clone(),
+            Arc::new(cadre_tools::Workspace::new(&f.ws).unwrap()),
+            f.cancel.clone(),
+        );
+        let ctx = f.run_context(&session);
+        tokio::spawn(async move {
+            let out = parent
+                .run(&mut session, Some("go".into()), ctx, ws, cancel)
+                .await;
+            (out, session)
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(!run.is_finished(), "task_output did not wait");
+    f.runtime
+        .store()
+        .transition(&id, cadre_store::Transition::completed("the remote answer"))
+        .await
+        .unwrap();
+    let (out, session) = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the parent ended")
+        .unwrap();
+    assert!(
+        out.output.starts_with("got: ") && out.output.contains("the remote answer"),
+        "{}",
+        out.output
+    );
+    assert!(delivered(session.messages()).is_empty(), "delivered twice");
+    assert_eq!(f.rec.of("main").len(), 2);
+    assert!(f.runtime.task_record(&id).await.unwrap().delivered);
 }
