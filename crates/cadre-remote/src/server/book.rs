@@ -5,7 +5,11 @@
 //! What it remembers is bounded twice: by count, and by the bytes callers sent (inputs and
 //! the ids they chose). Beyond either bound the oldest finished tasks, and the oldest idle
 //! conversations, are forgotten; running ones are kept (their number is bounded by the
-//! concurrency slots). A forgotten task is still the store's: it is read from there.
+//! concurrency slots). A forgotten task is still the store's: it is read from there. A
+//! task-protocol task takes one input and asks nothing, so all a caller can read of it once
+//! it finished is in the store: few of those are kept (a node answering a steady stream of
+//! them keeps a flat memory); an A2A task may still take a follow-up, and its history holds
+//! the questions its agents asked, so many more of those are.
 //!
 //! The task store keeps what other nodes, and this one after a restart or after forgetting
 //! a task, need of each task
@@ -19,8 +23,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// Tasks remembered; beyond this the oldest finished ones are forgotten.
+/// A2A tasks remembered; beyond this the oldest finished ones are forgotten.
 const MAX_TASKS: usize = 10_000;
+/// Task-protocol tasks remembered; beyond this the oldest finished ones are forgotten.
+const MAX_ONE_SHOT: usize = 256;
 /// Conversations remembered; beyond this the oldest idle ones are forgotten.
 const MAX_CONTEXTS: usize = 4_096;
 
@@ -287,7 +293,10 @@ pub(crate) enum External {
 
 pub(crate) struct Inner {
     tasks: HashMap<String, Arc<ServedTask>>,
+    /// The A2A (continuable) tasks, oldest first.
     order: VecDeque<String>,
+    /// The task-protocol tasks, oldest first.
+    one_shot: VecDeque<String>,
     external: HashMap<String, External>,
     contexts: HashMap<String, Conversation>,
     context_order: VecDeque<String>,
@@ -307,6 +316,7 @@ impl TaskBook {
             inner: Mutex::new(Inner {
                 tasks: HashMap::new(),
                 order: VecDeque::new(),
+                one_shot: VecDeque::new(),
                 external: HashMap::new(),
                 contexts: HashMap::new(),
                 context_order: VecDeque::new(),
@@ -350,10 +360,14 @@ impl TaskBook {
     /// Every remembered task, oldest first.
     pub(crate) fn list(&self) -> Vec<Arc<ServedTask>> {
         let g = self.lock();
-        g.order
+        let mut all: Vec<Arc<ServedTask>> = g
+            .order
             .iter()
+            .chain(&g.one_shot)
             .filter_map(|id| g.tasks.get(id).cloned())
-            .collect()
+            .collect();
+        all.sort_by_key(|t| t.created_at);
+        all
     }
 }
 
@@ -446,16 +460,38 @@ impl Inner {
             self.external
                 .insert(ext.clone(), External::Task(task.id.clone()));
         }
-        self.order.push_back(task.id.clone());
+        let queue = if task.continuable {
+            &mut self.order
+        } else {
+            &mut self.one_shot
+        };
+        queue.push_back(task.id.clone());
         self.task_bytes += task.remembered_bytes();
         if let Some(old) = self.tasks.insert(task.id.clone(), task.clone()) {
             self.task_bytes = self.task_bytes.saturating_sub(old.remembered_bytes());
         }
-        let over = |i: &Inner| i.order.len() > MAX_TASKS || i.task_bytes > i.byte_budget;
-        // Running tasks are kept, in order; there are at most as many as slots.
+        // Over the byte budget, task-protocol tasks go first: the store has all of them.
+        let mut one_shot = std::mem::take(&mut self.one_shot);
+        self.forget_finished(&mut one_shot, MAX_ONE_SHOT, &is_finished);
+        self.one_shot = one_shot;
+        let mut order = std::mem::take(&mut self.order);
+        self.forget_finished(&mut order, MAX_TASKS, &is_finished);
+        self.order = order;
+        task
+    }
+
+    /// Forget the oldest finished tasks of `queue` while it holds more than `max` or the
+    /// book is over its byte budget. Running tasks are kept, in order; there are at most as
+    /// many as slots.
+    fn forget_finished(
+        &mut self,
+        queue: &mut VecDeque<String>,
+        max: usize,
+        is_finished: &impl Fn(&ServedTask) -> bool,
+    ) {
         let mut kept = Vec::new();
-        while over(self) {
-            let Some(front) = self.order.pop_front() else {
+        while queue.len() > max || self.task_bytes > self.byte_budget {
+            let Some(front) = queue.pop_front() else {
                 break;
             };
             if self.tasks.get(&front).is_some_and(|t| !is_finished(t)) {
@@ -470,9 +506,8 @@ impl Inner {
             }
         }
         for id in kept.into_iter().rev() {
-            self.order.push_front(id);
+            queue.push_front(id);
         }
-        task
     }
 
     /// Caller-sent bytes the task records keep.
@@ -487,6 +522,14 @@ mod tests {
     use super::*;
 
     fn task(i: usize, input: &str) -> ServedTask {
+        ServedTask {
+            continuable: true,
+            ..one_shot(i, input)
+        }
+    }
+
+    /// A task-protocol task.
+    fn one_shot(i: usize, input: &str) -> ServedTask {
         let journal = Arc::new(Journal::new(input.into(), "m".into()));
         journal.started(format!("task_{i}"));
         ServedTask {
@@ -495,7 +538,7 @@ mod tests {
             context_id: "c".into(),
             agent: "echo".into(),
             session_id: "s".into(),
-            continuable: true,
+            continuable: false,
             parent_session: "serve-1".into(),
             created_at: 0,
             from_store: false,
@@ -543,5 +586,31 @@ mod tests {
         assert!(g.tasks.len() <= 6, "{}", g.tasks.len());
         // Still oldest first.
         assert_eq!(g.order.front().map(String::as_str), Some("task_0"));
+    }
+
+    // A node answering a steady stream of task-protocol tasks keeps a bounded few of the
+    // finished ones (the store has them), so its memory stays flat; A2A tasks, which may
+    // take a follow-up, are kept to the larger bound, and running ones always.
+    #[test]
+    fn few_finished_task_protocol_tasks_are_kept() {
+        let book = TaskBook::new(4, usize::MAX);
+        let mut g = book.lock();
+        for i in 0..100 {
+            g.insert(task(i, "a2a"), |_| true);
+        }
+        for i in 100..2_000 {
+            g.insert(one_shot(i, "tp"), |t| t.id != "task_100");
+        }
+        // The running one is kept beside the bound's finished ones.
+        assert_eq!(g.one_shot.len(), MAX_ONE_SHOT + 1);
+        assert_eq!(g.tasks.len(), 100 + MAX_ONE_SHOT + 1);
+        assert!(g.tasks.contains_key("task_100"), "a running one is kept");
+        assert!(g.tasks.contains_key("task_1999") && !g.tasks.contains_key("task_101"));
+        assert!(g.by_external("ext-101").is_none() && g.by_external("ext-1999").is_some());
+        assert!((0..100).all(|i| g.tasks.contains_key(&format!("task_{i}"))));
+        drop(g);
+        let listed = book.list();
+        assert_eq!(listed.len(), 100 + MAX_ONE_SHOT + 1);
+        assert_eq!(listed[0].id, "task_0", "oldest first");
     }
 }
