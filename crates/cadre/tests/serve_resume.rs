@@ -280,8 +280,11 @@ async fn on_sqlite_a_second_process_of_the_workspace_finishes_a_killed_ones_task
 async fn a_mutating_call_in_flight_is_reported_as_interrupted_not_run_again() {
     let Some(db) = database().await else { return };
     // The call appends to `marker` in the workspace of the node that runs it, then waits
-    // for `release` (created at the end, so nothing is left running).
-    let command = "echo ran >> marker; while [ ! -e release ]; do sleep 0.05; done";
+    // for `release` (created at the end, so nothing is left running). Its node is killed
+    // with SIGKILL, so nothing stops it: it also ends once the workspace is gone, in case
+    // the test removes it before the loop saw `release` (a leftover loop ran for good).
+    let command =
+        "echo ran >> marker; while [ ! -e release ] && [ -d \"$PWD\" ]; do sleep 0.05; done";
     let mock = MockServer::start_with(Arc::new(move |r: &RecordedRequest| {
         if first_turn(r) {
             return call("bash", json!({"command": command}));
