@@ -12,7 +12,6 @@
 
 mod serve_support;
 
-use cadre_store::testing::{find_pg_bin, shared_cluster};
 use cadre_testkit::{MockReply, MockServer, OpenAiStream, RecordedRequest};
 use serde_json::{Value, json};
 use serve_support::*;
@@ -23,20 +22,6 @@ use std::time::{Duration, Instant};
 
 /// What a lost node's mutating call in flight is answered with on the adopting node.
 const INTERRUPTED: &str = "interrupted: outcome unknown (the node running it was lost)";
-
-/// A fresh database on the shared throwaway cluster; `None` (loudly) without PostgreSQL
-/// outside CI.
-async fn database() -> Option<String> {
-    if find_pg_bin().is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "PostgreSQL missing in CI"
-        );
-        eprintln!("\n!!!!!!!! SKIPPED: PostgreSQL not installed\n");
-        return None;
-    }
-    Some(shared_cluster().unwrap().create_database().await.unwrap())
-}
 
 /// A node's workspace: the worker, the notes it reads, and second-scale liveness with
 /// `on_orphan = "resume"`.

@@ -9,7 +9,6 @@
 
 mod serve_support;
 
-use cadre_store::testing::{find_pg_bin, shared_cluster};
 use serde_json::{Value, json};
 use serve_support::*;
 use std::path::Path;
@@ -57,20 +56,6 @@ tool_calls = [{ name = "bash", args = { command = "echo approved | tee -a asked.
 [[scripts.turns]]
 text = "asked said {{tool_results}}"
 "#;
-
-/// A fresh database on the shared throwaway cluster; `None` (loudly) without PostgreSQL
-/// outside CI.
-async fn database() -> Option<String> {
-    if find_pg_bin().is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "PostgreSQL missing in CI"
-        );
-        eprintln!("\n!!!!!!!! SKIPPED: PostgreSQL not installed\n");
-        return None;
-    }
-    Some(shared_cluster().unwrap().create_database().await.unwrap())
-}
 
 /// One node: `cadre serve` in its own workspace (so its own node id) on the store `url`,
 /// approving its agents' requests itself.
@@ -506,7 +491,7 @@ async fn an_approval_node_a_waits_for_reads_input_required_on_node_b_and_is_answ
 // request timeout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_restart_is_waited_out_and_an_outage_answered_503() {
-    if database().await.is_none() {
+    if !postgres_installed() {
         return;
     }
     // A cluster of its own: this test stops it.

@@ -255,3 +255,26 @@ pub async fn rpc(node: &str, method: &str, params: serde_json::Value) -> serde_j
         .await
         .unwrap()
 }
+
+/// True when PostgreSQL is installed; without it a test skips, loudly (and CI fails).
+pub fn postgres_installed() -> bool {
+    if cadre_store::testing::find_pg_bin().is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "PostgreSQL missing in CI"
+    );
+    eprintln!("\n!!!!!!!! SKIPPED: PostgreSQL not installed\n");
+    false
+}
+
+/// A fresh database on the shared throwaway cluster; `None` (loudly) without PostgreSQL
+/// outside CI.
+pub async fn database() -> Option<String> {
+    if !postgres_installed() {
+        return None;
+    }
+    let cluster = cadre_store::testing::shared_cluster().unwrap();
+    Some(cluster.create_database().await.unwrap())
+}
