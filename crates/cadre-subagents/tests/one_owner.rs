@@ -200,6 +200,22 @@ async fn running_elsewhere(
     id
 }
 
+/// The parent's run of "go" in `session`, on a task of its own.
+fn run_spawned(
+    f: &Fixture,
+    mut session: cadre_engine::Session,
+) -> tokio::task::JoinHandle<(cadre_engine::RunOutcome, cadre_engine::Session)> {
+    let (parent, cancel) = (f.parent.clone(), f.cancel.clone());
+    let ws = Arc::new(cadre_tools::Workspace::new(&f.ws).unwrap());
+    let ctx = f.run_context(&session);
+    tokio::spawn(async move {
+        let out = parent
+            .run(&mut session, Some("go".into()), ctx, ws, cancel)
+            .await;
+        (out, session)
+    })
+}
+
 // A parent whose session has a background task another live node runs (`cadre run
 // --resume` of a session whose child a `cadre serve` node took over) holds its run open
 // until that task ends, and is then given its result, once. Time is paused: the parent
@@ -213,22 +229,9 @@ async fn a_parent_waits_for_its_background_task_that_another_node_runs() {
             ..Default::default()
         },
     );
-    let mut session = f.session();
+    let session = f.session();
     let id = running_elsewhere(&f, session.id(), cadre_store::OrphanPolicy::Fail, None).await;
-    let run = {
-        let (parent, ws, cancel) = (
-            f.parent.clone(),
-            Arc::new(cadre_tools::Workspace::new(&f.ws).unwrap()),
-            f.cancel.clone(),
-        );
-        let ctx = f.run_context(&session);
-        tokio::spawn(async move {
-            let out = parent
-                .run(&mut session, Some("go".into()), ctx, ws, cancel)
-                .await;
-            (out, session)
-        })
-    };
+    let run = run_spawned(&f, session);
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(f.rec.of("main").len(), 1);
     assert!(
@@ -317,7 +320,7 @@ async fn task_output_of_a_task_another_node_runs_is_its_one_delivery() {
             ..Default::default()
         },
     );
-    let mut session = f.session();
+    let session = f.session();
     let id = running_elsewhere(
         &f,
         session.id(),
@@ -325,20 +328,7 @@ async fn task_output_of_a_task_another_node_runs_is_its_one_delivery() {
         Some("task_elsewhere"),
     )
     .await;
-    let run = {
-        let (parent, ws, cancel) = (
-            f.parent.clone(),
-            Arc::new(cadre_tools::Workspace::new(&f.ws).unwrap()),
-            f.cancel.clone(),
-        );
-        let ctx = f.run_context(&session);
-        tokio::spawn(async move {
-            let out = parent
-                .run(&mut session, Some("go".into()), ctx, ws, cancel)
-                .await;
-            (out, session)
-        })
-    };
+    let run = run_spawned(&f, session);
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert!(!run.is_finished(), "task_output did not wait");
     f.runtime

@@ -81,22 +81,6 @@ fn node_with(url: &str, approvals: &str) -> (tempfile::TempDir, Served) {
     (ws, srv)
 }
 
-async fn get(url: &str) -> Value {
-    reqwest::get(url).await.unwrap().json().await.unwrap()
-}
-
-async fn post(url: &str, body: Value) -> Value {
-    reqwest::Client::new()
-        .post(url)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
-}
-
 /// Start an A2A task on `node` and return its id at once (`text` names its message).
 async fn send(node: &str, text: &str) -> String {
     let v = rpc(

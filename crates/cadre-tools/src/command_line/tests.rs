@@ -272,6 +272,32 @@ fn control_characters_are_refused_before_the_parser_sees_them() {
 }
 
 #[test]
+fn here_document_delimiters_with_substitutions_are_refused_before_the_tokenizer_loops() {
+    // Found by CI's fuzz run: the tokenizer never returned on these (a 31-byte command held
+    // the permission check, and its thread, for good).
+    for text in [
+        "ith|ime]<<$( &.;$((aent;]<<$ f)",
+        "<<$( ;$((<<f)",
+        "cat <<a$( ;$((<<f)",
+        "cat << $( ;$((<<f)",
+        "cat <<-$( ;$((<<f)",
+        "cat <<`x` ;$((<<f)",
+    ] {
+        assert!(!parsed_within_10_s(text), "{text:?}");
+    }
+    // Here-documents and here-strings scripts use still parse, and so do shifts.
+    for text in [
+        "cat <<EOF\nhi $(date)\nEOF",
+        "cat <<-'EOF'\n\tx\nEOF",
+        "grep x <<< \"$(ls)\"",
+        "grep x <<<$(ls)",
+        "echo $((1<<4))",
+    ] {
+        assert!(CommandLine::parse(text).is_parsed(), "{text:?}");
+    }
+}
+
+#[test]
 fn nested_array_subscripts_are_refused_before_the_parser_backtracks_over_them() {
     // Found by fuzzing: the parser reads a subscript as arithmetic and backtracks over it,
     // so each level of `${x[${x[...]}]}` multiplied its time (four levels took seconds,

@@ -119,6 +119,11 @@ impl Walker {
             self.unparsed("a redirection names a file descriptor number that is too large");
             return;
         }
+        if expanding_heredoc_delimiter(text) {
+            // The tokenizer loops for good on some (`<<$( ;$((<<f)`, found by fuzzing).
+            self.unparsed("a here-document's delimiter has a substitution in it");
+            return;
+        }
         // The parser is not ours and the text is the model's: a panic inside it (one was
         // found by fuzzing) must refuse this command, not take the run down.
         let parsed = std::panic::catch_unwind(|| {
@@ -435,6 +440,46 @@ fn oversized_fd(text: &str) -> bool {
             }
             run = 0;
         }
+    }
+    false
+}
+
+/// True when a here-document operator (`<<` or `<<-`, not the here-string `<<<`) is
+/// followed, within its delimiter word, by a command or arithmetic substitution (`$(`,
+/// `$[`, a backquote). No script needs one (the shell takes the delimiter literally), and
+/// the tokenizer loops without end on some. Counted without regard to quoting, as
+/// `nesting` is: a quoted `<<$(` refuses a command that would have parsed, never the
+/// reverse.
+fn expanding_heredoc_delimiter(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i + 1 < bytes.len() {
+        let here = bytes[i] == b'<'
+            && bytes[i + 1] == b'<'
+            && bytes.get(i + 2) != Some(&b'<')
+            && (i == 0 || bytes[i - 1] != b'<');
+        if !here {
+            i += 1;
+            continue;
+        }
+        let mut j = i + 2;
+        if bytes.get(j) == Some(&b'-') {
+            j += 1;
+        }
+        while bytes.get(j).is_some_and(|b| *b == b' ' || *b == b'\t') {
+            j += 1;
+        }
+        let word = bytes[j..]
+            .iter()
+            .take_while(|b| !matches!(b, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>'));
+        let mut prev = 0u8;
+        for &b in word {
+            if b == b'`' || (prev == b'$' && (b == b'(' || b == b'[')) {
+                return true;
+            }
+            prev = b;
+        }
+        i = j.max(i + 2);
     }
     false
 }

@@ -244,16 +244,28 @@ pub fn files_under(dir: &Path) -> Vec<PathBuf> {
 
 /// One A2A v1.0 JSON-RPC call to `node`; the whole response.
 pub async fn rpc(node: &str, method: &str, params: serde_json::Value) -> serde_json::Value {
-    reqwest::Client::new()
-        .post(format!("{node}/"))
-        .header("A2A-Version", "1.0")
-        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    json_of(
+        reqwest::Client::new()
+            .post(format!("{node}/"))
+            .header("A2A-Version", "1.0")
+            .json(&call),
+    )
+    .await
+}
+
+/// `POST url` with a JSON body; the JSON answer.
+pub async fn post(url: &str, body: serde_json::Value) -> serde_json::Value {
+    json_of(reqwest::Client::new().post(url).json(&body)).await
+}
+
+/// `GET url`; the JSON answer.
+pub async fn get(url: &str) -> serde_json::Value {
+    json_of(reqwest::Client::new().get(url)).await
+}
+
+async fn json_of(request: reqwest::RequestBuilder) -> serde_json::Value {
+    request.send().await.unwrap().json().await.unwrap()
 }
 
 /// True when PostgreSQL is installed; without it a test skips, loudly (and CI fails).
