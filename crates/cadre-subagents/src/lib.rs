@@ -18,6 +18,7 @@ pub use definitions::definition::{
 pub use definitions::definition_file::{
     ParseContext, is_valid_name, normalise_name, parse_definition,
 };
+pub use definitions::error::DefinitionError;
 pub use definitions::loader::{DirKind, FileFormat, LoadError, default_user_agents_dir};
 pub use definitions::model_spec::{
     BUILTIN_ALIASES, FALLBACK_NOTE, ModelChoice, ModelDialect, resolve_model,

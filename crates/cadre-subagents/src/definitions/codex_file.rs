@@ -6,6 +6,7 @@
 
 use crate::AgentDefinition;
 use crate::definitions::definition_file::{ParseContext, definition_from};
+use crate::definitions::error::DefinitionError;
 use crate::definitions::loader::{DirKind, LoadError, LoadOptions, read_text};
 use crate::definitions::paths::resolve_workspace_path;
 use serde_yaml_ng::{Mapping, Value};
@@ -14,9 +15,9 @@ use std::path::Path;
 /// Keys that hold the role's instructions.
 const INSTRUCTION_KEYS: [&str; 2] = ["developer_instructions", "instructions"];
 
-fn parse_toml(text: &str) -> Result<toml::Table, String> {
+fn parse_toml(text: &str) -> Result<toml::Table, DefinitionError> {
     text.parse::<toml::Table>()
-        .map_err(|e| format!("invalid TOML: {}", e.message()))
+        .map_err(|e| DefinitionError::Syntax(format!("invalid TOML: {}", e.message())))
 }
 
 /// A TOML table as front matter (a YAML mapping) and its instructions.
@@ -50,7 +51,7 @@ pub(crate) fn parse_role_file(
     path: &Path,
     text: &str,
     cx: &ParseContext<'_>,
-) -> Result<AgentDefinition, String> {
+) -> Result<AgentDefinition, DefinitionError> {
     let mut warnings = Vec::new();
     let (front, body) = role_fields(parse_toml(text)?, &mut warnings)?;
     definition_from(path, &front, body, warnings, cx)
@@ -62,7 +63,7 @@ fn config_role(
     name: &str,
     table: toml::Table,
     opts: &LoadOptions<'_>,
-) -> Result<AgentDefinition, String> {
+) -> Result<AgentDefinition, DefinitionError> {
     let mut warnings = Vec::new();
     let mut table = table;
     if let Some(file) = table.remove("config_file") {
@@ -102,7 +103,7 @@ pub fn load_codex_config(
     }
     let table = match read_text(config)
         .map_err(|e| e.to_string())
-        .and_then(|t| parse_toml(&t))
+        .and_then(|t| parse_toml(&t).map_err(|e| e.to_string()))
     {
         Ok(t) => t,
         Err(e) => return (Vec::new(), vec![fail(e)]),

@@ -3,6 +3,7 @@
 //! read from TOML), their value shapes, and the validation rules that make a file broken.
 
 use crate::definitions::definition::{AgentMcpServer, MAX_OFFERED_DESCRIPTION, RequestedMode};
+use crate::definitions::error::DefinitionError;
 use crate::definitions::frontmatter::{
     self, boolean, positive_int, scalar_text, show, string_list,
 };
@@ -181,7 +182,7 @@ fn bound_warnings(warnings: &mut Vec<String>) {
 fn collect<'m>(
     front: &'m Mapping,
     warnings: &mut Vec<String>,
-) -> Result<HashMap<Key, (&'m str, &'m Value)>, String> {
+) -> Result<HashMap<Key, (&'m str, &'m Value)>, DefinitionError> {
     let mut found: HashMap<Key, (&str, &Value)> = HashMap::new();
     let mut unknown: Vec<&str> = Vec::new();
     let mut first_unknown = 0;
@@ -192,7 +193,7 @@ fn collect<'m>(
         };
         if let Some((_, key)) = KEYS.iter().find(|(spelling, _)| *spelling == k) {
             if let Some((other, _)) = found.insert(*key, (k, v)) {
-                return Err(format!("both `{other}` and `{k}` are given; keep one"));
+                return Err(DefinitionError::Conflict(other.to_string(), k.to_string()));
             }
         } else if SILENT_KEYS.contains(&k) {
         } else if let Some((_, instead)) = UNSUPPORTED_KEYS.iter().find(|(u, _)| *u == k) {
@@ -357,8 +358,8 @@ pub fn parse_definition(
     path: &Path,
     text: &str,
     cx: &ParseContext<'_>,
-) -> Result<AgentDefinition, String> {
-    let doc = frontmatter::parse(text).map_err(|e| e.to_string())?;
+) -> Result<AgentDefinition, DefinitionError> {
+    let doc = frontmatter::parse(text).map_err(|e| DefinitionError::Syntax(e.to_string()))?;
     let mut warnings: Vec<String> = Vec::new();
     match doc.requoted.as_slice() {
         [] => {}
@@ -374,7 +375,7 @@ pub fn parse_definition(
                 "`{key}` is given more than once; the last value is used"
             ));
         } else {
-            return Err(format!("`{key}` is given more than once; keep one"));
+            return Err(DefinitionError::Repeated(key.clone()));
         }
     }
     definition_from(path, &doc.front, doc.body, warnings, cx)
@@ -440,7 +441,7 @@ pub(crate) fn definition_from(
     body: String,
     mut warnings: Vec<String>,
     cx: &ParseContext<'_>,
-) -> Result<AgentDefinition, String> {
+) -> Result<AgentDefinition, DefinitionError> {
     let format = cx.kind.format();
     let keys = collect(front, &mut warnings)?;
     let get = |k: Key| keys.get(&k).copied();
@@ -450,10 +451,10 @@ pub(crate) fn definition_from(
 
     let description = match get(Key::Description) {
         Some((k, v)) => as_text(k, v)?.trim().to_string(),
-        None => return Err("missing `description`".into()),
+        None => return Err(DefinitionError::Missing("description")),
     };
     if description.is_empty() {
-        return Err("`description` is empty".into());
+        return Err(DefinitionError::Empty("description"));
     }
     let chars = description.chars().count();
     if chars > MAX_OFFERED_DESCRIPTION {
@@ -527,7 +528,7 @@ pub(crate) fn definition_from(
     }
     match (get(Key::WallClock), get(Key::TimeoutMins)) {
         (Some((a, _)), Some((b, _))) => {
-            return Err(format!("both `{a}` and `{b}` are given; keep one"));
+            return Err(DefinitionError::Conflict(a.to_string(), b.to_string()));
         }
         (Some((k, v)), None) => {
             def.wall_clock_secs = Some(positive_int(k, v).map_err(|e| e.to_string())?)
@@ -623,9 +624,9 @@ pub(crate) fn definition_from(
         Some((k, v)) if !v.is_null() => {
             let url = as_text(k, v)?.trim().to_string();
             if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!(
-                    "`url` must start with http:// or https://, found `{url}`"
-                ));
+                return Err(
+                    format!("`url` must start with http:// or https://, found `{url}`").into(),
+                );
             }
             if get(Key::Workspace).is_some() {
                 return Err("`url` cannot be combined with `workspace`".into());
@@ -769,7 +770,48 @@ mod tests {
             providers: None,
         };
         let text = format!("---\nname: a\ndescription: d\n{front}\n---\nBody.\n");
-        parse_definition(Path::new("a.md"), &text, &cx)
+        parse_text(&text, &cx).map_err(|e| e.to_string())
+    }
+
+    fn parse_text(text: &str, cx: &ParseContext<'_>) -> Result<AgentDefinition, DefinitionError> {
+        parse_definition(Path::new("a.md"), text, cx)
+    }
+
+    #[test]
+    fn refusals_say_what_kind_they_are() {
+        let aliases = HashMap::new();
+        let cx = ParseContext {
+            kind: DirKind::Claude,
+            workspace: None,
+            aliases: &aliases,
+            extra_tools: &[],
+            providers: None,
+        };
+        let refused = |text: &str| parse_text(text, &cx).unwrap_err();
+        assert_eq!(
+            refused("---\nname: a\n---\nBody.\n"),
+            DefinitionError::Missing("description")
+        );
+        assert_eq!(
+            refused("---\nname: a\ndescription: \" \"\n---\n"),
+            DefinitionError::Empty("description")
+        );
+        assert_eq!(
+            refused("---\nname: a\ndescription: d\nmax_turns: 2\nmaxTurns: 3\n---\n"),
+            DefinitionError::Conflict("max_turns".into(), "maxTurns".into())
+        );
+        assert_eq!(
+            refused("---\nname: a\ndescription: d\nmodel: x\nmodel: y\n---\n"),
+            DefinitionError::Repeated("model".into())
+        );
+        assert!(matches!(
+            refused("---\nname: [a\ndescription: d\n---\n"),
+            DefinitionError::Syntax(_)
+        ));
+        assert!(matches!(
+            refused("---\nname: a\ndescription: d\nmaxTurns: -1\n---\n"),
+            DefinitionError::Invalid(_)
+        ));
     }
 
     #[test]

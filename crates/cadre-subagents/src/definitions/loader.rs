@@ -5,6 +5,7 @@
 use crate::AgentDefinition;
 use crate::WorkspaceMode;
 use crate::definitions::definition_file::{ParseContext, parse_definition};
+use crate::definitions::error::DefinitionError;
 use crate::definitions::frontmatter::MAX_FILE_BYTES;
 use cadre_llm::ProviderRegistry;
 use std::collections::HashMap;
@@ -271,7 +272,7 @@ pub fn load_file(
         reason,
     };
     let text = read_text(path).map_err(|e| fail(e.to_string()))?;
-    parse_text(path, &text, &opts.context(kind)).map_err(fail)
+    parse_text(path, &text, &opts.context(kind)).map_err(|e| fail(e.to_string()))
 }
 
 /// Parse the text of the definition file at `path` in the format of `cx.kind`'s directory:
@@ -281,7 +282,7 @@ pub fn parse_text(
     path: &Path,
     text: &str,
     cx: &ParseContext<'_>,
-) -> Result<AgentDefinition, String> {
+) -> Result<AgentDefinition, DefinitionError> {
     match cx.kind {
         DirKind::Codex => crate::definitions::codex_file::parse_role_file(path, text, cx),
         _ => parse_definition(path, text, cx),

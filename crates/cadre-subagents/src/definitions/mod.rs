@@ -5,6 +5,7 @@
 pub(crate) mod codex_file;
 pub(crate) mod definition;
 pub(crate) mod definition_file;
+pub mod error;
 pub mod frontmatter;
 pub mod loader;
 pub mod model_spec;

@@ -7,6 +7,7 @@
 //! OpenCode lets the last matching pattern win, so a pattern list can come out stricter
 //! than in OpenCode, never looser.
 
+use crate::definitions::error::DefinitionError;
 use crate::definitions::frontmatter::{scalar_text, show};
 use crate::definitions::tool_names::{ToolName, map_tool_name};
 use serde_yaml_ng::{Mapping, Value};
@@ -60,7 +61,7 @@ pub(crate) fn tools_map(
     map: &Mapping,
     extra: &[String],
     warnings: &mut Vec<String>,
-) -> Result<MappedTools, String> {
+) -> Result<MappedTools, DefinitionError> {
     let mut on = Vec::new();
     let mut out = MappedTools::default();
     let mut all_off = false;
@@ -104,13 +105,14 @@ pub(crate) fn permission_map(
     value: &Value,
     extra: &[String],
     warnings: &mut Vec<String>,
-) -> Result<MappedPermissions, String> {
+) -> Result<MappedPermissions, DefinitionError> {
     let mut out = MappedPermissions::default();
     let Value::Mapping(map) = value else {
         return Err(format!(
             "`permission` must be a mapping of tools to allow/ask/deny, found {}",
             show(value)
-        ));
+        )
+        .into());
     };
     for (k, v) in map {
         let key = key_text(k)?;
