@@ -116,8 +116,66 @@ impl Connection {
     }
 }
 
-fn expand(server: &str, what: &str, value: &str) -> Result<String, String> {
-    expand_env(value).map_err(|e| format!("MCP server {server}: {what}: {e}"))
+/// Why an MCP server could not be connected.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// A `${VAR}` in its entry could not be expanded.
+    #[error("MCP server {server}: {what}: {reason}")]
+    Expand {
+        /// The server.
+        server: String,
+        /// Which part of the entry (`command`, `env NAME`, `header NAME`, ...).
+        what: String,
+        /// Why.
+        reason: String,
+    },
+    /// Its entry cannot be used as written (a header that is not valid HTTP, ...).
+    #[error("MCP server {server}: {reason}")]
+    Entry {
+        /// The server.
+        server: String,
+        /// Why.
+        reason: String,
+    },
+    /// Its process could not be started (in its sandbox, when it has one).
+    #[error("cannot start `{program}`{}: {reason}", if *.sandboxed { " in its sandbox" } else { "" })]
+    Start {
+        /// The program.
+        program: String,
+        /// Whether it was to run in a sandbox.
+        sandboxed: bool,
+        /// Why.
+        reason: String,
+    },
+    /// It started but did not complete the MCP handshake.
+    #[error("`{program}` did not complete the MCP handshake: {reason}{}", said.as_deref().map(|s| format!("; it said: {s}")).unwrap_or_default())]
+    Handshake {
+        /// The program.
+        program: String,
+        /// Why.
+        reason: String,
+        /// The end of what it wrote to stderr, if anything.
+        said: Option<String>,
+    },
+    /// An HTTP server did not answer the handshake.
+    #[error("cannot connect to {url}: {reason}")]
+    Http {
+        /// Its URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// It did not start within its start-up timeout.
+    #[error("did not start within {} s (startup_timeout_secs)", .0.as_secs_f64())]
+    Timeout(std::time::Duration),
+}
+
+fn expand(server: &str, what: &str, value: &str) -> Result<String, ConnectError> {
+    expand_env(value).map_err(|e| ConnectError::Expand {
+        server: server.to_string(),
+        what: what.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// The variables a stdio server's `env` sets: they are added to cadre's environment minus
@@ -125,7 +183,7 @@ fn expand(server: &str, what: &str, value: &str) -> Result<String, String> {
 fn child_env(
     cfg: &ServerConfig,
     env: &std::collections::BTreeMap<String, String>,
-) -> Result<Vec<(String, String)>, String> {
+) -> Result<Vec<(String, String)>, ConnectError> {
     env.iter()
         .map(|(k, v)| Ok((k.clone(), expand(&cfg.name, &format!("env {k}"), v)?)))
         .collect()
@@ -135,22 +193,20 @@ async fn connect_stdio(
     cfg: &ServerConfig,
     handler: Handler,
     sandbox: Option<&cadre_sandbox::Sandbox>,
-) -> Result<Connection, String> {
-    let Transport::Stdio {
-        command,
-        args,
-        env,
-        cwd,
-    } = &cfg.transport
-    else {
-        return Err("not a stdio server".into());
-    };
+    command: &str,
+    args: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+    cwd: Option<&std::path::Path>,
+) -> Result<Connection, ConnectError> {
     let program = expand(&cfg.name, "command", command)?;
     let mut cmd = match sandbox {
-        Some(s) => tokio::process::Command::from(
-            s.command(&program)
-                .map_err(|e| format!("cannot start `{program}` in its sandbox: {e}"))?,
-        ),
+        Some(s) => {
+            tokio::process::Command::from(s.command(&program).map_err(|e| ConnectError::Start {
+                program: program.clone(),
+                sandboxed: true,
+                reason: e.to_string(),
+            })?)
+        }
         None => tokio::process::Command::new(&program),
     };
     cfg.secrets.apply(cmd.as_std_mut());
@@ -169,7 +225,11 @@ async fn connect_stdio(
     let (transport, stderr) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start `{program}`: {e}"))?;
+        .map_err(|e| ConnectError::Start {
+            program: program.clone(),
+            sandboxed: sandbox.is_some(),
+            reason: e.to_string(),
+        })?;
     let pid = transport.id();
     let tail = Arc::new(Mutex::new(StderrTail::default()));
     if let Some(stderr) = stderr {
@@ -195,31 +255,33 @@ async fn connect_stdio(
         }),
         Err(e) => {
             let said = tail.lock().map(|t| t.summary()).unwrap_or_default();
-            Err(if said.is_empty() {
-                format!("`{program}` did not complete the MCP handshake: {e}")
-            } else {
-                format!("`{program}` did not complete the MCP handshake: {e}; it said: {said}")
+            Err(ConnectError::Handshake {
+                program,
+                reason: e.to_string(),
+                said: (!said.is_empty()).then_some(said),
             })
         }
     }
 }
 
-async fn connect_http(cfg: &ServerConfig, handler: Handler) -> Result<Connection, String> {
-    let Transport::Http { url, headers } = &cfg.transport else {
-        return Err("not an HTTP server".into());
-    };
+async fn connect_http(
+    cfg: &ServerConfig,
+    handler: Handler,
+    url: &str,
+    headers: &std::collections::BTreeMap<String, String>,
+) -> Result<Connection, ConnectError> {
     let url = expand(&cfg.name, "url", url)?;
+    let entry = |reason: String| ConnectError::Entry {
+        server: cfg.name.clone(),
+        reason,
+    };
     let mut map = HeaderMap::new();
     for (k, v) in headers {
         let value = expand(&cfg.name, &format!("header {k}"), v)?;
         let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| format!("MCP server {}: `{k}` is not a valid header name", cfg.name))?;
-        let mut value = HeaderValue::from_str(&value).map_err(|_| {
-            format!(
-                "MCP server {}: header {k} has a value that is not valid in HTTP",
-                cfg.name
-            )
-        })?;
+            .map_err(|_| entry(format!("`{k}` is not a valid header name")))?;
+        let mut value = HeaderValue::from_str(&value)
+            .map_err(|_| entry(format!("header {k} has a value that is not valid in HTTP")))?;
         value.set_sensitive(true);
         map.insert(name, value);
     }
@@ -228,7 +290,7 @@ async fn connect_http(cfg: &ServerConfig, handler: Handler) -> Result<Connection
         .connect_timeout(cfg.startup_timeout)
         .user_agent(concat!("cadre/", env!("CARGO_PKG_VERSION")))
         .build()
-        .map_err(|e| format!("MCP server {}: HTTP client: {e}", cfg.name))?;
+        .map_err(|e| entry(format!("HTTP client: {e}")))?;
     let transport = StreamableHttpClientTransport::with_client(
         client,
         StreamableHttpClientTransportConfig::with_uri(url.clone()),
@@ -237,7 +299,10 @@ async fn connect_http(cfg: &ServerConfig, handler: Handler) -> Result<Connection
     let service = handler
         .serve(transport)
         .await
-        .map_err(|e| format!("cannot connect to {url}: {e}"))?;
+        .map_err(|e| ConnectError::Http {
+            url: url.clone(),
+            reason: e.to_string(),
+        })?;
     Ok(Connection {
         service,
         progress,
@@ -250,21 +315,23 @@ async fn connect_http(cfg: &ServerConfig, handler: Handler) -> Result<Connection
 pub(crate) async fn connect(
     cfg: &ServerConfig,
     sandbox: Option<&cadre_sandbox::Sandbox>,
-) -> Result<Connection, String> {
+) -> Result<Connection, ConnectError> {
     let handler = Handler {
         progress: ProgressDispatcher::new(),
     };
     let start = async {
-        match cfg.transport {
-            Transport::Stdio { .. } => connect_stdio(cfg, handler, sandbox).await,
-            Transport::Http { .. } => connect_http(cfg, handler).await,
+        match &cfg.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => connect_stdio(cfg, handler, sandbox, command, args, env, cwd.as_deref()).await,
+            Transport::Http { url, headers } => connect_http(cfg, handler, url, headers).await,
         }
     };
     match tokio::time::timeout(cfg.startup_timeout, start).await {
         Ok(r) => r,
-        Err(_) => Err(format!(
-            "did not start within {} s (startup_timeout_secs)",
-            cfg.startup_timeout.as_secs_f64()
-        )),
+        Err(_) => Err(ConnectError::Timeout(cfg.startup_timeout)),
     }
 }

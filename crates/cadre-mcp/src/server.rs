@@ -344,7 +344,9 @@ impl McpServer {
                 "it asks for a sandbox, but no sandbox launcher is configured here".to_string(),
             );
         }
-        let conn = connect(&self.cfg, self.sandbox.as_deref()).await?;
+        let conn = connect(&self.cfg, self.sandbox.as_deref())
+            .await
+            .map_err(|e| e.to_string())?;
         let listing = async {
             let peer = conn.service.peer();
             let caps = peer.peer_info().map(|i| i.capabilities.clone());
