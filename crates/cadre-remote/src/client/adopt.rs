@@ -182,7 +182,7 @@ async fn follow(
     ) {
         Ok(c) => c,
         Err(e) => {
-            finish_lost(&*store, &record.id, &e).await;
+            finish_lost(&*store, &record.id, &e.to_string()).await;
             return;
         }
     };

@@ -10,6 +10,24 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio_util::sync::CancellationToken;
 
+/// Why a remote agent's headers cannot be sent.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HeaderError {
+    /// A `${VAR}` in a header's value could not be expanded.
+    #[error("agent {agent}: header {name}: {reason}")]
+    Expand {
+        agent: String,
+        name: String,
+        reason: String,
+    },
+    /// A header's name is not a valid HTTP header name.
+    #[error("agent {agent}: `{name}` is not a valid header name")]
+    Name { agent: String, name: String },
+    /// A header's value (once expanded) is not valid in HTTP.
+    #[error("agent {agent}: header {name} has a value that is not valid in HTTP")]
+    Value { agent: String, name: String },
+}
+
 pub(crate) struct Call<'a> {
     pub http: &'a reqwest::Client,
     pub settings: &'a ClientSettings,
@@ -32,27 +50,25 @@ impl<'a> Call<'a> {
         request: &'a RemoteRequest,
         events: Arc<dyn EventSink>,
         cancel: CancellationToken,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, HeaderError> {
         let (url, fragment) = match request.spec.url.split_once('#') {
             Some((u, f)) => (u, Some(f.trim()).filter(|f| !f.is_empty())),
             None => (request.spec.url.as_str(), None),
         };
         let mut headers = HeaderMap::new();
         for (name, raw) in &request.spec.headers {
-            let value = cadre_types::env_ref::expand_env(raw)
-                .map_err(|e| format!("agent {}: header {name}: {e}", request.agent))?;
-            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                format!(
-                    "agent {}: `{name}` is not a valid header name",
-                    request.agent
-                )
+            let (agent, named) = (request.agent.clone(), name.clone());
+            let value = cadre_types::env_ref::expand_env(raw).map_err(|e| HeaderError::Expand {
+                agent: agent.clone(),
+                name: named.clone(),
+                reason: e.to_string(),
             })?;
-            let mut value = HeaderValue::from_str(&value).map_err(|_| {
-                format!(
-                    "agent {}: header {name} has a value that is not valid in HTTP",
-                    request.agent
-                )
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| HeaderError::Name {
+                agent: agent.clone(),
+                name: named.clone(),
             })?;
+            let mut value = HeaderValue::from_str(&value)
+                .map_err(|_| HeaderError::Value { agent, name: named })?;
             value.set_sensitive(true);
             headers.insert(name, value);
         }

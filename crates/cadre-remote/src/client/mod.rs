@@ -202,7 +202,7 @@ impl RemoteExecutor for RemoteClient {
     ) -> RemoteOutcome {
         let call = match Call::new(self, &request, events, cancel) {
             Ok(c) => c,
-            Err(e) => return call::failed(e, None, None),
+            Err(e) => return call::failed(e.to_string(), None, None),
         };
         tracing::debug!(agent = %request.agent, url = %call.base, task = %request.task_id, "remote run");
         let protocol = tokio::select! {
