@@ -50,9 +50,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         history_file: ws.join(".cadre").join("history"),
         approval_mode,
         save_allow_rule: Box::new(move |rule| {
-            config::add_allow_rule(&rules_ws, rule)
-                .map(|p| p.display().to_string())
-                .map_err(|e| format!("{e:#}"))
+            config::add_allow_rule(&rules_ws, rule).map_err(Into::into)
         }),
         stop,
     })

@@ -35,8 +35,11 @@ const TICK: Duration = Duration::from_millis(250);
 /// Events applied per loop iteration at most before the keys get a turn.
 const EVENT_BATCH: usize = 4_096;
 
-/// Writes a permission rule to the project's configuration; returns where, or why not.
-pub type SaveAllowRule = Box<dyn Fn(&str) -> Result<String, String> + Send>;
+/// Writes a permission rule to the project's configuration; returns the file it went to,
+/// or why not (the error and its sources are shown).
+pub type SaveAllowRule = Box<
+    dyn Fn(&str) -> Result<std::path::PathBuf, Box<dyn std::error::Error + Send + Sync>> + Send,
+>;
 
 /// What the UI starts with.
 pub struct TuiOptions {
@@ -598,12 +601,14 @@ impl Shell {
                 }
                 for rule in rules {
                     match (self.save_allow_rule)(rule) {
-                        Ok(place) => self
-                            .app
-                            .notice(format!("allowed from now on: {rule} (written to {place})")),
-                        Err(e) => self
-                            .app
-                            .error(format!("could not save the rule {rule}: {e}")),
+                        Ok(place) => self.app.notice(format!(
+                            "allowed from now on: {rule} (written to {})",
+                            place.display()
+                        )),
+                        Err(e) => self.app.error(format!(
+                            "could not save the rule {rule}: {}",
+                            with_sources(&*e)
+                        )),
                     }
                 }
                 if let Some(reply) = self.replies.remove(&answer.id) {
@@ -727,4 +732,15 @@ impl Shell {
             Err(e) => self.panel_message(format!("follow-up failed: {e}")),
         }
     }
+}
+/// An error and its sources, `outer: inner: ...`.
+fn with_sources(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
