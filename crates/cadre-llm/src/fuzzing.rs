@@ -86,7 +86,7 @@ pub fn decode_stream(
             None => {
                 match decoder.on_eof(&mut out) {
                     Ok(()) => items.extend(out.into_iter().map(Ok)),
-                    Err(m) => items.push(Err(stream_error(m))),
+                    Err(m) => items.push(Err(stream_error(m.to_string()))),
                 }
                 break;
             }

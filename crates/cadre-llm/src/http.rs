@@ -121,9 +121,20 @@ pub(crate) trait SseDecoder: Send {
         out: &mut Vec<StreamEvent>,
     ) -> Result<bool, ProviderError>;
 
-    /// The body ended. Push the closing events when the reply is complete, else return
-    /// an explanation of what is missing.
-    fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), String>;
+    /// The body ended. Push the closing events when the reply is complete, else say what
+    /// is missing.
+    fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), Unfinished>;
+}
+
+/// Why a streamed reply whose body ended is not complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Unfinished {
+    /// It ended inside a tool call.
+    #[error("stream ended in the middle of a tool call")]
+    InToolCall,
+    /// It ended before the provider's end of reply (named).
+    #[error("stream ended before {0}")]
+    Before(&'static str),
 }
 
 /// The provider-specific side of a request: decoding replies and mapping errors.

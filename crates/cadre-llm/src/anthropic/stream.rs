@@ -2,7 +2,7 @@
 //! `input_json_delta` assembly, thinking signatures, usage).
 
 use super::{map_error, status_of};
-use crate::http::SseDecoder;
+use crate::http::{SseDecoder, Unfinished};
 use crate::{ProviderError, StreamEvent};
 use cadre_types::{ToolCall, Usage};
 use serde::Deserialize;
@@ -290,15 +290,15 @@ impl SseDecoder for Decoder {
         Ok(false)
     }
 
-    fn on_eof(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), String> {
+    fn on_eof(&mut self, _out: &mut Vec<StreamEvent>) -> Result<(), Unfinished> {
         let in_tool = self
             .blocks
             .values()
             .any(|b| matches!(b, Block::Tool { .. }));
         Err(if in_tool {
-            "stream ended in the middle of a tool call".into()
+            Unfinished::InToolCall
         } else {
-            "stream ended before message_stop".into()
+            Unfinished::Before("message_stop")
         })
     }
 }
@@ -317,7 +317,7 @@ mod tests {
                 Err(err) => return (out, Err(err)),
             }
         }
-        let end = d.on_eof(&mut out).map_err(|m| d.error(m));
+        let end = d.on_eof(&mut out).map_err(|m| d.error(m.to_string()));
         (out, end)
     }
 

@@ -294,7 +294,7 @@ impl Attempt {
                         }
                         None => {
                             if let Err(m) = decoder.on_eof(&mut out) {
-                                return Some(Err(self.stream_error(m)));
+                                return Some(Err(self.stream_error(m.to_string())));
                             }
                         }
                     }

@@ -1,7 +1,7 @@
 //! Streamed Chat Completions replies: the SSE chunk decoder, which assembles tool-call
 //! deltas by index.
 
-use crate::http::SseDecoder;
+use crate::http::{SseDecoder, Unfinished};
 use crate::{ProviderError, StreamEvent};
 use cadre_types::{ToolCall, Usage};
 use serde::Deserialize;
@@ -239,12 +239,12 @@ impl SseDecoder for Decoder {
         Ok(false)
     }
 
-    fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), String> {
+    fn on_eof(&mut self, out: &mut Vec<StreamEvent>) -> Result<(), Unfinished> {
         if self.finish_reason.is_none() {
             return Err(if self.calls.is_empty() {
-                "stream ended before the reply was complete".into()
+                Unfinished::Before("the reply was complete")
             } else {
-                "stream ended in the middle of a tool call".into()
+                Unfinished::InToolCall
             });
         }
         self.finish(out);
@@ -264,7 +264,7 @@ mod tests {
                 return (out, Ok(()));
             }
         }
-        let end = d.on_eof(&mut out);
+        let end = d.on_eof(&mut out).map_err(|u| u.to_string());
         (out, end)
     }
 
