@@ -43,9 +43,9 @@ pub use runtime::remote::{
 };
 pub use runtime::worktree::{Isolation, UnknownIsolation};
 pub use runtime::{
-    Adopter, BackgroundApprovals, Child, ChildRunner, Elsewhere, Inherited, LiveRequest, Parent,
-    RuntimeConfig, SandboxSettings, SpawnError, SpawnRequest, Started, SubagentRuntime,
-    ToolSurface, Waited,
+    Adopter, BackgroundApprovals, Child, ChildRunner, ELSEWHERE_LIMIT, Elsewhere, Inherited,
+    LiveRequest, Parent, RuntimeConfig, SandboxSettings, SpawnError, SpawnRequest, Started,
+    SubagentRuntime, ToolSurface, Waited,
 };
 pub use tools::context_ext::{SubagentContext, delivery_message, section, status_message};
 pub use tools::guard::DelegationGuard;

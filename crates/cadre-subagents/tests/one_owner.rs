@@ -349,3 +349,39 @@ async fn task_output_of_a_task_another_node_runs_is_its_one_delivery() {
     assert_eq!(f.rec.of("main").len(), 2);
     assert!(f.runtime.task_record(&id).await.unwrap().delivered);
 }
+
+// A task of the session that nothing will end: its owner is silent past the orphan timeout
+// (zero here), it is a remote agent's (no sweeper fails those, and only its owner's node
+// takes it up again) so it cannot be adopted here. The parent does not wait for it.
+#[tokio::test(start_paused = true)]
+async fn a_parent_does_not_wait_for_a_lost_task_nothing_here_can_take_up() {
+    let f = fixture(
+        WAITING_PARENT,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(|c| c.orphan_timeout = Duration::ZERO),
+            ..Default::default()
+        },
+    );
+    let session = f.session();
+    let mut t = cadre_store::NewTask::new("worker", session.id(), "go");
+    t.background = true;
+    t.transport = cadre_store::Transport::Remote {
+        url: "http://127.0.0.1:9/".into(),
+    };
+    let id = t.id.clone();
+    f.runtime.store().create(t).await.unwrap();
+    f.runtime
+        .store()
+        .transition(&id, cadre_store::Transition::running())
+        .await
+        .unwrap();
+    let (out, _) = tokio::time::timeout(Duration::from_secs(30), run_spawned(&f, session))
+        .await
+        .expect("the parent waited for a task nothing will end")
+        .unwrap();
+    assert_eq!(out.output, "waiting");
+    assert_eq!(f.rec.of("main").len(), 1);
+    let rec = f.runtime.task_record(&id).await.unwrap();
+    assert_eq!(rec.status, TaskStatus::Running, "left to its owner's node");
+}

@@ -25,6 +25,8 @@ struct Flaky {
     failures: AtomicUsize,
     /// How many transitions were failed.
     failed: AtomicUsize,
+    /// How many reads of open tasks for a parent waiting on other nodes are still to fail.
+    summary_failures: AtomicUsize,
 }
 
 impl Flaky {
@@ -34,6 +36,7 @@ impl Flaky {
             failing,
             failures: AtomicUsize::new(failures),
             failed: AtomicUsize::new(0),
+            summary_failures: AtomicUsize::new(0),
         })
     }
 }
@@ -60,6 +63,14 @@ impl TaskStore for Flaky {
         session: &str,
         open_limit: usize,
     ) -> StoreResult<BackgroundSummary> {
+        let fail = open_limit == cadre_subagents::ELSEWHERE_LIMIT
+            && self
+                .summary_failures
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+        if fail {
+            return Err(refused());
+        }
         self.inner.background_summary(session, open_limit).await
     }
     async fn transition(&self, id: &str, t: Transition) -> StoreResult<()> {
@@ -70,10 +81,7 @@ impl TaskStore for Flaky {
                 .is_ok();
         if fail {
             self.failed.fetch_add(1, Ordering::SeqCst);
-            return Err(StoreError::Io(std::io::Error::new(
-                std::io::ErrorKind::ConnectionRefused,
-                "connection refused",
-            )));
+            return Err(refused());
         }
         self.inner.transition(id, t).await
     }
@@ -175,6 +183,14 @@ impl TaskStore for Flaky {
     async fn read_checkpoint(&self, id: &str) -> StoreResult<Option<cadre_store::Checkpoint>> {
         self.inner.read_checkpoint(id).await
     }
+}
+
+/// What a store whose database is down answers.
+fn refused() -> StoreError {
+    StoreError::Io(std::io::Error::new(
+        std::io::ErrorKind::ConnectionRefused,
+        "connection refused",
+    ))
 }
 
 const ANSWER: &str = r#"
@@ -492,4 +508,70 @@ async fn postgresql_down_while_20_children_finish_loses_and_mislabels_nothing() 
         spooled(&f.ws) == 0
     })
     .await;
+}
+
+const WAITS: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+text = "waiting"
+[[scripts.turns]]
+text = "got: {{user}}"
+"#;
+
+// A parent waiting for a task another node runs goes on waiting through a store that
+// fails for a while (a database restart): it only ends once the task did. Time is paused.
+#[tokio::test(start_paused = true)]
+async fn a_parent_waiting_on_another_node_waits_out_a_store_restart() {
+    let flaky = Flaky::new(|_| false, 0);
+    let store: Arc<dyn TaskStore> = flaky.clone();
+    let f = fixture(
+        WAITS,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(move |c| c.store = store),
+            ..Default::default()
+        },
+    );
+    let mut session = f.session();
+    let mut t = NewTask::new("worker", session.id(), "go");
+    t.background = true;
+    let id = t.id.clone();
+    flaky.inner.create(t).await.unwrap();
+    flaky
+        .inner
+        .transition(&id, Transition::running())
+        .await
+        .unwrap();
+    flaky.summary_failures.store(5, Ordering::SeqCst);
+    let run = {
+        let (parent, cancel) = (f.parent.clone(), f.cancel.clone());
+        let ws = Arc::new(cadre_tools::Workspace::new(&f.ws).unwrap());
+        let ctx = f.run_context(&session);
+        tokio::spawn(async move {
+            parent
+                .run(&mut session, Some("go".into()), ctx, ws, cancel)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        flaky.summary_failures.load(Ordering::SeqCst),
+        0,
+        "the reads failed"
+    );
+    assert!(
+        !run.is_finished(),
+        "the parent stopped waiting at the store's failure"
+    );
+    flaky
+        .inner
+        .transition(&id, Transition::completed("the remote answer"))
+        .await
+        .unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("the parent ended")
+        .unwrap();
+    assert!(out.output.contains("the remote answer"), "{}", out.output);
 }

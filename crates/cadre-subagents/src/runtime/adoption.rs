@@ -25,6 +25,10 @@ pub struct Elsewhere {
     pub adopted: usize,
     /// Ended, their results not delivered yet.
     pub undelivered: usize,
+    /// Open, but their owner is silent for the orphan timeout and nothing here or in a
+    /// sweeper will end them (a remote agent's task, one whose agent is not defined here):
+    /// not worth waiting for; their owner's node takes them up when it starts again.
+    pub stranded: usize,
 }
 
 /// Looks for resumable orphans at an interval and adopts them. Stops when dropped.
@@ -146,20 +150,24 @@ impl SubagentRuntime {
             running: summary.open_total.saturating_sub(summary.open.len()),
             adopted: 0,
             undelivered: summary.undelivered,
+            stranded: 0,
         };
         let mut parent = None;
         for task in summary.open {
             if self.local.contains(&task.id) || self.spool.record(&task.id).is_some() {
                 continue;
             }
+            let ends = self.owner_lives(&task) || self.taken_up_if_lost(&task);
             // Built only when there is something to adopt: most runs end with nothing open.
             let parent = parent.get_or_insert_with(|| {
                 self.top_level_parent(Arc::new(run.clone()), cancel.clone())
             });
             if self.adopt_if_lost(task, parent).await {
                 seen.adopted += 1;
-            } else {
+            } else if ends {
                 seen.running += 1;
+            } else {
+                seen.stranded += 1;
             }
         }
         Ok(seen)
@@ -195,6 +203,24 @@ impl SubagentRuntime {
                 false
             }
         }
+    }
+
+    /// True when `task`'s owner has beaten it within the orphan timeout.
+    fn owner_lives(&self, task: &TaskRecord) -> bool {
+        let seen = task.heartbeat_at.unwrap_or(task.created_at);
+        let timeout = u64::try_from(self.cfg.orphan_timeout.as_millis()).unwrap_or(u64::MAX);
+        cadre_types::unix_millis().saturating_sub(seen) < timeout && !self.owner_died_here(task)
+    }
+
+    /// True when something ends `task` once its owner is lost: a sweeper (a local task of
+    /// policy `fail`; every node's maintenance runs one), or this node adopting it (policy
+    /// `resume`, its agent defined here).
+    fn taken_up_if_lost(&self, task: &TaskRecord) -> bool {
+        task.transport.is_local()
+            && match task.on_orphan {
+                OrphanPolicy::Fail => true,
+                OrphanPolicy::Resume => self.registry.get(&task.agent_id).is_some(),
+            }
     }
 
     /// True when `task`'s owner is a process of this node that no longer runs.

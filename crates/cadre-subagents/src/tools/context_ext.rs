@@ -340,12 +340,29 @@ impl SubagentContext {
         ready: bool,
     ) -> Option<bool> {
         let mut announced = false;
+        let mut failing_since: Option<tokio::time::Instant> = None;
         loop {
             let seen = match self.runtime.look_elsewhere(run, cancel).await {
-                Ok(seen) => seen,
+                Ok(seen) => {
+                    failing_since = None;
+                    seen
+                }
                 Err(e) => {
-                    tracing::warn!(error = %e, "store: reading the session's background tasks failed");
-                    return Some(ready);
+                    // A database restart is waited out, as the writes are; a store that
+                    // stays down ends the wait.
+                    let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+                    if !e.is_transient()
+                        || since.elapsed() >= self.runtime.config().store_write_retry
+                    {
+                        tracing::warn!(error = %e, "store: reading the session's background tasks failed");
+                        return Some(ready);
+                    }
+                    tracing::debug!(error = %e, "store: reading the session's background tasks failed; trying again");
+                    tokio::select! {
+                        () = tokio::time::sleep(cadre_store::jittered(ELSEWHERE_POLL)) => {}
+                        () = cancel.cancelled() => return Some(false),
+                    }
+                    continue;
                 }
             };
             if seen.adopted > 0 {
@@ -355,6 +372,13 @@ impl SubagentContext {
                 return Some(true);
             }
             if seen.running == 0 {
+                if seen.stranded > 0 {
+                    tracing::warn!(
+                        session = %run.session_id,
+                        stranded = seen.stranded,
+                        "not waiting for background tasks whose owner is lost and that nothing here can take up"
+                    );
+                }
                 return Some(false);
             }
             if !announced {
@@ -362,6 +386,7 @@ impl SubagentContext {
                 tracing::info!(
                     session = %run.session_id,
                     running = seen.running,
+                    stranded = seen.stranded,
                     "waiting for background tasks that run elsewhere"
                 );
             }

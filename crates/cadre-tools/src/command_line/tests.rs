@@ -273,8 +273,9 @@ fn control_characters_are_refused_before_the_parser_sees_them() {
 
 #[test]
 fn here_document_delimiters_with_substitutions_are_refused_before_the_tokenizer_loops() {
-    // Found by CI's fuzz run: the tokenizer never returned on these (a 31-byte command held
-    // the permission check, and its thread, for good).
+    // Found by CI's fuzz run (and the rest of the shape by review): the tokenizer never
+    // returned on these (a 31-byte command held the permission check, and its thread, for
+    // good).
     for text in [
         "ith|ime]<<$( &.;$((aent;]<<$ f)",
         "<<$( ;$((<<f)",
@@ -282,6 +283,13 @@ fn here_document_delimiters_with_substitutions_are_refused_before_the_tokenizer_
         "cat << $( ;$((<<f)",
         "cat <<-$( ;$((<<f)",
         "cat <<`x` ;$((<<f)",
+        // Inside `$(…)` a blank after `<<` became an empty delimiter, matched for ever.
+        "$(<<  ",
+        "echo $(cat <<  EOF) ",
+        "$(cat << ;x",
+        "echo $(cat << ",
+        // Refused too (a substitution after `<<`), though only asked about.
+        "echo $((1 << $(nproc)))",
     ] {
         assert!(!parsed_within_10_s(text), "{text:?}");
     }
@@ -291,7 +299,8 @@ fn here_document_delimiters_with_substitutions_are_refused_before_the_tokenizer_
         "cat <<-'EOF'\n\tx\nEOF",
         "grep x <<< \"$(ls)\"",
         "grep x <<<$(ls)",
-        "echo $((1<<4))",
+        "echo $((1<<4)) $((1 << n))",
+        "echo $(cat << EOF\nhi\nEOF\n)",
     ] {
         assert!(CommandLine::parse(text).is_parsed(), "{text:?}");
     }

@@ -119,9 +119,10 @@ impl Walker {
             self.unparsed("a redirection names a file descriptor number that is too large");
             return;
         }
-        if expanding_heredoc_delimiter(text) {
-            // The tokenizer loops for good on some (`<<$( ;$((<<f)`, found by fuzzing).
-            self.unparsed("a here-document's delimiter has a substitution in it");
+        if risky_heredoc(text) {
+            // The tokenizer loops for good on these (`<<$( ;$((<<f)` and `$(<<  `, found
+            // by fuzzing and by review).
+            self.unparsed("a here-document's delimiter is missing, blank or a substitution");
             return;
         }
         // The parser is not ours and the text is the model's: a panic inside it (one was
@@ -445,13 +446,18 @@ fn oversized_fd(text: &str) -> bool {
 }
 
 /// True when a here-document operator (`<<` or `<<-`, not the here-string `<<<`) is
-/// followed, within its delimiter word, by a command or arithmetic substitution (`$(`,
-/// `$[`, a backquote). No script needs one (the shell takes the delimiter literally), and
-/// the tokenizer loops without end on some. Counted without regard to quoting, as
-/// `nesting` is: a quoted `<<$(` refuses a command that would have parsed, never the
-/// reverse.
-fn expanding_heredoc_delimiter(text: &str) -> bool {
+/// followed by what the tokenizer loops on without end: two or more blanks, or blanks and
+/// then nothing (the end, a newline or an operator), since inside `$(…)` the blank itself
+/// becomes an empty delimiter that matches for ever; or a delimiter word holding a
+/// substitution (`$(`, `$[`, a backquote). Scripts write `<<EOF`, `<< EOF`, `<<-'EOF'`;
+/// the shell takes a delimiter literally, so a substitution in one is never what a script
+/// means. An arithmetic shift by a substitution (`$((1 << $(nproc)))`) is refused too:
+/// the check cannot tell it from a here-document, and a refused line is only asked
+/// about. Counted without regard to quoting, as `nesting` is: a quoted `<<` refuses a
+/// command that would have parsed, never the reverse.
+fn risky_heredoc(text: &str) -> bool {
     let bytes = text.as_bytes();
+    let is_blank = |b: &u8| *b == b' ' || *b == b'\t';
     let mut i = 0;
     while i + 1 < bytes.len() {
         let here = bytes[i] == b'<'
@@ -466,8 +472,13 @@ fn expanding_heredoc_delimiter(text: &str) -> bool {
         if bytes.get(j) == Some(&b'-') {
             j += 1;
         }
-        while bytes.get(j).is_some_and(|b| *b == b' ' || *b == b'\t') {
-            j += 1;
+        let blanks = bytes[j..].iter().take_while(|b| is_blank(b)).count();
+        j += blanks;
+        let delimiter_missing = bytes
+            .get(j)
+            .is_none_or(|b| matches!(b, b'\n' | b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')'));
+        if blanks >= 2 || (blanks > 0 && delimiter_missing) {
+            return true;
         }
         let word = bytes[j..]
             .iter()
