@@ -288,6 +288,11 @@ fn here_document_delimiters_with_substitutions_are_refused_before_the_tokenizer_
         "echo $(cat <<  EOF) ",
         "$(cat << ;x",
         "echo $(cat << ",
+        // An empty delimiter, then blanks at the end (found by a 600 s fuzz run).
+        "fis<<\"\"&[&[[\"[$[\">>  ",
+        "cat <<\"\" ",
+        "cat <<'' ",
+        "cat <<-\"\"'' ",
         // Refused too (a substitution after `<<`), though only asked about.
         "echo $((1 << $(nproc)))",
     ] {

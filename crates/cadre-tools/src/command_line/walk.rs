@@ -446,10 +446,10 @@ fn oversized_fd(text: &str) -> bool {
 }
 
 /// True when a here-document operator (`<<` or `<<-`, not the here-string `<<<`) is
-/// followed by what the tokenizer loops on without end: two or more blanks, or blanks and
-/// then nothing (the end, a newline or an operator), since inside `$(…)` the blank itself
-/// becomes an empty delimiter that matches for ever; or a delimiter word holding a
-/// substitution (`$(`, `$[`, a backquote). Scripts write `<<EOF`, `<< EOF`, `<<-'EOF'`;
+/// followed by what the tokenizer loops on without end: no delimiter word, or an empty one
+/// (`""`, `''`); two or more blanks (inside `$(…)` a blank itself becomes an empty
+/// delimiter, which matches for ever); or a delimiter word holding a substitution (`$(`,
+/// `$[`, a backquote). Scripts write `<<EOF`, `<< EOF`, `<<-'EOF'`;
 /// the shell takes a delimiter literally, so a substitution in one is never what a script
 /// means. An arithmetic shift by a substitution (`$((1 << $(nproc)))`) is refused too:
 /// the check cannot tell it from a here-document, and a refused line is only asked
@@ -474,15 +474,15 @@ fn risky_heredoc(text: &str) -> bool {
         }
         let blanks = bytes[j..].iter().take_while(|b| is_blank(b)).count();
         j += blanks;
-        let delimiter_missing = bytes
-            .get(j)
-            .is_none_or(|b| matches!(b, b'\n' | b';' | b'&' | b'|' | b'<' | b'>' | b'(' | b')'));
-        if blanks >= 2 || (blanks > 0 && delimiter_missing) {
+        let len = bytes[j..]
+            .iter()
+            .take_while(|b| !matches!(b, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>'))
+            .count();
+        let word = &bytes[j..j + len];
+        // No delimiter, or an empty one (`""`, `''`): both loop at the end of the text.
+        if blanks >= 2 || word.iter().all(|b| *b == b'"' || *b == b'\'') {
             return true;
         }
-        let word = bytes[j..]
-            .iter()
-            .take_while(|b| !matches!(b, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>'));
         let mut prev = 0u8;
         for &b in word {
             if b == b'`' || (prev == b'$' && (b == b'(' || b == b'[')) {
