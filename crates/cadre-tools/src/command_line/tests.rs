@@ -293,6 +293,12 @@ fn here_document_delimiters_with_substitutions_are_refused_before_the_tokenizer_
         "cat <<\"\" ",
         "cat <<'' ",
         "cat <<-\"\"'' ",
+        // A body that never ends (bash reads to the end of the script).
+        "cat <<EOF",
+        "cat <<EOF\nhi",
+        "cat <<A <<B\na\nA\nb",
+        // A quoted `((` does not hide one.
+        "echo \"((\" $(<<  ",
         // Refused too (a substitution after `<<`), though only asked about.
         "echo $((1 << $(nproc)))",
     ] {
@@ -304,8 +310,12 @@ fn here_document_delimiters_with_substitutions_are_refused_before_the_tokenizer_
         "cat <<-'EOF'\n\tx\nEOF",
         "grep x <<< \"$(ls)\"",
         "grep x <<<$(ls)",
-        "echo $((1<<4)) $((1 << n))",
+        "echo $((1<<4)) $((1 << n)) $(( (1<<2) << 3 ))",
+        "((x <<= 2)); echo $x",
         "echo $(cat << EOF\nhi\nEOF\n)",
+        "cat <<A <<-'B'; echo done\na\nA\n\tb\n\tB\necho next",
+        // What a body holds is not read as operators.
+        "cat <<'EOF'\necho $((1<<2)) <<  $(x)\nEOF",
     ] {
         assert!(CommandLine::parse(text).is_parsed(), "{text:?}");
     }

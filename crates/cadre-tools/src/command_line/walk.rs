@@ -446,21 +446,43 @@ fn oversized_fd(text: &str) -> bool {
 }
 
 /// True when a here-document operator (`<<` or `<<-`, not the here-string `<<<`) is
-/// followed by what the tokenizer loops on without end: no delimiter word, or an empty one
-/// (`""`, `''`); two or more blanks (inside `$(…)` a blank itself becomes an empty
-/// delimiter, which matches for ever); or a delimiter word holding a substitution (`$(`,
-/// `$[`, a backquote). Scripts write `<<EOF`, `<< EOF`, `<<-'EOF'`;
-/// the shell takes a delimiter literally, so a substitution in one is never what a script
-/// means. An arithmetic shift by a substitution (`$((1 << $(nproc)))`) is refused too:
-/// the check cannot tell it from a here-document, and a refused line is only asked
-/// about. Counted without regard to quoting, as `nesting` is: a quoted `<<` refuses a
-/// command that would have parsed, never the reverse.
+/// followed by what the tokenizer loops on without end. Every such input fuzzing found
+/// leaves a here-document open at the end of the text (`<<$( ;$((<<f)`, `$(<<  `,
+/// `cat <<"" `), so a line is refused when a here-document's body does not end within it
+/// (no later line is its delimiter), and also when the delimiter is missing or empty once
+/// unquoted (`""`), when two or more blanks follow `<<` (inside `$(…)` a blank becomes an
+/// empty delimiter), or when the delimiter holds a substitution (`$(`, `$[`, a backquote;
+/// the shell takes it literally, so no script means one). A body is skipped, so what it
+/// holds is not read as operators, and a `<<` inside `((…))` / `$((…))` is taken for a
+/// shift, which needs no body (the other checks still apply: `$((1 << $(nproc)))` is
+/// refused, and only asked about). Counted without regard to quoting, as `nesting` is: a
+/// quoted `<<` refuses a command that would have parsed, never the reverse.
 fn risky_heredoc(text: &str) -> bool {
     let bytes = text.as_bytes();
     let is_blank = |b: &u8| *b == b' ' || *b == b'\t';
+    // Where the bodies of the current line's here-documents end: the scan goes on there
+    // after the line's newline.
+    let mut bodies_end: Option<usize> = None;
+    // Open arithmetic (`((`, `$((`): a `<<` in it is a shift.
+    let mut arithmetic = 0usize;
     let mut i = 0;
-    while i + 1 < bytes.len() {
-        let here = bytes[i] == b'<'
+    while i < bytes.len() {
+        if bytes[i] == b'\n' {
+            i = bodies_end.take().unwrap_or(i + 1);
+            continue;
+        }
+        if bytes[i..].starts_with(b"((") {
+            arithmetic += 1;
+            i += 2;
+            continue;
+        }
+        if arithmetic > 0 && bytes[i..].starts_with(b"))") {
+            arithmetic -= 1;
+            i += 2;
+            continue;
+        }
+        let here = i + 1 < bytes.len()
+            && bytes[i] == b'<'
             && bytes[i + 1] == b'<'
             && bytes.get(i + 2) != Some(&b'<')
             && (i == 0 || bytes[i - 1] != b'<');
@@ -469,7 +491,8 @@ fn risky_heredoc(text: &str) -> bool {
             continue;
         }
         let mut j = i + 2;
-        if bytes.get(j) == Some(&b'-') {
+        let strip_tabs = bytes.get(j) == Some(&b'-');
+        if strip_tabs {
             j += 1;
         }
         let blanks = bytes[j..].iter().take_while(|b| is_blank(b)).count();
@@ -479,18 +502,59 @@ fn risky_heredoc(text: &str) -> bool {
             .take_while(|b| !matches!(b, b' ' | b'\t' | b'\n' | b';' | b'&' | b'|' | b'<' | b'>'))
             .count();
         let word = &bytes[j..j + len];
-        // No delimiter, or an empty one (`""`, `''`): both loop at the end of the text.
-        if blanks >= 2 || word.iter().all(|b| *b == b'"' || *b == b'\'') {
+        let delimiter: Vec<u8> = word
+            .iter()
+            .copied()
+            .filter(|b| !matches!(b, b'"' | b'\'' | b'\\'))
+            .collect();
+        if blanks >= 2 || delimiter.is_empty() || has_substitution(word) {
             return true;
         }
-        let mut prev = 0u8;
-        for &b in word {
-            if b == b'`' || (prev == b'$' && (b == b'(' || b == b'[')) {
-                return true;
-            }
-            prev = b;
+        if arithmetic > 0 {
+            // Likely a shift, which has no body; the checks above still hold, since the
+            // count ignores quoting (a quoted `((` must not hide a here-document).
+            i = j + len;
+            continue;
         }
-        i = j.max(i + 2);
+        let line_end = bytes[j..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(bytes.len(), |p| j + p);
+        let body_start = bodies_end.unwrap_or(line_end + 1).max(line_end + 1);
+        match body_end(bytes, body_start, &delimiter, strip_tabs) {
+            Some(end) => bodies_end = Some(end),
+            None => return true,
+        }
+        i = j + len;
     }
     false
+}
+
+/// True when a here-document's delimiter word holds `$(`, `$[` or a backquote.
+fn has_substitution(word: &[u8]) -> bool {
+    word.iter()
+        .enumerate()
+        .any(|(k, &b)| b == b'`' || (k > 0 && word[k - 1] == b'$' && (b == b'(' || b == b'[')))
+}
+
+/// Where a here-document body starting at `start` ends (just after its delimiter line), or
+/// `None` when no line from there on is `delimiter` (with leading tabs removed for `<<-`).
+fn body_end(bytes: &[u8], start: usize, delimiter: &[u8], strip_tabs: bool) -> Option<usize> {
+    let mut at = start;
+    while at < bytes.len() {
+        let end = bytes[at..]
+            .iter()
+            .position(|b| *b == b'\n')
+            .map_or(bytes.len(), |p| at + p);
+        let mut line = &bytes[at..end];
+        if strip_tabs {
+            let tabs = line.iter().take_while(|b| **b == b'\t').count();
+            line = &line[tabs..];
+        }
+        if line == delimiter {
+            return Some(end.min(bytes.len()));
+        }
+        at = end + 1;
+    }
+    None
 }
