@@ -297,6 +297,9 @@ fn here_document_delimiters_with_substitutions_are_refused_before_the_tokenizer_
         "cat <<EOF",
         "cat <<EOF\nhi",
         "cat <<A <<B\na\nA\nb",
+        // A run of `<` is split greedily: `<<<` then `<<` (found by a 600 s fuzz run).
+        "<<<<<''''<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<<''d ",
+        "cat <<<<<'' ",
         // A quoted `((` does not hide one.
         "echo \"((\" $(<<  ",
         // Refused too (a substitution after `<<`), though only asked about.

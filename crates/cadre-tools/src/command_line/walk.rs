@@ -481,14 +481,20 @@ fn risky_heredoc(text: &str) -> bool {
             i += 2;
             continue;
         }
-        let here = i + 1 < bytes.len()
-            && bytes[i] == b'<'
-            && bytes[i + 1] == b'<'
-            && bytes.get(i + 2) != Some(&b'<')
-            && (i == 0 || bytes[i - 1] != b'<');
-        if !here {
+        if bytes[i] != b'<' {
             i += 1;
             continue;
+        }
+        // The tokenizer splits a run of `<` greedily (`<<<<<` is `<<<` then `<<`): no
+        // script writes four or more, `<<<` is a here-string, `<<` a here-document.
+        let run = bytes[i..].iter().take_while(|b| **b == b'<').count();
+        match run {
+            1 | 3 => {
+                i += run;
+                continue;
+            }
+            2 => {}
+            _ => return true,
         }
         let mut j = i + 2;
         let strip_tabs = bytes.get(j) == Some(&b'-');
