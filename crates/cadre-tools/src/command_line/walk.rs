@@ -106,6 +106,12 @@ impl Walker {
             self.unparsed("the command nests array subscripts too deeply");
             return;
         }
+        if unclosed_subscript(text) {
+            // The parser backtracks over each one (six in a word took 13 s; found by
+            // fuzzing), and the shell refuses them anyway ("bad substitution").
+            self.unparsed("an array subscript is not closed before its `}`");
+            return;
+        }
         if text
             .chars()
             .any(|c| c.is_control() && c != '\t' && c != '\n')
@@ -415,6 +421,45 @@ fn subscript_nesting(text: &str) -> usize {
         }
     }
     max
+}
+
+/// Array subscripts (`${NAME[`) a line may open; past it the line is refused rather than
+/// scanned for their ends (the scan of each runs to its end).
+const MAX_SUBSCRIPTS: usize = 64;
+
+/// True when an array subscript opened by `${NAME[` meets the `}` of its expansion (at its
+/// own depth of braces and brackets) before its `]`, or the end of the line, or when the
+/// line opens more than [`MAX_SUBSCRIPTS`]. Counted without regard to quoting.
+fn unclosed_subscript(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut opened = 0usize;
+    for i in 0..bytes.len() {
+        if bytes[i] != b'[' || !opens_subscript(&bytes[..i]) {
+            continue;
+        }
+        opened += 1;
+        if opened > MAX_SUBSCRIPTS {
+            return true;
+        }
+        let mut depth = 0usize;
+        let mut closed = false;
+        for &b in &bytes[i + 1..] {
+            match b {
+                b'{' | b'[' => depth += 1,
+                b']' if depth == 0 => {
+                    closed = true;
+                    break;
+                }
+                b'}' if depth == 0 => break,
+                b'}' | b']' => depth -= 1,
+                _ => {}
+            }
+        }
+        if !closed {
+            return true;
+        }
+    }
+    false
 }
 
 /// True when `before` ends in `${NAME`, so that a `[` after it opens an array subscript.
