@@ -343,6 +343,7 @@ fn nested_array_subscripts_are_refused_before_the_parser_backtracks_over_them() 
         "q=(za b g); eah!ai} e! e!${x[a;a b gai}t${x[a;a b g); eaht${x[a; e!ai} e!aai}t${x[a;a b gai}t${x[a;a b g); eaht${x[a; e!ai} e!ai}",
         "echo ${x[1}",
         "echo ${x[",
+        "echo ${#x[a b}${#x[a b}${!x[a b}${ x[a b}",
     ] {
         assert!(!parsed_within_10_s(text), "{text:?}");
     }
@@ -350,7 +351,7 @@ fn nested_array_subscripts_are_refused_before_the_parser_backtracks_over_them() 
     for text in [
         "echo ${a[1]} ${a[@]}",
         "echo ${a[${i}]} ${a[${b[0]}]} ${a[$((i+1))]} ${m[\"k\"]}",
-        "[[ ${#a[@]} -gt 0 ]] && echo ${a[0]}",
+        "[[ ${#a[@]} -gt 0 ]] && echo ${a[0]} ${!a[@]} ${#a[0]}",
     ] {
         assert!(CommandLine::parse(text).is_parsed(), "{text}");
     }

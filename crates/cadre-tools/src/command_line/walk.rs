@@ -462,14 +462,29 @@ fn unclosed_subscript(text: &str) -> bool {
     false
 }
 
-/// True when `before` ends in `${NAME`, so that a `[` after it opens an array subscript.
+/// True when `before` ends in `${NAME` (or `${#NAME`, `${!NAME`, `${ NAME`), so that a `[`
+/// after it opens an array subscript.
 fn opens_subscript(before: &[u8]) -> bool {
     let name = before
         .iter()
         .rev()
         .take_while(|b| b.is_ascii_alphanumeric() || **b == b'_')
         .count();
-    name > 0 && before[..before.len() - name].ends_with(b"${")
+    if name == 0 {
+        return false;
+    }
+    let mut rest = &before[..before.len() - name];
+    // `${#a[@]}` and `${!a[@]}`, and the parser's reading of `${ a[` (which the shell
+    // refuses): a subscript all the same (found by fuzzing).
+    if let Some(r) = rest.strip_suffix(b"#").or_else(|| rest.strip_suffix(b"!")) {
+        rest = r;
+    }
+    let blanks = rest
+        .iter()
+        .rev()
+        .take_while(|b| **b == b' ' || **b == b'\t')
+        .count();
+    rest[..rest.len() - blanks].ends_with(b"${")
 }
 
 /// True when a run of digits right before `<` or `>` is too long for a file descriptor
