@@ -200,22 +200,6 @@ async fn running_elsewhere(
     id
 }
 
-/// The parent's run of "go" in `session`, on a task of its own.
-fn run_spawned(
-    f: &Fixture,
-    mut session: cadre_engine::Session,
-) -> tokio::task::JoinHandle<(cadre_engine::RunOutcome, cadre_engine::Session)> {
-    let (parent, cancel) = (f.parent.clone(), f.cancel.clone());
-    let ws = Arc::new(cadre_tools::Workspace::new(&f.ws).unwrap());
-    let ctx = f.run_context(&session);
-    tokio::spawn(async move {
-        let out = parent
-            .run(&mut session, Some("go".into()), ctx, ws, cancel)
-            .await;
-        (out, session)
-    })
-}
-
 // A parent whose session has a background task another live node runs (`cadre run
 // --resume` of a session whose child a `cadre serve` node took over) holds its run open
 // until that task ends, and is then given its result, once. Time is paused: the parent
@@ -231,7 +215,7 @@ async fn a_parent_waits_for_its_background_task_that_another_node_runs() {
     );
     let session = f.session();
     let id = running_elsewhere(&f, session.id(), cadre_store::OrphanPolicy::Fail, None).await;
-    let run = run_spawned(&f, session);
+    let run = f.spawn_run(session, "go");
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(f.rec.of("main").len(), 1);
     assert!(
@@ -328,7 +312,7 @@ async fn task_output_of_a_task_another_node_runs_is_its_one_delivery() {
         Some("task_elsewhere"),
     )
     .await;
-    let run = run_spawned(&f, session);
+    let run = f.spawn_run(session, "go");
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert!(!run.is_finished(), "task_output did not wait");
     f.runtime
@@ -376,7 +360,7 @@ async fn a_parent_does_not_wait_for_a_lost_task_nothing_here_can_take_up() {
         .transition(&id, cadre_store::Transition::running())
         .await
         .unwrap();
-    let (out, _) = tokio::time::timeout(Duration::from_secs(30), run_spawned(&f, session))
+    let (out, _) = tokio::time::timeout(Duration::from_secs(30), f.spawn_run(session, "go"))
         .await
         .expect("the parent waited for a task nothing will end")
         .unwrap();

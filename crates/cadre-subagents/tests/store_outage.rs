@@ -533,7 +533,7 @@ async fn a_parent_waiting_on_another_node_waits_out_a_store_restart() {
             ..Default::default()
         },
     );
-    let mut session = f.session();
+    let session = f.session();
     let mut t = NewTask::new("worker", session.id(), "go");
     t.background = true;
     let id = t.id.clone();
@@ -544,16 +544,7 @@ async fn a_parent_waiting_on_another_node_waits_out_a_store_restart() {
         .await
         .unwrap();
     flaky.summary_failures.store(5, Ordering::SeqCst);
-    let run = {
-        let (parent, cancel) = (f.parent.clone(), f.cancel.clone());
-        let ws = Arc::new(cadre_tools::Workspace::new(&f.ws).unwrap());
-        let ctx = f.run_context(&session);
-        tokio::spawn(async move {
-            parent
-                .run(&mut session, Some("go".into()), ctx, ws, cancel)
-                .await
-        })
-    };
+    let run = f.spawn_run(session, "go");
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(
         flaky.summary_failures.load(Ordering::SeqCst),
@@ -569,7 +560,7 @@ async fn a_parent_waiting_on_another_node_waits_out_a_store_restart() {
         .transition(&id, Transition::completed("the remote answer"))
         .await
         .unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(30), run)
+    let (out, _) = tokio::time::timeout(Duration::from_secs(30), run)
         .await
         .expect("the parent ended")
         .unwrap();

@@ -761,6 +761,12 @@ mod tests {
     use super::*;
 
     fn parse(front: &str) -> Result<AgentDefinition, String> {
+        let text = format!("---\nname: a\ndescription: d\n{front}\n---\nBody.\n");
+        parse_text(&text).map_err(|e| e.to_string())
+    }
+
+    /// `text` parsed as a Claude Code agent file `a.md`.
+    fn parse_text(text: &str) -> Result<AgentDefinition, DefinitionError> {
         let aliases = HashMap::new();
         let cx = ParseContext {
             kind: DirKind::Claude,
@@ -769,25 +775,12 @@ mod tests {
             extra_tools: &[],
             providers: None,
         };
-        let text = format!("---\nname: a\ndescription: d\n{front}\n---\nBody.\n");
-        parse_text(&text, &cx).map_err(|e| e.to_string())
-    }
-
-    fn parse_text(text: &str, cx: &ParseContext<'_>) -> Result<AgentDefinition, DefinitionError> {
-        parse_definition(Path::new("a.md"), text, cx)
+        parse_definition(Path::new("a.md"), text, &cx)
     }
 
     #[test]
     fn refusals_say_what_kind_they_are() {
-        let aliases = HashMap::new();
-        let cx = ParseContext {
-            kind: DirKind::Claude,
-            workspace: None,
-            aliases: &aliases,
-            extra_tools: &[],
-            providers: None,
-        };
-        let refused = |text: &str| parse_text(text, &cx).unwrap_err();
+        let refused = |text: &str| parse_text(text).unwrap_err();
         assert_eq!(
             refused("---\nname: a\n---\nBody.\n"),
             DefinitionError::Missing("description")

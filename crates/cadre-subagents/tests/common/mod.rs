@@ -296,6 +296,24 @@ impl Fixture {
         (out, s)
     }
 
+    /// The parent's run of `prompt` in `session`, on a task of its own.
+    pub fn spawn_run(
+        &self,
+        mut session: Session,
+        prompt: &str,
+    ) -> tokio::task::JoinHandle<(RunOutcome, Session)> {
+        let (parent, cancel) = (self.parent.clone(), self.cancel.clone());
+        let ws = Arc::new(Workspace::new(&self.ws).unwrap());
+        let ctx = self.run_context(&session);
+        let prompt = prompt.to_string();
+        tokio::spawn(async move {
+            let out = parent
+                .run(&mut session, Some(prompt), ctx, ws, cancel)
+                .await;
+            (out, session)
+        })
+    }
+
     pub async fn run_in(&self, s: &mut Session, prompt: &str) -> RunOutcome {
         let run = self.run_context(s);
         let ws = Arc::new(Workspace::new(&self.ws).unwrap());
