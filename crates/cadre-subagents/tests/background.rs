@@ -10,10 +10,7 @@ use common::*;
 use std::time::{Duration, Instant};
 
 fn deliveries(messages: &[Message]) -> usize {
-    messages
-        .iter()
-        .filter(|m| matches!(m, Message::User { content } if content.starts_with("<background-task-results>")))
-        .count()
+    delivered(messages).len()
 }
 
 const BACKGROUND: &str = r#"

@@ -163,18 +163,6 @@ agent = "worker"
 text = "the adopted answer"
 "#;
 
-fn delivered(messages: &[Message]) -> Vec<String> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { content } if content.starts_with("<background-task-results>") => {
-                Some(content.clone())
-            }
-            _ => None,
-        })
-        .collect()
-}
-
 /// A background task of `session` as another node (or process) would hold it: in the store,
 /// running, not in this runtime; its id is `id` when given.
 async fn running_elsewhere(
@@ -189,13 +177,7 @@ async fn running_elsewhere(
     }
     t.background = true;
     t.on_orphan = policy;
-    let id = t.id.clone();
-    let store = f.runtime.store();
-    store.create(t).await.unwrap();
-    store
-        .transition(&id, cadre_store::Transition::running())
-        .await
-        .unwrap();
+    let id = stored_running(f.runtime.store().as_ref(), t).await;
     assert!(!f.runtime.runs_here(&id));
     id
 }
@@ -353,13 +335,7 @@ async fn a_parent_does_not_wait_for_a_lost_task_nothing_here_can_take_up() {
     t.transport = cadre_store::Transport::Remote {
         url: "http://127.0.0.1:9/".into(),
     };
-    let id = t.id.clone();
-    f.runtime.store().create(t).await.unwrap();
-    f.runtime
-        .store()
-        .transition(&id, cadre_store::Transition::running())
-        .await
-        .unwrap();
+    let id = stored_running(f.runtime.store().as_ref(), t).await;
     let (out, _) = tokio::time::timeout(Duration::from_secs(30), f.spawn_run(session, "go"))
         .await
         .expect("the parent waited for a task nothing will end")

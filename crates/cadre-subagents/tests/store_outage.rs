@@ -536,13 +536,7 @@ async fn a_parent_waiting_on_another_node_waits_out_a_store_restart() {
     let session = f.session();
     let mut t = NewTask::new("worker", session.id(), "go");
     t.background = true;
-    let id = t.id.clone();
-    flaky.inner.create(t).await.unwrap();
-    flaky
-        .inner
-        .transition(&id, Transition::running())
-        .await
-        .unwrap();
+    let id = stored_running(&flaky.inner, t).await;
     flaky.summary_failures.store(5, Ordering::SeqCst);
     let run = f.spawn_run(session, "go");
     tokio::time::sleep(Duration::from_secs(30)).await;

@@ -367,3 +367,30 @@ pub fn tool_results(messages: &[Message]) -> Vec<(String, bool)> {
         })
         .collect()
 }
+
+/// The background-task deliveries among `messages` (the user messages that carry results).
+pub fn delivered(messages: &[Message]) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::User { content } if content.starts_with("<background-task-results>") => {
+                Some(content.clone())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Store `task` and mark it running, as the node that runs it would; its id.
+pub async fn stored_running(
+    store: &dyn cadre_store::TaskStore,
+    task: cadre_store::NewTask,
+) -> String {
+    let id = task.id.clone();
+    store.create(task).await.unwrap();
+    store
+        .transition(&id, cadre_store::Transition::running())
+        .await
+        .unwrap();
+    id
+}
