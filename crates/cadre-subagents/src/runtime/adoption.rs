@@ -178,12 +178,10 @@ impl SubagentRuntime {
     /// silent for the orphan timeout) and whose agent is defined here. True if adopted.
     async fn adopt_if_lost(&self, task: TaskRecord, parent: &Parent) -> bool {
         if task.status.is_terminal()
-            || !task.transport.is_local()
-            || task.on_orphan != OrphanPolicy::Resume
+            || !self.adoptable_here(&task)
             || self.local.contains(&task.id)
             // Ended here, its end not yet written: its owner is not lost.
             || self.spool.record(&task.id).is_some()
-            || self.registry.get(&task.agent_id).is_none()
         {
             return false;
         }
@@ -216,11 +214,16 @@ impl SubagentRuntime {
     /// policy `fail`; every node's maintenance runs one), or this node adopting it (policy
     /// `resume`, its agent defined here).
     fn taken_up_if_lost(&self, task: &TaskRecord) -> bool {
+        (task.transport.is_local() && task.on_orphan == OrphanPolicy::Fail)
+            || self.adoptable_here(task)
+    }
+
+    /// True when this node may adopt `task` once its owner is lost: a local task of policy
+    /// `resume` whose agent is defined here.
+    fn adoptable_here(&self, task: &TaskRecord) -> bool {
         task.transport.is_local()
-            && match task.on_orphan {
-                OrphanPolicy::Fail => true,
-                OrphanPolicy::Resume => self.registry.get(&task.agent_id).is_some(),
-            }
+            && task.on_orphan == OrphanPolicy::Resume
+            && self.registry.get(&task.agent_id).is_some()
     }
 
     /// True when `task`'s owner is a process of this node that no longer runs.

@@ -342,10 +342,34 @@ impl SubagentContext {
         let mut announced = false;
         let mut failing_since: Option<tokio::time::Instant> = None;
         loop {
-            let seen = match self.runtime.look_elsewhere(run, cancel).await {
+            match self.runtime.look_elsewhere(run, cancel).await {
                 Ok(seen) => {
                     failing_since = None;
-                    seen
+                    if seen.adopted > 0 {
+                        return None;
+                    }
+                    if ready || seen.undelivered > 0 {
+                        return Some(true);
+                    }
+                    if seen.running == 0 {
+                        if seen.stranded > 0 {
+                            tracing::warn!(
+                                session = %run.session_id,
+                                stranded = seen.stranded,
+                                "not waiting for background tasks whose owner is lost and that nothing here can take up"
+                            );
+                        }
+                        return Some(false);
+                    }
+                    if !announced {
+                        announced = true;
+                        tracing::info!(
+                            session = %run.session_id,
+                            running = seen.running,
+                            stranded = seen.stranded,
+                            "waiting for background tasks that run elsewhere"
+                        );
+                    }
                 }
                 Err(e) => {
                     // A database restart is waited out, as the writes are; a store that
@@ -358,37 +382,7 @@ impl SubagentContext {
                         return Some(ready);
                     }
                     tracing::debug!(error = %e, "store: reading the session's background tasks failed; trying again");
-                    tokio::select! {
-                        () = tokio::time::sleep(cadre_store::jittered(ELSEWHERE_POLL)) => {}
-                        () = cancel.cancelled() => return Some(false),
-                    }
-                    continue;
                 }
-            };
-            if seen.adopted > 0 {
-                return None;
-            }
-            if ready || seen.undelivered > 0 {
-                return Some(true);
-            }
-            if seen.running == 0 {
-                if seen.stranded > 0 {
-                    tracing::warn!(
-                        session = %run.session_id,
-                        stranded = seen.stranded,
-                        "not waiting for background tasks whose owner is lost and that nothing here can take up"
-                    );
-                }
-                return Some(false);
-            }
-            if !announced {
-                announced = true;
-                tracing::info!(
-                    session = %run.session_id,
-                    running = seen.running,
-                    stranded = seen.stranded,
-                    "waiting for background tasks that run elsewhere"
-                );
             }
             tokio::select! {
                 () = tokio::time::sleep(cadre_store::jittered(ELSEWHERE_POLL)) => {}
