@@ -84,6 +84,9 @@ pub enum StoreError {
     /// The database reported an error.
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
+    /// The SQLite writer's connection reported an error.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
     /// A file-system operation failed (creating the database directory).
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
@@ -110,6 +113,36 @@ impl StoreError {
                     | sqlx::Error::Database(_)
                     | sqlx::Error::WorkerCrashed
             ),
+            StoreError::Sqlite(e) => e
+                .sqlite_error_code()
+                .is_some_and(|c| c != rusqlite::ErrorCode::ConstraintViolation),
+            _ => false,
+        }
+    }
+
+    /// True when the database refused a write for a duplicate key.
+    pub(crate) fn is_unique_violation(&self) -> bool {
+        match self {
+            StoreError::Db(sqlx::Error::Database(d)) => d.is_unique_violation(),
+            StoreError::Sqlite(e) => matches!(
+                e.sqlite_error().map(|f| f.extended_code),
+                Some(
+                    rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                        | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                )
+            ),
+            _ => false,
+        }
+    }
+
+    /// True when the database refused a write for a row it refers to that does not exist.
+    pub(crate) fn is_foreign_key_violation(&self) -> bool {
+        match self {
+            StoreError::Db(sqlx::Error::Database(d)) => d.is_foreign_key_violation(),
+            StoreError::Sqlite(e) => {
+                e.sqlite_error().map(|f| f.extended_code)
+                    == Some(rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
+            }
             _ => false,
         }
     }

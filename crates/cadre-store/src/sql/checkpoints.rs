@@ -2,6 +2,7 @@
 //! append, and read back whole by whichever node continues the task.
 
 use super::SqlStore;
+use super::conn::Arg;
 use crate::error::{StoreError, StoreResult};
 use crate::model::Checkpoint;
 use cadre_types::{Message, Usage};
@@ -67,48 +68,39 @@ impl SqlStore {
         };
         let mut at = start;
         for chunk in messages.chunks(CHUNK) {
-            let bodies = chunk
-                .iter()
-                .map(|m| json(id, "message", m))
-                .collect::<StoreResult<Vec<_>>>()?;
+            let mut args: Vec<Arg> = vec![
+                id.into(),
+                to_i64(generation).into(),
+                to_i64(at).into(),
+                (&usage).into(),
+                to_i64(epoch).into(),
+            ];
+            for m in chunk {
+                args.push(json(id, "message", m)?.into());
+            }
             let sql = append_sql(chunk.len());
-            let args = (sql, id.to_owned(), usage.clone(), bodies);
-            let written = on_writer!(&self.db, args, |p, (sql, id, usage, bodies)| {
-                let mut q = sqlx::query(sql)
-                    .bind(id)
-                    .bind(to_i64(generation))
-                    .bind(to_i64(at))
-                    .bind(usage)
-                    .bind(to_i64(epoch));
-                for b in bodies {
-                    q = q.bind(b);
-                }
-                q.execute(p).await?.rows_affected()
-            });
+            let written = on_writer!(&self.db, (sql, args), |p, (sql, args)| p
+                .execute(sql, args)
+                .await?);
             match written {
                 Ok(n) if n == chunk.len() as u64 => {}
                 Ok(_) => return Err(refused(at)),
-                Err(StoreError::Db(e)) if super::is_unique_violation(&e) => {
-                    return Err(refused(at));
-                }
-                // The task is gone (SQLite checks the foreign key).
-                Err(StoreError::Db(sqlx::Error::Database(d))) if d.is_foreign_key_violation() => {
+                // A start inside the stored generation, or a task that is gone (SQLite checks
+                // the foreign key).
+                Err(e) if e.is_unique_violation() || e.is_foreign_key_violation() => {
                     return Err(refused(at));
                 }
                 Err(e) => return Err(e),
             }
             if at == 0 && generation > 0 {
                 // The compacted conversation is stored: the generations before it are done.
-                on_writer!(&self.db, id.to_owned(), |p, id| {
-                    sqlx::query(
+                let args = vec![Arg::from(id), to_i64(generation).into()];
+                on_writer!(&self.db, args, |p, args| p
+                    .execute(
                         "DELETE FROM task_checkpoints WHERE task_id = $1 AND generation < $2",
+                        args,
                     )
-                    .bind(id)
-                    .bind(to_i64(generation))
-                    .execute(p)
-                    .await?
-                    .rows_affected()
-                })?;
+                    .await?)?;
             }
             at += chunk.len() as u64;
         }

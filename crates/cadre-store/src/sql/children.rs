@@ -2,32 +2,33 @@
 //! Label uniqueness per parent session is enforced by the unique index
 //! `live_children (parent_session_id, lower(label))`.
 
+use super::SqlStore;
+use super::conn::Arg;
 use super::rows::{LIVE_COLS, RecordRow};
-use super::{SqlStore, is_unique_violation};
 use crate::error::{StoreError, StoreResult};
 use crate::model::LiveChildEntry;
 
 impl SqlStore {
     pub(super) async fn insert_child(&self, c: &LiveChildEntry) -> StoreResult<()> {
-        let res = on_writer!(&self.db, c.clone(), |p, c| {
-            sqlx::query(
+        let args: Vec<Arg> = vec![
+            (&c.agent_key).into(),
+            (&c.parent_session_id).into(),
+            (&c.label).into(),
+            (&c.agent_id).into(),
+            (&c.child_session_id).into(),
+            i64::from(c.depth).into(),
+            i64::try_from(c.created_at).unwrap_or(i64::MAX).into(),
+        ];
+        let res = on_writer!(&self.db, args, |p, args| p
+            .execute(
                 "INSERT INTO live_children (agent_key, parent_session_id, label, agent_id, \
                    child_session_id, depth, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                args,
             )
-            .bind(&c.agent_key)
-            .bind(&c.parent_session_id)
-            .bind(&c.label)
-            .bind(&c.agent_id)
-            .bind(&c.child_session_id)
-            .bind(i64::from(c.depth))
-            .bind(i64::try_from(c.created_at).unwrap_or(i64::MAX))
-            .execute(p)
-            .await?
-            .rows_affected()
-        });
+            .await?);
         match res {
             Ok(_) => Ok(()),
-            Err(StoreError::Db(e)) if is_unique_violation(&e) => {
+            Err(e) if e.is_unique_violation() => {
                 if self.child_by_key_any(&c.agent_key).await? {
                     Err(StoreError::DuplicateLiveChild(c.agent_key.clone()))
                 } else {
@@ -39,13 +40,10 @@ impl SqlStore {
     }
 
     async fn child_by_key_any(&self, key: &str) -> StoreResult<bool> {
-        on_writer!(&self.db, key.to_owned(), |p, key| {
-            sqlx::query("SELECT 1 FROM live_children WHERE agent_key = $1")
-                .bind(key)
-                .fetch_optional(p)
-                .await?
-                .is_some()
-        })
+        on_writer!(&self.db, vec![Arg::from(key)], |p, args| !p
+            .fetch("SELECT 1 FROM live_children WHERE agent_key = $1", args)
+            .await?
+            .is_empty())
     }
 
     pub(super) async fn children_of(&self, session: &str) -> StoreResult<Vec<LiveChildEntry>> {
@@ -81,15 +79,13 @@ impl SqlStore {
     }
 
     pub(super) async fn remove_child(&self, session: &str, key: &str) -> StoreResult<bool> {
-        let args = (session.to_owned(), key.to_owned());
-        let removed = on_writer!(&self.db, args, |p, (session, key)| {
-            sqlx::query("DELETE FROM live_children WHERE parent_session_id = $1 AND agent_key = $2")
-                .bind(session)
-                .bind(key)
-                .execute(p)
-                .await?
-                .rows_affected()
-        })?;
+        let args = vec![Arg::from(session), key.into()];
+        let removed = on_writer!(&self.db, args, |p, args| p
+            .execute(
+                "DELETE FROM live_children WHERE parent_session_id = $1 AND agent_key = $2",
+                args,
+            )
+            .await?)?;
         Ok(removed > 0)
     }
 }

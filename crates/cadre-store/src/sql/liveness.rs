@@ -4,6 +4,7 @@
 //! the row), then each is failed by a conditional `UPDATE` that re-checks the condition, so a
 //! task that finished or was beaten in between is left alone.
 
+use super::conn::Arg;
 use super::rows::{RecordRow, TASK_COLS, tasks_sorted};
 use super::{SqlStore, millis, now_ms};
 use crate::error::StoreResult;
@@ -39,32 +40,30 @@ impl SqlStore {
                  AND status IN ('pending', 'running') AND id IN ({})",
                 super::placeholders(3, chunk.len())
             );
-            let args = (sql, node.as_str().to_owned(), chunk.to_vec());
-            total += on_writer!(&self.db, args, |p, (sql, node, chunk)| {
-                let mut q = sqlx::query(sql).bind(now_ms()).bind(node);
-                for id in chunk {
-                    q = q.bind(id);
-                }
-                q.execute(p).await?.rows_affected()
-            })?;
+            let args: Vec<Arg> = [now_ms().into(), node.as_str().into()]
+                .into_iter()
+                .chain(chunk.iter().map(Arg::from))
+                .collect();
+            total += on_writer!(&self.db, (sql, args), |p, (sql, args)| p
+                .execute(sql, args)
+                .await?)?;
         }
         Ok(total)
     }
 
     pub(super) async fn heartbeat_owned_tasks(&self) -> StoreResult<u64> {
-        let args = (self.node.as_str().to_owned(), self.instance.clone());
-        on_writer!(&self.db, args, |p, (node, instance)| {
-            sqlx::query(
+        let args = vec![
+            Arg::from(now_ms()),
+            self.node.as_str().into(),
+            (&self.instance).into(),
+        ];
+        on_writer!(&self.db, args, |p, args| p
+            .execute(
                 "UPDATE tasks SET heartbeat_at = $1 WHERE owner_node = $2 \
                  AND owner_instance = $3 AND status IN ('pending', 'running')",
+                args,
             )
-            .bind(now_ms())
-            .bind(node)
-            .bind(instance)
-            .execute(p)
-            .await?
-            .rows_affected()
-        })
+            .await?)
     }
 
     pub(super) async fn sweep_orphans(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>> {
@@ -85,22 +84,22 @@ impl SqlStore {
         let mut swept = Vec::new();
         for (id, seen) in candidates {
             let msg = executor_lost_message(u64::try_from(seen).unwrap_or(0));
-            let n = on_writer!(&self.db, (id.clone(), msg.clone()), |p, (id, msg)| {
-                sqlx::query(
+            let args = vec![
+                Arg::from(&id),
+                (&msg).into(),
+                now_ms().into(),
+                cutoff.into(),
+            ];
+            let n = on_writer!(&self.db, args, |p, args| p
+                .execute(
                     "UPDATE tasks SET status = 'failed', error = $2, end_state = 'failed', \
                        updated_at = $3 \
                      WHERE id = $1 AND status IN ('pending', 'running') \
                        AND transport = 'local' AND on_orphan = 'fail' \
                        AND COALESCE(heartbeat_at, created_at) < $4",
+                    args,
                 )
-                .bind(id)
-                .bind(msg)
-                .bind(now_ms())
-                .bind(cutoff)
-                .execute(p)
-                .await?
-                .rows_affected()
-            })?;
+                .await?)?;
             if n == 1 {
                 tracing::warn!(task = %id, "{msg}");
                 swept.push(id);
@@ -133,22 +132,21 @@ impl SqlStore {
             {
                 continue;
             }
-            let args = (id.clone(), node.as_str().to_owned(), msg.clone());
-            let n = on_writer!(&self.db, args, |p, (id, node, msg)| {
-                sqlx::query(
+            let args = vec![
+                Arg::from(&id),
+                node.as_str().into(),
+                (&msg).into(),
+                now_ms().into(),
+            ];
+            let n = on_writer!(&self.db, args, |p, args| p
+                .execute(
                     "UPDATE tasks SET status = 'failed', error = $3, end_state = 'failed', \
                        updated_at = $4 \
                      WHERE id = $1 AND owner_node = $2 AND on_orphan = 'fail' \
                        AND status IN ('pending', 'running')",
+                    args,
                 )
-                .bind(id)
-                .bind(node)
-                .bind(msg)
-                .bind(now_ms())
-                .execute(p)
-                .await?
-                .rows_affected()
-            })?;
+                .await?)?;
             if n == 1 {
                 failed.push(id);
             }
@@ -189,53 +187,47 @@ impl SqlStore {
              RETURNING {TASK_COLS}"
         );
         let epoch = i64::try_from(seen_epoch).unwrap_or(i64::MAX);
-        let args = (
-            sql,
-            id.to_owned(),
-            self.node.as_str().to_owned(),
-            self.instance.clone(),
-        );
-        on_writer!(&self.db, args, |p, (sql, id, node, instance)| {
+        let args = vec![
+            Arg::from(id),
+            epoch.into(),
+            self.node.as_str().into(),
+            (&self.instance).into(),
+            now.into(),
+            cutoff.into(),
+        ];
+        on_writer!(&self.db, (sql, args), |p, (sql, args)| {
             // The owner being replaced, for the history (read in the same transaction).
-            let before = sqlx::query(
-                "SELECT owner_node, owner_instance, created_at FROM tasks \
-                 WHERE id = $1 AND owner_epoch = $2",
-            )
-            .bind(id)
-            .bind(epoch)
-            .fetch_optional(&mut *p)
-            .await?;
-            let row = sqlx::query(sql)
-                .bind(id)
-                .bind(epoch)
-                .bind(node)
-                .bind(instance)
-                .bind(now)
-                .bind(cutoff)
-                .fetch_optional(&mut *p)
+            let before = p
+                .fetch(
+                    "SELECT owner_node, owner_instance, created_at FROM tasks \
+                     WHERE id = $1 AND owner_epoch = $2",
+                    &args[..2],
+                )
                 .await?;
-            let adopted = row.map(|r| r.task()).transpose()?;
-            if let (Some(_), Some(before)) = (&adopted, before) {
+            let row = p.fetch(sql, args).await?;
+            let adopted = row.first().map(RecordRow::task).transpose()?;
+            if let (Some(_), Some(before)) = (&adopted, before.first()) {
                 let lost_node: String = before.try_get(0)?;
                 let lost_instance: Option<String> = before.try_get(1)?;
                 let created: i64 = before.try_get(2)?;
-                for (e, n, i, since) in [
-                    (epoch, lost_node.as_str(), lost_instance.as_deref(), created),
-                    (
-                        epoch.saturating_add(1),
-                        node.as_str(),
-                        Some(instance.as_str()),
-                        now,
-                    ),
+                let (node, instance) = (&args[2], &args[3]);
+                for owner in [
+                    [
+                        args[0].clone(),
+                        epoch.into(),
+                        lost_node.as_str().into(),
+                        lost_instance.as_deref().into(),
+                        created.into(),
+                    ],
+                    [
+                        args[0].clone(),
+                        epoch.saturating_add(1).into(),
+                        node.clone(),
+                        instance.clone(),
+                        now.into(),
+                    ],
                 ] {
-                    sqlx::query(OWNER_SQL)
-                        .bind(id)
-                        .bind(e)
-                        .bind(n)
-                        .bind(i)
-                        .bind(since)
-                        .execute(&mut *p)
-                        .await?;
+                    p.execute(OWNER_SQL, &owner).await?;
                 }
             }
             adopted

@@ -9,27 +9,17 @@
 //! Reads use a pool (SQLite: readers of their own; PostgreSQL: the same pool).
 
 /// Queue a write on the store's writer (see [`writer`]) and wait for its committed result:
-/// `$body` runs with `$p` bound to the write connection and `$a` to (a reference to) the
-/// owned arguments `$args`, evaluates to the write's value and may use `?`. It may run twice
-/// (again alone, when another write of its batch failed), so it must not consume `$a`.
+/// `$body` runs with `$p` bound to the write connection (a [`conn::WriteConn`]) and `$a` to
+/// (a reference to) the owned arguments `$args`, evaluates to the write's value and may use
+/// `?`. It may run twice (again alone, when another write of its batch failed), so it must
+/// not consume `$a`.
 macro_rules! on_writer {
     ($db:expr, $args:expr, |$p:ident, $a:pat_param| $body:expr) => {
-        match $db {
-            $crate::sql::Db::Sqlite { writer, .. } => {
-                writer
-                    .write($args, move |$p, $a| {
-                        Box::pin(async move { Ok::<_, $crate::error::StoreError>($body) })
-                    })
-                    .await
-            }
-            $crate::sql::Db::Postgres { writer, .. } => {
-                writer
-                    .write($args, move |$p, $a| {
-                        Box::pin(async move { Ok::<_, $crate::error::StoreError>($body) })
-                    })
-                    .await
-            }
-        }
+        $db.writer()
+            .write($args, move |$p, $a| {
+                Box::pin(async move { Ok::<_, $crate::error::StoreError>($body) })
+            })
+            .await
     };
 }
 
@@ -45,6 +35,7 @@ macro_rules! on_reader {
 
 mod checkpoints;
 mod children;
+mod conn;
 mod liveness;
 pub use liveness::{executor_died_message, executor_lost_message};
 mod notify;
@@ -59,16 +50,15 @@ use crate::config::{DEFAULT_CONNECT_TIMEOUT_SECS, StoreConfig};
 use crate::error::{StoreError, StoreResult};
 use crate::node::{NodeId, current_instance};
 use crate::redact::redact_url;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 use sqlx::{ConnectOptions, Connection};
 use std::path::Path;
 use std::time::Duration;
 pub use writer::WriteStats;
-use writer::{Source, Writer};
+use writer::Writer;
 
 /// How long a SQLite connection waits for another process's write lock.
 pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -100,14 +90,17 @@ pub enum Backend {
 
 #[derive(Clone)]
 pub(crate) enum Db {
-    Sqlite {
-        writer: Writer<SqliteConnection>,
-        reader: SqlitePool,
-    },
-    Postgres {
-        writer: Writer<PgConnection>,
-        pool: PgPool,
-    },
+    Sqlite { writer: Writer, reader: SqlitePool },
+    Postgres { writer: Writer, pool: PgPool },
+}
+
+impl Db {
+    /// The store's one writer.
+    pub(crate) fn writer(&self) -> &Writer {
+        match self {
+            Db::Sqlite { writer, .. } | Db::Postgres { writer, .. } => writer,
+        }
+    }
 }
 
 /// A [`crate::TaskStore`] on SQLite or PostgreSQL.
@@ -204,11 +197,8 @@ pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     schema::migrate_sqlite(&mut conn).await?;
     conn.close().await?;
     // WAL is a property of the file now; connections only set per-connection pragmas.
+    let writer = Writer::start_sqlite(path, SQLITE_BUSY_TIMEOUT).await?;
     // An embedded file cannot drop a connection: skip the ping before each acquire.
-    let writer = sqlite_options(path).connect().await?;
-    // IMMEDIATE: a batch takes the file's write lock first, so another process's write is
-    // waited for (busy timeout) instead of failing the batch when it upgrades a read.
-    let writer = Writer::start(Source::Owned(Some(writer)), "BEGIN IMMEDIATE");
     let reader = SqlitePoolOptions::new()
         .max_connections(SQLITE_READERS)
         .test_before_acquire(false)
@@ -259,13 +249,7 @@ pub async fn open_postgres(
         .acquire_timeout(connect_timeout)
         .connect_with(options)
         .await?;
-    let writer = Writer::start(
-        Source::Pooled {
-            pool: pool.clone(),
-            held: None,
-        },
-        "BEGIN",
-    );
+    let writer = Writer::start_postgres(pool.clone());
     Ok(SqlStore::new(Db::Postgres { writer, pool }, node))
 }
 
@@ -310,10 +294,7 @@ impl SqlStore {
 
     /// What the writer has done so far: how many writes it ran in how many batches.
     pub fn write_stats(&self) -> WriteStats {
-        match &self.db {
-            Db::Sqlite { writer, .. } => writer.stats(),
-            Db::Postgres { writer, .. } => writer.stats(),
-        }
+        self.db.writer().stats()
     }
 
     /// Close the pools (waits for connections in use).
@@ -378,11 +359,6 @@ pub(crate) fn now_ms() -> i64 {
 /// Milliseconds in a duration, saturating.
 pub(crate) fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// True for a unique-constraint violation.
-pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.is_unique_violation())
 }
 
 #[cfg(test)]

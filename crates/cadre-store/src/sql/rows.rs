@@ -1,4 +1,4 @@
-//! Decoding rows into records, for both backends.
+//! Decoding rows into records, for both backends and for the rows writes return.
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{LiveChildEntry, OrphanPolicy, ServedTurn, TaskRecord, Transport};
@@ -36,7 +36,6 @@ macro_rules! impl_record_row {
     ($row:ty) => {
         impl RecordRow for $row {
             fn task(&self) -> StoreResult<TaskRecord> {
-                use sqlx::Row;
                 let id: String = self.try_get("id")?;
                 let status: String = self.try_get("status")?;
                 let status = TaskStatus::parse(&status).ok_or_else(|| StoreError::Corrupt {
@@ -114,7 +113,6 @@ macro_rules! impl_record_row {
             }
 
             fn live(&self) -> StoreResult<LiveChildEntry> {
-                use sqlx::Row;
                 Ok(LiveChildEntry {
                     agent_key: self.try_get("agent_key")?,
                     label: self.try_get("label")?,
@@ -129,8 +127,15 @@ macro_rules! impl_record_row {
     };
 }
 
-impl_record_row!(sqlx::sqlite::SqliteRow);
-impl_record_row!(sqlx::postgres::PgRow);
+/// sqlx's rows (reads), decoded through `sqlx::Row::try_get`.
+mod sqlx_rows {
+    use super::*;
+    use sqlx::Row as _;
+    impl_record_row!(sqlx::sqlite::SqliteRow);
+    impl_record_row!(sqlx::postgres::PgRow);
+}
+// The rows writes return, decoded through their own `try_get`.
+impl_record_row!(super::conn::Row);
 
 /// Decode many task rows, sorted by creation time then id.
 pub(crate) fn tasks_sorted<R: RecordRow>(rows: &[R]) -> StoreResult<Vec<TaskRecord>> {

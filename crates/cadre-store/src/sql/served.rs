@@ -2,6 +2,7 @@
 //! caller's ids, and the approval question the task waits on with an answer another node
 //! stored for it.
 
+use super::conn::Arg;
 use super::{SqlStore, now_ms};
 use crate::error::{StoreError, StoreResult};
 use crate::model::ServedTurn;
@@ -15,20 +16,11 @@ impl SqlStore {
         id: &str,
         args: &[Option<&str>],
     ) -> StoreResult<bool> {
-        let owned = (
-            id.to_owned(),
-            now_ms(),
-            args.iter()
-                .map(|a| a.map(str::to_owned))
-                .collect::<Vec<_>>(),
-        );
-        let affected = on_writer!(&self.db, owned, |p, (id, now, args)| {
-            let mut q = sqlx::query(sql).bind(id).bind(*now);
-            for a in args {
-                q = q.bind(a.as_deref());
-            }
-            q.execute(p).await?.rows_affected()
-        })?;
+        let args: Vec<Arg> = [Arg::from(id), now_ms().into()]
+            .into_iter()
+            .chain(args.iter().map(|a| Arg::from(*a)))
+            .collect();
+        let affected = on_writer!(&self.db, args, |p, args| p.execute(sql, args).await?)?;
         if affected > 0 {
             return Ok(true);
         }

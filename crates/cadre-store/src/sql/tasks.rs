@@ -1,8 +1,9 @@
 //! Task records: creation, queries, the state machine's conditional `UPDATE`, cancellation
 //! requests and delivery bookkeeping.
 
+use super::conn::Arg;
 use super::rows::{RecordRow, TASK_COLS, tasks_sorted};
-use super::{SqlStore, is_unique_violation, now_ms};
+use super::{SqlStore, now_ms};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{BackgroundSummary, NewTask, TaskFilter, TaskRecord, Transition};
 use cadre_types::TaskStatus;
@@ -61,35 +62,32 @@ impl SqlStore {
             &self.instance,
             u64::try_from(now).unwrap_or(0),
         );
-        let args = (record.clone(), transport, headers_json, now);
-        let res = on_writer!(&self.db, args, |p, (r, transport, headers, now)| {
-            sqlx::query(INSERT_SQL)
-                .bind(&r.id)
-                .bind(&r.agent_id)
-                .bind(&r.parent_agent_id)
-                .bind(&r.parent_session_id)
-                .bind(&r.child_session_id)
-                .bind(&r.user_id)
-                .bind(&r.prompt)
-                .bind(&r.description)
-                .bind(r.background)
-                .bind(r.delivered)
-                .bind(now)
-                .bind(&r.owner_node)
-                .bind(&r.owner_instance)
-                .bind(transport)
-                .bind(headers)
-                .bind(r.on_orphan.as_str())
-                .bind(r.depth.map(i64::from))
-                .execute(p)
-                .await?
-                .rows_affected()
-        });
+        let r = &record;
+        let args: Vec<Arg> = vec![
+            (&r.id).into(),
+            (&r.agent_id).into(),
+            (&r.parent_agent_id).into(),
+            (&r.parent_session_id).into(),
+            (&r.child_session_id).into(),
+            (&r.user_id).into(),
+            (&r.prompt).into(),
+            (&r.description).into(),
+            r.background.into(),
+            r.delivered.into(),
+            now.into(),
+            (&r.owner_node).into(),
+            (&r.owner_instance).into(),
+            transport.into(),
+            headers_json.into(),
+            r.on_orphan.as_str().into(),
+            r.depth.map(i64::from).into(),
+        ];
+        let res = on_writer!(&self.db, args, |p, args| p
+            .execute(INSERT_SQL, args)
+            .await?);
         match res {
             Ok(_) => Ok(record),
-            Err(StoreError::Db(e)) if is_unique_violation(&e) => {
-                Err(StoreError::DuplicateTask(record.id))
-            }
+            Err(e) if e.is_unique_violation() => Err(StoreError::DuplicateTask(record.id)),
             Err(e) => Err(e),
         }
     }
@@ -197,21 +195,22 @@ impl SqlStore {
 
     /// Status, cancel flag and owner epoch of a task.
     async fn fencing_state_of(&self, id: &str) -> StoreResult<Option<(TaskStatus, bool, u64)>> {
-        let row = on_writer!(&self.db, id.to_owned(), |p, id| {
-            let row = sqlx::query(
-                "SELECT status, cancel_requested, owner_epoch FROM tasks WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_optional(p)
-            .await?;
-            row.map(|r| {
-                Ok::<_, sqlx::Error>((
-                    r.try_get::<String, _>(0)?,
-                    r.try_get::<bool, _>(1)?,
-                    r.try_get::<i64, _>(2)?,
-                ))
-            })
-            .transpose()?
+        let row = on_writer!(&self.db, vec![Arg::from(id)], |p, args| {
+            let rows = p
+                .fetch(
+                    "SELECT status, cancel_requested, owner_epoch FROM tasks WHERE id = $1",
+                    args,
+                )
+                .await?;
+            rows.first()
+                .map(|r| {
+                    Ok::<_, StoreError>((
+                        r.try_get::<String, _>(0)?,
+                        r.try_get::<bool, _>(1)?,
+                        r.try_get::<i64, _>(2)?,
+                    ))
+                })
+                .transpose()?
         })?;
         row.map(|(s, c, e)| {
             TaskStatus::parse(&s)
@@ -226,26 +225,25 @@ impl SqlStore {
 
     pub(super) async fn transition_task(&self, id: &str, t: Transition) -> StoreResult<()> {
         let (to, epoch) = (t.to, t.epoch);
-        let affected = on_writer!(&self.db, (id.to_owned(), t), |p, (id, t)| {
-            let u = t.usage;
-            sqlx::query(TRANSITION_SQL)
-                .bind(id)
-                .bind(t.to.as_str())
-                .bind(now_ms())
-                .bind(&t.result)
-                .bind(&t.error)
-                .bind(&t.end_state)
-                .bind(u.map(|u| tokens(u.input_tokens)))
-                .bind(u.map(|u| tokens(u.output_tokens)))
-                .bind(u.map(|u| tokens(u.cached_input_tokens)))
-                .bind(u.map(|u| tokens(u.cache_write_tokens)))
-                .bind(u.map(|u| tokens(u.cost_nano_usd)))
-                .bind(u.map(|u| tokens(u.unpriced_calls)))
-                .bind(t.epoch.map(tokens))
-                .execute(p)
-                .await?
-                .rows_affected()
-        })?;
+        let u = t.usage;
+        let args: Vec<Arg> = vec![
+            id.into(),
+            t.to.as_str().into(),
+            now_ms().into(),
+            (&t.result).into(),
+            (&t.error).into(),
+            (&t.end_state).into(),
+            u.map(|u| tokens(u.input_tokens)).into(),
+            u.map(|u| tokens(u.output_tokens)).into(),
+            u.map(|u| tokens(u.cached_input_tokens)).into(),
+            u.map(|u| tokens(u.cache_write_tokens)).into(),
+            u.map(|u| tokens(u.cost_nano_usd)).into(),
+            u.map(|u| tokens(u.unpriced_calls)).into(),
+            t.epoch.map(tokens).into(),
+        ];
+        let affected = on_writer!(&self.db, args, |p, args| p
+            .execute(TRANSITION_SQL, args)
+            .await?)?;
         if affected == 1 {
             return Ok(());
         }
@@ -270,16 +268,18 @@ impl SqlStore {
     }
 
     pub(super) async fn request_cancel_task(&self, id: &str) -> StoreResult<TaskStatus> {
-        let row = on_writer!(&self.db, id.to_owned(), |p, id| {
-            let row = sqlx::query(
-                "UPDATE tasks SET cancel_requested = TRUE, updated_at = $2 \
-                 WHERE id = $1 AND status IN ('pending', 'running') RETURNING status",
-            )
-            .bind(id)
-            .bind(now_ms())
-            .fetch_optional(p)
-            .await?;
-            row.map(|r| r.try_get::<String, _>(0)).transpose()?
+        let args = vec![Arg::from(id), now_ms().into()];
+        let row = on_writer!(&self.db, args, |p, args| {
+            let rows = p
+                .fetch(
+                    "UPDATE tasks SET cancel_requested = TRUE, updated_at = $2 \
+                     WHERE id = $1 AND status IN ('pending', 'running') RETURNING status",
+                    args,
+                )
+                .await?;
+            rows.first()
+                .map(|r| r.try_get::<String, _>(0))
+                .transpose()?
         })?;
         if let Some(s) = row.as_deref().and_then(TaskStatus::parse) {
             return Ok(s);
@@ -299,14 +299,10 @@ impl SqlStore {
         id: &str,
         arg: Option<&str>,
     ) -> StoreResult<bool> {
-        let args = (id.to_owned(), arg.map(str::to_owned));
-        let affected = on_writer!(&self.db, args, |p, (id, arg)| {
-            let mut q = sqlx::query(sql).bind(id);
-            if let Some(a) = arg {
-                q = q.bind(a);
-            }
-            q.execute(p).await?.rows_affected()
-        })?;
+        let args: Vec<Arg> = std::iter::once(id.into())
+            .chain(arg.map(Arg::from))
+            .collect();
+        let affected = on_writer!(&self.db, args, |p, args| p.execute(sql, args).await?)?;
         if affected > 0 {
             return Ok(true);
         }
@@ -360,13 +356,10 @@ impl SqlStore {
                 "UPDATE tasks SET delivered = TRUE WHERE NOT delivered AND id IN ({})",
                 super::placeholders(1, chunk.len())
             );
-            total += on_writer!(&self.db, (sql, chunk.to_vec()), |p, (sql, chunk)| {
-                let mut q = sqlx::query(sql);
-                for id in chunk {
-                    q = q.bind(id);
-                }
-                q.execute(p).await?.rows_affected()
-            })?;
+            let args: Vec<Arg> = chunk.iter().map(Arg::from).collect();
+            total += on_writer!(&self.db, (sql, args), |p, (sql, args)| p
+                .execute(sql, args)
+                .await?)?;
         }
         Ok(total)
     }
@@ -378,8 +371,9 @@ impl SqlStore {
                AND (status = 'completed' OR status = 'failed' OR status = 'cancelled') \
              RETURNING {TASK_COLS}"
         );
-        on_writer!(&self.db, (sql, session.to_owned()), |p, (sql, session)| {
-            tasks_sorted(&sqlx::query(sql).bind(session).fetch_all(p).await?)?
+        let args = vec![Arg::from(session)];
+        on_writer!(&self.db, (sql, args), |p, (sql, args)| {
+            tasks_sorted(&p.fetch(sql, args).await?)?
         })
     }
 }

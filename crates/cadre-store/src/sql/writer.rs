@@ -1,6 +1,6 @@
-//! The store's one writer: a task that owns the write connection and runs the writes queued
-//! while it was busy as one transaction (group commit), so many children's writes share one
-//! commit instead of paying one each.
+//! The store's one writer: a task (PostgreSQL) or a thread (SQLite) that owns the write
+//! connection and runs the writes queued while it was busy as one transaction (group
+//! commit), so many children's writes share one commit instead of paying one each.
 //!
 //! What a caller is told was written is committed: its answer is sent only after the commit
 //! of its batch. A write that fails inside a batch rolls the batch back, and the batch's
@@ -9,11 +9,12 @@
 //! aborts the whole transaction). A failed commit is reported to every write of its batch.
 //! A write alone runs without an explicit transaction.
 
+use super::conn::{SqliteConn, WriteConn};
 use crate::error::{StoreError, StoreResult};
 use futures::future::BoxFuture;
 use sqlx::pool::PoolConnection;
-use sqlx::{Connection, Database, Pool};
-use std::marker::PhantomData;
+use sqlx::{PgPool, Postgres};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::{mpsc, oneshot};
@@ -22,11 +23,14 @@ use tokio::sync::{mpsc, oneshot};
 pub(crate) const MAX_BATCH: usize = 256;
 /// Writes that may wait for the writer; a caller beyond this waits to queue its write.
 const QUEUE: usize = 4096;
+/// Statements the SQLite writer keeps prepared (rusqlite keeps 16 by default; the store has
+/// about 30 distinct writes, some with a text per list length).
+const SQLITE_STATEMENTS: usize = 64;
 
 /// A queued write with its result and the caller waiting for it, type-erased.
-trait Job<C>: Send {
+trait Job: Send {
     /// Run the write on `conn`.
-    fn run<'c>(&'c mut self, conn: &'c mut C) -> BoxFuture<'c, Ran>;
+    fn run<'c>(&'c mut self, conn: &'c mut dyn WriteConn) -> BoxFuture<'c, Ran>;
     /// Forget the result of a run that was rolled back.
     fn reset(&mut self);
     /// Tell the caller: its own result, unless the batch failed as a whole (`batch`).
@@ -34,22 +38,20 @@ trait Job<C>: Send {
 }
 
 /// A write of arguments `A` by the statement function `F`, answering `T`.
-struct Write<C, A, T, F> {
+struct Write<A, T, F> {
     args: A,
     op: F,
     result: Option<StoreResult<T>>,
     reply: oneshot::Sender<StoreResult<T>>,
-    _conn: PhantomData<fn(&mut C)>,
 }
 
-impl<C, A, T, F> Job<C> for Write<C, A, T, F>
+impl<A, T, F> Job for Write<A, T, F>
 where
-    C: Send + 'static,
     A: Send + Sync + 'static,
     T: Send + 'static,
-    F: for<'c> Fn(&'c mut C, &'c A) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
+    F: for<'c> Fn(&'c mut dyn WriteConn, &'c A) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
 {
-    fn run<'c>(&'c mut self, conn: &'c mut C) -> BoxFuture<'c, Ran> {
+    fn run<'c>(&'c mut self, conn: &'c mut dyn WriteConn) -> BoxFuture<'c, Ran> {
         let Write {
             args, op, result, ..
         } = self;
@@ -98,6 +100,7 @@ fn connection_suspect(e: &StoreError) -> bool {
             !(d.is_unique_violation() || d.is_foreign_key_violation())
         }
         StoreError::Db(_) => true,
+        // SQLite's connection is a file handle of this process: it does not break.
         _ => false,
     }
 }
@@ -110,60 +113,72 @@ fn batch_failed(e: &StoreError) -> StoreError {
     ))))
 }
 
-enum Msg<C> {
-    Write(Box<dyn Job<C>>),
+enum Msg {
+    Write(Box<dyn Job>),
     /// Close the connection after the writes queued before; answer when done.
     Close(oneshot::Sender<()>),
 }
 
-/// Where the writer's connection comes from.
-pub(crate) enum Source<DB: Database> {
-    /// A connection of its own (SQLite's writer).
-    Owned(Option<DB::Connection>),
-    /// A connection taken from a pool and kept while it works (PostgreSQL).
-    Pooled {
-        /// The pool.
-        pool: Pool<DB>,
-        /// The connection in use; dropped after a failure, taken again on the next batch.
-        held: Option<PoolConnection<DB>>,
-    },
+/// Where a writer's connection comes from.
+trait Source: Send {
+    /// The connection to run the next write on.
+    async fn conn(&mut self) -> StoreResult<&mut dyn WriteConn>;
+    /// After a failure that may have broken the connection.
+    fn after_failure(&mut self);
+    /// Close the connection.
+    async fn close(&mut self);
 }
 
-impl<DB: Database> Source<DB> {
-    async fn conn(&mut self) -> StoreResult<&mut DB::Connection> {
-        match self {
-            Source::Owned(c) => c.as_mut().ok_or(StoreError::Db(sqlx::Error::PoolClosed)),
-            Source::Pooled { pool, held } => {
-                if held.is_none() {
-                    *held = Some(pool.acquire().await?);
-                }
-                match held {
-                    Some(c) => Ok(&mut **c),
-                    None => Err(StoreError::Db(sqlx::Error::PoolClosed)),
-                }
-            }
+/// SQLite's writer: a connection of its own, on the writer's thread.
+struct Owned(Option<SqliteConn>);
+
+impl Source for Owned {
+    async fn conn(&mut self) -> StoreResult<&mut dyn WriteConn> {
+        match &mut self.0 {
+            Some(c) => Ok(c),
+            None => Err(StoreError::Db(sqlx::Error::PoolClosed)),
         }
     }
 
-    /// After a failure that may have broken the connection: a pooled one is let go (closed,
-    /// not returned to the pool) and a fresh one taken for the next batch.
-    fn after_failure(&mut self) {
-        if let Source::Pooled { held, .. } = self
-            && let Some(c) = held.take()
+    fn after_failure(&mut self) {}
+
+    async fn close(&mut self) {
+        if let Some(SqliteConn(c)) = self.0.take()
+            && let Err((_, e)) = c.close()
         {
+            tracing::warn!("closing the store's write connection: {e}");
+        }
+    }
+}
+
+/// PostgreSQL's writer: a connection taken from the pool and kept while it works.
+struct Pooled {
+    pool: PgPool,
+    /// The connection in use; dropped after a failure, taken again on the next batch.
+    held: Option<PoolConnection<Postgres>>,
+}
+
+impl Source for Pooled {
+    async fn conn(&mut self) -> StoreResult<&mut dyn WriteConn> {
+        if self.held.is_none() {
+            self.held = Some(self.pool.acquire().await?);
+        }
+        match &mut self.held {
+            Some(c) => Ok(&mut **c),
+            None => Err(StoreError::Db(sqlx::Error::PoolClosed)),
+        }
+    }
+
+    /// A connection that may be broken is let go (closed, not returned to the pool) and a
+    /// fresh one taken for the next batch.
+    fn after_failure(&mut self) {
+        if let Some(c) = self.held.take() {
             drop(c.detach());
         }
     }
 
     async fn close(&mut self) {
-        match self {
-            Source::Owned(c) => {
-                if let Some(c) = c.take() {
-                    let _ = c.close().await;
-                }
-            }
-            Source::Pooled { held, .. } => *held = None,
-        }
+        self.held = None;
     }
 }
 
@@ -188,21 +203,13 @@ struct Counters {
 }
 
 /// The handle callers queue writes on. Cloning it shares the one writer.
-pub(crate) struct Writer<C> {
-    tx: mpsc::Sender<Msg<C>>,
+#[derive(Clone)]
+pub(crate) struct Writer {
+    tx: mpsc::Sender<Msg>,
     counters: Arc<Counters>,
 }
 
-impl<C> Clone for Writer<C> {
-    fn clone(&self) -> Self {
-        Writer {
-            tx: self.tx.clone(),
-            counters: self.counters.clone(),
-        }
-    }
-}
-
-impl<C> Writer<C> {
+impl Writer {
     /// The counters so far.
     pub(crate) fn stats(&self) -> WriteStats {
         let c = &self.counters;
@@ -213,20 +220,68 @@ impl<C> Writer<C> {
             queued: (self.tx.max_capacity() - self.tx.capacity()) as u64,
         }
     }
-}
 
-impl<C: Send + 'static> Writer<C> {
-    /// Start the writer task on `source`; `begin` opens a batch's transaction. The task ends
-    /// when [`close`](Self::close) is called or every handle is dropped.
-    pub(crate) fn start<DB>(source: Source<DB>, begin: &'static str) -> Self
-    where
-        DB: Database<Connection = C>,
-        C: Connection<Database = DB>,
-    {
-        let (tx, rx) = mpsc::channel(QUEUE);
+    /// Start PostgreSQL's writer: a task that takes its connection from `pool`. It ends when
+    /// [`close`](Self::close) is called or every handle is dropped.
+    pub(crate) fn start_postgres(pool: PgPool) -> Self {
+        let (tx, mut rx) = mpsc::channel(QUEUE);
         let counters = Arc::<Counters>::default();
-        tokio::spawn(run(source, begin, rx, counters.clone()));
+        let mut source = Pooled { pool, held: None };
+        let c = counters.clone();
+        tokio::spawn(async move {
+            let mut msgs = Vec::with_capacity(MAX_BATCH);
+            while rx.recv_many(&mut msgs, MAX_BATCH).await > 0 {
+                if run_queued(&mut source, "BEGIN", &mut msgs, &c).await == Flow::Closed {
+                    return;
+                }
+            }
+        });
         Writer { tx, counters }
+    }
+
+    /// Start SQLite's writer on the database file at `path`: a thread of its own that runs
+    /// each batch on its connection without waiting on anything else. It ends when
+    /// [`close`](Self::close) is called or every handle is dropped.
+    pub(crate) async fn start_sqlite(
+        path: &Path,
+        busy_timeout: std::time::Duration,
+    ) -> StoreResult<Self> {
+        let (tx, mut rx) = mpsc::channel::<Msg>(QUEUE);
+        let counters = Arc::<Counters>::default();
+        let (opened, open_result) = oneshot::channel();
+        let path = path.to_path_buf();
+        let c = counters.clone();
+        std::thread::Builder::new()
+            .name("cadre-store-writer".into())
+            .spawn(move || {
+                let conn = match open_sqlite_writer(&path, busy_timeout) {
+                    Ok(conn) => {
+                        let _ = opened.send(Ok(()));
+                        conn
+                    }
+                    Err(e) => {
+                        let _ = opened.send(Err(e));
+                        return;
+                    }
+                };
+                let mut source = Owned(Some(conn));
+                let mut msgs = Vec::with_capacity(MAX_BATCH);
+                // IMMEDIATE: a batch takes the file's write lock first, so another
+                // process's write is waited for (busy timeout) instead of failing the
+                // batch when it upgrades a read. The writes never wait on anything but
+                // SQLite, so each batch runs to its end in one poll.
+                while rx.blocking_recv_many(&mut msgs, MAX_BATCH) > 0 {
+                    let queued = run_queued(&mut source, "BEGIN IMMEDIATE", &mut msgs, &c);
+                    if futures::executor::block_on(queued) == Flow::Closed {
+                        return;
+                    }
+                }
+            })?;
+        match open_result.await {
+            Ok(Ok(())) => Ok(Writer { tx, counters }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(StoreError::Db(sqlx::Error::WorkerCrashed)),
+        }
     }
 
     /// Run `op` on the write connection with `args`, in the next batch; its result once the
@@ -235,7 +290,9 @@ impl<C: Send + 'static> Writer<C> {
     where
         A: Send + Sync + 'static,
         T: Send + 'static,
-        F: for<'c> Fn(&'c mut C, &'c A) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
+        F: for<'c> Fn(&'c mut dyn WriteConn, &'c A) -> BoxFuture<'c, StoreResult<T>>
+            + Send
+            + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let job = Write {
@@ -243,7 +300,6 @@ impl<C: Send + 'static> Writer<C> {
             op,
             result: None,
             reply,
-            _conn: PhantomData,
         };
         let closed = || StoreError::Db(sqlx::Error::PoolClosed);
         self.tx
@@ -263,34 +319,56 @@ impl<C: Send + 'static> Writer<C> {
     }
 }
 
-async fn run<DB: Database>(
-    mut source: Source<DB>,
+/// The SQLite writer's connection: the busy timeout for other processes' locks, the
+/// durability every connection of the store uses, foreign keys on.
+fn open_sqlite_writer(path: &Path, busy_timeout: std::time::Duration) -> StoreResult<SqliteConn> {
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(busy_timeout)?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.set_prepared_statement_cache_capacity(SQLITE_STATEMENTS);
+    Ok(SqliteConn(conn))
+}
+
+/// Whether the writer goes on.
+#[derive(PartialEq, Eq)]
+enum Flow {
+    Open,
+    Closed,
+}
+
+/// Run the writes of `msgs` as one batch, then a close if one was queued.
+async fn run_queued<S: Source>(
+    source: &mut S,
     begin: &'static str,
-    mut rx: mpsc::Receiver<Msg<DB::Connection>>,
-    counters: Arc<Counters>,
-) {
-    let mut msgs = Vec::with_capacity(MAX_BATCH);
-    while rx.recv_many(&mut msgs, MAX_BATCH).await > 0 {
-        let mut jobs = Vec::with_capacity(msgs.len());
-        let mut close = None;
-        for m in msgs.drain(..) {
-            match m {
-                Msg::Write(j) => jobs.push(j),
-                Msg::Close(done) => close = Some(done),
-            }
+    msgs: &mut Vec<Msg>,
+    counters: &Counters,
+) -> Flow {
+    let mut jobs = Vec::with_capacity(msgs.len());
+    let mut close = None;
+    for m in msgs.drain(..) {
+        match m {
+            Msg::Write(j) => jobs.push(j),
+            Msg::Close(done) => close = Some(done),
         }
-        if !jobs.is_empty() {
-            let n = jobs.len() as u64;
-            counters.writes.fetch_add(n, Ordering::Relaxed);
-            counters.batches.fetch_add(1, Ordering::Relaxed);
-            counters.largest.fetch_max(n, Ordering::Relaxed);
-            run_batch(&mut source, begin, jobs).await;
-        }
-        if let Some(done) = close {
+    }
+    if !jobs.is_empty() {
+        let n = jobs.len() as u64;
+        counters.writes.fetch_add(n, Ordering::Relaxed);
+        counters.batches.fetch_add(1, Ordering::Relaxed);
+        counters.largest.fetch_max(n, Ordering::Relaxed);
+        run_batch(source, begin, jobs).await;
+    }
+    match close {
+        Some(done) => {
             source.close().await;
             let _ = done.send(());
-            return;
+            Flow::Closed
         }
+        None => Flow::Open,
     }
 }
 
@@ -307,17 +385,13 @@ enum Batch {
     Failed(StoreError),
 }
 
-async fn run_batch<DB: Database>(
-    source: &mut Source<DB>,
-    begin: &'static str,
-    mut jobs: Vec<Box<dyn Job<DB::Connection>>>,
-) {
+async fn run_batch<S: Source>(source: &mut S, begin: &'static str, mut jobs: Vec<Box<dyn Job>>) {
     let outcome = match source.conn().await {
         Ok(conn) if jobs.len() == 1 => match jobs[0].run(conn).await {
             Ran::Ok => Batch::Committed,
             Ran::Failed { suspect } => Batch::Alone { suspect },
         },
-        Ok(conn) => in_transaction::<DB>(conn, begin, &mut jobs).await,
+        Ok(conn) => in_transaction(conn, begin, &mut jobs).await,
         Err(e) => Batch::Failed(e),
     };
     match outcome {
@@ -354,25 +428,29 @@ async fn run_batch<DB: Database>(
 }
 
 /// Run `jobs` in one transaction begun by `begin`; stop at the first failed write.
-async fn in_transaction<DB: Database>(
-    conn: &mut DB::Connection,
+async fn in_transaction(
+    conn: &mut dyn WriteConn,
     begin: &'static str,
-    jobs: &mut [Box<dyn Job<DB::Connection>>],
+    jobs: &mut [Box<dyn Job>],
 ) -> Batch {
-    let mut tx = match conn.begin_with(begin).await {
-        Ok(tx) => tx,
-        Err(e) => return Batch::Failed(e.into()),
-    };
+    if let Err(e) = conn.execute(begin, &[]).await {
+        return Batch::Failed(e);
+    }
     for job in jobs.iter_mut() {
-        if job.run(&mut *tx).await != Ran::Ok {
-            return match tx.rollback().await {
-                Ok(()) => Batch::RolledBack,
-                Err(e) => Batch::Failed(e.into()),
+        if job.run(conn).await != Ran::Ok {
+            return match conn.execute("ROLLBACK", &[]).await {
+                Ok(_) => Batch::RolledBack,
+                Err(e) => Batch::Failed(e),
             };
         }
     }
-    match tx.commit().await {
-        Ok(()) => Batch::Committed,
-        Err(e) => Batch::Failed(e.into()),
+    match conn.execute("COMMIT", &[]).await {
+        Ok(_) => Batch::Committed,
+        Err(e) => {
+            // SQLite keeps the transaction open after a failed commit (a busy one); end it
+            // so that the next batch can begin. On PostgreSQL it has ended already.
+            let _ = conn.execute("ROLLBACK", &[]).await;
+            Batch::Failed(e)
+        }
     }
 }

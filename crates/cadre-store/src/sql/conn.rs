@@ -1,0 +1,328 @@
+//! The write connection as the store's writes see it: a statement with `$N` placeholders and
+//! its arguments as values, run on whichever database the writer holds.
+//!
+//! Writes are written once against [`WriteConn`]. PostgreSQL runs them through sqlx; SQLite
+//! runs them through rusqlite on the writer's own thread, where a whole batch executes
+//! without a hand-off per statement (sqlx's SQLite driver sends every statement to a worker
+//! thread and waits for the answer, which cost most of a write).
+
+use crate::error::{StoreError, StoreResult};
+use futures::future::BoxFuture;
+use sqlx::PgConnection;
+use std::sync::Arc;
+
+/// A value bound to a statement. NULLs keep their type: PostgreSQL needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Arg {
+    Text(Option<String>),
+    Int(Option<i64>),
+    Bool(bool),
+}
+
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(Some(v.to_owned()))
+    }
+}
+
+impl From<String> for Arg {
+    fn from(v: String) -> Self {
+        Arg::Text(Some(v))
+    }
+}
+
+impl From<&String> for Arg {
+    fn from(v: &String) -> Self {
+        Arg::Text(Some(v.clone()))
+    }
+}
+
+impl From<Option<&str>> for Arg {
+    fn from(v: Option<&str>) -> Self {
+        Arg::Text(v.map(str::to_owned))
+    }
+}
+
+impl From<&Option<String>> for Arg {
+    fn from(v: &Option<String>) -> Self {
+        Arg::Text(v.clone())
+    }
+}
+
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::Int(Some(v))
+    }
+}
+
+impl From<Option<i64>> for Arg {
+    fn from(v: Option<i64>) -> Self {
+        Arg::Int(v)
+    }
+}
+
+impl From<bool> for Arg {
+    fn from(v: bool) -> Self {
+        Arg::Bool(v)
+    }
+}
+
+/// One column's value in a [`Row`].
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Cell {
+    Null,
+    Int(i64),
+    Text(String),
+    Bool(bool),
+}
+
+/// A row a write returned (`RETURNING`, or a read inside a write).
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    names: Arc<[String]>,
+    cells: Vec<Cell>,
+}
+
+/// Where a column is: its position or its name.
+pub(crate) trait CellIndex {
+    fn position(&self, names: &[String]) -> Option<usize>;
+}
+
+impl CellIndex for usize {
+    fn position(&self, names: &[String]) -> Option<usize> {
+        (*self < names.len()).then_some(*self)
+    }
+}
+
+impl CellIndex for &str {
+    fn position(&self, names: &[String]) -> Option<usize> {
+        names.iter().position(|n| n == self)
+    }
+}
+
+/// A Rust type a [`Cell`] decodes into.
+pub(crate) trait FromCell: Sized {
+    fn from_cell(cell: &Cell) -> Option<Self>;
+}
+
+impl FromCell for i64 {
+    fn from_cell(cell: &Cell) -> Option<Self> {
+        match cell {
+            Cell::Int(v) => Some(*v),
+            _ => None,
+        }
+    }
+}
+
+impl FromCell for String {
+    fn from_cell(cell: &Cell) -> Option<Self> {
+        match cell {
+            Cell::Text(v) => Some(v.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl FromCell for bool {
+    fn from_cell(cell: &Cell) -> Option<Self> {
+        match cell {
+            Cell::Bool(v) => Some(*v),
+            // SQLite stores booleans as integers.
+            Cell::Int(v) => Some(*v != 0),
+            _ => None,
+        }
+    }
+}
+
+impl<T: FromCell> FromCell for Option<T> {
+    fn from_cell(cell: &Cell) -> Option<Self> {
+        match cell {
+            Cell::Null => Some(None),
+            c => T::from_cell(c).map(Some),
+        }
+    }
+}
+
+impl Row {
+    /// The value of a column, named as sqlx's `Row::try_get` is (so that one decoder serves
+    /// sqlx rows and these).
+    pub(crate) fn try_get<T: FromCell, I: CellIndex>(&self, index: I) -> StoreResult<T> {
+        let bad = |what: &str| StoreError::Corrupt {
+            id: "row".into(),
+            reason: what.to_string(),
+        };
+        let at = index
+            .position(&self.names)
+            .ok_or_else(|| bad("a column the statement does not return"))?;
+        let cell = &self.cells[at];
+        T::from_cell(cell).ok_or_else(|| {
+            bad(&format!(
+                "column {} holds {cell:?}, not the type read",
+                self.names[at]
+            ))
+        })
+    }
+}
+
+/// The connection a write runs on.
+pub(crate) trait WriteConn: Send {
+    /// Run `sql` with `args` bound to `$1…`; the number of rows it changed.
+    fn execute<'a>(&'a mut self, sql: &'a str, args: &'a [Arg]) -> BoxFuture<'a, StoreResult<u64>>;
+    /// Run `sql` with `args` bound to `$1…`; the rows it returned.
+    fn fetch<'a>(
+        &'a mut self,
+        sql: &'a str,
+        args: &'a [Arg],
+    ) -> BoxFuture<'a, StoreResult<Vec<Row>>>;
+}
+
+fn pg_query<'a>(
+    sql: &'a str,
+    args: &'a [Arg],
+) -> sqlx::query::Query<'a, sqlx::Postgres, sqlx::postgres::PgArguments> {
+    let mut q = sqlx::query(sql);
+    for a in args {
+        q = match a {
+            Arg::Text(v) => q.bind(v.as_deref()),
+            Arg::Int(v) => q.bind(*v),
+            Arg::Bool(v) => q.bind(*v),
+        };
+    }
+    q
+}
+
+/// A PostgreSQL row as [`Cell`]s, by each column's type.
+fn pg_row(row: &sqlx::postgres::PgRow, names: &Arc<[String]>) -> StoreResult<Row> {
+    use sqlx::{Column, Row as _, TypeInfo};
+    let mut cells = Vec::with_capacity(names.len());
+    for (i, col) in row.columns().iter().enumerate() {
+        let cell = match col.type_info().name() {
+            "INT8" => row.try_get::<Option<i64>, _>(i)?.map(Cell::Int),
+            "INT4" => row
+                .try_get::<Option<i32>, _>(i)?
+                .map(|v| Cell::Int(i64::from(v))),
+            "INT2" => row
+                .try_get::<Option<i16>, _>(i)?
+                .map(|v| Cell::Int(i64::from(v))),
+            "BOOL" => row.try_get::<Option<bool>, _>(i)?.map(Cell::Bool),
+            _ => row.try_get::<Option<String>, _>(i)?.map(Cell::Text),
+        };
+        cells.push(cell.unwrap_or(Cell::Null));
+    }
+    Ok(Row {
+        names: names.clone(),
+        cells,
+    })
+}
+
+impl WriteConn for PgConnection {
+    fn execute<'a>(&'a mut self, sql: &'a str, args: &'a [Arg]) -> BoxFuture<'a, StoreResult<u64>> {
+        Box::pin(async move { Ok(pg_query(sql, args).execute(self).await?.rows_affected()) })
+    }
+
+    fn fetch<'a>(
+        &'a mut self,
+        sql: &'a str,
+        args: &'a [Arg],
+    ) -> BoxFuture<'a, StoreResult<Vec<Row>>> {
+        Box::pin(async move {
+            use sqlx::{Column, Row as _};
+            let rows = pg_query(sql, args).fetch_all(self).await?;
+            let Some(first) = rows.first() else {
+                return Ok(Vec::new());
+            };
+            let names: Arc<[String]> = first
+                .columns()
+                .iter()
+                .map(|c| c.name().to_owned())
+                .collect();
+            rows.iter().map(|r| pg_row(r, &names)).collect()
+        })
+    }
+}
+
+/// The SQLite writer's connection (rusqlite), used on the writer's thread only.
+pub(crate) struct SqliteConn(pub(crate) rusqlite::Connection);
+
+impl rusqlite::ToSql for Arg {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, ValueRef};
+        Ok(match self {
+            Arg::Text(Some(v)) => ToSqlOutput::Borrowed(ValueRef::Text(v.as_bytes())),
+            Arg::Int(Some(v)) => ToSqlOutput::Owned(rusqlite::types::Value::Integer(*v)),
+            Arg::Bool(v) => ToSqlOutput::Owned(rusqlite::types::Value::Integer(i64::from(*v))),
+            Arg::Text(None) | Arg::Int(None) => ToSqlOutput::Owned(rusqlite::types::Value::Null),
+        })
+    }
+}
+
+impl SqliteConn {
+    /// The cached statement for `sql` with `args` bound by number: `$N` takes `args[N-1]`
+    /// wherever it appears (SQLite numbers named parameters by first appearance instead).
+    fn bound(&self, sql: &str, args: &[Arg]) -> StoreResult<rusqlite::CachedStatement<'_>> {
+        let mut stmt = self.0.prepare_cached(sql)?;
+        for i in 1..=stmt.parameter_count() {
+            let n = stmt
+                .parameter_name(i)
+                .and_then(|name| name.strip_prefix('$'))
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| StoreError::Corrupt {
+                    id: "statement".into(),
+                    reason: format!("parameter {i} of {sql:?} is not written $N"),
+                })?;
+            // An argument not given is NULL, as sqlx has it.
+            match args.get(n - 1) {
+                Some(a) => stmt.raw_bind_parameter(i, a)?,
+                None => stmt.raw_bind_parameter(i, rusqlite::types::Null)?,
+            }
+        }
+        Ok(stmt)
+    }
+
+    fn execute_now(&self, sql: &str, args: &[Arg]) -> StoreResult<u64> {
+        let mut stmt = self.bound(sql, args)?;
+        Ok(stmt.raw_execute()? as u64)
+    }
+
+    fn fetch_now(&self, sql: &str, args: &[Arg]) -> StoreResult<Vec<Row>> {
+        use rusqlite::types::ValueRef;
+        let mut stmt = self.bound(sql, args)?;
+        let names: Arc<[String]> = stmt.column_names().into_iter().map(String::from).collect();
+        let mut rows = stmt.raw_query();
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            let mut cells = Vec::with_capacity(names.len());
+            for i in 0..names.len() {
+                cells.push(match r.get_ref(i)? {
+                    ValueRef::Null => Cell::Null,
+                    ValueRef::Integer(v) => Cell::Int(v),
+                    ValueRef::Real(v) => Cell::Text(v.to_string()),
+                    ValueRef::Text(t) | ValueRef::Blob(t) => {
+                        Cell::Text(String::from_utf8_lossy(t).into_owned())
+                    }
+                });
+            }
+            out.push(Row {
+                names: names.clone(),
+                cells,
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl WriteConn for SqliteConn {
+    fn execute<'a>(&'a mut self, sql: &'a str, args: &'a [Arg]) -> BoxFuture<'a, StoreResult<u64>> {
+        let r = self.execute_now(sql, args);
+        Box::pin(std::future::ready(r))
+    }
+
+    fn fetch<'a>(
+        &'a mut self,
+        sql: &'a str,
+        args: &'a [Arg],
+    ) -> BoxFuture<'a, StoreResult<Vec<Row>>> {
+        let r = self.fetch_now(sql, args);
+        Box::pin(std::future::ready(r))
+    }
+}
