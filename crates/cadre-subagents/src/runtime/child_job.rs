@@ -139,7 +139,9 @@ impl ChildJob {
             let dropped = self.live.drop_session(self.child.session_id());
             if let Some(rt) = self.runtime.upgrade() {
                 for c in dropped {
-                    rt.end_live(self.child.session_id(), &c.child).await;
+                    // Boxed: ending a live child is a large future, and every job that
+                    // waits for its slot would hold room for it.
+                    Box::pin(rt.end_live(self.child.session_id(), &c.child)).await;
                 }
             }
         }
@@ -168,16 +170,24 @@ impl ChildJob {
         self.forward.update(sid, kind, text, None, None);
     }
 
-    pub(crate) async fn run(mut self) {
+    pub(crate) async fn run(self) {
         // The RAII permit frees the slot however the run ends.
         let permit = tokio::select! {
             p = self.slot.clone().acquire_owned() => p.ok(),
             _ = self.cancel.cancelled() => None,
         };
-        let Some(_permit) = permit else {
+        let Some(permit) = permit else {
             self.end_unstarted(None).await;
             return;
         };
+        // The rest, the child's whole agent loop, is boxed: a task that waits for its slot
+        // holds a small future, not one sized for the loop (21 KB; a 10 000-task fan-out
+        // kept 200 MB in waiting futures).
+        Box::pin(self.run_in_slot(permit)).await;
+    }
+
+    /// The run once it holds its slot (`_permit`, released when the run ends).
+    async fn run_in_slot(mut self, _permit: tokio::sync::OwnedSemaphorePermit) {
         if self.cancel.is_cancelled() {
             // The slot and the cancel came together: do not build a child for nothing.
             self.end_unstarted(None).await;
@@ -503,5 +513,34 @@ pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ChildJob;
+    use std::future::Future;
+
+    /// The size of the future `f` returns, without calling it.
+    fn future_size<A, F: Future>(_: impl FnOnce(A) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    #[test]
+    fn a_job_waiting_for_its_slot_holds_a_small_future() {
+        // Every task of a fan-out is spawned at once and waits for a slot in this future;
+        // it was sized for the child's whole agent loop (21 KB) before the loop was boxed.
+        let waiting = future_size(ChildJob::run);
+        let running = future_size(|job: ChildJob| job.run_in_slot(unreachable_permit()));
+        assert!(waiting < 4096, "a waiting job holds {waiting} bytes");
+        assert!(
+            running > waiting,
+            "the loop ({running} bytes) is not in the waiting future"
+        );
+    }
+
+    /// A permit's type for `future_size` (never created).
+    fn unreachable_permit() -> tokio::sync::OwnedSemaphorePermit {
+        unreachable!("only the type is used")
     }
 }
