@@ -6,7 +6,6 @@ use super::conn::Arg;
 use crate::error::{StoreError, StoreResult};
 use crate::model::Checkpoint;
 use cadre_types::{Message, Usage};
-use sqlx::Row;
 
 /// Messages per statement (each binds one parameter).
 const CHUNK: usize = 500;
@@ -108,20 +107,19 @@ impl SqlStore {
     }
 
     pub(super) async fn read_checkpoint_rows(&self, id: &str) -> StoreResult<Option<Checkpoint>> {
-        let rows: Vec<(i64, String, String)> = on_reader!(&self.db, p => {
-            let rows = sqlx::query(
+        let rows: Vec<(i64, String, String)> = self
+            .db
+            .fetch(
                 "SELECT generation, message, usage FROM task_checkpoints WHERE task_id = $1 \
                    AND generation = (SELECT MAX(generation) FROM task_checkpoints \
                                      WHERE task_id = $1) \
                  ORDER BY seq",
+                vec![id.into()],
             )
-            .bind(id)
-            .fetch_all(p)
-            .await?;
-            rows.iter()
-                .map(|r| Ok::<_, sqlx::Error>((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
-                .collect::<Result<_, _>>()?
-        });
+            .await?
+            .iter()
+            .map(|r| Ok::<_, StoreError>((r.try_get(0)?, r.try_get(1)?, r.try_get(2)?)))
+            .collect::<Result<_, _>>()?;
         let corrupt = |reason: String| StoreError::Corrupt {
             id: id.to_string(),
             reason,

@@ -3,8 +3,8 @@
 //! `live_children (parent_session_id, lower(label))`.
 
 use super::SqlStore;
-use super::conn::Arg;
-use super::rows::{LIVE_COLS, RecordRow};
+use super::conn::{Arg, Row};
+use super::rows::LIVE_COLS;
 use crate::error::{StoreError, StoreResult};
 use crate::model::LiveChildEntry;
 
@@ -51,13 +51,8 @@ impl SqlStore {
             "SELECT {LIVE_COLS} FROM live_children WHERE parent_session_id = $1 \
              ORDER BY created_at, agent_key"
         );
-        on_reader!(&self.db, p => sqlx::query(&sql)
-            .bind(session)
-            .fetch_all(p)
-            .await?
-            .iter()
-            .map(super::rows::RecordRow::live)
-            .collect())
+        let rows = self.db.fetch(&sql, vec![session.into()]).await?;
+        rows.iter().map(Row::live).collect()
     }
 
     pub(super) async fn child_where(
@@ -69,13 +64,11 @@ impl SqlStore {
         let sql = format!(
             "SELECT {LIVE_COLS} FROM live_children WHERE parent_session_id = $1 AND {condition}"
         );
-        on_reader!(&self.db, p => sqlx::query(&sql)
-            .bind(session)
-            .bind(value)
-            .fetch_optional(p)
-            .await?
-            .map(|r| r.live())
-            .transpose())
+        let rows = self
+            .db
+            .fetch(&sql, vec![session.into(), value.into()])
+            .await?;
+        rows.first().map(Row::live).transpose()
     }
 
     pub(super) async fn remove_child(&self, session: &str, key: &str) -> StoreResult<bool> {

@@ -215,6 +215,25 @@ fn pg_row(row: &sqlx::postgres::PgRow, names: &Arc<[String]>) -> StoreResult<Row
     })
 }
 
+/// Run `sql` with `args` on PostgreSQL (a connection or the pool); the rows as [`Row`]s.
+pub(crate) async fn pg_fetch<'e, E: sqlx::PgExecutor<'e>>(
+    executor: E,
+    sql: &'e str,
+    args: &'e [Arg],
+) -> StoreResult<Vec<Row>> {
+    use sqlx::{Column, Row as _};
+    let rows = pg_query(sql, args).fetch_all(executor).await?;
+    let Some(first) = rows.first() else {
+        return Ok(Vec::new());
+    };
+    let names: Arc<[String]> = first
+        .columns()
+        .iter()
+        .map(|c| c.name().to_owned())
+        .collect();
+    rows.iter().map(|r| pg_row(r, &names)).collect()
+}
+
 impl WriteConn for PgConnection {
     fn execute<'a>(&'a mut self, sql: &'a str, args: &'a [Arg]) -> BoxFuture<'a, StoreResult<u64>> {
         Box::pin(async move { Ok(pg_query(sql, args).execute(self).await?.rows_affected()) })
@@ -225,23 +244,11 @@ impl WriteConn for PgConnection {
         sql: &'a str,
         args: &'a [Arg],
     ) -> BoxFuture<'a, StoreResult<Vec<Row>>> {
-        Box::pin(async move {
-            use sqlx::{Column, Row as _};
-            let rows = pg_query(sql, args).fetch_all(self).await?;
-            let Some(first) = rows.first() else {
-                return Ok(Vec::new());
-            };
-            let names: Arc<[String]> = first
-                .columns()
-                .iter()
-                .map(|c| c.name().to_owned())
-                .collect();
-            rows.iter().map(|r| pg_row(r, &names)).collect()
-        })
+        Box::pin(pg_fetch(self, sql, args))
     }
 }
 
-/// The SQLite writer's connection (rusqlite), used on the writer's thread only.
+/// A SQLite connection (rusqlite) of the writer's or a reader's thread, used there only.
 pub(crate) struct SqliteConn(pub(crate) rusqlite::Connection);
 
 impl rusqlite::ToSql for Arg {
@@ -279,12 +286,32 @@ impl SqliteConn {
         Ok(stmt)
     }
 
+    /// Open the store's file at `path` (its schema applied already): the busy timeout for
+    /// other processes' locks, the durability every connection of the store uses, foreign
+    /// keys on, `statements` kept prepared.
+    pub(crate) fn open(
+        path: &std::path::Path,
+        busy_timeout: std::time::Duration,
+        statements: usize,
+    ) -> StoreResult<Self> {
+        use rusqlite::OpenFlags;
+        let conn = rusqlite::Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(busy_timeout)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.set_prepared_statement_cache_capacity(statements);
+        Ok(SqliteConn(conn))
+    }
+
     fn execute_now(&self, sql: &str, args: &[Arg]) -> StoreResult<u64> {
         let mut stmt = self.bound(sql, args)?;
         Ok(stmt.raw_execute()? as u64)
     }
 
-    fn fetch_now(&self, sql: &str, args: &[Arg]) -> StoreResult<Vec<Row>> {
+    pub(crate) fn fetch_now(&self, sql: &str, args: &[Arg]) -> StoreResult<Vec<Row>> {
         use rusqlite::types::ValueRef;
         let mut stmt = self.bound(sql, args)?;
         let names: Arc<[String]> = stmt.column_names().into_iter().map(String::from).collect();

@@ -4,13 +4,12 @@
 //! the row), then each is failed by a conditional `UPDATE` that re-checks the condition, so a
 //! task that finished or was beaten in between is left alone.
 
-use super::conn::Arg;
-use super::rows::{RecordRow, TASK_COLS, tasks_sorted};
+use super::conn::{Arg, Row};
+use super::rows::{TASK_COLS, tasks_sorted};
 use super::{SqlStore, millis, now_ms};
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::model::{TaskOwner, TaskRecord};
 use crate::node::{NodeId, instance_alive};
-use sqlx::Row;
 use std::time::{Duration, UNIX_EPOCH};
 
 /// One row of a task's owner history; a row already there is kept.
@@ -68,19 +67,18 @@ impl SqlStore {
 
     pub(super) async fn sweep_orphans(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>> {
         let cutoff = now_ms().saturating_sub(millis(orphan_timeout));
-        let candidates: Vec<(String, i64)> = on_reader!(&self.db, p => {
-            let rows = sqlx::query(
+        let candidates: Vec<(String, i64)> = self
+            .db
+            .fetch(
                 "SELECT id, COALESCE(heartbeat_at, created_at) AS seen FROM tasks \
                  WHERE status IN ('pending', 'running') AND transport = 'local' \
                    AND on_orphan = 'fail' AND COALESCE(heartbeat_at, created_at) < $1",
+                vec![cutoff.into()],
             )
-            .bind(cutoff)
-            .fetch_all(p)
-            .await?;
-            rows.iter()
-                .map(|r| Ok::<_, sqlx::Error>((r.try_get(0)?, r.try_get(1)?)))
-                .collect::<Result<_, _>>()?
-        });
+            .await?
+            .iter()
+            .map(|r| Ok::<_, StoreError>((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<_, _>>()?;
         let mut swept = Vec::new();
         for (id, seen) in candidates {
             let msg = executor_lost_message(u64::try_from(seen).unwrap_or(0));
@@ -109,19 +107,18 @@ impl SqlStore {
     }
 
     pub(super) async fn recover(&self, node: &NodeId) -> StoreResult<Vec<String>> {
-        let candidates: Vec<(String, Option<String>)> = on_reader!(&self.db, p => {
-            let rows = sqlx::query(
+        let candidates: Vec<(String, Option<String>)> = self
+            .db
+            .fetch(
                 "SELECT id, owner_instance FROM tasks WHERE owner_node = $1 \
                  AND transport = 'local' AND on_orphan = 'fail' \
                  AND status IN ('pending', 'running')",
+                vec![node.as_str().into()],
             )
-            .bind(node.as_str())
-            .fetch_all(p)
-            .await?;
-            rows.iter()
-                .map(|r| Ok::<_, sqlx::Error>((r.try_get(0)?, r.try_get(1)?)))
-                .collect::<Result<_, _>>()?
-        });
+            .await?
+            .iter()
+            .map(|r| Ok::<_, StoreError>((r.try_get(0)?, r.try_get(1)?)))
+            .collect::<Result<_, _>>()?;
         let msg = executor_died_message(node);
         let mut failed = Vec::new();
         for (id, instance) in candidates {
@@ -164,7 +161,7 @@ impl SqlStore {
                AND transport = 'local' AND on_orphan = 'resume' \
                AND COALESCE(heartbeat_at, created_at) < $1"
         );
-        on_reader!(&self.db, p => tasks_sorted(&sqlx::query(&sql).bind(cutoff).fetch_all(p).await?))
+        tasks_sorted(&self.db.fetch(&sql, vec![cutoff.into()]).await?)
     }
 
     /// The compare-and-swap of an adoption: one `UPDATE` that matches only the orphan as it
@@ -205,7 +202,7 @@ impl SqlStore {
                 )
                 .await?;
             let row = p.fetch(sql, args).await?;
-            let adopted = row.first().map(RecordRow::task).transpose()?;
+            let adopted = row.first().map(Row::task).transpose()?;
             if let (Some(_), Some(before)) = (&adopted, before.first()) {
                 let lost_node: String = before.try_get(0)?;
                 let lost_instance: Option<String> = before.try_get(1)?;
@@ -237,19 +234,20 @@ impl SqlStore {
     pub(super) async fn owners_of(&self, id: &str) -> StoreResult<Vec<TaskOwner>> {
         let sql = "SELECT epoch, owner_node, owner_instance, since FROM task_owners \
                    WHERE task_id = $1 ORDER BY epoch";
-        let owners: Vec<TaskOwner> = on_reader!(&self.db, p => {
-            let rows = sqlx::query(sql).bind(id).fetch_all(p).await?;
-            rows.iter()
-                .map(|r| {
-                    Ok::<_, sqlx::Error>(TaskOwner {
-                        epoch: u64::try_from(r.try_get::<i64, _>(0)?).unwrap_or(0),
-                        node: r.try_get(1)?,
-                        instance: r.try_get(2)?,
-                        since: u64::try_from(r.try_get::<i64, _>(3)?).unwrap_or(0),
-                    })
+        let owners: Vec<TaskOwner> = self
+            .db
+            .fetch(sql, vec![id.into()])
+            .await?
+            .iter()
+            .map(|r| {
+                Ok::<_, StoreError>(TaskOwner {
+                    epoch: u64::try_from(r.try_get::<i64, _>(0)?).unwrap_or(0),
+                    node: r.try_get(1)?,
+                    instance: r.try_get(2)?,
+                    since: u64::try_from(r.try_get::<i64, _>(3)?).unwrap_or(0),
                 })
-                .collect::<Result<_, _>>()?
-        });
+            })
+            .collect::<Result<_, _>>()?;
         if !owners.is_empty() {
             return Ok(owners);
         }

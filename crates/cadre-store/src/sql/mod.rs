@@ -1,12 +1,13 @@
 //! The SQL implementation of [`TaskStore`]: one code path for SQLite and PostgreSQL.
 //!
-//! Every query is written once with `$N` placeholders (both sqlx drivers accept them) and
-//! run against whichever pool the handle holds, through the `on_writer!`/`on_reader!`
-//! macros. Every write goes through the store's one writer task ([`writer`]), which runs the
-//! writes queued meanwhile in one transaction: on SQLite on a connection of its own (writes
-//! of one process queue there instead of spinning on the file lock; other processes are
-//! waited for with the busy timeout), on PostgreSQL on a connection it keeps from the pool.
-//! Reads use a pool (SQLite: readers of their own; PostgreSQL: the same pool).
+//! Every query is written once with `$N` placeholders and its arguments as values
+//! ([`conn::Arg`]), and runs on either database: on PostgreSQL through sqlx, on SQLite
+//! through rusqlite on threads of the store's own. Every write goes through the store's one
+//! writer ([`writer`], the `on_writer!` macro), which runs the writes queued meanwhile in one
+//! transaction: on SQLite on a connection of its own (writes of one process queue there
+//! instead of spinning on the file lock; other processes are waited for with the busy
+//! timeout), on PostgreSQL on a connection it keeps from the pool. Reads ([`Db::fetch`]) go
+//! to SQLite's reader threads ([`readers`]) or the PostgreSQL pool.
 
 /// Queue a write on the store's writer (see [`writer`]) and wait for its committed result:
 /// `$body` runs with `$p` bound to the write connection (a [`conn::WriteConn`]) and `$a` to
@@ -23,22 +24,13 @@ macro_rules! on_writer {
     };
 }
 
-/// Run `$body` with `$p` bound to a pool for reads.
-macro_rules! on_reader {
-    ($db:expr, $p:ident => $body:expr) => {
-        match $db {
-            $crate::sql::Db::Sqlite { reader: $p, .. } => $body,
-            $crate::sql::Db::Postgres { pool: $p, .. } => $body,
-        }
-    };
-}
-
 mod checkpoints;
 mod children;
 mod conn;
 mod liveness;
 pub use liveness::{executor_died_message, executor_lost_message};
 mod notify;
+mod readers;
 mod rows;
 pub mod schema;
 mod served;
@@ -50,10 +42,10 @@ use crate::config::{DEFAULT_CONNECT_TIMEOUT_SECS, StoreConfig};
 use crate::error::{StoreError, StoreResult};
 use crate::node::{NodeId, current_instance};
 use crate::redact::redact_url;
+use conn::{Arg, Row};
+use readers::Readers;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{ConnectOptions, Connection};
 use std::path::Path;
 use std::time::Duration;
@@ -65,7 +57,7 @@ pub const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default polling interval of cancellation watches on SQLite.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// Reader connections of the SQLite backend.
-const SQLITE_READERS: u32 = 4;
+const SQLITE_READERS: usize = 4;
 /// Connections of the PostgreSQL pool.
 const PG_CONNECTIONS: u32 = 8;
 /// Ids per statement of the statements that take a list of ids (heartbeats, batch delivery).
@@ -90,7 +82,7 @@ pub enum Backend {
 
 #[derive(Clone)]
 pub(crate) enum Db {
-    Sqlite { writer: Writer, reader: SqlitePool },
+    Sqlite { writer: Writer, readers: Readers },
     Postgres { writer: Writer, pool: PgPool },
 }
 
@@ -99,6 +91,15 @@ impl Db {
     pub(crate) fn writer(&self) -> &Writer {
         match self {
             Db::Sqlite { writer, .. } | Db::Postgres { writer, .. } => writer,
+        }
+    }
+
+    /// Run the read `sql` with `args` (bound to `$1…`): on a SQLite reader thread, or a
+    /// connection of the PostgreSQL pool.
+    pub(crate) async fn fetch(&self, sql: &str, args: Vec<Arg>) -> StoreResult<Vec<Row>> {
+        match self {
+            Db::Sqlite { readers, .. } => readers.fetch(sql.to_owned(), args).await,
+            Db::Postgres { pool, .. } => conn::pg_fetch(pool, sql, &args).await,
         }
     }
 }
@@ -198,13 +199,8 @@ pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     conn.close().await?;
     // WAL is a property of the file now; connections only set per-connection pragmas.
     let writer = Writer::start_sqlite(path, SQLITE_BUSY_TIMEOUT).await?;
-    // An embedded file cannot drop a connection: skip the ping before each acquire.
-    let reader = SqlitePoolOptions::new()
-        .max_connections(SQLITE_READERS)
-        .test_before_acquire(false)
-        .connect_with(sqlite_options(path))
-        .await?;
-    Ok(SqlStore::new(Db::Sqlite { writer, reader }, node))
+    let readers = Readers::start(path, SQLITE_READERS, SQLITE_BUSY_TIMEOUT).await?;
+    Ok(SqlStore::new(Db::Sqlite { writer, readers }, node))
 }
 
 /// Connect to PostgreSQL and apply migrations. A server that refuses the connection, or
@@ -300,9 +296,9 @@ impl SqlStore {
     /// Close the pools (waits for connections in use).
     pub async fn close(&self) {
         match &self.db {
-            Db::Sqlite { writer, reader } => {
+            Db::Sqlite { writer, readers } => {
                 writer.close().await;
-                reader.close().await;
+                readers.close().await;
             }
             Db::Postgres { writer, pool } => {
                 writer.close().await;
@@ -313,40 +309,30 @@ impl SqlStore {
 
     /// Column names of a table, in order (for schema checks).
     pub async fn table_columns(&self, table: &str) -> StoreResult<Vec<String>> {
-        use sqlx::Row;
-        let rows: Vec<String> = match &self.db {
-            Db::Sqlite { reader, .. } => sqlx::query("SELECT name FROM pragma_table_info($1) ORDER BY cid")
-                .bind(table)
-                .fetch_all(reader)
-                .await?
-                .iter()
-                .map(|r| r.try_get::<String, _>(0))
-                .collect::<Result<_, _>>()?,
-            Db::Postgres { pool, .. } => sqlx::query(
+        let sql = match self.backend() {
+            Backend::Sqlite => "SELECT name FROM pragma_table_info($1) ORDER BY cid",
+            Backend::Postgres => {
                 "SELECT column_name::text FROM information_schema.columns \
-                 WHERE table_name = $1 AND table_schema = current_schema() ORDER BY ordinal_position",
-            )
-            .bind(table)
-            .fetch_all(pool)
-            .await?
-            .iter()
-            .map(|r| r.try_get::<String, _>(0))
-            .collect::<Result<_, _>>()?,
+                 WHERE table_name = $1 AND table_schema = current_schema() \
+                 ORDER BY ordinal_position"
+            }
         };
-        Ok(rows)
+        let rows = self.db.fetch(sql, vec![table.into()]).await?;
+        rows.iter().map(|r| r.try_get::<String, _>(0)).collect()
     }
 
     /// `PRAGMA integrity_check` on SQLite (`ok` when healthy); `ok` on PostgreSQL.
     pub async fn integrity_check(&self) -> StoreResult<String> {
-        use sqlx::Row;
-        match &self.db {
-            Db::Sqlite { reader, .. } => {
-                let row = sqlx::query("PRAGMA integrity_check")
-                    .fetch_one(reader)
-                    .await?;
-                Ok(row.try_get::<String, _>(0)?)
+        match self.backend() {
+            Backend::Sqlite => {
+                let rows = self.db.fetch("PRAGMA integrity_check", Vec::new()).await?;
+                let first = rows.first().ok_or_else(|| StoreError::Corrupt {
+                    id: "integrity_check".into(),
+                    reason: "no answer".into(),
+                })?;
+                first.try_get::<String, _>(0)
             }
-            Db::Postgres { .. } => Ok("ok".to_string()),
+            Backend::Postgres => Ok("ok".to_string()),
         }
     }
 }

@@ -11,7 +11,6 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::TaskRecord;
 use crate::node::NodeId;
 use crate::store::{AbortOnDrop, CancelWatch, report_cancellations};
-use sqlx::Row;
 use sqlx::postgres::{PgListener, PgPool};
 use std::collections::HashSet;
 use std::time::Duration;
@@ -81,17 +80,15 @@ async fn cancelled_ids(db: &Db, node: &str, only: Option<&str>) -> StoreResult<V
     if only.is_some() {
         sql.push_str(" AND id = $2");
     }
-    on_reader!(db, p => {
-        let mut q = sqlx::query(&sql).bind(node);
-        if let Some(id) = only {
-            q = q.bind(id);
-        }
-        q.fetch_all(p)
-            .await?
-            .iter()
-            .map(|r| r.try_get::<String, _>(0).map_err(StoreError::from))
-            .collect()
-    })
+    let args = std::iter::once(node)
+        .chain(only)
+        .map(super::conn::Arg::from)
+        .collect();
+    db.fetch(&sql, args)
+        .await?
+        .iter()
+        .map(|r| r.try_get::<String, _>(0))
+        .collect()
 }
 
 impl SqlStore {

@@ -1,13 +1,12 @@
 //! Task records: creation, queries, the state machine's conditional `UPDATE`, cancellation
 //! requests and delivery bookkeeping.
 
-use super::conn::Arg;
-use super::rows::{RecordRow, TASK_COLS, tasks_sorted};
+use super::conn::{Arg, Row};
+use super::rows::{TASK_COLS, tasks_sorted};
 use super::{SqlStore, now_ms};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{BackgroundSummary, NewTask, TaskFilter, TaskRecord, Transition};
 use cadre_types::TaskStatus;
-use sqlx::Row;
 
 /// The state rules as one conditional update. `$2` is the requested status.
 ///
@@ -94,10 +93,8 @@ impl SqlStore {
 
     pub(super) async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
         let sql = format!("SELECT {TASK_COLS} FROM tasks WHERE id = $1");
-        on_reader!(&self.db, p => {
-            let row = sqlx::query(&sql).bind(id).fetch_optional(p).await?;
-            row.map(|r| r.task()).transpose()
-        })
+        let rows = self.db.fetch(&sql, vec![id.into()]).await?;
+        rows.first().map(Row::task).transpose()
     }
 
     pub(super) async fn list_tasks(&self, f: &TaskFilter) -> StoreResult<Vec<TaskRecord>> {
@@ -131,26 +128,18 @@ impl SqlStore {
         if let Some(limit) = f.limit {
             sql.push_str(&format!(" LIMIT {limit}"));
         }
-        on_reader!(&self.db, p => {
-            let mut q = sqlx::query(&sql);
-            if let Some(s) = &f.session {
-                q = q.bind(s);
-            }
-            if let Some(a) = &f.parent_agent {
-                q = q.bind(a);
-            }
-            if let Some(st) = f.status {
-                q = q.bind(st.as_str());
-            }
-            if let Some(t) = &f.served_task {
-                q = q.bind(t);
-            }
-            if let Some(c) = &f.caller_id {
-                q = q.bind(c);
-            }
-            tasks_sorted(&q.fetch_all(p).await?)
-        })
-        .map(|mut v| {
+        let args: Vec<Arg> = [
+            f.session.as_deref(),
+            f.parent_agent.as_deref(),
+            f.status.map(TaskStatus::as_str),
+            f.served_task.as_deref(),
+            f.caller_id.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(Arg::from)
+        .collect();
+        tasks_sorted(&self.db.fetch(&sql, args).await?).map(|mut v| {
             f.sort_turns(&mut v);
             if f.newest_first {
                 v.reverse();
@@ -176,15 +165,20 @@ impl SqlStore {
         );
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let total = |v: i64| usize::try_from(v).unwrap_or(0);
-        on_reader!(&self.db, p => {
-            let row = sqlx::query(counts).bind(session).fetch_one(p).await?;
-            let rows = sqlx::query(&open).bind(session).bind(limit).fetch_all(p).await?;
-            Ok(BackgroundSummary {
-                open: rows.iter().map(super::rows::RecordRow::task).collect::<StoreResult<_>>()?,
-                open_total: total(row.try_get(0)?),
-                finished_total: total(row.try_get(1)?),
-                undelivered: total(row.try_get(2)?),
-            })
+        let counts = self.db.fetch(counts, vec![session.into()]).await?;
+        let row = counts.first().ok_or_else(|| StoreError::Corrupt {
+            id: session.to_string(),
+            reason: "the summary's totals returned no row".into(),
+        })?;
+        let rows = self
+            .db
+            .fetch(&open, vec![session.into(), limit.into()])
+            .await?;
+        Ok(BackgroundSummary {
+            open: rows.iter().map(Row::task).collect::<StoreResult<_>>()?,
+            open_total: total(row.try_get(0)?),
+            finished_total: total(row.try_get(1)?),
+            undelivered: total(row.try_get(2)?),
         })
     }
 

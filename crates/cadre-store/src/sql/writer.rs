@@ -254,7 +254,7 @@ impl Writer {
         std::thread::Builder::new()
             .name("cadre-store-writer".into())
             .spawn(move || {
-                let conn = match open_sqlite_writer(&path, busy_timeout) {
+                let conn = match SqliteConn::open(&path, busy_timeout, SQLITE_STATEMENTS) {
                     Ok(conn) => {
                         let _ = opened.send(Ok(()));
                         conn
@@ -317,20 +317,6 @@ impl Writer {
             let _ = closed.await;
         }
     }
-}
-
-/// The SQLite writer's connection: the busy timeout for other processes' locks, the
-/// durability every connection of the store uses, foreign keys on.
-fn open_sqlite_writer(path: &Path, busy_timeout: std::time::Duration) -> StoreResult<SqliteConn> {
-    let conn = rusqlite::Connection::open_with_flags(
-        path,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
-    conn.busy_timeout(busy_timeout)?;
-    conn.pragma_update(None, "synchronous", "NORMAL")?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
-    conn.set_prepared_statement_cache_capacity(SQLITE_STATEMENTS);
-    Ok(SqliteConn(conn))
 }
 
 /// Whether the writer goes on.

@@ -1,0 +1,116 @@
+//! SQLite's readers: a few threads, each with a rusqlite connection of its own, taking reads
+//! from one queue. A read is one hand-off to a reader thread and one back; sqlx's pool
+//! added an acquire, a worker thread per connection and a message per row.
+
+use super::conn::{Arg, Row, SqliteConn};
+use crate::error::{StoreError, StoreResult};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Reads that may wait for a reader; a caller beyond this waits to queue its read.
+const QUEUE: usize = 1024;
+/// Statements each reader keeps prepared.
+const STATEMENTS: usize = 32;
+
+enum Msg {
+    Read {
+        sql: String,
+        args: Vec<Arg>,
+        reply: oneshot::Sender<StoreResult<Vec<Row>>>,
+    },
+    /// One reader ends, answering once its connection is closed (one message per reader
+    /// closes them all).
+    Close(oneshot::Sender<()>),
+}
+
+/// The handle reads are queued on. Cloning it shares the readers.
+#[derive(Clone)]
+pub(crate) struct Readers {
+    tx: mpsc::Sender<Msg>,
+    count: usize,
+}
+
+impl Readers {
+    /// Start `count` readers of the database file at `path` (its schema applied already).
+    pub(crate) async fn start(
+        path: &Path,
+        count: usize,
+        busy_timeout: Duration,
+    ) -> StoreResult<Self> {
+        let (tx, rx) = mpsc::channel::<Msg>(QUEUE);
+        let rx = Arc::new(Mutex::new(rx));
+        let mut opened = Vec::with_capacity(count);
+        for i in 0..count {
+            let (ready, is_ready) = oneshot::channel();
+            opened.push(is_ready);
+            let (rx, path) = (rx.clone(), path.to_path_buf());
+            std::thread::Builder::new()
+                .name(format!("cadre-store-reader-{i}"))
+                .spawn(
+                    move || match SqliteConn::open(&path, busy_timeout, STATEMENTS) {
+                        Ok(conn) => {
+                            let _ = ready.send(Ok(()));
+                            serve(&conn, &rx);
+                        }
+                        Err(e) => {
+                            let _ = ready.send(Err(e));
+                        }
+                    },
+                )?;
+        }
+        for is_ready in opened {
+            is_ready
+                .await
+                .map_err(|_| StoreError::Db(sqlx::Error::WorkerCrashed))??;
+        }
+        Ok(Readers { tx, count })
+    }
+
+    /// Run the read `sql` with `args` on a free reader; its rows.
+    pub(crate) async fn fetch(&self, sql: String, args: Vec<Arg>) -> StoreResult<Vec<Row>> {
+        let closed = || StoreError::Db(sqlx::Error::PoolClosed);
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Msg::Read { sql, args, reply })
+            .await
+            .map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
+    }
+
+    /// End every reader once the reads queued before are done, and wait for their
+    /// connections to close; later reads fail with `PoolClosed`.
+    pub(crate) async fn close(&self) {
+        let mut closed = Vec::with_capacity(self.count);
+        for _ in 0..self.count {
+            let (done, is_done) = oneshot::channel();
+            if self.tx.send(Msg::Close(done)).await.is_err() {
+                break;
+            }
+            closed.push(is_done);
+        }
+        for is_done in closed {
+            let _ = is_done.await;
+        }
+    }
+}
+
+/// A reader's loop: take the next read from the shared queue (one reader waits on it at a
+/// time), run it, answer, until the queue closes or a `Close` comes (returned, to be
+/// answered once the connection is closed).
+fn serve(conn: &SqliteConn, rx: &Mutex<mpsc::Receiver<Msg>>) -> Option<oneshot::Sender<()>> {
+    loop {
+        let next = match rx.lock() {
+            Ok(mut rx) => rx.blocking_recv(),
+            Err(_) => None,
+        };
+        match next {
+            Some(Msg::Read { sql, args, reply }) => {
+                let _ = reply.send(conn.fetch_now(&sql, &args));
+            }
+            Some(Msg::Close(done)) => return Some(done),
+            None => return None,
+        }
+    }
+}
