@@ -174,6 +174,12 @@ pub(crate) trait WriteConn: Send {
         sql: &'a str,
         args: &'a [Arg],
     ) -> BoxFuture<'a, StoreResult<Vec<Row>>>;
+    /// Whether a transaction is open on the connection, when the connection can tell
+    /// (SQLite can; a PostgreSQL connection is let go after any failed transaction
+    /// statement instead).
+    fn in_transaction(&self) -> Option<bool> {
+        None
+    }
 }
 
 fn pg_query<'a>(
@@ -339,6 +345,10 @@ impl SqliteConn {
 }
 
 impl WriteConn for SqliteConn {
+    fn in_transaction(&self) -> Option<bool> {
+        Some(!self.0.is_autocommit())
+    }
+
     fn execute<'a>(&'a mut self, sql: &'a str, args: &'a [Arg]) -> BoxFuture<'a, StoreResult<u64>> {
         let r = self.execute_now(sql, args);
         Box::pin(std::future::ready(r))

@@ -30,6 +30,15 @@ pub fn executor_died_message(node: &NodeId) -> String {
     format!("executor died: cadre restarted on {node}")
 }
 
+/// A heartbeat's arguments: the time it is written (`$1`: when the writer runs it, which a
+/// writer waiting on another process's lock may do seconds after it was queued), then
+/// `rest`.
+fn beaten_now(rest: &[Arg]) -> Vec<Arg> {
+    std::iter::once(Arg::from(now_ms()))
+        .chain(rest.iter().cloned())
+        .collect()
+}
+
 impl SqlStore {
     pub(super) async fn heartbeat_tasks(&self, node: &NodeId, ids: &[String]) -> StoreResult<u64> {
         let mut total = 0;
@@ -39,28 +48,23 @@ impl SqlStore {
                  AND status IN ('pending', 'running') AND id IN ({})",
                 super::placeholders(3, chunk.len())
             );
-            let args: Vec<Arg> = [now_ms().into(), node.as_str().into()]
-                .into_iter()
+            let args: Vec<Arg> = std::iter::once(node.as_str().into())
                 .chain(chunk.iter().map(Arg::from))
                 .collect();
             total += on_writer!(&self.db, (sql, args), |p, (sql, args)| p
-                .execute(sql, args)
+                .execute(sql, &beaten_now(args))
                 .await?)?;
         }
         Ok(total)
     }
 
     pub(super) async fn heartbeat_owned_tasks(&self) -> StoreResult<u64> {
-        let args = vec![
-            Arg::from(now_ms()),
-            self.node.as_str().into(),
-            (&self.instance).into(),
-        ];
+        let args = vec![Arg::from(self.node.as_str()), (&self.instance).into()];
         on_writer!(&self.db, args, |p, args| p
             .execute(
                 "UPDATE tasks SET heartbeat_at = $1 WHERE owner_node = $2 \
                  AND owner_instance = $3 AND status IN ('pending', 'running')",
-                args,
+                &beaten_now(args),
             )
             .await?)
     }

@@ -52,7 +52,11 @@ impl Readers {
                     move || match SqliteConn::open(&path, busy_timeout, STATEMENTS) {
                         Ok(conn) => {
                             let _ = ready.send(Ok(()));
-                            serve(&conn, &rx);
+                            let done = serve(&conn, &rx);
+                            drop(conn);
+                            if let Some(done) = done {
+                                let _ = done.send(());
+                            }
                         }
                         Err(e) => {
                             let _ = ready.send(Err(e));

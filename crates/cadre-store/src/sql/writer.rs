@@ -373,11 +373,10 @@ enum Batch {
 
 async fn run_batch<S: Source>(source: &mut S, begin: &'static str, mut jobs: Vec<Box<dyn Job>>) {
     let outcome = match source.conn().await {
-        Ok(conn) if jobs.len() == 1 => match jobs[0].run(conn).await {
-            Ran::Ok => Batch::Committed,
-            Ran::Failed { suspect } => Batch::Alone { suspect },
+        Ok(conn) => match settle(conn).await {
+            Ok(()) => run_jobs(conn, begin, &mut jobs).await,
+            Err(e) => Batch::Failed(e),
         },
-        Ok(conn) => in_transaction(conn, begin, &mut jobs).await,
         Err(e) => Batch::Failed(e),
     };
     match outcome {
@@ -413,6 +412,32 @@ async fn run_batch<S: Source>(source: &mut S, begin: &'static str, mut jobs: Vec
     }
 }
 
+/// End a transaction a failure left open on the connection (a commit and its rollback
+/// that both failed), so that no write runs inside it: a write alone would be answered
+/// but never committed, and the file's write lock would be held.
+async fn settle(conn: &mut dyn WriteConn) -> StoreResult<()> {
+    if conn.in_transaction() == Some(true) {
+        tracing::warn!("the store's write connection was left in a transaction; rolling it back");
+        conn.execute("ROLLBACK", &[]).await?;
+    }
+    Ok(())
+}
+
+/// Run `jobs`: one alone, several in one transaction.
+async fn run_jobs(
+    conn: &mut dyn WriteConn,
+    begin: &'static str,
+    jobs: &mut [Box<dyn Job>],
+) -> Batch {
+    match jobs {
+        [job] => match job.run(conn).await {
+            Ran::Ok => Batch::Committed,
+            Ran::Failed { suspect } => Batch::Alone { suspect },
+        },
+        _ => in_transaction(conn, begin, jobs).await,
+    }
+}
+
 /// Run `jobs` in one transaction begun by `begin`; stop at the first failed write.
 async fn in_transaction(
     conn: &mut dyn WriteConn,
@@ -424,6 +449,11 @@ async fn in_transaction(
     }
     for job in jobs.iter_mut() {
         if job.run(conn).await != Ran::Ok {
+            if conn.in_transaction() == Some(false) {
+                // SQLite ended the transaction itself (a full disk, an I/O error): the
+                // writes are run again alone, each to its own error.
+                return Batch::RolledBack;
+            }
             return match conn.execute("ROLLBACK", &[]).await {
                 Ok(_) => Batch::RolledBack,
                 Err(e) => Batch::Failed(e),
@@ -438,5 +468,73 @@ async fn in_transaction(
             let _ = conn.execute("ROLLBACK", &[]).await;
             Batch::Failed(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::conn::Arg;
+    use std::time::Duration;
+
+    fn insert<'c>(c: &'c mut dyn WriteConn, a: &'c [Arg; 1]) -> BoxFuture<'c, StoreResult<u64>> {
+        c.execute("INSERT INTO t (x) VALUES ($1)", a)
+    }
+
+    /// A write of `x` into `t`, and where its answer comes.
+    fn write(x: i64) -> (Box<dyn Job>, oneshot::Receiver<StoreResult<u64>>) {
+        let (reply, answer) = oneshot::channel();
+        let job = Write {
+            args: [Arg::from(x)],
+            op: insert,
+            result: None,
+            reply,
+        };
+        (Box::new(job), answer)
+    }
+
+    fn stored(path: &Path) -> Vec<i64> {
+        let c = rusqlite::Connection::open(path).unwrap();
+        let mut q = c.prepare("SELECT x FROM t ORDER BY x").unwrap();
+        q.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_transaction_a_failure_left_open_is_ended_before_the_next_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.db");
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (x INTEGER)")
+            .unwrap();
+        let conn = SqliteConn::open(&path, Duration::from_secs(1), 8).unwrap();
+        // As after a commit and its rollback that both failed: the transaction stays open.
+        conn.0
+            .execute_batch("BEGIN IMMEDIATE; INSERT INTO t (x) VALUES (0)")
+            .unwrap();
+        let mut source = Owned(Some(conn));
+        // A write alone would run inside it: answered, never committed.
+        let (job, answer) = write(1);
+        run_batch(&mut source, "BEGIN IMMEDIATE", vec![job]).await;
+        assert_eq!(answer.await.unwrap().unwrap(), 1);
+        assert_eq!(
+            stored(&path),
+            vec![1],
+            "the write is committed, the abandoned one not"
+        );
+        // A batch would fail to begin within it.
+        if let Some(c) = &source.0 {
+            c.0.execute_batch("BEGIN IMMEDIATE; INSERT INTO t (x) VALUES (0)")
+                .unwrap();
+        }
+        let (a, a_answer) = write(2);
+        let (b, b_answer) = write(3);
+        run_batch(&mut source, "BEGIN IMMEDIATE", vec![a, b]).await;
+        assert_eq!(a_answer.await.unwrap().unwrap(), 1);
+        assert_eq!(b_answer.await.unwrap().unwrap(), 1);
+        assert_eq!(stored(&path), vec![1, 2, 3]);
     }
 }

@@ -321,3 +321,32 @@ async fn a_version_1_database_is_migrated_and_its_old_costs_are_unknown() {
     let idle = store.get("task_idle").await.unwrap().unwrap();
     assert_eq!(idle.usage.cost_usd(), Some(0.0), "no calls, no cost");
 }
+
+/// A closed store has closed every connection to its file: SQLite removes the write-ahead
+/// log when the last one closes. (The reader threads used to be told to close, and
+/// `close` returned before they had.)
+#[tokio::test]
+async fn a_closed_sqlite_store_has_let_go_of_its_file() {
+    let Some(fx) = Fixture::new(Kind::Sqlite).await else {
+        return;
+    };
+    let path = fx.path.clone().unwrap();
+    let store = fx.open_sql("n").await;
+    let id = store.create(NewTask::new("a", "s", "p")).await.unwrap().id;
+    assert!(store.get(&id).await.unwrap().is_some());
+    let wal = path.with_file_name(format!(
+        "{}-wal",
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    assert!(
+        wal.exists(),
+        "the open store writes through {}",
+        wal.display()
+    );
+    store.close().await;
+    assert!(
+        !wal.exists(),
+        "{} is still there after close",
+        wal.display()
+    );
+}
