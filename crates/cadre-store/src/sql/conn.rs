@@ -1,10 +1,11 @@
-//! The write connection as the store's writes see it: a statement with `$N` placeholders and
-//! its arguments as values, run on whichever database the writer holds.
+//! Statements as the store's queries see them: `$N` placeholders and their arguments as
+//! values ([`Arg`]), rows as values ([`Row`]), on whichever database the store holds.
 //!
-//! Writes are written once against [`WriteConn`]. PostgreSQL runs them through sqlx; SQLite
-//! runs them through rusqlite on the writer's own thread, where a whole batch executes
-//! without a hand-off per statement (sqlx's SQLite driver sends every statement to a worker
-//! thread and waits for the answer, which cost most of a write).
+//! Writes are written once against [`WriteConn`] and reads once against `Db::fetch`.
+//! PostgreSQL runs them through sqlx; SQLite through rusqlite on the store's own threads
+//! (the writer, where a whole batch executes without a hand-off per statement, and the
+//! readers). sqlx's SQLite driver sent every statement to a worker thread and waited for the
+//! answer, which cost most of a write.
 
 use crate::error::{StoreError, StoreResult};
 use futures::future::BoxFuture;
@@ -252,6 +253,23 @@ impl WriteConn for PgConnection {
     ) -> BoxFuture<'a, StoreResult<Vec<Row>>> {
         Box::pin(pg_fetch(self, sql, args))
     }
+}
+
+/// Start a thread of the store (the SQLite writer or a reader) named `name`. A panic there
+/// is logged: the thread's callers only see their requests fail (`PoolClosed`) from then on.
+pub(crate) fn spawn_thread(
+    name: String,
+    body: impl FnOnce() + Send + 'static,
+) -> std::io::Result<()> {
+    let label = name.clone();
+    std::thread::Builder::new().name(name).spawn(move || {
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).is_err() {
+            tracing::error!(
+                "the task store's {label} thread panicked; its requests fail from now on"
+            );
+        }
+    })?;
+    Ok(())
 }
 
 /// A SQLite connection (rusqlite) of the writer's or a reader's thread, used there only.

@@ -2,7 +2,7 @@
 //! from one queue. A read is one hand-off to a reader thread and one back; sqlx's pool
 //! added an acquire, a worker thread per connection and a message per row.
 
-use super::conn::{Arg, Row, SqliteConn};
+use super::conn::{Arg, Row, SqliteConn, spawn_thread};
 use crate::error::{StoreError, StoreResult};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -46,23 +46,22 @@ impl Readers {
             let (ready, is_ready) = oneshot::channel();
             opened.push(is_ready);
             let (rx, path) = (rx.clone(), path.to_path_buf());
-            std::thread::Builder::new()
-                .name(format!("cadre-store-reader-{i}"))
-                .spawn(
-                    move || match SqliteConn::open(&path, busy_timeout, STATEMENTS) {
-                        Ok(conn) => {
-                            let _ = ready.send(Ok(()));
-                            let done = serve(&conn, &rx);
-                            drop(conn);
-                            if let Some(done) = done {
-                                let _ = done.send(());
-                            }
+            spawn_thread(
+                format!("cadre-store-reader-{i}"),
+                move || match SqliteConn::open(&path, busy_timeout, STATEMENTS) {
+                    Ok(conn) => {
+                        let _ = ready.send(Ok(()));
+                        let done = serve(&conn, &rx);
+                        drop(conn);
+                        if let Some(done) = done {
+                            let _ = done.send(());
                         }
-                        Err(e) => {
-                            let _ = ready.send(Err(e));
-                        }
-                    },
-                )?;
+                    }
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                    }
+                },
+            )?;
         }
         for is_ready in opened {
             is_ready

@@ -9,7 +9,7 @@
 //! aborts the whole transaction). A failed commit is reported to every write of its batch.
 //! A write alone runs without an explicit transaction.
 
-use super::conn::{SqliteConn, WriteConn};
+use super::conn::{SqliteConn, WriteConn, spawn_thread};
 use crate::error::{StoreError, StoreResult};
 use futures::future::BoxFuture;
 use sqlx::pool::PoolConnection;
@@ -251,32 +251,30 @@ impl Writer {
         let (opened, open_result) = oneshot::channel();
         let path = path.to_path_buf();
         let c = counters.clone();
-        std::thread::Builder::new()
-            .name("cadre-store-writer".into())
-            .spawn(move || {
-                let conn = match SqliteConn::open(&path, busy_timeout, SQLITE_STATEMENTS) {
-                    Ok(conn) => {
-                        let _ = opened.send(Ok(()));
-                        conn
-                    }
-                    Err(e) => {
-                        let _ = opened.send(Err(e));
-                        return;
-                    }
-                };
-                let mut source = Owned(Some(conn));
-                let mut msgs = Vec::with_capacity(MAX_BATCH);
-                // IMMEDIATE: a batch takes the file's write lock first, so another
-                // process's write is waited for (busy timeout) instead of failing the
-                // batch when it upgrades a read. The writes never wait on anything but
-                // SQLite, so each batch runs to its end in one poll.
-                while rx.blocking_recv_many(&mut msgs, MAX_BATCH) > 0 {
-                    let queued = run_queued(&mut source, "BEGIN IMMEDIATE", &mut msgs, &c);
-                    if futures::executor::block_on(queued) == Flow::Closed {
-                        return;
-                    }
+        spawn_thread("cadre-store-writer".into(), move || {
+            let conn = match SqliteConn::open(&path, busy_timeout, SQLITE_STATEMENTS) {
+                Ok(conn) => {
+                    let _ = opened.send(Ok(()));
+                    conn
                 }
-            })?;
+                Err(e) => {
+                    let _ = opened.send(Err(e));
+                    return;
+                }
+            };
+            let mut source = Owned(Some(conn));
+            let mut msgs = Vec::with_capacity(MAX_BATCH);
+            // IMMEDIATE: a batch takes the file's write lock first, so another
+            // process's write is waited for (busy timeout) instead of failing the
+            // batch when it upgrades a read. The writes never wait on anything but
+            // SQLite, so each batch runs to its end in one poll.
+            while rx.blocking_recv_many(&mut msgs, MAX_BATCH) > 0 {
+                let queued = run_queued(&mut source, "BEGIN IMMEDIATE", &mut msgs, &c);
+                if futures::executor::block_on(queued) == Flow::Closed {
+                    return;
+                }
+            }
+        })?;
         match open_result.await {
             Ok(Ok(())) => Ok(Writer { tx, counters }),
             Ok(Err(e)) => Err(e),
