@@ -76,7 +76,13 @@ fuzz_target!(|data: &[u8]| {
         && let Some(cmd) = line.all_commands().next()
     {
         let spelled = cmd.spellings().last().map(|s| s.text.clone()).unwrap_or_default();
-        let literal = format!("bash({})", globset::escape(&spelled));
+        // A rule's pattern reads `\` as an escape (as globs do on Unix) and `globset::escape`
+        // leaves backslashes alone: double them to name a spelling that keeps one (a tilde
+        // word such as `~ca\go`).
+        let literal = format!(
+            "bash({})",
+            globset::escape(&spelled.replace('\\', "\\\\"))
+        );
         let mut deny = deny.clone();
         deny.push(literal);
         if let Ok(rules) = PermissionRules::parse(&allow, &deny, &ask) {
