@@ -84,7 +84,7 @@ pub enum StoreError {
     /// The database reported an error.
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
-    /// The SQLite writer's connection reported an error.
+    /// A SQLite connection of the store (its writer or a reader thread) reported an error.
     #[error("database error: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// A file-system operation failed (creating the database directory).
