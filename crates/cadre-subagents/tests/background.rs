@@ -71,17 +71,7 @@ async fn background_ids_return_at_once_and_results_are_delivered_exactly_once() 
     assert!(snap.background);
     // The model saw the task start in its tool result: no status repeats it before turn 2;
     // the one before turn 3 says it finished. The system prompt does not change.
-    let status_of = |messages: &[Message]| {
-        messages
-            .iter()
-            .filter_map(|m| match m {
-                Message::User { content } if content.starts_with("<background-tasks>") => {
-                    Some(content.clone())
-                }
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-    };
+    let status_of = |messages: &[Message]| user_messages(messages, "<background-tasks>");
     assert_eq!(status_of(&parent[1].messages), Vec::<String>::new());
     assert_eq!(
         status_of(&parent[2].messages),
@@ -297,15 +287,9 @@ async fn a_child_limited_to_two_turns_returns_both_texts_marked_incomplete() {
         r[0].0
     );
     // Background: the delivered result says the same.
-    let delivered = s
-        .messages()
-        .iter()
-        .find_map(|m| match m {
-            Message::User { content } if content.starts_with("<background-task-results>") => {
-                Some(content.clone())
-            }
-            _ => None,
-        })
+    let delivered = delivered(s.messages())
+        .into_iter()
+        .next()
         .expect("the background result was delivered");
     assert!(
         delivered.contains("complete=\"false\" reason=\"max_turns\">"),
@@ -367,15 +351,9 @@ async fn a_100_kib_result_is_stored_as_a_file_and_the_parent_gets_its_head_and_p
     );
     assert!(fg.contains(&format!("bytes=\"{}\"", stored.len())), "{fg}");
     // The background delivery is bounded the same way.
-    let delivered = s
-        .messages()
-        .iter()
-        .find_map(|m| match m {
-            Message::User { content } if content.starts_with("<background-task-results>") => {
-                Some(content.clone())
-            }
-            _ => None,
-        })
+    let delivered = delivered(s.messages())
+        .into_iter()
+        .next()
         .expect("the background result was delivered");
     assert!(delivered.len() < 6 * 1024, "{}", delivered.len());
     assert!(delivered.contains("<result_file path=\""), "{delivered}");
@@ -403,16 +381,7 @@ async fn every_background_result_is_delivered_even_when_they_trickle_in() {
     );
     let (out, s) = f.run("go").await;
     assert_eq!(out.state, EndState::Completed, "{out:?}");
-    let delivered: String = s
-        .messages()
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { content } if content.starts_with("<background-task-results>") => {
-                Some(content.clone())
-            }
-            _ => None,
-        })
-        .collect();
+    let delivered: String = delivered(s.messages()).concat();
     for i in 0..20 {
         assert_eq!(
             delivered.matches(&format!("result of job {i}<")).count(),

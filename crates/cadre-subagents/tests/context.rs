@@ -266,16 +266,7 @@ async fn the_system_prompt_stays_the_same_and_the_status_is_appended_when_it_cha
     assert_eq!(f.parent.config().system_prompt, "PARENT SYSTEM PROMPT");
     // The model saw the task start in its tool result, so the status first reached it when
     // the task ended; never twice the same in a row.
-    let statuses: Vec<&str> = session
-        .messages()
-        .iter()
-        .filter_map(|m| match m {
-            Message::User { content } if content.starts_with("<background-tasks>") => {
-                Some(content.as_str())
-            }
-            _ => None,
-        })
-        .collect();
+    let statuses = user_messages(session.messages(), "<background-tasks>");
     assert_eq!(
         statuses,
         ["<background-tasks>\nBackground tasks: 0 open, 1 finished.\n</background-tasks>"]

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use cadre_engine::TurnExtension;
 use cadre_subagents::{SubagentContext, TaskStatus, Waited};
 use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput};
-use cadre_types::{Message, ToolDefinition};
+use cadre_types::ToolDefinition;
 use common::*;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -118,15 +118,7 @@ async fn a_task_the_sweeper_failed_reads_failed_everywhere() {
     let ctx = SubagentContext::new(f.runtime.clone());
     let run = f.run_context(&session);
     let injected = ctx.take_injections(&run, &[]).await;
-    let delivered = injected
-        .iter()
-        .find_map(|m| match m {
-            Message::User { content } if content.starts_with("<background-task-results>") => {
-                Some(content.clone())
-            }
-            _ => None,
-        })
-        .unwrap_or_default();
+    let delivered = delivered(&injected).into_iter().next().unwrap_or_default();
     assert!(
         delivered.contains("state=\"failed\"") && delivered.contains("executor lost"),
         "{injected:?}"

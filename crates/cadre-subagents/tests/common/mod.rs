@@ -368,17 +368,20 @@ pub fn tool_results(messages: &[Message]) -> Vec<(String, bool)> {
         .collect()
 }
 
-/// The background-task deliveries among `messages` (the user messages that carry results).
-pub fn delivered(messages: &[Message]) -> Vec<String> {
+/// The user messages among `messages` that start with `tag` (what the runtime injects).
+pub fn user_messages(messages: &[Message], tag: &str) -> Vec<String> {
     messages
         .iter()
         .filter_map(|m| match m {
-            Message::User { content } if content.starts_with("<background-task-results>") => {
-                Some(content.clone())
-            }
+            Message::User { content } if content.starts_with(tag) => Some(content.clone()),
             _ => None,
         })
         .collect()
+}
+
+/// The background-task deliveries among `messages` (the user messages that carry results).
+pub fn delivered(messages: &[Message]) -> Vec<String> {
+    user_messages(messages, "<background-task-results>")
 }
 
 /// Store `task` and mark it running, as the node that runs it would; its id.
