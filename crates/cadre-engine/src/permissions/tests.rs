@@ -358,3 +358,26 @@ fn url_rules_match_the_normalised_url_whole() {
     // Neither rule covers it: a mutating-looking call asks in the default mode.
     assert_eq!(fetch("https://other.example/"), "ask");
 }
+
+#[test]
+fn a_tilde_word_with_a_quoted_character_is_asked_for_even_when_auto_approving() {
+    // `~r\m` and `~/bi\n/rm` are read as words with run-time values (the splitter keeps
+    // the backslash of a tilde word): a deny rule cannot tell whether they name `rm`, so
+    // the line is asked for, and an allow rule does not let it run unasked.
+    for line in ["~r\\m -rf /x", "~/bi\\n/rm -rf /x"] {
+        for mode in [ApprovalMode::Ask, ApprovalMode::AutoApprove] {
+            let p = policy(mode, &["bash"], &["bash(rm *)"], &[]);
+            assert_eq!(
+                kind(p.decide("bash", &cmd(line), false, true)),
+                "ask",
+                "{mode:?} {line}"
+            );
+        }
+    }
+    // Without the tilde the backslash is quote removal, and the deny rule names the command.
+    let p = policy(ApprovalMode::AutoApprove, &["bash"], &["bash(rm *)"], &[]);
+    assert_eq!(
+        kind(p.decide("bash", &cmd("/bin/r\\m -rf /x"), false, true)),
+        "deny"
+    );
+}
