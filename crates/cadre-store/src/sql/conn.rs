@@ -13,7 +13,7 @@ use sqlx::PgConnection;
 use std::sync::Arc;
 
 /// A value bound to a statement. NULLs keep their type: PostgreSQL needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Arg {
     Text(Option<String>),
     Int(Option<i64>),
@@ -165,6 +165,16 @@ impl Row {
     }
 }
 
+/// A statement that writes one row, in two forms: for one row, and for many. PostgreSQL
+/// runs the writes of many rows queued together as one statement (one round trip).
+pub(crate) struct Shared {
+    /// For one row: `$N` takes the row's Nth value.
+    pub(crate) one: &'static str,
+    /// For many rows: `$N` is the array of every row's Nth value, to unnest. It returns the
+    /// first value of each row it changed: the row's key, which no two rows of one run share.
+    pub(crate) many: &'static str,
+}
+
 /// The connection a write runs on.
 pub(crate) trait WriteConn: Send {
     /// Run `sql` with `args` bound to `$1…`; the number of rows it changed.
@@ -179,6 +189,16 @@ pub(crate) trait WriteConn: Send {
     /// (SQLite can; a PostgreSQL connection is let go after any failed transaction
     /// statement instead).
     fn in_transaction(&self) -> Option<bool> {
+        None
+    }
+    /// Write the rows `rows` (each row's values; no two share the first, the key) by
+    /// `shared` as one statement: the rows each changed. `None` where each row's statement
+    /// runs in turn instead (SQLite: no round trip to save).
+    fn execute_shared<'a>(
+        &'a mut self,
+        _shared: &'static Shared,
+        _rows: &'a [&'a [Arg]],
+    ) -> Option<BoxFuture<'a, StoreResult<Vec<u64>>>> {
         None
     }
 }
@@ -196,6 +216,51 @@ fn pg_query<'a>(
         };
     }
     q
+}
+
+/// `sql` with its `$N` bound to the array of every row's Nth value (each column's type is
+/// its values' type, which every row must share).
+fn pg_columns<'a>(
+    sql: &'a str,
+    rows: &'a [&'a [Arg]],
+) -> StoreResult<sqlx::query::Query<'a, sqlx::Postgres, sqlx::postgres::PgArguments>> {
+    let mismatch = |n: usize| StoreError::Corrupt {
+        id: "statement".into(),
+        reason: format!("the rows of {sql:?} differ in the type of value {}", n + 1),
+    };
+    let width = rows.first().map_or(0, |r| r.len());
+    let mut q = sqlx::query(sql);
+    for n in 0..width {
+        let column = rows.iter().map(|r| r.get(n));
+        q = match rows[0].get(n) {
+            Some(Arg::Text(_)) => q.bind(
+                column
+                    .map(|v| match v {
+                        Some(Arg::Text(t)) => Ok(t.as_deref()),
+                        _ => Err(mismatch(n)),
+                    })
+                    .collect::<StoreResult<Vec<Option<&str>>>>()?,
+            ),
+            Some(Arg::Int(_)) => q.bind(
+                column
+                    .map(|v| match v {
+                        Some(Arg::Int(i)) => Ok(*i),
+                        _ => Err(mismatch(n)),
+                    })
+                    .collect::<StoreResult<Vec<Option<i64>>>>()?,
+            ),
+            Some(Arg::Bool(_)) => q.bind(
+                column
+                    .map(|v| match v {
+                        Some(Arg::Bool(b)) => Ok(*b),
+                        _ => Err(mismatch(n)),
+                    })
+                    .collect::<StoreResult<Vec<bool>>>()?,
+            ),
+            None => return Err(mismatch(n)),
+        };
+    }
+    Ok(q)
 }
 
 /// A PostgreSQL row as [`Cell`]s, by each column's type.
@@ -244,6 +309,29 @@ pub(crate) async fn pg_fetch<'e, E: sqlx::PgExecutor<'e>>(
 impl WriteConn for PgConnection {
     fn execute<'a>(&'a mut self, sql: &'a str, args: &'a [Arg]) -> BoxFuture<'a, StoreResult<u64>> {
         Box::pin(async move { Ok(pg_query(sql, args).execute(self).await?.rows_affected()) })
+    }
+
+    /// One statement for every row: a round trip for all of them.
+    fn execute_shared<'a>(
+        &'a mut self,
+        shared: &'static Shared,
+        rows: &'a [&'a [Arg]],
+    ) -> Option<BoxFuture<'a, StoreResult<Vec<u64>>>> {
+        Some(Box::pin(async move {
+            use sqlx::Row as _;
+            let written = pg_columns(shared.many, rows)?.fetch_all(self).await?;
+            let mut keys = std::collections::HashSet::with_capacity(written.len());
+            for row in &written {
+                keys.insert(row.try_get::<String, _>(0)?);
+            }
+            Ok(rows
+                .iter()
+                .map(|values| match values.first() {
+                    Some(Arg::Text(Some(key))) => u64::from(keys.contains(key)),
+                    _ => 0,
+                })
+                .collect())
+        }))
     }
 
     fn fetch<'a>(

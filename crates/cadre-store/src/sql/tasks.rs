@@ -1,7 +1,7 @@
 //! Task records: creation, queries, the state machine's conditional `UPDATE`, cancellation
 //! requests and delivery bookkeeping.
 
-use super::conn::{Arg, Row};
+use super::conn::{Arg, Row, Shared};
 use super::rows::{TASK_COLS, tasks_sorted};
 use super::{SqlStore, now_ms};
 use crate::error::{StoreError, StoreResult};
@@ -19,27 +19,70 @@ use cadre_types::TaskStatus;
 /// Fields bound as NULL keep their stored value. The sets of states are spelled as `OR`s,
 /// not `IN (…)` lists: SQLite builds a temporary b-tree for a constant `IN` list at each
 /// execution, which cost this statement, run twice per task, a sixth of its time.
-const TRANSITION_SQL: &str = "UPDATE tasks SET status = $2, updated_at = $3, \
-       result = COALESCE($4, result), error = COALESCE($5, error), \
-       end_state = COALESCE($6, end_state), input_tokens = COALESCE($7, input_tokens), \
-       output_tokens = COALESCE($8, output_tokens), \
-       cached_input_tokens = COALESCE($9, cached_input_tokens), \
-       cache_write_tokens = COALESCE($10, cache_write_tokens), \
-       cost_nano_usd = COALESCE($11, cost_nano_usd), \
-       unpriced_calls = COALESCE($12, unpriced_calls) \
-     WHERE id = $1 \
-       AND ($13 IS NULL OR owner_epoch = $13) \
-       AND (status = 'pending' OR status = 'running') \
-       AND (($2 = 'running' AND status = 'pending') \
-            OR $2 = 'completed' OR $2 = 'failed' OR $2 = 'cancelled') \
-       AND (NOT cancel_requested OR $2 = 'completed' OR $2 = 'failed' OR $2 = 'cancelled')";
+///
+/// `many` is the same rule for many rows (PostgreSQL), their values unnested as `u`.
+static TRANSITION: Shared = Shared {
+    one: "UPDATE tasks SET status = $2, updated_at = $3, \
+           result = COALESCE($4, result), error = COALESCE($5, error), \
+           end_state = COALESCE($6, end_state), input_tokens = COALESCE($7, input_tokens), \
+           output_tokens = COALESCE($8, output_tokens), \
+           cached_input_tokens = COALESCE($9, cached_input_tokens), \
+           cache_write_tokens = COALESCE($10, cache_write_tokens), \
+           cost_nano_usd = COALESCE($11, cost_nano_usd), \
+           unpriced_calls = COALESCE($12, unpriced_calls) \
+         WHERE id = $1 \
+           AND ($13 IS NULL OR owner_epoch = $13) \
+           AND (status = 'pending' OR status = 'running') \
+           AND (($2 = 'running' AND status = 'pending') \
+                OR $2 = 'completed' OR $2 = 'failed' OR $2 = 'cancelled') \
+           AND (NOT cancel_requested OR $2 = 'completed' OR $2 = 'failed' OR $2 = 'cancelled')",
+    many: "UPDATE tasks t SET status = u.status, updated_at = u.at, \
+           result = COALESCE(u.result, t.result), error = COALESCE(u.error, t.error), \
+           end_state = COALESCE(u.end_state, t.end_state), \
+           input_tokens = COALESCE(u.input_tokens, t.input_tokens), \
+           output_tokens = COALESCE(u.output_tokens, t.output_tokens), \
+           cached_input_tokens = COALESCE(u.cached_input_tokens, t.cached_input_tokens), \
+           cache_write_tokens = COALESCE(u.cache_write_tokens, t.cache_write_tokens), \
+           cost_nano_usd = COALESCE(u.cost_nano_usd, t.cost_nano_usd), \
+           unpriced_calls = COALESCE(u.unpriced_calls, t.unpriced_calls) \
+         FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[], \
+                     $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[], \
+                     $13::int8[]) \
+           AS u(id, status, at, result, error, end_state, input_tokens, output_tokens, \
+                cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls, epoch) \
+         WHERE t.id = u.id \
+           AND (u.epoch IS NULL OR t.owner_epoch = u.epoch) \
+           AND (t.status = 'pending' OR t.status = 'running') \
+           AND ((u.status = 'running' AND t.status = 'pending') \
+                OR u.status IN ('completed', 'failed', 'cancelled')) \
+           AND (NOT t.cancel_requested OR u.status IN ('completed', 'failed', 'cancelled')) \
+         RETURNING t.id",
+};
 
-const INSERT_SQL: &str = "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
-       child_session_id, user_id, status, prompt, description, cancel_requested, background, \
-       delivered, created_at, updated_at, owner_node, owner_instance, transport, remote_headers, \
-       on_orphan, depth) \
-     VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, FALSE, $9, $10, $11, $11, $12, $13, $14, $15, \
-       $16, $17)";
+/// A new task, `pending`; `many` the same for many rows (PostgreSQL).
+static INSERT: Shared = Shared {
+    one: "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
+           child_session_id, user_id, status, prompt, description, cancel_requested, background, \
+           delivered, created_at, updated_at, owner_node, owner_instance, transport, \
+           remote_headers, on_orphan, depth) \
+         VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8, FALSE, $9, $10, $11, $11, $12, $13, \
+           $14, $15, $16, $17)",
+    many: "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
+           child_session_id, user_id, status, prompt, description, cancel_requested, background, \
+           delivered, created_at, updated_at, owner_node, owner_instance, transport, \
+           remote_headers, on_orphan, depth) \
+         SELECT u.id, u.agent_id, u.parent_agent_id, u.parent_session_id, u.child_session_id, \
+           u.user_id, 'pending', u.prompt, u.description, FALSE, u.background, u.delivered, \
+           u.at, u.at, u.owner_node, u.owner_instance, u.transport, u.remote_headers, \
+           u.on_orphan, u.depth \
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
+                     $7::text[], $8::text[], $9::bool[], $10::bool[], $11::int8[], $12::text[], \
+                     $13::text[], $14::text[], $15::text[], $16::text[], $17::int8[]) \
+           AS u(id, agent_id, parent_agent_id, parent_session_id, child_session_id, user_id, \
+                prompt, description, background, delivered, at, owner_node, owner_instance, \
+                transport, remote_headers, on_orphan, depth) \
+         RETURNING id",
+};
 
 fn tokens(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
@@ -81,9 +124,7 @@ impl SqlStore {
             r.on_orphan.as_str().into(),
             r.depth.map(i64::from).into(),
         ];
-        let res = on_writer!(&self.db, args, |p, args| p
-            .execute(INSERT_SQL, args)
-            .await?);
+        let res = self.db.writer().write_row(&INSERT, args).await;
         match res {
             Ok(_) => Ok(record),
             Err(e) if e.is_unique_violation() => Err(StoreError::DuplicateTask(record.id)),
@@ -235,9 +276,7 @@ impl SqlStore {
             u.map(|u| tokens(u.unpriced_calls)).into(),
             t.epoch.map(tokens).into(),
         ];
-        let affected = on_writer!(&self.db, args, |p, args| p
-            .execute(TRANSITION_SQL, args)
-            .await?)?;
+        let affected = self.db.writer().write_row(&TRANSITION, args).await?;
         if affected == 1 {
             return Ok(());
         }

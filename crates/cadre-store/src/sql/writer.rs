@@ -8,8 +8,12 @@
 //! answer and none is lost or changed by another's failure (on PostgreSQL a failed statement
 //! aborts the whole transaction). A failed commit is reported to every write of its batch.
 //! A write alone runs without an explicit transaction.
+//!
+//! Writes of one row by a [`Shared`] statement (a task created, a task's transition) that
+//! follow each other in a batch run as one statement for all their rows on PostgreSQL, where
+//! every statement is a round trip to the server; SQLite runs each row's statement.
 
-use super::conn::{SqliteConn, WriteConn, spawn_thread};
+use super::conn::{Arg, Shared, SqliteConn, WriteConn, spawn_thread};
 use crate::error::{StoreError, StoreResult};
 use futures::future::BoxFuture;
 use sqlx::pool::PoolConnection;
@@ -35,6 +39,12 @@ trait Job: Send {
     fn reset(&mut self);
     /// Tell the caller: its own result, unless the batch failed as a whole (`batch`).
     fn answer(self: Box<Self>, batch: Option<&StoreError>);
+    /// The statement and values of a write of one row by a [`Shared`] statement.
+    fn row(&self) -> Option<(&'static Shared, &[Arg])> {
+        None
+    }
+    /// The result of a row's part in a statement run for many rows: the rows it changed.
+    fn ran_shared(&mut self, _affected: u64) {}
 }
 
 /// A write of arguments `A` by the statement function `F`, answering `T`.
@@ -55,16 +65,32 @@ where
         let Write {
             args, op, result, ..
         } = self;
+        Box::pin(async move { keep(result, op(conn, args).await) })
+    }
+
+    fn reset(&mut self) {
+        self.result = None;
+    }
+
+    fn answer(self: Box<Self>, batch: Option<&StoreError>) {
+        reply(self.reply, self.result, batch);
+    }
+}
+
+/// A write of one row by a [`Shared`] statement: the row's values; it answers the rows it
+/// changed.
+struct RowWrite {
+    shared: &'static Shared,
+    values: Vec<Arg>,
+    result: Option<StoreResult<u64>>,
+    reply: oneshot::Sender<StoreResult<u64>>,
+}
+
+impl Job for RowWrite {
+    fn run<'c>(&'c mut self, conn: &'c mut dyn WriteConn) -> BoxFuture<'c, Ran> {
         Box::pin(async move {
-            let r = op(conn, args).await;
-            let ran = match &r {
-                Ok(_) => Ran::Ok,
-                Err(e) => Ran::Failed {
-                    suspect: connection_suspect(e),
-                },
-            };
-            *result = Some(r);
-            ran
+            let r = conn.execute(self.shared.one, &self.values).await;
+            keep(&mut self.result, r)
         })
     }
 
@@ -73,13 +99,42 @@ where
     }
 
     fn answer(self: Box<Self>, batch: Option<&StoreError>) {
-        let answer = match (batch, self.result) {
-            (None, Some(r)) => r,
-            (Some(e), _) => Err(batch_failed(e)),
-            (None, None) => Err(StoreError::Db(sqlx::Error::WorkerCrashed)),
-        };
-        let _ = self.reply.send(answer);
+        reply(self.reply, self.result, batch);
     }
+
+    fn row(&self) -> Option<(&'static Shared, &[Arg])> {
+        Some((self.shared, &self.values))
+    }
+
+    fn ran_shared(&mut self, affected: u64) {
+        self.result = Some(Ok(affected));
+    }
+}
+
+/// Keep a write's result `r` for its answer; how it went.
+fn keep<T>(result: &mut Option<StoreResult<T>>, r: StoreResult<T>) -> Ran {
+    let ran = match &r {
+        Ok(_) => Ran::Ok,
+        Err(e) => Ran::Failed {
+            suspect: connection_suspect(e),
+        },
+    };
+    *result = Some(r);
+    ran
+}
+
+/// Send a write its answer: its own result, unless its batch failed as a whole (`batch`).
+fn reply<T>(
+    to: oneshot::Sender<StoreResult<T>>,
+    result: Option<StoreResult<T>>,
+    batch: Option<&StoreError>,
+) {
+    let answer = match (batch, result) {
+        (None, Some(r)) => r,
+        (Some(e), _) => Err(batch_failed(e)),
+        (None, None) => Err(StoreError::Db(sqlx::Error::WorkerCrashed)),
+    };
+    let _ = to.send(answer);
 }
 
 /// How a write went.
@@ -191,6 +246,9 @@ pub struct WriteStats {
     pub batches: u64,
     /// The most writes one batch held.
     pub largest_batch: u64,
+    /// Times writes ran on the connection: a write's own run, or one statement run for the
+    /// rows of many writes (see [`Shared`]). Transaction statements are not counted.
+    pub runs: u64,
     /// Writes queued now, waiting for the writer.
     pub queued: u64,
 }
@@ -198,6 +256,7 @@ pub struct WriteStats {
 #[derive(Default)]
 struct Counters {
     writes: AtomicU64,
+    runs: AtomicU64,
     batches: AtomicU64,
     largest: AtomicU64,
 }
@@ -217,6 +276,7 @@ impl Writer {
             writes: c.writes.load(Ordering::Relaxed),
             batches: c.batches.load(Ordering::Relaxed),
             largest_batch: c.largest.load(Ordering::Relaxed),
+            runs: c.runs.load(Ordering::Relaxed),
             queued: (self.tx.max_capacity() - self.tx.capacity()) as u64,
         }
     }
@@ -299,11 +359,34 @@ impl Writer {
             result: None,
             reply,
         };
+        self.queue(Box::new(job), answer).await
+    }
+
+    /// Write one row by the statement `shared` with `values`, in the next batch; the rows it
+    /// changed, once the batch is committed.
+    pub(crate) async fn write_row(
+        &self,
+        shared: &'static Shared,
+        values: Vec<Arg>,
+    ) -> StoreResult<u64> {
+        let (reply, answer) = oneshot::channel();
+        let job = RowWrite {
+            shared,
+            values,
+            result: None,
+            reply,
+        };
+        self.queue(Box::new(job), answer).await
+    }
+
+    /// Queue `job` for the next batch; its answer.
+    async fn queue<T>(
+        &self,
+        job: Box<dyn Job>,
+        answer: oneshot::Receiver<StoreResult<T>>,
+    ) -> StoreResult<T> {
         let closed = || StoreError::Db(sqlx::Error::PoolClosed);
-        self.tx
-            .send(Msg::Write(Box::new(job)))
-            .await
-            .map_err(|_| closed())?;
+        self.tx.send(Msg::Write(job)).await.map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
     }
 
@@ -344,7 +427,7 @@ async fn run_queued<S: Source>(
         counters.writes.fetch_add(n, Ordering::Relaxed);
         counters.batches.fetch_add(1, Ordering::Relaxed);
         counters.largest.fetch_max(n, Ordering::Relaxed);
-        run_batch(source, begin, jobs).await;
+        run_batch(source, begin, jobs, counters).await;
     }
     match close {
         Some(done) => {
@@ -369,10 +452,15 @@ enum Batch {
     Failed(StoreError),
 }
 
-async fn run_batch<S: Source>(source: &mut S, begin: &'static str, mut jobs: Vec<Box<dyn Job>>) {
+async fn run_batch<S: Source>(
+    source: &mut S,
+    begin: &'static str,
+    mut jobs: Vec<Box<dyn Job>>,
+    counters: &Counters,
+) {
     let outcome = match source.conn().await {
         Ok(conn) => match settle(conn).await {
-            Ok(()) => run_jobs(conn, begin, &mut jobs).await,
+            Ok(()) => run_jobs(conn, begin, &mut jobs, counters).await,
             Err(e) => Batch::Failed(e),
         },
         Err(e) => Batch::Failed(e),
@@ -398,6 +486,7 @@ async fn run_batch<S: Source>(source: &mut S, begin: &'static str, mut jobs: Vec
                 job.reset();
                 match source.conn().await {
                     Ok(conn) => {
+                        counters.runs.fetch_add(1, Ordering::Relaxed);
                         if job.run(conn).await == (Ran::Failed { suspect: true }) {
                             source.after_failure();
                         }
@@ -426,13 +515,17 @@ async fn run_jobs(
     conn: &mut dyn WriteConn,
     begin: &'static str,
     jobs: &mut [Box<dyn Job>],
+    counters: &Counters,
 ) -> Batch {
     match jobs {
-        [job] => match job.run(conn).await {
-            Ran::Ok => Batch::Committed,
-            Ran::Failed { suspect } => Batch::Alone { suspect },
-        },
-        _ => in_transaction(conn, begin, jobs).await,
+        [job] => {
+            counters.runs.fetch_add(1, Ordering::Relaxed);
+            match job.run(conn).await {
+                Ran::Ok => Batch::Committed,
+                Ran::Failed { suspect } => Batch::Alone { suspect },
+            }
+        }
+        _ => in_transaction(conn, begin, jobs, counters).await,
     }
 }
 
@@ -441,12 +534,23 @@ async fn in_transaction(
     conn: &mut dyn WriteConn,
     begin: &'static str,
     jobs: &mut [Box<dyn Job>],
+    counters: &Counters,
 ) -> Batch {
     if let Err(e) = conn.execute(begin, &[]).await {
         return Batch::Failed(e);
     }
-    for job in jobs.iter_mut() {
-        if job.run(conn).await != Ran::Ok {
+    let mut start = 0;
+    while start < jobs.len() {
+        let end = shared_run(jobs, start);
+        let ran = match &mut jobs[start..end] {
+            [job] => {
+                counters.runs.fetch_add(1, Ordering::Relaxed);
+                job.run(conn).await
+            }
+            rows => run_rows(conn, rows, counters).await,
+        };
+        start = end;
+        if ran != Ran::Ok {
             if conn.in_transaction() == Some(false) {
                 // SQLite ended the transaction itself (a full disk, an I/O error): the
                 // writes are run again alone, each to its own error.
@@ -466,6 +570,63 @@ async fn in_transaction(
             let _ = conn.execute("ROLLBACK", &[]).await;
             Batch::Failed(e)
         }
+    }
+}
+
+/// Where the run of `jobs` from `start` that one statement can write ends: the writes of
+/// rows by the same [`Shared`] statement that follow each other, up to a key that repeats
+/// (a row written twice keeps its order: its second write runs after the first).
+fn shared_run(jobs: &[Box<dyn Job>], start: usize) -> usize {
+    let Some((shared, first)) = jobs[start].row() else {
+        return start + 1;
+    };
+    let mut keys = std::collections::HashSet::from([first.first()]);
+    let mut end = start + 1;
+    while let Some((s, values)) = jobs.get(end).and_then(|j| j.row()) {
+        if !std::ptr::eq(s, shared) || !keys.insert(values.first()) {
+            break;
+        }
+        end += 1;
+    }
+    end
+}
+
+/// Run the writes `rows` (a [`shared_run`] of several): as one statement where the
+/// connection can, else one by one up to the first that fails.
+async fn run_rows(conn: &mut dyn WriteConn, rows: &mut [Box<dyn Job>], counters: &Counters) -> Ran {
+    let changed = {
+        let mut shared = None;
+        let mut values = Vec::with_capacity(rows.len());
+        for (s, v) in rows.iter().filter_map(|j| j.row()) {
+            shared = Some(s);
+            values.push(v);
+        }
+        match shared.and_then(|s| conn.execute_shared(s, &values)) {
+            Some(run) => Some(run.await),
+            None => None,
+        }
+    };
+    let Some(changed) = changed else {
+        for job in rows.iter_mut() {
+            counters.runs.fetch_add(1, Ordering::Relaxed);
+            let ran = job.run(conn).await;
+            if ran != Ran::Ok {
+                return ran;
+            }
+        }
+        return Ran::Ok;
+    };
+    counters.runs.fetch_add(1, Ordering::Relaxed);
+    match changed {
+        Ok(changed) => {
+            for (job, n) in rows.iter_mut().zip(changed) {
+                job.ran_shared(n);
+            }
+            Ran::Ok
+        }
+        Err(e) => Ran::Failed {
+            suspect: connection_suspect(&e),
+        },
     }
 }
 
@@ -516,7 +677,13 @@ mod tests {
         let mut source = Owned(Some(conn));
         // A write alone would run inside it: answered, never committed.
         let (job, answer) = write(1);
-        run_batch(&mut source, "BEGIN IMMEDIATE", vec![job]).await;
+        run_batch(
+            &mut source,
+            "BEGIN IMMEDIATE",
+            vec![job],
+            &Counters::default(),
+        )
+        .await;
         assert_eq!(answer.await.unwrap().unwrap(), 1);
         assert_eq!(
             stored(&path),
@@ -530,7 +697,13 @@ mod tests {
         }
         let (a, a_answer) = write(2);
         let (b, b_answer) = write(3);
-        run_batch(&mut source, "BEGIN IMMEDIATE", vec![a, b]).await;
+        run_batch(
+            &mut source,
+            "BEGIN IMMEDIATE",
+            vec![a, b],
+            &Counters::default(),
+        )
+        .await;
         assert_eq!(a_answer.await.unwrap().unwrap(), 1);
         assert_eq!(b_answer.await.unwrap().unwrap(), 1);
         assert_eq!(stored(&path), vec![1, 2, 3]);

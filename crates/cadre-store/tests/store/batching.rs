@@ -145,3 +145,172 @@ async fn a_failed_write_fails_alone_in_its_batch(kind: Kind) {
 }
 
 sql_backends!(a_failed_write_fails_alone_in_its_batch);
+
+/// Queue the write `op` starts behind the writes queued already (its place in the batch is
+/// known), and return where its answer comes.
+async fn queue_next<T: Send + 'static>(
+    store: &Arc<SqlStore>,
+    op: impl std::future::Future<Output = T> + Send + 'static,
+) -> tokio::task::JoinHandle<T> {
+    let queued = store.write_stats().queued;
+    let handle = tokio::spawn(op);
+    until(store, "the write queued", |s| s.queued == queued + 1).await;
+    handle
+}
+
+async fn rows_written_together_share_one_statement_on_postgres(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let store = Arc::new(fx.open_sql("n").await);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        ids.push(
+            store
+                .create(NewTask::new("w", "s", &format!("t{i}")))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let done = store
+        .create(NewTask::new("w", "s", "done"))
+        .await
+        .unwrap()
+        .id;
+    store
+        .transition(&done, Transition::completed("before"))
+        .await
+        .unwrap();
+    let cancelled = store
+        .create(NewTask::new("w", "s", "cancel"))
+        .await
+        .unwrap()
+        .id;
+    store.request_cancel(&cancelled).await.unwrap();
+    let fenced = store
+        .create(NewTask::new("w", "s", "fenced"))
+        .await
+        .unwrap()
+        .id;
+
+    let before = store.write_stats();
+    let blocker = Blocker::hold(&fx, kind).await;
+    let first = {
+        let store = store.clone();
+        tokio::spawn(async move { store.create(NewTask::new("w", "s", "first")).await })
+    };
+    until(&store, "the first write started", |s| {
+        s.writes == before.writes + 1
+    })
+    .await;
+    // In this order: five creates, twenty transitions to running, three transitions the
+    // rule refuses (each for its own reason), and a second transition of the first task.
+    let mut creates = Vec::new();
+    for i in 0..5 {
+        let s = store.clone();
+        let t = NewTask::new("w", "s", &format!("new {i}"));
+        creates.push(queue_next(&store, async move { s.create(t).await }).await);
+    }
+    let mut runs = Vec::new();
+    for id in &ids {
+        let (s, id) = (store.clone(), id.clone());
+        runs.push(
+            queue_next(&store, async move {
+                s.transition(&id, Transition::running()).await
+            })
+            .await,
+        );
+    }
+    let transition = |id: &String, t: Transition| {
+        let (s, id) = (store.clone(), id.clone());
+        async move { s.transition(&id, t).await }
+    };
+    let refused = queue_next(&store, transition(&done, Transition::running())).await;
+    let after_cancel = queue_next(&store, transition(&cancelled, Transition::running())).await;
+    let stale = queue_next(&store, transition(&fenced, Transition::running().fenced(3))).await;
+    let again = queue_next(&store, transition(&ids[0], Transition::completed("answer"))).await;
+    blocker.release().await;
+
+    first.await.unwrap().unwrap();
+    for c in creates {
+        c.await.unwrap().expect("a queued create");
+    }
+    for r in runs {
+        r.await.unwrap().expect("a queued transition to running");
+    }
+    match refused.await.unwrap() {
+        Err(StoreError::Refused {
+            from: TaskStatus::Completed,
+            ..
+        }) => {}
+        other => panic!("running after completed: {other:?}"),
+    }
+    match after_cancel.await.unwrap() {
+        Err(StoreError::Refused {
+            cancel_requested: true,
+            ..
+        }) => {}
+        other => panic!("running after a cancel request: {other:?}"),
+    }
+    match stale.await.unwrap() {
+        Err(StoreError::Fenced {
+            epoch: 3,
+            current: 0,
+            ..
+        }) => {}
+        other => panic!("a write at another epoch: {other:?}"),
+    }
+    again
+        .await
+        .unwrap()
+        .expect("completed after running, in the same batch");
+
+    let first_task = store.get(&ids[0]).await.unwrap().unwrap();
+    assert_eq!(first_task.status, TaskStatus::Completed);
+    assert_eq!(first_task.result.as_deref(), Some("answer"));
+    for id in &ids[1..] {
+        assert_eq!(
+            store.get(id).await.unwrap().unwrap().status,
+            TaskStatus::Running
+        );
+    }
+    assert_eq!(
+        store.get(&done).await.unwrap().unwrap().result.as_deref(),
+        Some("before")
+    );
+    assert_eq!(
+        store.get(&cancelled).await.unwrap().unwrap().status,
+        TaskStatus::Pending
+    );
+    assert_eq!(
+        store.get(&fenced).await.unwrap().unwrap().status,
+        TaskStatus::Pending
+    );
+    assert_eq!(
+        store.list_by_session("s").await.unwrap().len(),
+        20 + 3 + 1 + 5
+    );
+    let after = store.write_stats();
+    // Each refusal reads the task's state on the writer, after the batch.
+    let refusal_reads = 3;
+    assert_eq!(
+        after.writes - before.writes,
+        1 + 5 + 20 + 4 + refusal_reads,
+        "{after:?}"
+    );
+    // The first write alone, then one batch: on PostgreSQL one statement for the creates,
+    // one for the transitions up to the first task's second one, which starts another;
+    // SQLite runs each row's statement.
+    let batch_runs = match kind {
+        Kind::Postgres => 3,
+        _ => 5 + 20 + 4,
+    };
+    assert_eq!(
+        after.runs - before.runs,
+        1 + batch_runs + refusal_reads,
+        "{after:?}"
+    );
+}
+
+sql_backends!(rows_written_together_share_one_statement_on_postgres);
