@@ -3,10 +3,21 @@
 //! `live_children (parent_session_id, lower(label))`.
 
 use super::SqlStore;
-use super::conn::{Arg, Row};
+use super::conn::{Arg, Row, Shared};
 use super::rows::LIVE_COLS;
 use crate::error::{StoreError, StoreResult};
 use crate::model::LiveChildEntry;
+
+/// A live child; `many` the same for many rows (PostgreSQL).
+static INSERT: Shared = Shared {
+    one: "INSERT INTO live_children (agent_key, parent_session_id, label, agent_id, \
+           child_session_id, depth, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    many: "INSERT INTO live_children (agent_key, parent_session_id, label, agent_id, \
+           child_session_id, depth, created_at) \
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], \
+                              $6::int8[], $7::int8[]) \
+         RETURNING agent_key",
+};
 
 impl SqlStore {
     pub(super) async fn insert_child(&self, c: &LiveChildEntry) -> StoreResult<()> {
@@ -19,13 +30,7 @@ impl SqlStore {
             i64::from(c.depth).into(),
             i64::try_from(c.created_at).unwrap_or(i64::MAX).into(),
         ];
-        let res = on_writer!(&self.db, args, |p, args| p
-            .execute(
-                "INSERT INTO live_children (agent_key, parent_session_id, label, agent_id, \
-                   child_session_id, depth, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                args,
-            )
-            .await?);
+        let res = self.db.writer().write_row(&INSERT, args).await;
         match res {
             Ok(_) => Ok(()),
             Err(e) if e.is_unique_violation() => {

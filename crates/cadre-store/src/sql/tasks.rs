@@ -84,6 +84,14 @@ static INSERT: Shared = Shared {
          RETURNING id",
 };
 
+/// A task's result delivered to its parent (each task's on its own: the parent of a live
+/// child reads its answer by itself).
+static DELIVERED: Shared = Shared {
+    one: "UPDATE tasks SET delivered = TRUE WHERE id = $1 AND NOT delivered",
+    many: "UPDATE tasks t SET delivered = TRUE FROM unnest($1::text[]) AS u(id) \
+           WHERE t.id = u.id AND NOT t.delivered RETURNING t.id",
+};
+
 fn tokens(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -336,6 +344,12 @@ impl SqlStore {
             .chain(arg.map(Arg::from))
             .collect();
         let affected = on_writer!(&self.db, args, |p, args| p.execute(sql, args).await?)?;
+        self.changed_or_missing(id, affected).await
+    }
+
+    /// Whether an update of task `id` that changed `affected` rows changed it; `NotFound`
+    /// when the task does not exist.
+    async fn changed_or_missing(&self, id: &str, affected: u64) -> StoreResult<bool> {
         if affected > 0 {
             return Ok(true);
         }
@@ -373,12 +387,12 @@ impl SqlStore {
     }
 
     pub(super) async fn mark_delivered_task(&self, id: &str) -> StoreResult<bool> {
-        self.update_one(
-            "UPDATE tasks SET delivered = TRUE WHERE id = $1 AND NOT delivered",
-            id,
-            None,
-        )
-        .await
+        let affected = self
+            .db
+            .writer()
+            .write_row(&DELIVERED, vec![id.into()])
+            .await?;
+        self.changed_or_missing(id, affected).await
     }
 
     /// One statement per 500 ids.

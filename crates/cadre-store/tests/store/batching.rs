@@ -314,3 +314,108 @@ async fn rows_written_together_share_one_statement_on_postgres(kind: Kind) {
 }
 
 sql_backends!(rows_written_together_share_one_statement_on_postgres);
+
+async fn deliveries_and_live_children_written_together_share_one_statement_on_postgres(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let store = Arc::new(fx.open_sql("n").await);
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let mut t = NewTask::new("w", "s", &format!("t{i}"));
+        // A background task's result waits for delivery.
+        t.background = true;
+        let id = store.create(t).await.unwrap().id;
+        store
+            .transition(&id, Transition::completed("r"))
+            .await
+            .unwrap();
+        ids.push(id);
+    }
+    store.mark_delivered(&ids[4]).await.unwrap();
+
+    let before = store.write_stats();
+    let blocker = Blocker::hold(&fx, kind).await;
+    let first = {
+        let (store, id) = (store.clone(), ids[0].clone());
+        tokio::spawn(async move { store.mark_delivered(&id).await })
+    };
+    until(&store, "the first write started", |s| {
+        s.writes == before.writes + 1
+    })
+    .await;
+    let mut delivered = Vec::new();
+    for id in &ids[1..] {
+        let (s, id) = (store.clone(), id.clone());
+        delivered.push(queue_next(&store, async move { s.mark_delivered(&id).await }).await);
+    }
+    let mut children = Vec::new();
+    for (key, label) in [
+        ("a", Some("one")),
+        ("b", Some("two")),
+        ("c", Some("ONE")),
+        ("d", None),
+    ] {
+        let (s, c) = (store.clone(), crate::delivery::child(key, "s", label, 1));
+        children.push(queue_next(&store, async move { s.insert_live_child(&c).await }).await);
+    }
+    blocker.release().await;
+
+    assert!(first.await.unwrap().unwrap());
+    let delivered: Vec<bool> = futures_results(delivered).await;
+    assert_eq!(
+        delivered,
+        [true, true, true, false],
+        "the last was delivered before"
+    );
+    let mut inserted = Vec::new();
+    for c in children {
+        inserted.push(c.await.unwrap());
+    }
+    assert!(inserted[0].is_ok() && inserted[1].is_ok() && inserted[3].is_ok());
+    match &inserted[2] {
+        Err(StoreError::LabelInUse(label)) => assert_eq!(label, "ONE"),
+        other => panic!("a label in use, in the same batch: {other:?}"),
+    }
+    let mut keys: Vec<String> = store
+        .live_children("s")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.agent_key)
+        .collect();
+    keys.sort();
+    assert_eq!(keys, ["a", "b", "d"]);
+    for id in &ids {
+        assert!(store.get(id).await.unwrap().unwrap().delivered, "{id}");
+    }
+    let after = store.write_stats();
+    // The batch up to its failure: on PostgreSQL one statement for the deliveries and one
+    // for the children, which fails (a label in use); SQLite runs each row's statement, up
+    // to the third child's. The batch is rolled back, and its eight writes run again alone.
+    let until_failure = match kind {
+        Kind::Postgres => 2,
+        _ => 4 + 3,
+    };
+    // After it, on the writer: the label in use is looked up, and so is the task whose
+    // delivery changed nothing.
+    let lookups = 2;
+    assert_eq!(
+        after.runs - before.runs,
+        1 + until_failure + 8 + lookups,
+        "{after:?}"
+    );
+}
+
+/// The answers of queued writes, each expected to succeed.
+async fn futures_results<T: Send + 'static>(
+    handles: Vec<tokio::task::JoinHandle<Result<T, StoreError>>>,
+) -> Vec<T> {
+    let mut out = Vec::new();
+    for h in handles {
+        out.push(h.await.unwrap().expect("a queued write"));
+    }
+    out
+}
+
+sql_backends!(deliveries_and_live_children_written_together_share_one_statement_on_postgres);

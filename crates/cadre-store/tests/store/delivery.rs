@@ -92,7 +92,7 @@ async fn finished_delivered_exactly_once(kind: Kind) {
     ));
 }
 
-fn child(key: &str, session: &str, label: Option<&str>, at: u64) -> LiveChildEntry {
+pub(crate) fn child(key: &str, session: &str, label: Option<&str>, at: u64) -> LiveChildEntry {
     LiveChildEntry {
         agent_key: key.to_string(),
         label: label.map(str::to_string),
