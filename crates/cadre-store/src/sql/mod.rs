@@ -240,9 +240,23 @@ pub async fn open_postgres(
     // fails a read or write within that time, and the writes of a task's life are tried
     // again over it (create_retrying, transition_retrying), so a restart is waited out
     // while a caller still hears of an outage in seconds, not sqlx's default 30.
+    //
+    // Every connection is opened now, each with the statements every task makes prepared
+    // (and a new one, should one be lost, as it opens): a new server connection costs the
+    // server more than many statements, and the first fan-out would pay for eight of them.
     let pool = PgPoolOptions::new()
         .max_connections(PG_CONNECTIONS)
+        .min_connections(PG_CONNECTIONS)
         .acquire_timeout(connect_timeout)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                use sqlx::Executor;
+                for sql in tasks::hot_writes_pg().iter().chain(&tasks::hot_reads()) {
+                    conn.prepare(sql.as_str()).await?;
+                }
+                Ok(())
+            })
+        })
         .connect_with(options)
         .await?;
     let writer = Writer::start_postgres(pool.clone());

@@ -92,6 +92,44 @@ static DELIVERED: Shared = Shared {
            WHERE t.id = u.id AND NOT t.delivered RETURNING t.id",
 };
 
+/// A task by id.
+fn get_sql() -> String {
+    format!("SELECT {TASK_COLS} FROM tasks WHERE id = $1")
+}
+
+/// A session's background totals: open, finished, finished and not delivered.
+const SUMMARY_COUNTS: &str = "SELECT \
+       COALESCE(SUM(CASE WHEN status IN ('pending', 'running') THEN 1 ELSE 0 END), 0), \
+       COALESCE(SUM(CASE WHEN status IN ('pending', 'running') THEN 0 ELSE 1 END), 0), \
+       COALESCE(SUM(CASE WHEN status IN ('pending', 'running') OR delivered THEN 0 ELSE 1 END), 0) \
+     FROM tasks WHERE parent_session_id = $1 AND background";
+
+/// A session's finished background tasks not delivered yet, marked delivered.
+fn take_finished_sql() -> String {
+    format!(
+        "UPDATE tasks SET delivered = TRUE \
+         WHERE parent_session_id = $1 AND background AND NOT delivered \
+           AND (status = 'completed' OR status = 'failed' OR status = 'cancelled') \
+         RETURNING {TASK_COLS}"
+    )
+}
+
+/// The writes every task makes, prepared on each PostgreSQL connection as it opens: for
+/// many rows. (Not for one: PostgreSQL cannot tell some of their values' types before they
+/// are bound, as in `$13 IS NULL`.)
+pub(super) fn hot_writes_pg() -> Vec<String> {
+    [INSERT.many, TRANSITION.many, DELIVERED.many]
+        .into_iter()
+        .map(str::to_owned)
+        .chain([take_finished_sql()])
+        .collect()
+}
+
+/// The reads every task or turn makes, prepared on each PostgreSQL connection as it opens.
+pub(super) fn hot_reads() -> Vec<String> {
+    vec![get_sql(), SUMMARY_COUNTS.to_owned()]
+}
+
 fn tokens(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -141,8 +179,7 @@ impl SqlStore {
     }
 
     pub(super) async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
-        let sql = format!("SELECT {TASK_COLS} FROM tasks WHERE id = $1");
-        let rows = self.db.fetch(&sql, vec![id.into()]).await?;
+        let rows = self.db.fetch(&get_sql(), vec![id.into()]).await?;
         rows.first().map(Row::task).transpose()
     }
 
@@ -203,18 +240,13 @@ impl SqlStore {
         session: &str,
         limit: usize,
     ) -> StoreResult<BackgroundSummary> {
-        let counts = "SELECT \
-               COALESCE(SUM(CASE WHEN status IN ('pending', 'running') THEN 1 ELSE 0 END), 0), \
-               COALESCE(SUM(CASE WHEN status IN ('pending', 'running') THEN 0 ELSE 1 END), 0), \
-               COALESCE(SUM(CASE WHEN status IN ('pending', 'running') OR delivered THEN 0 ELSE 1 END), 0) \
-             FROM tasks WHERE parent_session_id = $1 AND background";
         let open = format!(
             "SELECT {TASK_COLS} FROM tasks WHERE parent_session_id = $1 AND background \
                AND status IN ('pending', 'running') ORDER BY created_at DESC, id DESC LIMIT $2"
         );
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let total = |v: i64| usize::try_from(v).unwrap_or(0);
-        let counts = self.db.fetch(counts, vec![session.into()]).await?;
+        let counts = self.db.fetch(SUMMARY_COUNTS, vec![session.into()]).await?;
         let row = counts.first().ok_or_else(|| StoreError::Corrupt {
             id: session.to_string(),
             reason: "the summary's totals returned no row".into(),
@@ -412,12 +444,7 @@ impl SqlStore {
     }
 
     pub(super) async fn take_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
-        let sql = format!(
-            "UPDATE tasks SET delivered = TRUE \
-             WHERE parent_session_id = $1 AND background AND NOT delivered \
-               AND (status = 'completed' OR status = 'failed' OR status = 'cancelled') \
-             RETURNING {TASK_COLS}"
-        );
+        let sql = take_finished_sql();
         let args = vec![Arg::from(session)];
         on_writer!(&self.db, (sql, args), |p, (sql, args)| {
             tasks_sorted(&p.fetch(sql, args).await?)?
