@@ -87,18 +87,35 @@ impl<'a> Dispatcher<'a> {
         stop: &CancellationToken,
         turn: &tracing::Span,
     ) -> Vec<CallResult> {
-        // Build the futures first: a lazy `map` closure inside the stream trips rustc's
-        // higher-ranked Send inference when the whole run is spawned on a task.
-        let mut calls_futs = Vec::with_capacity(calls.len());
-        for c in calls {
-            let span =
-                tracing::info_span!(parent: turn, "tool_call", tool = %c.name, call_id = %c.id);
-            calls_futs.push(self.run_one(c, stop).instrument(span));
+        // A call's future is made when it may start, not all up front: a 10 000-call turn
+        // held room for every call not started yet (and the vector that built them, until
+        // the turn ended). A plain loop, not a lazy `map` inside a stream: that closure
+        // trips rustc's higher-ranked Send inference when the run is spawned on a task.
+        let limit = self.cfg.max_parallel_tools.max(1);
+        let mut waiting = calls.iter();
+        let mut running = futures::stream::FuturesOrdered::new();
+        for c in waiting.by_ref().take(limit) {
+            running.push_back(self.call(c, stop, turn));
         }
-        futures::stream::iter(calls_futs)
-            .buffered(self.cfg.max_parallel_tools.max(1))
-            .collect()
-            .await
+        let mut results = Vec::with_capacity(calls.len());
+        while let Some(done) = running.next().await {
+            results.push(done);
+            if let Some(c) = waiting.next() {
+                running.push_back(self.call(c, stop, turn));
+            }
+        }
+        results
+    }
+
+    /// The future of one call, in its span.
+    fn call<'c>(
+        &'c self,
+        c: &'c ToolCall,
+        stop: &'c CancellationToken,
+        turn: &tracing::Span,
+    ) -> tracing::instrument::Instrumented<impl Future<Output = CallResult> + 'c> {
+        let span = tracing::info_span!(parent: turn, "tool_call", tool = %c.name, call_id = %c.id);
+        self.run_one(c, stop).instrument(span)
     }
 
     fn finish(

@@ -68,6 +68,48 @@ async fn parallel_calls_run_concurrently_and_results_keep_call_order() {
 }
 
 #[tokio::test]
+async fn at_most_max_parallel_tools_calls_run_at_once() {
+    let (model, _rec) = scripted(
+        r#"
+        [[turns]]
+        tool_calls = [
+          { name = "pair", args = { text = "c1" } },
+          { name = "pair", args = { text = "c2" } },
+          { name = "pair", args = { text = "c3" } },
+          { name = "pair", args = { text = "c4" } },
+          { name = "pair", args = { text = "c5" } },
+          { name = "pair", args = { text = "c6" } },
+        ]
+        [[turns]]
+        text = "{{tool_results}}"
+        "#,
+    );
+    // Calls leave in pairs: two must be inside at once, and a third would be counted.
+    let inside = Arc::new(Default::default());
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let tools = ToolRegistry::new().with(TestTool::new(
+        "pair",
+        Behaviour::Counted(Arc::clone(&inside), barrier),
+    ));
+    let agent = builder(model).tools(tools).max_parallel_tools(2).build();
+    let h = Harness::new();
+    let mut session = h.session();
+    let out = tokio::time::timeout(Duration::from_secs(10), h.run(&agent, &mut session, "go"))
+        .await
+        .expect("two calls ran at once");
+    assert_eq!(out.state, EndState::Completed);
+    let inside: &(
+        std::sync::atomic::AtomicUsize,
+        std::sync::atomic::AtomicUsize,
+    ) = &inside;
+    assert_eq!(inside.1.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(
+        out.output,
+        "done:c1\ndone:c2\ndone:c3\ndone:c4\ndone:c5\ndone:c6"
+    );
+}
+
+#[tokio::test]
 async fn tool_errors_unknown_tools_and_bad_json_go_back_to_the_model() {
     let (model, rec) = scripted(
         r#"

@@ -188,6 +188,15 @@ pub enum Behaviour {
     Hang(Arc<Mutex<Vec<String>>>),
     /// Return a note and one PNG image.
     Image,
+    /// Count the calls inside at once (`.0` now, `.1` the most), wait at the barrier, then
+    /// return the `text` argument.
+    Counted(
+        Arc<(
+            std::sync::atomic::AtomicUsize,
+            std::sync::atomic::AtomicUsize,
+        )>,
+        Arc<tokio::sync::Barrier>,
+    ),
 }
 
 impl TestTool {
@@ -268,6 +277,14 @@ impl Tool for TestTool {
                     data: "iVBORw==".into(),
                 });
                 Ok(out)
+            }
+            Behaviour::Counted(inside, barrier) => {
+                use std::sync::atomic::Ordering::SeqCst;
+                let now = inside.0.fetch_add(1, SeqCst) + 1;
+                inside.1.fetch_max(now, SeqCst);
+                barrier.wait().await;
+                inside.0.fetch_sub(1, SeqCst);
+                Ok(ToolOutput::ok(format!("done:{text}")))
             }
             Behaviour::Barrier(b, done) => {
                 b.wait().await;
