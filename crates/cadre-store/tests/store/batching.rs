@@ -63,6 +63,25 @@ async fn until(store: &SqlStore, what: &str, ok: impl Fn(cadre_store::WriteStats
     }
 }
 
+/// Hold the database's write lock from another connection and start `first`, a write that
+/// then waits for the lock on the store's writer, alone: the writes queued from now on run
+/// as one batch once the blocker is released.
+async fn behind_a_lock<T: Send + 'static>(
+    fx: &Fixture,
+    kind: Kind,
+    store: &SqlStore,
+    first: impl std::future::Future<Output = T> + Send + 'static,
+) -> (Blocker, tokio::task::JoinHandle<T>) {
+    let before = store.write_stats();
+    let blocker = Blocker::hold(fx, kind).await;
+    let first = tokio::spawn(first);
+    until(store, "the first write started", |s| {
+        s.writes == before.writes + 1
+    })
+    .await;
+    (blocker, first)
+}
+
 const QUEUED: usize = 20;
 
 async fn a_failed_write_fails_alone_in_its_batch(kind: Kind) {
@@ -80,17 +99,14 @@ async fn a_failed_write_fails_alone_in_its_batch(kind: Kind) {
         .await
         .unwrap()
         .id;
-    let before = store.write_stats();
-    let blocker = Blocker::hold(&fx, kind).await;
     // The first write waits for the lock, alone; the rest queue behind it.
-    let first = {
-        let store = store.clone();
-        tokio::spawn(async move { store.create(NewTask::new("w", "s", "first")).await })
+    let (blocker, first) = {
+        let s = store.clone();
+        behind_a_lock(&fx, kind, &store, async move {
+            s.create(NewTask::new("w", "s", "first")).await
+        })
+        .await
     };
-    until(&store, "the first write started", |s| {
-        s.writes == before.writes + 1
-    })
-    .await;
     let mut creates = Vec::new();
     for i in 0..QUEUED {
         let store = store.clone();
@@ -195,15 +211,13 @@ async fn rows_written_together_share_one_statement_on_postgres(kind: Kind) {
         .id;
 
     let before = store.write_stats();
-    let blocker = Blocker::hold(&fx, kind).await;
-    let first = {
-        let store = store.clone();
-        tokio::spawn(async move { store.create(NewTask::new("w", "s", "first")).await })
+    let (blocker, first) = {
+        let s = store.clone();
+        behind_a_lock(&fx, kind, &store, async move {
+            s.create(NewTask::new("w", "s", "first")).await
+        })
+        .await
     };
-    until(&store, "the first write started", |s| {
-        s.writes == before.writes + 1
-    })
-    .await;
     // In this order: five creates, twenty transitions to running, three transitions the
     // rule refuses (each for its own reason), and a second transition of the first task.
     let mut creates = Vec::new();
@@ -335,15 +349,16 @@ async fn deliveries_and_live_children_written_together_share_one_statement_on_po
     store.mark_delivered(&ids[4]).await.unwrap();
 
     let before = store.write_stats();
-    let blocker = Blocker::hold(&fx, kind).await;
-    let first = {
-        let (store, id) = (store.clone(), ids[0].clone());
-        tokio::spawn(async move { store.mark_delivered(&id).await })
+    let (blocker, first) = {
+        let (s, id) = (store.clone(), ids[0].clone());
+        behind_a_lock(
+            &fx,
+            kind,
+            &store,
+            async move { s.mark_delivered(&id).await },
+        )
+        .await
     };
-    until(&store, "the first write started", |s| {
-        s.writes == before.writes + 1
-    })
-    .await;
     let mut delivered = Vec::new();
     for id in &ids[1..] {
         let (s, id) = (store.clone(), id.clone());
