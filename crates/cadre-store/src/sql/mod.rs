@@ -241,26 +241,45 @@ pub async fn open_postgres(
     // again over it (create_retrying, transition_retrying), so a restart is waited out
     // while a caller still hears of an outage in seconds, not sqlx's default 30.
     //
-    // Every connection is opened now, each with the statements every task makes prepared
-    // (and a new one, should one be lost, as it opens): a new server connection costs the
-    // server more than many statements, and the first fan-out would pay for eight of them.
+    // Each connection prepares the statements every task makes as it opens (best effort:
+    // a statement that cannot be prepared is prepared on first use instead).
     let pool = PgPoolOptions::new()
         .max_connections(PG_CONNECTIONS)
-        .min_connections(PG_CONNECTIONS)
         .acquire_timeout(connect_timeout)
-        .after_connect(|conn, _| {
-            Box::pin(async move {
-                use sqlx::Executor;
-                for sql in tasks::hot_writes_pg().iter().chain(&tasks::hot_reads()) {
-                    conn.prepare(sql.as_str()).await?;
-                }
-                Ok(())
-            })
-        })
+        .after_connect(|conn, _| Box::pin(prepare_hot(conn)))
         .connect_with(options)
         .await?;
+    open_the_rest(&pool);
     let writer = Writer::start_postgres(pool.clone());
     Ok(SqlStore::new(Db::Postgres { writer, pool }, node))
+}
+
+/// Prepare the statements every task makes on a new PostgreSQL connection; one that fails
+/// is logged, and prepared on first use.
+async fn prepare_hot(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
+    use sqlx::Executor;
+    for sql in tasks::hot_writes_pg().iter().chain(&tasks::hot_reads()) {
+        if let Err(e) = conn.prepare(sql.as_str()).await {
+            tracing::warn!(error = %e, "store: preparing a statement on a new connection failed");
+        }
+    }
+    Ok(())
+}
+
+/// Open the pool's other connections in the background: a new server connection costs
+/// PostgreSQL more than many statements, and the first fan-out would otherwise wait for
+/// each as it needs it. Opening does not wait for them, nor fail for them (a server with
+/// few free connections serves the store on fewer).
+fn open_the_rest(pool: &PgPool) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let pool = pool.clone();
+    runtime.spawn(async move {
+        // All held at once, so that each is a connection of its own.
+        let held = futures::future::join_all((0..PG_CONNECTIONS).map(|_| pool.acquire())).await;
+        drop(held);
+    });
 }
 
 /// What a failed connect says, in lower case: `connection refused`, or the error's text.
