@@ -60,6 +60,8 @@ pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 const SQLITE_READERS: usize = 4;
 /// Connections of the PostgreSQL pool.
 const PG_CONNECTIONS: u32 = 8;
+/// How long opening a PostgreSQL store waits for its pool's other connections.
+const PG_WARM_UP: Duration = Duration::from_secs(1);
 /// Ids per statement of the statements that take a list of ids (heartbeats, batch delivery).
 const ID_CHUNK: usize = 500;
 
@@ -249,7 +251,7 @@ pub async fn open_postgres(
         .after_connect(|conn, _| Box::pin(prepare_hot(conn)))
         .connect_with(options)
         .await?;
-    open_the_rest(&pool);
+    open_the_rest(&pool).await;
     let writer = Writer::start_postgres(pool.clone());
     Ok(SqlStore::new(Db::Postgres { writer, pool }, node))
 }
@@ -266,20 +268,17 @@ async fn prepare_hot(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
-/// Open the pool's other connections in the background: a new server connection costs
-/// PostgreSQL more than many statements, and the first fan-out would otherwise wait for
-/// each as it needs it. Opening does not wait for them, nor fail for them (a server with
-/// few free connections serves the store on fewer).
-fn open_the_rest(pool: &PgPool) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    let pool = pool.clone();
-    runtime.spawn(async move {
-        // All held at once, so that each is a connection of its own.
-        let held = futures::future::join_all((0..PG_CONNECTIONS).map(|_| pool.acquire())).await;
-        drop(held);
-    });
+/// Open the pool's other connections now, at once, for up to [`PG_WARM_UP`]: a new server
+/// connection costs PostgreSQL more than many statements, and the first fan-out would
+/// otherwise wait for each as it needs it (a fan-out of a hundred paid 0.2–0.3 ms a task
+/// for them). Opening neither fails for them nor waits longer: a server with few free
+/// connections serves the store on fewer, and the rest open on first use.
+async fn open_the_rest(pool: &PgPool) {
+    // All held at once, so that each is a connection of its own.
+    let all = futures::future::join_all((0..PG_CONNECTIONS).map(|_| pool.acquire()));
+    if tokio::time::timeout(PG_WARM_UP, all).await.is_err() {
+        tracing::debug!("store: not every connection of the pool opened at once");
+    }
 }
 
 /// What a failed connect says, in lower case: `connection refused`, or the error's text.

@@ -351,9 +351,9 @@ async fn a_closed_sqlite_store_has_let_go_of_its_file() {
     );
 }
 
-/// A PostgreSQL store opens its pool's connections soon after it opens, in the background:
-/// a fan-out does not wait for new server connections. (They used to be opened on first
-/// use, inside the first fan-out.)
+/// A PostgreSQL store opens its pool's connections as it opens (on a loaded machine the
+/// last may open just after): a fan-out does not wait for new server connections. (They
+/// used to be opened on first use, inside the first fan-out.)
 #[tokio::test]
 async fn a_postgres_store_opens_its_connections_after_it_opens() {
     use sqlx::Connection;
