@@ -82,6 +82,15 @@ async fn behind_a_lock<T: Send + 'static>(
     (blocker, first)
 }
 
+/// The create of a task "first" in session `s`, to start [`behind_a_lock`].
+fn first_create(
+    store: &Arc<SqlStore>,
+) -> impl std::future::Future<Output = Result<cadre_store::TaskRecord, StoreError>> + Send + 'static
+{
+    let store = store.clone();
+    async move { store.create(NewTask::new("w", "s", "first")).await }
+}
+
 const QUEUED: usize = 20;
 
 async fn a_failed_write_fails_alone_in_its_batch(kind: Kind) {
@@ -100,13 +109,7 @@ async fn a_failed_write_fails_alone_in_its_batch(kind: Kind) {
         .unwrap()
         .id;
     // The first write waits for the lock, alone; the rest queue behind it.
-    let (blocker, first) = {
-        let s = store.clone();
-        behind_a_lock(&fx, kind, &store, async move {
-            s.create(NewTask::new("w", "s", "first")).await
-        })
-        .await
-    };
+    let (blocker, first) = behind_a_lock(&fx, kind, &store, first_create(&store)).await;
     let mut creates = Vec::new();
     for i in 0..QUEUED {
         let store = store.clone();
@@ -211,13 +214,7 @@ async fn rows_written_together_share_one_statement_on_postgres(kind: Kind) {
         .id;
 
     let before = store.write_stats();
-    let (blocker, first) = {
-        let s = store.clone();
-        behind_a_lock(&fx, kind, &store, async move {
-            s.create(NewTask::new("w", "s", "first")).await
-        })
-        .await
-    };
+    let (blocker, first) = behind_a_lock(&fx, kind, &store, first_create(&store)).await;
     // In this order: five creates, twenty transitions to running, three transitions the
     // rule refuses (each for its own reason), and a second transition of the first task.
     let mut creates = Vec::new();
