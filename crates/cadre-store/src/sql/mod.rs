@@ -274,8 +274,22 @@ async fn prepare_hot(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
 /// for them). Opening neither fails for them nor waits longer: a server with few free
 /// connections serves the store on fewer, and the rest open on first use.
 async fn open_the_rest(pool: &PgPool) {
-    // All held at once, so that each is a connection of its own.
-    let all = futures::future::join_all((0..PG_CONNECTIONS).map(|_| pool.acquire()));
+    let all_open = std::sync::Arc::new(tokio::sync::Barrier::new(PG_CONNECTIONS as usize));
+    let opening: Vec<_> = (0..PG_CONNECTIONS)
+        .map(|_| {
+            let (pool, all_open) = (pool.clone(), all_open.clone());
+            tokio::spawn(async move {
+                if let Ok(conn) = pool.acquire().await {
+                    // Held until all are open (or the wait is over), so each is one of its own.
+                    let _ = tokio::time::timeout(PG_WARM_UP, all_open.wait()).await;
+                    drop(conn);
+                }
+            })
+        })
+        .collect();
+    // The wait ends, the openings go on: an acquire dropped half-way through its connect left
+    // the pool unable to serve on a server with few free connections.
+    let all = futures::future::join_all(opening);
     if tokio::time::timeout(PG_WARM_UP, all).await.is_err() {
         tracing::debug!("store: not every connection of the pool opened at once");
     }

@@ -385,3 +385,38 @@ async fn a_postgres_store_opens_its_connections_after_it_opens() {
     assert!(store.get(&id).await.unwrap().is_some());
     store.close().await;
 }
+
+/// A PostgreSQL server that lets the store's user have only a few connections still serves
+/// the store: opening neither waits long nor fails for the connections it cannot have. (An
+/// earlier version of the warm-up, sqlx's `min_connections`, failed to open there.)
+#[tokio::test]
+async fn a_postgres_store_opens_on_a_server_with_few_free_connections() {
+    use sqlx::{Connection, Executor};
+    let Some(fx) = Fixture::new(Kind::Postgres).await else {
+        return;
+    };
+    let db = fx.url.rsplit('/').next().unwrap().to_string();
+    let role = format!("few_{db}");
+    let mut admin = sqlx::PgConnection::connect(&fx.url).await.unwrap();
+    admin
+        .execute(format!("CREATE ROLE {role} LOGIN CONNECTION LIMIT 3").as_str())
+        .await
+        .unwrap();
+    admin
+        .execute(format!("ALTER DATABASE {db} OWNER TO {role}").as_str())
+        .await
+        .unwrap();
+    let url = fx.url.replacen("postgres@", &format!("{role}@"), 1);
+    let started = std::time::Instant::now();
+    let store = cadre_store::open(&url, cadre_store::NodeId::new("n"))
+        .await
+        .unwrap_or_else(|e| panic!("open {url}: {e}"));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "opening waited {:?}",
+        started.elapsed()
+    );
+    let id = store.create(NewTask::new("a", "s", "p")).await.unwrap().id;
+    assert!(store.get(&id).await.unwrap().is_some());
+    store.close().await;
+}
