@@ -70,7 +70,8 @@ impl OrphanPolicy {
     }
 }
 
-/// What a new task starts with. It is created `pending`, owned by the creating store's node.
+/// What a new task starts with. It is created `pending` (or `running`, when its child holds
+/// a concurrency slot already), owned by the creating store's node.
 #[derive(Debug, Clone)]
 pub struct NewTask {
     /// `task_<uuid>`.
@@ -99,6 +100,9 @@ pub struct NewTask {
     pub on_orphan: OrphanPolicy,
     /// The spawn depth of the task's child (1 below the top-level agent).
     pub depth: u32,
+    /// Create it `running`: its child has its slot already, so it starts without waiting
+    /// (one write fewer than `pending`, then `running`).
+    pub running: bool,
 }
 
 impl NewTask {
@@ -118,6 +122,7 @@ impl NewTask {
             remote_headers: BTreeMap::new(),
             on_orphan: OrphanPolicy::Fail,
             depth: 1,
+            running: false,
         }
     }
 
@@ -139,7 +144,11 @@ impl NewTask {
             parent_session_id: self.parent_session_id,
             child_session_id: self.child_session_id,
             user_id: self.user_id,
-            status: TaskStatus::Pending,
+            status: if self.running {
+                TaskStatus::Running
+            } else {
+                TaskStatus::Pending
+            },
             prompt: self.prompt,
             description: self.description,
             result: None,

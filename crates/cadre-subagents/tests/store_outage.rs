@@ -18,9 +18,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 /// A [`MemoryStore`] whose next `failures` transitions to a status `failing` picks fail
-/// as a lost connection would, then work again.
+/// as a lost connection would, then work again. It records the status each task was
+/// created with and each transition asked for.
 struct Flaky {
     inner: MemoryStore,
+    created: std::sync::Mutex<Vec<TaskStatus>>,
+    asked: std::sync::Mutex<Vec<TaskStatus>>,
+    /// Refuse every create, as a broken database would.
+    broken_creates: std::sync::atomic::AtomicBool,
     failing: fn(TaskStatus) -> bool,
     failures: AtomicUsize,
     /// How many transitions were failed.
@@ -33,6 +38,9 @@ impl Flaky {
     fn new(failing: fn(TaskStatus) -> bool, failures: usize) -> Arc<Self> {
         Arc::new(Flaky {
             inner: MemoryStore::new(NodeId::new("test")),
+            created: Default::default(),
+            asked: Default::default(),
+            broken_creates: Default::default(),
             failing,
             failures: AtomicUsize::new(failures),
             failed: AtomicUsize::new(0),
@@ -47,7 +55,15 @@ impl TaskStore for Flaky {
         self.inner.node_id()
     }
     async fn create(&self, task: NewTask) -> StoreResult<TaskRecord> {
-        self.inner.create(task).await
+        if self.broken_creates.load(Ordering::SeqCst) {
+            return Err(StoreError::Corrupt {
+                id: task.id,
+                reason: "disk image is malformed".into(),
+            });
+        }
+        let r = self.inner.create(task).await?;
+        self.created.lock().unwrap().push(r.status);
+        Ok(r)
     }
     async fn get(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
         self.inner.get(id).await
@@ -74,6 +90,7 @@ impl TaskStore for Flaky {
         self.inner.background_summary(session, open_limit).await
     }
     async fn transition(&self, id: &str, t: Transition) -> StoreResult<()> {
+        self.asked.lock().unwrap().push(t.to);
         let fail = (self.failing)(t.to)
             && self
                 .failures
@@ -202,37 +219,116 @@ text = "the answer"
 
 /// Run one foreground task on a store failing as `flaky` says; the stored record after.
 async fn run_through(flaky: &Arc<Flaky>) -> (ToolOutput, TaskRecord) {
+    let mut ran = run_many(flaky, 1, 1).await;
+    ran.pop().unwrap()
+}
+
+/// Run `n` foreground tasks at once, `slots` of them at a time; their outputs, each with
+/// its stored record.
+async fn run_many(flaky: &Arc<Flaky>, n: usize, slots: usize) -> Vec<(ToolOutput, TaskRecord)> {
     let store: Arc<dyn TaskStore> = flaky.clone();
     let f = fixture(
         ANSWER,
         Options {
             defs: vec![worker("worker")],
-            tweak: Box::new(move |c| c.store = store),
+            tweak: Box::new(move |c| {
+                c.store = store;
+                c.max_concurrent = slots;
+            }),
             ..Default::default()
         },
     );
     let session = f.session();
-    let out = call(
-        &f,
-        session.id(),
-        "task",
-        json!({"subagent_type": "worker", "prompt": "go"}),
-    )
-    .await;
+    let calls = (0..n).map(|i| {
+        let args =
+            json!({"subagent_type": "worker", "prompt": "go", "description": format!("t{i}")});
+        call(&f, session.id(), "task", args)
+    });
+    let outs = futures::future::join_all(calls).await;
     let tasks = f.runtime.tasks_of(session.id()).await;
-    assert_eq!(tasks.len(), 1);
-    (out, tasks.into_iter().next().unwrap())
+    assert_eq!(tasks.len(), n);
+    outs.into_iter()
+        .enumerate()
+        .map(|(i, out)| {
+            let rec = tasks
+                .iter()
+                .find(|t| t.description == format!("t{i}"))
+                .unwrap();
+            (out, rec.clone())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_task_with_a_free_slot_is_created_running_and_a_queued_one_pending() {
+    let flaky = Flaky::new(|_| false, 0);
+    for (out, rec) in run_many(&flaky, 3, 2).await {
+        assert!(!out.is_error, "{}", out.content);
+        assert_eq!(rec.status, TaskStatus::Completed, "{rec:?}");
+    }
+    let mut created = flaky.created.lock().unwrap().clone();
+    created.sort_by_key(|s| s.as_str());
+    assert_eq!(
+        created,
+        [
+            TaskStatus::Pending,
+            TaskStatus::Running,
+            TaskStatus::Running
+        ]
+    );
+    // Only the queued task is written `running`; every task is written its end.
+    let asked = flaky.asked.lock().unwrap().clone();
+    let running = asked.iter().filter(|s| **s == TaskStatus::Running).count();
+    assert_eq!(running, 1, "{asked:?}");
+    assert_eq!(asked.len(), 4, "{asked:?}");
+}
+
+#[tokio::test]
+async fn a_task_whose_record_cannot_be_created_leaves_nothing_running_here() {
+    let flaky = Flaky::new(|_| false, 0);
+    flaky.broken_creates.store(true, Ordering::SeqCst);
+    let store: Arc<dyn TaskStore> = flaky.clone();
+    let f = fixture(
+        ANSWER,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(move |c| {
+                c.store = store;
+                c.max_concurrent = 1;
+            }),
+            ..Default::default()
+        },
+    );
+    let session = f.session();
+    let args = json!({"subagent_type": "worker", "prompt": "go"});
+    let out = call(&f, session.id(), "task", args.clone()).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(out.content.contains("malformed"), "{}", out.content);
+    assert_eq!(f.runtime.running_here(), 0);
+    assert_eq!(f.runtime.sessions_here(), 0);
+    // Its slot was given back: the next task gets it and runs.
+    flaky.broken_creates.store(false, Ordering::SeqCst);
+    let out = tokio::time::timeout(
+        Duration::from_secs(10),
+        call(&f, session.id(), "task", args),
+    )
+    .await
+    .expect("the slot of the task that was never created is free");
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(*flaky.created.lock().unwrap(), [TaskStatus::Running]);
 }
 
 #[tokio::test]
 async fn a_store_failing_when_the_task_starts_does_not_cancel_it() {
+    // Two tasks, one slot: the second waits for it, and its `running` fails at first.
     let flaky = Flaky::new(|to| to == TaskStatus::Running, 3);
-    let (out, rec) = run_through(&flaky).await;
-    assert!(!out.is_error, "{}", out.content);
-    assert!(out.content.contains("the answer"), "{}", out.content);
-    assert_eq!(rec.status, TaskStatus::Completed, "{rec:?}");
-    assert_eq!(rec.end_state.as_deref(), Some("completed"));
-    assert!(!rec.cancel_requested);
+    for (out, rec) in run_many(&flaky, 2, 1).await {
+        assert!(!out.is_error, "{}", out.content);
+        assert!(out.content.contains("the answer"), "{}", out.content);
+        assert_eq!(rec.status, TaskStatus::Completed, "{rec:?}");
+        assert_eq!(rec.end_state.as_deref(), Some("completed"));
+        assert!(!rec.cancel_requested);
+    }
     assert_eq!(flaky.failed.load(Ordering::SeqCst), 3, "the store did fail");
 }
 

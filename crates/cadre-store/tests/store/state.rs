@@ -91,6 +91,45 @@ async fn state_table(kind: Kind) {
     assert_eq!(checked, 50);
 }
 
+/// A task created `running` (its child had a slot) is stored so, however many are created
+/// at once (one statement for many rows on PostgreSQL), and goes on from there: `running`
+/// again is refused, its end is taken.
+async fn created_running(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let store = fx.open("node-a").await;
+    let creates = (0..16).map(|i| {
+        let mut t = NewTask::new("a", "s", &format!("p{i}"));
+        t.running = i % 2 == 0;
+        store.create(t)
+    });
+    let created = futures::future::join_all(creates).await;
+    for (i, c) in created.into_iter().enumerate() {
+        let c = c.unwrap();
+        let want = if i % 2 == 0 { Running } else { Pending };
+        assert_eq!(c.status, want, "as created, task {i}");
+        let stored = store.get(&c.id).await.unwrap().unwrap();
+        assert_eq!(stored, c, "as stored, task {i}");
+        if want == Running {
+            let again = store.transition(&c.id, Transition::running()).await;
+            assert!(
+                matches!(again, Err(StoreError::Refused { from: Running, .. })),
+                "{again:?}"
+            );
+            store
+                .transition(&c.id, Transition::to(Completed).with_result("r"))
+                .await
+                .unwrap();
+            let done = store.get(&c.id).await.unwrap().unwrap();
+            assert_eq!(
+                (done.status, done.result.as_deref()),
+                (Completed, Some("r"))
+            );
+        }
+    }
+}
+
 async fn cancel_and_unknown(kind: Kind) {
     let Some(fx) = Fixture::new(kind).await else {
         return;
@@ -283,7 +322,12 @@ async fn concurrent_first_open(kind: Kind) {
     assert_eq!(s.list_by_session("s").await.unwrap().len(), 8);
 }
 
-both_backends!(state_table, cancel_and_unknown, fields_and_queries);
+both_backends!(
+    state_table,
+    cancel_and_unknown,
+    fields_and_queries,
+    created_running
+);
 sql_backends!(concurrent_first_open, schema_is_identical);
 
 /// A database written by a build before costs existed gets the new columns, and the cost of

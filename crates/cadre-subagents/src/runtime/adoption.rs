@@ -259,7 +259,9 @@ impl SubagentRuntime {
             plan.session_id = sid.clone();
             plan.reopen = true;
         }
+        let registered = self.register(&id, &parent, record.background, false);
         self.launch(JobStart {
+            registered,
             task_id: id,
             child: JobChild::Planned(Box::new(plan)),
             prompt: record.prompt.clone(),

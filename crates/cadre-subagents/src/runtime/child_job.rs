@@ -15,7 +15,7 @@ use cadre_store::{StoreError, TaskRecord, TaskStore, Transition};
 use cadre_tools::{RunContext, Spend};
 use cadre_types::{EndState, Event, EventEnvelope, Message, TaskStatus, UpdateKind, Usage};
 use std::sync::{Arc, Weak};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) struct ChildJob {
@@ -33,6 +33,8 @@ pub(crate) struct ChildJob {
     pub run: Arc<RunContext>,
     pub cancel: CancellationToken,
     pub slot: Arc<Semaphore>,
+    /// The slot, when it was free as the task was created (`running`, then).
+    pub permit: Option<OwnedSemaphorePermit>,
     pub local: LocalTasks,
     pub forward: Arc<ForwardSink>,
     pub store: Arc<dyn TaskStore>,
@@ -170,11 +172,14 @@ impl ChildJob {
         self.forward.update(sid, kind, text, None, None);
     }
 
-    pub(crate) async fn run(self) {
+    pub(crate) async fn run(mut self) {
         // The RAII permit frees the slot however the run ends.
-        let permit = tokio::select! {
-            p = self.slot.clone().acquire_owned() => p.ok(),
-            _ = self.cancel.cancelled() => None,
+        let permit = match self.permit.take() {
+            Some(p) => Some(p),
+            None => tokio::select! {
+                p = self.slot.clone().acquire_owned() => p.ok(),
+                _ = self.cancel.cancelled() => None,
+            },
         };
         let Some(permit) = permit else {
             self.end_unstarted(None).await;
@@ -187,7 +192,7 @@ impl ChildJob {
     }
 
     /// The run once it holds its slot (`_permit`, released when the run ends).
-    async fn run_in_slot(mut self, _permit: tokio::sync::OwnedSemaphorePermit) {
+    async fn run_in_slot(mut self, _permit: OwnedSemaphorePermit) {
         if self.cancel.is_cancelled() {
             // The slot and the cancel came together: do not build a child for nothing.
             self.end_unstarted(None).await;
@@ -236,7 +241,10 @@ impl ChildJob {
             s = child.session.lock() => Some(s),
             _ = self.cancel.cancelled() => None,
         };
+        let created_running = self.created.status == TaskStatus::Running && self.resumed.is_none();
         let started = match session {
+            // Created `running` with its slot: nothing to write.
+            Some(session) if created_running && !self.cancel.is_cancelled() => Some(session),
             // A cancel requested in the store (here or on another node) refuses `running`.
             Some(session) if !self.cancel.is_cancelled() => {
                 match cadre_store::transition_retrying(

@@ -39,7 +39,7 @@ use crate::runtime::forward::ForwardSink;
 use crate::runtime::live::{LiveChild, LiveChildren};
 use crate::runtime::progress::ProgressLine;
 use crate::runtime::spool::Spool;
-use crate::runtime::tracker::LocalTasks;
+use crate::runtime::tracker::{LocalTasks, Registered};
 use async_trait::async_trait;
 use cadre_llm::ProviderRegistry;
 use cadre_store::{LiveChildEntry, NewTask, StoreError, TaskRecord, TaskStore, Transport};
@@ -508,6 +508,14 @@ impl SubagentRuntime {
         let on_orphan = self
             .cfg
             .orphan_policy(self.registry.get(&name), child.resumable());
+        // A one-off child whose slot is free starts at once, so its task is created
+        // `running`. A live child's message may wait for the child's current task: `pending`.
+        let registered = self.register(
+            &task_id,
+            parent,
+            background,
+            matches!(child, JobChild::Planned(_)),
+        );
         let task = NewTask {
             id: task_id.clone(),
             agent_id: name.clone(),
@@ -522,6 +530,7 @@ impl SubagentRuntime {
             remote_headers,
             on_orphan,
             depth: child.depth(),
+            running: registered.permit.is_some(),
         };
         // A database restart is waited out; a store that stays down is the caller's error.
         let within = self
@@ -541,11 +550,36 @@ impl SubagentRuntime {
             epoch: 0,
             resumed: None,
             created,
+            registered,
         }))
     }
 
-    /// Run a task whose record is stored: register it here, give it its child's run
-    /// context and event forwarding, and start its job.
+    /// Register a task here, before its record is created or as it is adopted; with
+    /// `try_slot`, taking a free concurrency slot for it now.
+    pub(crate) fn register(
+        &self,
+        task_id: &str,
+        parent: &Parent,
+        background: bool,
+        try_slot: bool,
+    ) -> Registered {
+        let cancel = if background {
+            self.root_cancel.child_token()
+        } else {
+            parent.cancel.child_token()
+        };
+        self.local.register(
+            task_id,
+            &parent.run.session_id,
+            background,
+            cancel,
+            self.cfg.max_concurrent,
+            try_slot,
+        )
+    }
+
+    /// Run a task whose record is stored and which is registered here: give it its child's
+    /// run context and event forwarding, and start its job.
     pub(crate) fn launch(&self, start: JobStart<'_>) -> Started {
         let JobStart {
             task_id,
@@ -558,21 +592,14 @@ impl SubagentRuntime {
             epoch,
             resumed,
             created,
+            registered,
         } = start;
         let name = child.name().to_string();
         let session_id = child.session_id().to_string();
-        let cancel = if background {
-            self.root_cancel.child_token()
-        } else {
-            parent.cancel.child_token()
-        };
-        let slot = self.local.insert(
-            &task_id,
-            &parent.run.session_id,
-            background,
-            cancel.clone(),
-            self.cfg.max_concurrent,
-        );
+        let (cancel, slot, permit) = registered.launched();
+        if created.status == TaskStatus::Running && resumed.is_none() {
+            self.local.started(&task_id);
+        }
         let forward = Arc::new(ForwardSink {
             parent: parent.run.events.clone(),
             parent_budget: parent.run.budget.clone(),
@@ -617,6 +644,7 @@ impl SubagentRuntime {
             run: child_run,
             cancel,
             slot,
+            permit,
             local: self.local.clone(),
             forward,
             store: self.store.clone(),

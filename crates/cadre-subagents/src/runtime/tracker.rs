@@ -12,7 +12,7 @@ use crate::runtime::progress::{ProgressLine, ProgressLog};
 use cadre_types::{TaskStatus, UpdateKind, Usage};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::{Notify, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
 /// The local side of the running tasks. Cheap to clone (clones share the map).
@@ -39,6 +39,42 @@ struct Running {
     usage: Usage,
 }
 
+/// A task registered here whose job has not started yet (see [`LocalTasks::register`]).
+pub(crate) struct Registered {
+    /// The task's cancellation token.
+    pub cancel: CancellationToken,
+    /// Its session's concurrency slots.
+    pub slot: Arc<Semaphore>,
+    /// A slot it holds already.
+    pub permit: Option<OwnedSemaphorePermit>,
+    /// Removes the entry when the task is not launched (its record could not be created, or
+    /// the call creating it was dropped).
+    undo: Option<(LocalTasks, String)>,
+}
+
+impl Registered {
+    /// The job took the entry over: it ends it when the task ends.
+    pub(crate) fn launched(
+        mut self,
+    ) -> (
+        CancellationToken,
+        Arc<Semaphore>,
+        Option<OwnedSemaphorePermit>,
+    ) {
+        self.undo = None;
+        (self.cancel.clone(), self.slot.clone(), self.permit.take())
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Some((local, id)) = self.undo.take() {
+            // Never stored, or stored and never run: nobody here waits for it.
+            local.finish(&id, TaskStatus::Failed);
+        }
+    }
+}
+
 /// What a parent session has while it has tasks running here.
 struct SessionLocal {
     /// Its tasks running here.
@@ -59,8 +95,7 @@ impl LocalTasks {
         }
     }
 
-    /// Register a task of `session` (stored as `pending` already); returns the session's
-    /// concurrency slots, of which a new session gets `max_concurrent`.
+    /// Register a task of `session`; returns the session's concurrency slots, of which a new session gets `max_concurrent`.
     pub(crate) fn insert(
         &self,
         id: &str,
@@ -95,6 +130,30 @@ impl LocalTasks {
             },
         );
         slots
+    }
+
+    /// Register a task of `session` before its record is created: the entry goes again
+    /// unless [`Registered::launched`] says its job took it over. The job may start at
+    /// once when `permit` holds a slot, taken now if one is free (`try_slot`).
+    pub(crate) fn register(
+        &self,
+        id: &str,
+        session: &str,
+        background: bool,
+        cancel: CancellationToken,
+        max_concurrent: usize,
+        try_slot: bool,
+    ) -> Registered {
+        let slot = self.insert(id, session, background, cancel.clone(), max_concurrent);
+        let permit = try_slot
+            .then(|| slot.clone().try_acquire_owned().ok())
+            .flatten();
+        Registered {
+            cancel,
+            slot,
+            permit,
+            undo: Some((self.clone(), id.to_string())),
+        }
     }
 
     /// The task started.

@@ -376,6 +376,8 @@ pub(crate) struct JobStart<'a> {
     /// The task as stored when it was handed to this process (its end is read as this
     /// record ended while the end waits in the spool).
     pub created: cadre_store::TaskRecord,
+    /// Its entry here, and the slot it holds already if it was created `running`.
+    pub registered: crate::runtime::tracker::Registered,
 }
 
 /// An adopted task: where it takes up its conversation and whom it took it from.
