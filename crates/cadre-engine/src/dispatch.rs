@@ -250,7 +250,14 @@ impl<'a> Dispatcher<'a> {
             }
         }
 
-        let mut out = self.execute(tool.as_ref(), &info, stop).await;
+        // Hooks after the call read its arguments; without any, they move to the tool
+        // instead of being copied (each waiting call of a fan-out held a copy).
+        let args = if self.cfg.hooks.is_empty() {
+            std::mem::take(&mut info.args)
+        } else {
+            info.args.clone()
+        };
+        let mut out = self.execute(tool.as_ref(), &info.call_id, args, stop).await;
         for hook in &self.cfg.hooks {
             if let Some(replaced) = hook.after(&info, &out, &self.run).await {
                 out = replaced;
@@ -282,7 +289,8 @@ impl<'a> Dispatcher<'a> {
     async fn execute(
         &self,
         tool: &dyn Tool,
-        info: &ToolCallInfo,
+        call_id: &str,
+        args: serde_json::Value,
         stop: &CancellationToken,
     ) -> ToolOutput {
         // The registry withholds network tools from such agents; this holds even when a
@@ -306,14 +314,14 @@ impl<'a> Dispatcher<'a> {
         }
         let call_cancel = stop.child_token();
         let ctx = ToolContext {
-            call_id: info.call_id.clone(),
+            call_id: call_id.to_string(),
             workspace: self.workspace.clone(),
             cancel: call_cancel.clone(),
             run: self.run.clone(),
             tools: self.tools.clone(),
             hidden: self.hidden.clone(),
         };
-        let fut = tool.call(info.args.clone(), &ctx);
+        let fut = tool.call(args, &ctx);
         tokio::pin!(fut);
         let timeout = self.cfg.tool_timeout;
         let deadline = async {

@@ -167,7 +167,10 @@ impl ToolHook for Guard {
         output: &ToolOutput,
         _run: &RunContext,
     ) -> Option<ToolOutput> {
-        (call.tool == "read").then(|| ToolOutput::ok(format!("{} [checked]", output.content)))
+        // It sees the arguments the tool ran with.
+        let text = call.args["text"].as_str().unwrap_or("none");
+        (call.tool == "read")
+            .then(|| ToolOutput::ok(format!("{} [checked {text}]", output.content)))
     }
 }
 
@@ -201,7 +204,7 @@ async fn hooks_rewrite_args_deny_ask_and_rewrite_results() {
     let r = results(session.messages());
     assert_eq!(r[0], ("echo:rewritten.txt".to_string(), false));
     assert_eq!(r[1], ("blocked: b.txt is protected".to_string(), true));
-    assert_eq!(r[2], ("echo:b.txt [checked]".to_string(), false));
+    assert_eq!(r[2], ("echo:b.txt [checked b.txt]".to_string(), false));
     // Auto-approve mode still honours a hook's ask.
     let asked = h.approvals.asked.lock().unwrap().clone();
     assert_eq!(asked.len(), 1);

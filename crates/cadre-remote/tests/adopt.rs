@@ -33,7 +33,7 @@ async fn running_remote(store: &dyn TaskStore, url: &str, remote_id: Option<&str
     t.remote_headers
         .insert("Authorization".into(), "Bearer ${PATH}".into());
     let id = t.id.clone();
-    store.create(t).await.unwrap();
+    store.create(&t).await.unwrap();
     store.transition(&id, Transition::running()).await.unwrap();
     if let Some(r) = remote_id {
         assert!(store.set_remote_task_id(&id, r).await.unwrap());

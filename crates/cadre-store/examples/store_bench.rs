@@ -59,7 +59,7 @@ async fn run(store: Arc<dyn TaskStore>, tasks: usize, writers: usize) -> Result<
             let session = format!("bench-{w}");
             for i in 0..n {
                 let id = store
-                    .create(NewTask::new("bench", &session, &format!("job {i}")))
+                    .create(&NewTask::new("bench", &session, &format!("job {i}")))
                     .await
                     .map_err(|e| e.to_string())?
                     .id;

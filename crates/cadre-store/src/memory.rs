@@ -265,8 +265,10 @@ impl TaskStore for MemoryStore {
         &self.node
     }
 
-    async fn create(&self, t: NewTask) -> StoreResult<TaskRecord> {
-        let rec = t.into_record(self.node.as_str(), &self.instance, now());
+    async fn create(&self, t: &NewTask) -> StoreResult<TaskRecord> {
+        let rec = t
+            .clone()
+            .into_record(self.node.as_str(), &self.instance, now());
         let mut g = self.lock();
         if g.tasks.contains_key(&rec.id) {
             return Err(StoreError::DuplicateTask(rec.id));
@@ -880,13 +882,13 @@ mod tests {
         for i in 0..6 {
             let mut t = NewTask::new("w", "s", &i.to_string());
             t.background = true;
-            let id = s.create(t).await.unwrap().id;
+            let id = s.create(&t).await.unwrap().id;
             s.transition(&id, Transition::completed("ok"))
                 .await
                 .unwrap();
             ids.push(id);
         }
-        let running = s.create(NewTask::new("w", "s", "r")).await.unwrap().id;
+        let running = s.create(&NewTask::new("w", "s", "r")).await.unwrap().id;
         assert_eq!(s.len(), 7, "undelivered results are kept");
         assert_eq!(s.take_undelivered_finished("s").await.unwrap().len(), 6);
         assert_eq!(s.len(), 4);

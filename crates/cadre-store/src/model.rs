@@ -131,10 +131,25 @@ impl NewTask {
         redact_headers(&self.remote_headers)
     }
 
-    /// The record a store creates from this: `pending`, owned by `owner_node` (process
-    /// `owner_instance`), created at `now` (Unix ms), headers and URL redacted. A foreground
-    /// task is created delivered: its parent waits for it, nothing delivers it later.
+    /// The status it is created with.
+    pub fn status(&self) -> TaskStatus {
+        if self.running {
+            TaskStatus::Running
+        } else {
+            TaskStatus::Pending
+        }
+    }
+
+    /// Whether it is created delivered: a foreground task is, as its parent waits for it
+    /// and nothing delivers it later.
+    pub fn delivered(&self) -> bool {
+        !self.background
+    }
+
+    /// The record a store creates from this: `pending` or `running`, owned by `owner_node`
+    /// (process `owner_instance`), created at `now` (Unix ms), headers and URL redacted.
     pub fn into_record(self, owner_node: &str, owner_instance: &str, now: u64) -> TaskRecord {
+        let (status, delivered) = (self.status(), self.delivered());
         TaskRecord {
             remote_headers: self.stored_headers(),
             transport: Transport::from_stored(&self.transport.to_stored()),
@@ -144,11 +159,8 @@ impl NewTask {
             parent_session_id: self.parent_session_id,
             child_session_id: self.child_session_id,
             user_id: self.user_id,
-            status: if self.running {
-                TaskStatus::Running
-            } else {
-                TaskStatus::Pending
-            },
+            status,
+            delivered,
             prompt: self.prompt,
             description: self.description,
             result: None,
@@ -156,7 +168,6 @@ impl NewTask {
             end_state: None,
             cancel_requested: false,
             background: self.background,
-            delivered: !self.background,
             created_at: now,
             updated_at: now,
             heartbeat_at: None,

@@ -58,7 +58,7 @@ pub async fn create_retrying(
     loop {
         // Only the error is kept across the waits below: a fan-out's calls each wait here
         // for their create, and a record held in the future cost 600 B a call.
-        let e = match store.create(task.clone()).await {
+        let e = match store.create(&task).await {
             Ok(record) => return Ok(record),
             Err(e) => e,
         };

@@ -25,8 +25,9 @@ pub trait TaskStore: Send + Sync {
     /// The node this handle creates tasks for.
     fn node_id(&self) -> &NodeId;
 
-    /// Insert a `pending` task owned by this node (headers redacted on the way in).
-    async fn create(&self, task: NewTask) -> StoreResult<TaskRecord>;
+    /// Insert a `pending` (or `running`) task owned by this node (headers redacted on the
+    /// way in). Borrowed: a caller that tries again keeps its one copy.
+    async fn create(&self, task: &NewTask) -> StoreResult<TaskRecord>;
 
     /// One task.
     async fn get(&self, id: &str) -> StoreResult<Option<TaskRecord>>;

@@ -222,7 +222,7 @@ async fn an_adopted_orphan_at_the_depth_cap_gets_no_delegation_tools() {
     t.background = true;
     t.depth = 2;
     let id = t.id.clone();
-    lost.create(t).await.unwrap();
+    lost.create(&t).await.unwrap();
     lost.transition(&id, cadre_store::Transition::running())
         .await
         .unwrap();

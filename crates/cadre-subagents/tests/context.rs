@@ -25,7 +25,7 @@ async fn add_task(f: &Fixture, session: &str, id: &str, description: &str) {
     t.id = id.to_string();
     t.description = description.to_string();
     t.background = true;
-    f.runtime.store().create(t).await.unwrap();
+    f.runtime.store().create(&t).await.unwrap();
 }
 
 async fn add_tasks(f: &Fixture, session: &str, n: usize) {

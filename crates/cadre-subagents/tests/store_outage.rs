@@ -54,10 +54,10 @@ impl TaskStore for Flaky {
     fn node_id(&self) -> &NodeId {
         self.inner.node_id()
     }
-    async fn create(&self, task: NewTask) -> StoreResult<TaskRecord> {
+    async fn create(&self, task: &NewTask) -> StoreResult<TaskRecord> {
         if self.broken_creates.load(Ordering::SeqCst) {
             return Err(StoreError::Corrupt {
-                id: task.id,
+                id: task.id.clone(),
                 reason: "disk image is malformed".into(),
             });
         }

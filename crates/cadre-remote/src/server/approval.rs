@@ -598,7 +598,7 @@ mod tests {
         use cadre_store::{MemoryStore, NewTask, NodeId, Transition};
         let store: Arc<dyn TaskStore> = Arc::new(MemoryStore::new(NodeId::new("a")));
         let id = store
-            .create(NewTask::new("w", "serve-1", "p"))
+            .create(&NewTask::new("w", "serve-1", "p"))
             .await
             .unwrap()
             .id;

@@ -135,46 +135,42 @@ fn tokens(v: u64) -> i64 {
 }
 
 impl SqlStore {
-    pub(super) async fn create_task(&self, t: NewTask) -> StoreResult<TaskRecord> {
-        let headers = t.stored_headers();
-        let headers_json = serde_json::to_string(&headers).map_err(|e| StoreError::Corrupt {
-            id: t.id.clone(),
-            reason: format!("remote_headers: {e}"),
-        })?;
+    /// Insert `t`. Only its row's values are held while the write waits (a fan-out's calls
+    /// all wait here at once); the record is made once the row is stored.
+    pub(super) async fn create_task(&self, t: &NewTask) -> StoreResult<TaskRecord> {
+        let headers_json =
+            serde_json::to_string(&t.stored_headers()).map_err(|e| StoreError::Corrupt {
+                id: t.id.clone(),
+                reason: format!("remote_headers: {e}"),
+            })?;
         let now = now_ms();
-        let transport = t.transport.to_stored();
-        // Foreground completions are consumed by the waiting parent, never "delivered" later
-        // (the record says so).
-        let record = t.into_record(
-            self.node.as_str(),
-            &self.instance,
-            u64::try_from(now).unwrap_or(0),
-        );
-        let r = &record;
         let args: Vec<Arg> = vec![
-            (&r.id).into(),
-            (&r.agent_id).into(),
-            (&r.parent_agent_id).into(),
-            (&r.parent_session_id).into(),
-            (&r.child_session_id).into(),
-            (&r.user_id).into(),
-            (&r.prompt).into(),
-            (&r.description).into(),
-            r.background.into(),
-            r.delivered.into(),
+            (&t.id).into(),
+            (&t.agent_id).into(),
+            (&t.parent_agent_id).into(),
+            (&t.parent_session_id).into(),
+            (&t.child_session_id).into(),
+            (&t.user_id).into(),
+            (&t.prompt).into(),
+            (&t.description).into(),
+            t.background.into(),
+            t.delivered().into(),
             now.into(),
-            (&r.owner_node).into(),
-            (&r.owner_instance).into(),
-            transport.into(),
+            self.node.as_str().into(),
+            (&self.instance).into(),
+            t.transport.to_stored().into(),
             headers_json.into(),
-            r.on_orphan.as_str().into(),
-            r.depth.map(i64::from).into(),
-            r.status.as_str().into(),
+            t.on_orphan.as_str().into(),
+            i64::from(t.depth).into(),
+            t.status().as_str().into(),
         ];
-        let res = self.db.writer().write_row(&INSERT, args).await;
-        match res {
-            Ok(_) => Ok(record),
-            Err(e) if e.is_unique_violation() => Err(StoreError::DuplicateTask(record.id)),
+        match self.db.writer().write_row(&INSERT, args).await {
+            Ok(_) => Ok(t.clone().into_record(
+                self.node.as_str(),
+                &self.instance,
+                u64::try_from(now).unwrap_or(0),
+            )),
+            Err(e) if e.is_unique_violation() => Err(StoreError::DuplicateTask(t.id.clone())),
             Err(e) => Err(e),
         }
     }
@@ -450,5 +446,28 @@ impl SqlStore {
         on_writer!(&self.db, (sql, args), |p, (sql, args)| {
             tasks_sorted(&p.fetch(sql, args).await?)?
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{NewTask, NodeId, TaskRecord};
+
+    #[tokio::test]
+    async fn creating_a_task_holds_no_record_while_the_write_waits() {
+        // A fan-out's `task` calls all wait in this future at once, for the one writer.
+        let dir = tempfile::tempdir().unwrap();
+        let store = super::super::open_sqlite(&dir.path().join("t.db"), NodeId::new("n"))
+            .await
+            .unwrap();
+        let task = NewTask::new("a", "s", "p");
+        let creating = store.create_task(&task);
+        let size = std::mem::size_of_val(&creating);
+        assert!(
+            size < std::mem::size_of::<TaskRecord>(),
+            "creating a task holds {size} bytes"
+        );
+        drop(creating);
+        store.close().await;
     }
 }

@@ -17,7 +17,7 @@ impl TaskStore for SqlStore {
         &self.node
     }
 
-    async fn create(&self, task: NewTask) -> StoreResult<TaskRecord> {
+    async fn create(&self, task: &NewTask) -> StoreResult<TaskRecord> {
         self.create_task(task).await
     }
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 async fn running(store: &dyn TaskStore, policy: OrphanPolicy) -> String {
     let mut t = NewTask::new("w", "s", "p");
     t.on_orphan = policy;
-    let id = store.create(t).await.unwrap().id;
+    let id = store.create(&t).await.unwrap().id;
     store
         .transition(&id, Transition::running().fenced(0))
         .await

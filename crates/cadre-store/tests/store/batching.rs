@@ -88,7 +88,7 @@ fn first_create(
 ) -> impl std::future::Future<Output = Result<cadre_store::TaskRecord, StoreError>> + Send + 'static
 {
     let store = store.clone();
-    async move { store.create(NewTask::new("w", "s", "first")).await }
+    async move { store.create(&NewTask::new("w", "s", "first")).await }
 }
 
 const QUEUED: usize = 20;
@@ -99,12 +99,12 @@ async fn a_failed_write_fails_alone_in_its_batch(kind: Kind) {
     };
     let store = Arc::new(fx.open_sql("n").await);
     let taken = store
-        .create(NewTask::new("w", "s", "taken"))
+        .create(&NewTask::new("w", "s", "taken"))
         .await
         .unwrap()
         .id;
     let to_run = store
-        .create(NewTask::new("w", "s", "run"))
+        .create(&NewTask::new("w", "s", "run"))
         .await
         .unwrap()
         .id;
@@ -115,14 +115,14 @@ async fn a_failed_write_fails_alone_in_its_batch(kind: Kind) {
         let store = store.clone();
         creates.push(tokio::spawn(async move {
             store
-                .create(NewTask::new("w", "s", &format!("queued {i}")))
+                .create(&NewTask::new("w", "s", &format!("queued {i}")))
                 .await
         }));
     }
     let duplicate = {
         let (store, mut t) = (store.clone(), NewTask::new("w", "s", "again"));
         t.id = taken.clone();
-        tokio::spawn(async move { store.create(t).await })
+        tokio::spawn(async move { store.create(&t).await })
     };
     let running = {
         let (store, id) = (store.clone(), to_run.clone());
@@ -186,14 +186,14 @@ async fn rows_written_together_share_one_statement_on_postgres(kind: Kind) {
     for i in 0..20 {
         ids.push(
             store
-                .create(NewTask::new("w", "s", &format!("t{i}")))
+                .create(&NewTask::new("w", "s", &format!("t{i}")))
                 .await
                 .unwrap()
                 .id,
         );
     }
     let done = store
-        .create(NewTask::new("w", "s", "done"))
+        .create(&NewTask::new("w", "s", "done"))
         .await
         .unwrap()
         .id;
@@ -202,13 +202,13 @@ async fn rows_written_together_share_one_statement_on_postgres(kind: Kind) {
         .await
         .unwrap();
     let cancelled = store
-        .create(NewTask::new("w", "s", "cancel"))
+        .create(&NewTask::new("w", "s", "cancel"))
         .await
         .unwrap()
         .id;
     store.request_cancel(&cancelled).await.unwrap();
     let fenced = store
-        .create(NewTask::new("w", "s", "fenced"))
+        .create(&NewTask::new("w", "s", "fenced"))
         .await
         .unwrap()
         .id;
@@ -221,7 +221,7 @@ async fn rows_written_together_share_one_statement_on_postgres(kind: Kind) {
     for i in 0..5 {
         let s = store.clone();
         let t = NewTask::new("w", "s", &format!("new {i}"));
-        creates.push(queue_next(&store, async move { s.create(t).await }).await);
+        creates.push(queue_next(&store, async move { s.create(&t).await }).await);
     }
     let mut runs = Vec::new();
     for id in &ids {
@@ -336,7 +336,7 @@ async fn deliveries_and_live_children_written_together_share_one_statement_on_po
         let mut t = NewTask::new("w", "s", &format!("t{i}"));
         // A background task's result waits for delivery.
         t.background = true;
-        let id = store.create(t).await.unwrap().id;
+        let id = store.create(&t).await.unwrap().id;
         store
             .transition(&id, Transition::completed("r"))
             .await

@@ -52,7 +52,7 @@ async fn checkpoints_append_in_order(kind: Kind) {
     };
     let a = fx.open("node-a").await;
     let b = fx.open("node-b").await;
-    let id = a.create(NewTask::new("w", "s", "p")).await.unwrap().id;
+    let id = a.create(&NewTask::new("w", "s", "p")).await.unwrap().id;
     a.transition(&id, Transition::running()).await.unwrap();
     assert_eq!(b.read_checkpoint(&id).await.unwrap(), None);
 
@@ -142,7 +142,7 @@ async fn long_checkpoints_keep_their_order(kind: Kind) {
         return;
     };
     let a = fx.open("node-a").await;
-    let id = a.create(NewTask::new("w", "s", "p")).await.unwrap().id;
+    let id = a.create(&NewTask::new("w", "s", "p")).await.unwrap().id;
     // More messages than one statement takes: split, in order, nothing lost.
     let many: Vec<Message> = (0..1203).map(|i| Message::user(format!("m{i}"))).collect();
     a.append_checkpoint(&id, 0, 0, 0, &many, usage(1))

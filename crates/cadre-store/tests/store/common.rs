@@ -132,7 +132,7 @@ pub async fn create_batch(store: &dyn TaskStore, session: &str, n: usize) -> Vec
     for i in 0..n {
         let mut t = NewTask::new("worker", session, &format!("job {i}"));
         t.background = true;
-        ids.push(store.create(t).await.unwrap().id);
+        ids.push(store.create(&t).await.unwrap().id);
     }
     ids
 }

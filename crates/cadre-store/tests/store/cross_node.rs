@@ -13,15 +13,15 @@ async fn cancel_reaches_owner(kind: Kind) {
     let a = fx.open("node-a").await;
     let b = fx.open("node-b").await;
     // Requested before the watch starts: reported first.
-    let early = a.create(NewTask::new("w", "s", "p")).await.unwrap().id;
+    let early = a.create(&NewTask::new("w", "s", "p")).await.unwrap().id;
     b.request_cancel(&early).await.unwrap();
     let mut watch = a.watch_cancellations(a.node_id()).await.unwrap();
     let got = tokio::time::timeout(Duration::from_secs(1), watch.recv()).await;
     assert_eq!(got.unwrap().as_deref(), Some(early.as_str()));
 
-    let id = a.create(NewTask::new("w", "s", "p")).await.unwrap().id;
+    let id = a.create(&NewTask::new("w", "s", "p")).await.unwrap().id;
     a.transition(&id, Transition::running()).await.unwrap();
-    let theirs = b.create(NewTask::new("w", "s", "p")).await.unwrap().id;
+    let theirs = b.create(&NewTask::new("w", "s", "p")).await.unwrap().id;
     tokio::time::sleep(Duration::from_millis(300)).await;
     b.request_cancel(&theirs).await.unwrap();
     let start = Instant::now();
@@ -48,7 +48,7 @@ async fn wait_for_other_node(kind: Kind) {
     };
     let a = fx.open("node-a").await;
     let b = fx.open("node-b").await;
-    let id = a.create(NewTask::new("w", "s", "p")).await.unwrap().id;
+    let id = a.create(&NewTask::new("w", "s", "p")).await.unwrap().id;
     a.transition(&id, Transition::running()).await.unwrap();
     assert_eq!(
         b.wait_terminal(&id, Duration::from_millis(200))

@@ -18,7 +18,7 @@ async fn finished_delivered_exactly_once(kind: Kind) {
     for i in 0..50 {
         let mut t = NewTask::new("w", "s", "p");
         t.background = i % 10 != 9;
-        let id = a.create(t).await.unwrap().id;
+        let id = a.create(&t).await.unwrap().id;
         a.transition(&id, Transition::running()).await.unwrap();
         match i % 10 {
             0..=5 => a
@@ -79,7 +79,7 @@ async fn finished_delivered_exactly_once(kind: Kind) {
         .collect();
     assert_eq!(late, still_running.iter().cloned().collect());
     // mark_delivered claims once; promote makes a foreground task deliverable.
-    let fg = a.create(NewTask::new("w", "s2", "p")).await.unwrap().id;
+    let fg = a.create(&NewTask::new("w", "s2", "p")).await.unwrap().id;
     assert!(a.promote(&fg).await.unwrap());
     assert!(!a.promote(&fg).await.unwrap());
     a.transition(&fg, Transition::completed("x")).await.unwrap();
@@ -190,7 +190,7 @@ async fn secrets_never_stored(kind: Kind) {
         ("Authorization".to_string(), "Bearer ${TOKEN}".to_string()),
         ("X-Key".to_string(), "literal-secret".to_string()),
     ]);
-    let rec = s.create(t).await.unwrap();
+    let rec = s.create(&t).await.unwrap();
     let stored = s.get(&rec.id).await.unwrap().unwrap();
     assert_eq!(stored.remote_headers["Authorization"], "Bearer ${TOKEN}");
     assert_eq!(stored.remote_headers["X-Key"], REDACTED);
@@ -249,7 +249,7 @@ async fn batch_delivery_marks_each_once(kind: Kind) {
     for _ in 0..620 {
         let mut t = NewTask::new("w", "s", "p");
         t.background = true;
-        let id = a.create(t).await.unwrap().id;
+        let id = a.create(&t).await.unwrap().id;
         a.transition(&id, Transition::running()).await.unwrap();
         a.transition(&id, Transition::completed("ok"))
             .await
@@ -274,10 +274,10 @@ async fn background_summary_counts_and_lists_newest_open(kind: Kind) {
     for i in 0..6 {
         let mut t = NewTask::new("w", "s", &i.to_string());
         t.background = i != 5;
-        ids.push(a.create(t).await.unwrap().id);
+        ids.push(a.create(&t).await.unwrap().id);
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    a.create(NewTask::new("w", "other", "x")).await.unwrap();
+    a.create(&NewTask::new("w", "other", "x")).await.unwrap();
     a.transition(&ids[1], Transition::running()).await.unwrap();
     a.transition(&ids[0], Transition::completed("ok"))
         .await

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 async fn running(store: &dyn TaskStore, transport: Transport) -> String {
     let mut t = NewTask::new("w", "s", "p");
     t.transport = transport;
-    let id = store.create(t).await.unwrap().id;
+    let id = store.create(&t).await.unwrap().id;
     store.transition(&id, Transition::running()).await.unwrap();
     id
 }
@@ -24,7 +24,7 @@ async fn sweep_fails_silent_tasks_only(kind: Kind) {
     let store: Arc<dyn TaskStore> = fx.open("node-a").await;
     let silent = running(store.as_ref(), Transport::Local).await;
     let beating = running(store.as_ref(), Transport::Local).await;
-    let pending = store.create(NewTask::new("w", "s", "p")).await.unwrap().id;
+    let pending = store.create(&NewTask::new("w", "s", "p")).await.unwrap().id;
     let remote = Transport::Remote {
         url: "https://agents.example/a".into(),
     };
@@ -133,7 +133,7 @@ async fn recover_fails_node_tasks(kind: Kind) {
     let b = fx.open("node-b").await;
     let r1 = running(a.as_ref(), Transport::Local).await;
     let r2 = running(a.as_ref(), Transport::Local).await;
-    let p = a.create(NewTask::new("w", "s", "p")).await.unwrap().id;
+    let p = a.create(&NewTask::new("w", "s", "p")).await.unwrap().id;
     let done = running(a.as_ref(), Transport::Local).await;
     a.transition(&done, Transition::completed("ok"))
         .await

@@ -22,17 +22,17 @@ async fn turns_and_caller_ids_are_read_back_elsewhere(kind: Kind) {
     let a = fx.open("node-a").await;
     let b = fx.open("node-b").await;
     let first = a
-        .create(NewTask::new("w", "serve-1", "one"))
+        .create(&NewTask::new("w", "serve-1", "one"))
         .await
         .unwrap()
         .id;
     let other = a
-        .create(NewTask::new("w", "serve-1", "x"))
+        .create(&NewTask::new("w", "serve-1", "x"))
         .await
         .unwrap()
         .id;
     let second = a
-        .create(NewTask::new("w", "serve-1", "two"))
+        .create(&NewTask::new("w", "serve-1", "two"))
         .await
         .unwrap()
         .id;
@@ -79,7 +79,7 @@ async fn turns_and_caller_ids_are_read_back_elsewhere(kind: Kind) {
         Some(turn(&first, 0, "m1", Some("job-1")))
     );
     // A task nobody served has none of it.
-    let plain = a.create(NewTask::new("w", "s", "p")).await.unwrap();
+    let plain = a.create(&NewTask::new("w", "s", "p")).await.unwrap();
     assert_eq!(
         (plain.served, plain.question, plain.answer),
         (None, None, None)
@@ -93,7 +93,7 @@ async fn a_question_is_answered_once_from_another_node(kind: Kind) {
     let a = fx.open("node-a").await;
     let b = fx.open("node-b").await;
     let id = a
-        .create(NewTask::new("w", "serve-1", "p"))
+        .create(&NewTask::new("w", "serve-1", "p"))
         .await
         .unwrap()
         .id;

@@ -27,7 +27,7 @@ const ACCEPTED: &[(TaskStatus, TaskStatus, bool)] = &[
 
 /// A task in state `from` with the cancel flag as asked.
 async fn task_in(store: &dyn TaskStore, from: TaskStatus, cancel: bool) -> String {
-    let id = store.create(NewTask::new("a", "s", "p")).await.unwrap().id;
+    let id = store.create(&NewTask::new("a", "s", "p")).await.unwrap().id;
     if from == Running {
         store.transition(&id, Transition::running()).await.unwrap();
     }
@@ -99,11 +99,14 @@ async fn created_running(kind: Kind) {
         return;
     };
     let store = fx.open("node-a").await;
-    let creates = (0..16).map(|i| {
-        let mut t = NewTask::new("a", "s", &format!("p{i}"));
-        t.running = i % 2 == 0;
-        store.create(t)
-    });
+    let tasks: Vec<NewTask> = (0..16)
+        .map(|i| {
+            let mut t = NewTask::new("a", "s", &format!("p{i}"));
+            t.running = i % 2 == 0;
+            t
+        })
+        .collect();
+    let creates = tasks.iter().map(|t| store.create(t));
     let created = futures::future::join_all(creates).await;
     for (i, c) in created.into_iter().enumerate() {
         let c = c.unwrap();
@@ -159,7 +162,7 @@ async fn cancel_and_unknown(kind: Kind) {
     let mut dup = NewTask::new("a", "s", "p");
     dup.id = id.clone();
     assert!(matches!(
-        store.create(dup).await,
+        store.create(&dup).await,
         Err(StoreError::DuplicateTask(_))
     ));
 }
@@ -175,7 +178,7 @@ async fn fields_and_queries(kind: Kind) {
     t.user_id = Some("u1".into());
     t.description = "explore".into();
     t.depth = 3;
-    let rec = store.create(t).await.unwrap();
+    let rec = store.create(&t).await.unwrap();
     assert_eq!(rec.depth, Some(3));
     assert_eq!(store.get(&rec.id).await.unwrap().unwrap(), rec);
     assert_eq!(rec.owner_node, "node-a");
@@ -213,7 +216,7 @@ async fn fields_and_queries(kind: Kind) {
         ..Default::default()
     }
     .priced(None);
-    let other = store.create(NewTask::new("a", "s-3", "p")).await.unwrap();
+    let other = store.create(&NewTask::new("a", "s-3", "p")).await.unwrap();
     store
         .transition(&other.id, Transition::completed("r").with_usage(unknown))
         .await
@@ -225,7 +228,7 @@ async fn fields_and_queries(kind: Kind) {
 
     for i in 0..5 {
         store
-            .create(NewTask::new("a", "s-2", &i.to_string()))
+            .create(&NewTask::new("a", "s-2", &i.to_string()))
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -311,7 +314,7 @@ async fn concurrent_first_open(kind: Kind) {
             let fx = fx.clone();
             tokio::spawn(async move {
                 let s = fx.open(&format!("node-{i}")).await;
-                s.create(NewTask::new("a", "s", "p")).await.unwrap();
+                s.create(&NewTask::new("a", "s", "p")).await.unwrap();
             })
         })
         .collect();
@@ -376,7 +379,7 @@ async fn a_closed_sqlite_store_has_let_go_of_its_file() {
     };
     let path = fx.path.clone().unwrap();
     let store = fx.open_sql("n").await;
-    let id = store.create(NewTask::new("a", "s", "p")).await.unwrap().id;
+    let id = store.create(&NewTask::new("a", "s", "p")).await.unwrap().id;
     assert!(store.get(&id).await.unwrap().is_some());
     let wal = path.with_file_name(format!(
         "{}-wal",
@@ -425,7 +428,7 @@ async fn a_postgres_store_opens_its_connections_after_it_opens() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // They serve writes and reads.
-    let id = store.create(NewTask::new("a", "s", "p")).await.unwrap().id;
+    let id = store.create(&NewTask::new("a", "s", "p")).await.unwrap().id;
     assert!(store.get(&id).await.unwrap().is_some());
     store.close().await;
 }
@@ -460,7 +463,7 @@ async fn a_postgres_store_opens_on_a_server_with_few_free_connections() {
         "opening waited {:?}",
         started.elapsed()
     );
-    let id = store.create(NewTask::new("a", "s", "p")).await.unwrap().id;
+    let id = store.create(&NewTask::new("a", "s", "p")).await.unwrap().id;
     assert!(store.get(&id).await.unwrap().is_some());
     store.close().await;
 }

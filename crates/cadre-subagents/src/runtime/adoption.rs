@@ -264,8 +264,6 @@ impl SubagentRuntime {
             registered,
             task_id: id,
             child: JobChild::Planned(Box::new(plan)),
-            prompt: record.prompt.clone(),
-            description: record.description.clone(),
             created: record.clone(),
             background: record.background,
             parent: &parent,

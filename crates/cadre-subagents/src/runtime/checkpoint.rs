@@ -166,7 +166,7 @@ mod tests {
     #[tokio::test]
     async fn appends_new_messages_and_restarts_after_a_compaction() {
         let store = Arc::new(MemoryStore::new(NodeId::new("n")));
-        let id = store.create(NewTask::new("w", "s", "p")).await.unwrap().id;
+        let id = store.create(&NewTask::new("w", "s", "p")).await.unwrap().id;
         let cp = Checkpointer::new(store.clone(), &id, 0);
         let mut history = vec![Message::user("a")];
         // Before the first reply, the prompt in the task record is all there is.

@@ -523,8 +523,8 @@ impl SubagentRuntime {
             parent_session_id: parent.run.session_id.clone(),
             child_session_id: Some(session_id.clone()),
             user_id: parent.run.user_id.clone(),
-            prompt: prompt.clone(),
-            description: description.clone(),
+            prompt,
+            description,
             background,
             transport,
             remote_headers,
@@ -542,8 +542,6 @@ impl SubagentRuntime {
         Ok(self.launch(JobStart {
             task_id,
             child,
-            prompt,
-            description,
             background,
             parent,
             checkpoints,
@@ -584,8 +582,6 @@ impl SubagentRuntime {
         let JobStart {
             task_id,
             child,
-            prompt,
-            description,
             background,
             parent,
             checkpoints,
@@ -594,6 +590,7 @@ impl SubagentRuntime {
             created,
             registered,
         } = start;
+        let (prompt, description) = (created.prompt.clone(), created.description.clone());
         let name = child.name().to_string();
         let session_id = child.session_id().to_string();
         let (cancel, slot, permit) = registered.launched();

@@ -358,7 +358,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spool = Spool::new(dir.path().join("spool"));
         let store = MemoryStore::new(NodeId::new("n"));
-        let base = store.create(NewTask::new("w", "s", "p")).await.unwrap();
+        let base = store.create(&NewTask::new("w", "s", "p")).await.unwrap();
         let t = Transition::completed("the answer");
         spool.keep(&base.id, &t, Some(&base)).unwrap();
         let held = spool.record(&base.id).unwrap();
@@ -394,7 +394,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let spool = Spool::new(dir.path());
         let store = MemoryStore::new(NodeId::new("n"));
-        let base = store.create(NewTask::new("w", "s", "p")).await.unwrap();
+        let base = store.create(&NewTask::new("w", "s", "p")).await.unwrap();
         store
             .transition(&base.id, Transition::failed("executor lost"))
             .await

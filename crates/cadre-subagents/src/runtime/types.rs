@@ -359,10 +359,6 @@ pub(crate) struct JobStart<'a> {
     pub task_id: String,
     /// The child it runs.
     pub child: JobChild,
-    /// Its prompt.
-    pub prompt: String,
-    /// Its title.
-    pub description: String,
     /// Delivered to the parent when it ends, rather than waited for.
     pub background: bool,
     /// Who asked for it.
@@ -373,8 +369,8 @@ pub(crate) struct JobStart<'a> {
     pub epoch: u64,
     /// Set when the task was adopted from a lost node and continues from its checkpoint.
     pub resumed: Option<Resumed>,
-    /// The task as stored when it was handed to this process (its end is read as this
-    /// record ended while the end waits in the spool).
+    /// The task as stored when it was handed to this process (its prompt and title; its end
+    /// is read as this record ended while the end waits in the spool).
     pub created: cadre_store::TaskRecord,
     /// Its entry here, and the slot it holds already if it was created `running`.
     pub registered: crate::runtime::tracker::Registered,

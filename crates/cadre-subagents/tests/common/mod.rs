@@ -390,7 +390,7 @@ pub async fn stored_running(
     task: cadre_store::NewTask,
 ) -> String {
     let id = task.id.clone();
-    store.create(task).await.unwrap();
+    store.create(&task).await.unwrap();
     store
         .transition(&id, cadre_store::Transition::running())
         .await
