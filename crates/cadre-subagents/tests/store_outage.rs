@@ -284,6 +284,68 @@ async fn a_task_with_a_free_slot_is_created_running_and_a_queued_one_pending() {
 }
 
 #[tokio::test]
+async fn a_message_to_a_busy_live_child_is_created_pending_and_waits_its_turn() {
+    const STUCK: &str = r#"
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+delay_ms = 60000
+text = "never"
+"#;
+    let flaky = Flaky::new(|_| false, 0);
+    let store: Arc<dyn TaskStore> = flaky.clone();
+    let f = fixture(
+        STUCK,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(move |c| c.store = store),
+            ..Default::default()
+        },
+    );
+    let session = f.session();
+    let background = |tool: &'static str, args: serde_json::Value| {
+        let (f, sid) = (&f, session.id());
+        async move {
+            let out = call(f, sid, tool, args).await;
+            assert!(!out.is_error, "{}", out.content);
+            let id = out
+                .content
+                .lines()
+                .find_map(|l| l.strip_prefix("task_id: "));
+            id.unwrap().to_string()
+        }
+    };
+    let first = background(
+        "agent_spawn",
+        json!({"agent_id": "worker", "label": "w", "task": "one", "timeout_seconds": 0}),
+    )
+    .await;
+    // The first message holds the child's conversation: the second waits for it.
+    let second = background(
+        "agent_send",
+        json!({"label": "w", "message": "two", "timeout_seconds": 0}),
+    )
+    .await;
+    assert_eq!(
+        *flaky.created.lock().unwrap(),
+        [TaskStatus::Running, TaskStatus::Pending]
+    );
+    let cancelled = call(&f, session.id(), "task_cancel", json!({"task_id": first})).await;
+    assert!(!cancelled.is_error, "{}", cancelled.content);
+    // Its turn comes when the first ends.
+    let mut status = f.runtime.watch_status(&second).unwrap();
+    let started = status.wait_for(|s| *s == TaskStatus::Running);
+    tokio::time::timeout(Duration::from_secs(10), started)
+        .await
+        .expect("the waiting message starts when the first one ends")
+        .unwrap();
+    // Only the message that waited was written `running`.
+    let asked = flaky.asked.lock().unwrap().clone();
+    let running = asked.iter().filter(|s| **s == TaskStatus::Running).count();
+    assert_eq!(running, 1, "{asked:?}");
+}
+
+#[tokio::test]
 async fn a_task_whose_record_cannot_be_created_leaves_nothing_running_here() {
     let flaky = Flaky::new(|_| false, 0);
     flaky.broken_creates.store(true, Ordering::SeqCst);

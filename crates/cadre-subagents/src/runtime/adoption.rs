@@ -262,6 +262,7 @@ impl SubagentRuntime {
         let registered = self.register(&id, &parent, record.background, false);
         self.launch(JobStart {
             registered,
+            conversation: None,
             task_id: id,
             child: JobChild::Planned(Box::new(plan)),
             created: record.clone(),

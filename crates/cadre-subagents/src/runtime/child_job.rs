@@ -35,6 +35,8 @@ pub(crate) struct ChildJob {
     pub slot: Arc<Semaphore>,
     /// The slot, when it was free as the task was created (`running`, then).
     pub permit: Option<OwnedSemaphorePermit>,
+    /// A live child's conversation, when it was free as the task was created.
+    pub conversation: Option<tokio::sync::OwnedMutexGuard<cadre_engine::Session>>,
     pub local: LocalTasks,
     pub forward: Arc<ForwardSink>,
     pub store: Arc<dyn TaskStore>,
@@ -237,9 +239,12 @@ impl ChildJob {
         }
         let id = &self.task_id;
         let sid = &child.session_id;
-        let session = tokio::select! {
-            s = child.session.lock() => Some(s),
-            _ = self.cancel.cancelled() => None,
+        let session = match self.conversation.take() {
+            Some(held) => Some(held),
+            None => tokio::select! {
+                s = child.session.clone().lock_owned() => Some(s),
+                _ = self.cancel.cancelled() => None,
+            },
         };
         let created_running = self.created.status == TaskStatus::Running && self.resumed.is_none();
         let started = match session {

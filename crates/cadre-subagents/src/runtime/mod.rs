@@ -508,14 +508,17 @@ impl SubagentRuntime {
         let on_orphan = self
             .cfg
             .orphan_policy(self.registry.get(&name), child.resumable());
-        // A one-off child whose slot is free starts at once, so its task is created
-        // `running`. A live child's message may wait for the child's current task: `pending`.
-        let registered = self.register(
-            &task_id,
-            parent,
-            background,
-            matches!(child, JobChild::Planned(_)),
-        );
+        // A task whose slot is free starts at once, so it is created `running`; a live
+        // child's also needs the child's conversation, which an earlier message may hold
+        // (or be queued for): else it is created `pending` and waits its turn.
+        let mut registered = self.register(&task_id, parent, background, true);
+        let conversation = match (&child, &registered.permit) {
+            (JobChild::Ready(c), Some(_)) => c.session.clone().try_lock_owned().ok(),
+            _ => None,
+        };
+        if matches!(child, JobChild::Ready(_)) && conversation.is_none() {
+            registered.permit = None;
+        }
         let task = NewTask {
             id: task_id.clone(),
             agent_id: name.clone(),
@@ -549,6 +552,7 @@ impl SubagentRuntime {
             resumed: None,
             created,
             registered,
+            conversation,
         }))
     }
 
@@ -589,6 +593,7 @@ impl SubagentRuntime {
             resumed,
             created,
             registered,
+            conversation,
         } = start;
         let (prompt, description) = (created.prompt.clone(), created.description.clone());
         let name = child.name().to_string();
@@ -642,6 +647,7 @@ impl SubagentRuntime {
             cancel,
             slot,
             permit,
+            conversation,
             local: self.local.clone(),
             forward,
             store: self.store.clone(),

@@ -374,6 +374,8 @@ pub(crate) struct JobStart<'a> {
     pub created: cadre_store::TaskRecord,
     /// Its entry here, and the slot it holds already if it was created `running`.
     pub registered: crate::runtime::tracker::Registered,
+    /// A live child's conversation, held already if the task was created `running`.
+    pub conversation: Option<tokio::sync::OwnedMutexGuard<Session>>,
 }
 
 /// An adopted task: where it takes up its conversation and whom it took it from.
