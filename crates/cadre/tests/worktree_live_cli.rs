@@ -242,11 +242,12 @@ tool_calls = [{ name = "agent_close", args = { label = "ed" } }]"#,
 fn closing_a_busy_live_worktree_child_stops_its_task_and_removes_the_worktree() {
     let r = repo(Some("worktree"), true);
     // The child's message runs in the background; once the child has written its half (the
-    // parent waits for the file, with a deadline), the parent closes it while its command
-    // still runs (it would not end by itself for a long while).
+    // parent waits for the file's text, with a deadline: the file exists a moment before
+    // its text is in it), the parent closes it while its command still runs (it would not
+    // end by itself for a long while).
     let main: &[&str] = &[
         r#"tool_calls = [{ name = "agent_spawn", args = { agent_id = "editor", label = "ed", task = "busy", timeout_seconds = 0 } }]"#,
-        r#"tool_calls = [{ name = "bash", args = { command = "for i in $(seq 600); do ls .cadre/worktrees/*/half.txt >/dev/null 2>&1 && exit 0; sleep 0.05; done; exit 1" } }]"#,
+        r#"tool_calls = [{ name = "bash", args = { command = "for i in $(seq 600); do grep -qs half .cadre/worktrees/*/half.txt && exit 0; sleep 0.05; done; exit 1" } }]"#,
         r#"text = "{{tool_results}}"
 tool_calls = [{ name = "agent_close", args = { label = "ed" } }]"#,
         r#"text = "{{tool_results}}""#,
