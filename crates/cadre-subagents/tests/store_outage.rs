@@ -24,6 +24,8 @@ struct Flaky {
     inner: MemoryStore,
     created: std::sync::Mutex<Vec<TaskStatus>>,
     asked: std::sync::Mutex<Vec<TaskStatus>>,
+    /// Deliveries written.
+    marked: AtomicUsize,
     /// Refuse every create, as a broken database would.
     broken_creates: std::sync::atomic::AtomicBool,
     failing: fn(TaskStatus) -> bool,
@@ -41,6 +43,7 @@ impl Flaky {
             created: Default::default(),
             asked: Default::default(),
             broken_creates: Default::default(),
+            marked: AtomicUsize::new(0),
             failing,
             failures: AtomicUsize::new(failures),
             failed: AtomicUsize::new(0),
@@ -124,6 +127,7 @@ impl TaskStore for Flaky {
         self.inner.promote(id).await
     }
     async fn mark_delivered(&self, id: &str) -> StoreResult<bool> {
+        self.marked.fetch_add(1, Ordering::SeqCst);
         self.inner.mark_delivered(id).await
     }
     async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
@@ -343,6 +347,49 @@ text = "never"
     let asked = flaky.asked.lock().unwrap().clone();
     let running = asked.iter().filter(|s| **s == TaskStatus::Running).count();
     assert_eq!(running, 1, "{asked:?}");
+}
+
+#[tokio::test]
+async fn a_result_is_written_delivered_once_and_only_when_it_was_not() {
+    let flaky = Flaky::new(|_| false, 0);
+    let store: Arc<dyn TaskStore> = flaky.clone();
+    let f = fixture(
+        ANSWER,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(move |c| c.store = store),
+            ..Default::default()
+        },
+    );
+    let session = f.session();
+    // A synchronous message's task is created delivered: reading its reply writes nothing.
+    let spawned = call(
+        &f,
+        session.id(),
+        "agent_spawn",
+        json!({"agent_id": "worker", "label": "w", "task": "one"}),
+    )
+    .await;
+    assert!(
+        spawned.content.contains("reply: the answer"),
+        "{}",
+        spawned.content
+    );
+    assert_eq!(flaky.marked.load(Ordering::SeqCst), 0);
+    // A background one is delivered by the first task_output that reads its end.
+    let bg = call(
+        &f,
+        session.id(),
+        "task",
+        json!({"subagent_type": "worker", "prompt": "go", "background": true}),
+    )
+    .await;
+    let id = bg.content.split('"').nth(1).unwrap().to_string();
+    for _ in 0..2 {
+        let out = call(&f, session.id(), "task_output", json!({"task_id": id})).await;
+        assert!(out.content.contains("the answer"), "{}", out.content);
+    }
+    assert_eq!(flaky.marked.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]

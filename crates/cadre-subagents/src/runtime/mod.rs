@@ -230,8 +230,13 @@ impl SubagentRuntime {
         self.local.promote(id);
     }
 
-    /// Mark a task's result delivered to the parent.
-    pub async fn mark_delivered(&self, id: &str) {
+    /// Mark a task's result, as read in `t`, delivered to the parent. A record that says it
+    /// is delivered already (every foreground task is) costs no write.
+    pub async fn mark_delivered(&self, t: &TaskRecord) {
+        if t.delivered {
+            return;
+        }
+        let id = t.id.as_str();
         if let Err(e) = self.store.mark_delivered(id).await {
             tracing::warn!(task = id, error = %e, "store: mark delivered failed");
         }

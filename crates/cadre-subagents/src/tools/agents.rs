@@ -94,7 +94,7 @@ async fn deliver(
         .await
     {
         Some(snap) if snap.status == TaskStatus::Completed => {
-            runtime.mark_delivered(&snap.id).await;
+            runtime.mark_delivered(&snap).await;
             ToolOutput::ok(format!(
                 "{head}status: ok\nreply: {}",
                 snap.result.unwrap_or_default()

@@ -75,7 +75,7 @@ fn unknown(id: &str) -> ToolOutput {
 }
 
 async fn finished(runtime: &SubagentRuntime, t: &TaskRecord) -> ToolOutput {
-    runtime.mark_delivered(&t.id).await;
+    runtime.mark_delivered(t).await;
     let mut s = describe(t);
     if t.result.is_some() {
         let shown = runtime.shown_result(t);
