@@ -206,6 +206,24 @@ impl TaskStore for Flaky {
     }
 }
 
+/// A fixture whose runtime stores its tasks in `flaky`, with `slots` at once if given.
+fn over(flaky: &Arc<Flaky>, script: &str, slots: Option<usize>) -> Fixture {
+    let store: Arc<dyn TaskStore> = flaky.clone();
+    fixture(
+        script,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(move |c| {
+                c.store = store;
+                if let Some(n) = slots {
+                    c.max_concurrent = n;
+                }
+            }),
+            ..Default::default()
+        },
+    )
+}
+
 /// What a store whose database is down answers.
 fn refused() -> StoreError {
     StoreError::Io(std::io::Error::new(
@@ -221,6 +239,15 @@ agent = "worker"
 text = "the answer"
 "#;
 
+/// A worker whose model call never ends by itself.
+const STUCK: &str = r#"
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+delay_ms = 60000
+text = "never"
+"#;
+
 /// Run one foreground task on a store failing as `flaky` says; the stored record after.
 async fn run_through(flaky: &Arc<Flaky>) -> (ToolOutput, TaskRecord) {
     let mut ran = run_many(flaky, 1, 1).await;
@@ -230,18 +257,7 @@ async fn run_through(flaky: &Arc<Flaky>) -> (ToolOutput, TaskRecord) {
 /// Run `n` foreground tasks at once, `slots` of them at a time; their outputs, each with
 /// its stored record.
 async fn run_many(flaky: &Arc<Flaky>, n: usize, slots: usize) -> Vec<(ToolOutput, TaskRecord)> {
-    let store: Arc<dyn TaskStore> = flaky.clone();
-    let f = fixture(
-        ANSWER,
-        Options {
-            defs: vec![worker("worker")],
-            tweak: Box::new(move |c| {
-                c.store = store;
-                c.max_concurrent = slots;
-            }),
-            ..Default::default()
-        },
-    );
+    let f = over(flaky, ANSWER, Some(slots));
     let session = f.session();
     let calls = (0..n).map(|i| {
         let args =
@@ -289,23 +305,8 @@ async fn a_task_with_a_free_slot_is_created_running_and_a_queued_one_pending() {
 
 #[tokio::test]
 async fn a_message_to_a_busy_live_child_is_created_pending_and_waits_its_turn() {
-    const STUCK: &str = r#"
-[[scripts]]
-agent = "worker"
-[[scripts.turns]]
-delay_ms = 60000
-text = "never"
-"#;
     let flaky = Flaky::new(|_| false, 0);
-    let store: Arc<dyn TaskStore> = flaky.clone();
-    let f = fixture(
-        STUCK,
-        Options {
-            defs: vec![worker("worker")],
-            tweak: Box::new(move |c| c.store = store),
-            ..Default::default()
-        },
-    );
+    let f = over(&flaky, STUCK, None);
     let session = f.session();
     let background = |tool: &'static str, args: serde_json::Value| {
         let (f, sid) = (&f, session.id());
@@ -352,15 +353,7 @@ text = "never"
 #[tokio::test]
 async fn a_result_is_written_delivered_once_and_only_when_it_was_not() {
     let flaky = Flaky::new(|_| false, 0);
-    let store: Arc<dyn TaskStore> = flaky.clone();
-    let f = fixture(
-        ANSWER,
-        Options {
-            defs: vec![worker("worker")],
-            tweak: Box::new(move |c| c.store = store),
-            ..Default::default()
-        },
-    );
+    let f = over(&flaky, ANSWER, None);
     let session = f.session();
     // A synchronous message's task is created delivered: reading its reply writes nothing.
     let spawned = call(
@@ -396,18 +389,7 @@ async fn a_result_is_written_delivered_once_and_only_when_it_was_not() {
 async fn a_task_whose_record_cannot_be_created_leaves_nothing_running_here() {
     let flaky = Flaky::new(|_| false, 0);
     flaky.broken_creates.store(true, Ordering::SeqCst);
-    let store: Arc<dyn TaskStore> = flaky.clone();
-    let f = fixture(
-        ANSWER,
-        Options {
-            defs: vec![worker("worker")],
-            tweak: Box::new(move |c| {
-                c.store = store;
-                c.max_concurrent = 1;
-            }),
-            ..Default::default()
-        },
-    );
+    let f = over(&flaky, ANSWER, Some(1));
     let session = f.session();
     let args = json!({"subagent_type": "worker", "prompt": "go"});
     let out = call(&f, session.id(), "task", args.clone()).await;
@@ -455,24 +437,9 @@ async fn a_store_failing_when_the_task_ends_records_its_real_end() {
 
 #[tokio::test]
 async fn a_cancel_request_still_cancels() {
-    const STUCK: &str = r#"
-[[scripts]]
-agent = "worker"
-[[scripts.turns]]
-delay_ms = 60000
-text = "never"
-"#;
     // The store fails the first tries of the end too: the cancel lands after them.
     let flaky = Flaky::new(TaskStatus::is_terminal, 2);
-    let store: Arc<dyn TaskStore> = flaky.clone();
-    let f = fixture(
-        STUCK,
-        Options {
-            defs: vec![worker("worker")],
-            tweak: Box::new(move |c| c.store = store),
-            ..Default::default()
-        },
-    );
+    let f = over(&flaky, STUCK, None);
     let session = f.session();
     let out = call(
         &f,
@@ -729,15 +696,7 @@ text = "got: {{user}}"
 #[tokio::test(start_paused = true)]
 async fn a_parent_waiting_on_another_node_waits_out_a_store_restart() {
     let flaky = Flaky::new(|_| false, 0);
-    let store: Arc<dyn TaskStore> = flaky.clone();
-    let f = fixture(
-        WAITS,
-        Options {
-            defs: vec![worker("worker")],
-            tweak: Box::new(move |c| c.store = store),
-            ..Default::default()
-        },
-    );
+    let f = over(&flaky, WAITS, None);
     let session = f.session();
     let mut t = NewTask::new("worker", session.id(), "go");
     t.background = true;
