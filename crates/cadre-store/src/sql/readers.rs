@@ -84,16 +84,15 @@ impl Readers {
 
     /// End every reader once the reads queued before are done, and wait for their
     /// connections to close; later reads fail with `PoolClosed`.
+    ///
+    /// One at a time: the last connection to close removes the WAL file, and two closing at
+    /// once can each find the other still open, so that neither removes it.
     pub(crate) async fn close(&self) {
-        let mut closed = Vec::with_capacity(self.count);
         for _ in 0..self.count {
             let (done, is_done) = oneshot::channel();
             if self.tx.send(Msg::Close(done)).await.is_err() {
                 break;
             }
-            closed.push(is_done);
-        }
-        for is_done in closed {
             let _ = is_done.await;
         }
     }
