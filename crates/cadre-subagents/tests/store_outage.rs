@@ -26,6 +26,11 @@ struct Flaky {
     asked: std::sync::Mutex<Vec<TaskStatus>>,
     /// Deliveries written.
     marked: AtomicUsize,
+    /// Creates still to hold at the gate (each until `release` gives a permit; `gated` is
+    /// told when one waits there).
+    held_creates: AtomicUsize,
+    release: tokio::sync::Semaphore,
+    gated: tokio::sync::Notify,
     /// Refuse every create, as a broken database would.
     broken_creates: std::sync::atomic::AtomicBool,
     failing: fn(TaskStatus) -> bool,
@@ -44,6 +49,9 @@ impl Flaky {
             asked: Default::default(),
             broken_creates: Default::default(),
             marked: AtomicUsize::new(0),
+            held_creates: AtomicUsize::new(0),
+            release: tokio::sync::Semaphore::new(0),
+            gated: tokio::sync::Notify::new(),
             failing,
             failures: AtomicUsize::new(failures),
             failed: AtomicUsize::new(0),
@@ -63,6 +71,14 @@ impl TaskStore for Flaky {
                 id: task.id.clone(),
                 reason: "disk image is malformed".into(),
             });
+        }
+        let held = self
+            .held_creates
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if held {
+            self.gated.notify_one();
+            self.release.acquire().await.unwrap().forget();
         }
         let r = self.inner.create(task).await?;
         self.created.lock().unwrap().push(r.status);
@@ -383,6 +399,96 @@ async fn a_result_is_written_delivered_once_and_only_when_it_was_not() {
         assert!(out.content.contains("the answer"), "{}", out.content);
     }
     assert_eq!(flaky.marked.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_message_does_not_start_ahead_of_one_still_being_created() {
+    let flaky = Flaky::new(|_| false, 0);
+    let f = over(&flaky, STUCK, None);
+    let session = f.session();
+    let sid = session.id();
+    let spawned = call(
+        &f,
+        sid,
+        "agent_spawn",
+        json!({"agent_id": "worker", "label": "w", "task": "t0", "timeout_seconds": 0}),
+    )
+    .await;
+    let first = task_id_in(&spawned);
+    // A comes while t0 runs, and its record takes long to be created (a store retrying).
+    flaky.held_creates.store(1, Ordering::SeqCst);
+    let a = call(
+        &f,
+        sid,
+        "agent_send",
+        json!({"label": "w", "message": "a", "timeout_seconds": 0}),
+    );
+    let then_b = async {
+        flaky.gated.notified().await;
+        // t0 ends while A is still being created; then B comes.
+        let mut t0 = f.runtime.watch_status(&first).unwrap();
+        call(&f, sid, "task_cancel", json!({"task_id": first})).await;
+        let _ = t0.wait_for(|s| s.is_terminal()).await;
+        let b = call(
+            &f,
+            sid,
+            "agent_send",
+            json!({"label": "w", "message": "b", "timeout_seconds": 0}),
+        )
+        .await;
+        let created = flaky.created.lock().unwrap().clone();
+        flaky.release.add_permits(1);
+        (b, created)
+    };
+    let deadline = Duration::from_secs(10);
+    let (a, (b, created)) = tokio::time::timeout(deadline, async { tokio::join!(a, then_b) })
+        .await
+        .expect("both messages are taken");
+    assert!(!a.is_error && !b.is_error, "{}\n{}", a.content, b.content);
+    // t0 was created running; B, which came while A was being created, waits its turn.
+    assert_eq!(created, [TaskStatus::Running, TaskStatus::Pending]);
+}
+
+/// The task id in a delegation tool's reply.
+fn task_id_in(out: &ToolOutput) -> String {
+    assert!(!out.is_error, "{}", out.content);
+    let id = out
+        .content
+        .lines()
+        .find_map(|l| l.strip_prefix("task_id: "));
+    id.unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_live_childs_message_whose_record_cannot_be_created_leaves_the_child_free() {
+    let flaky = Flaky::new(|_| false, 0);
+    let f = over(&flaky, ANSWER, None);
+    let session = f.session();
+    let sid = session.id();
+    let spawned = call(
+        &f,
+        sid,
+        "agent_spawn",
+        json!({"agent_id": "worker", "label": "w", "task": "one"}),
+    )
+    .await;
+    assert!(
+        spawned.content.contains("reply: the answer"),
+        "{}",
+        spawned.content
+    );
+    flaky.broken_creates.store(true, Ordering::SeqCst);
+    let send = json!({"label": "w", "message": "two", "timeout_seconds": 0});
+    let failed = call(&f, sid, "agent_send", send.clone()).await;
+    assert!(failed.is_error, "{}", failed.content);
+    // Its conversation, slot and place in line were given back: the next message starts.
+    flaky.broken_creates.store(false, Ordering::SeqCst);
+    let sent = call(&f, sid, "agent_send", send).await;
+    task_id_in(&sent);
+    assert_eq!(
+        *flaky.created.lock().unwrap(),
+        [TaskStatus::Running, TaskStatus::Running]
+    );
 }
 
 #[tokio::test]

@@ -263,6 +263,7 @@ impl SubagentRuntime {
         self.launch(JobStart {
             registered,
             conversation: None,
+            message: None,
             task_id: id,
             child: JobChild::Planned(Box::new(plan)),
             created: record.clone(),

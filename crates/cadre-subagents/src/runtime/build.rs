@@ -517,6 +517,7 @@ impl SubagentRuntime {
             grant: decided.grant,
             own_servers: own,
             worktree,
+            messages: Arc::default(),
         })
     }
 }

@@ -37,6 +37,8 @@ pub(crate) struct ChildJob {
     pub permit: Option<OwnedSemaphorePermit>,
     /// A live child's conversation, when it was free as the task was created.
     pub conversation: Option<tokio::sync::OwnedMutexGuard<cadre_engine::Session>>,
+    /// A live child's message, counted until this job ends.
+    pub _message: Option<crate::runtime::types::ChildMessage>,
     pub local: LocalTasks,
     pub forward: Arc<ForwardSink>,
     pub store: Arc<dyn TaskStore>,

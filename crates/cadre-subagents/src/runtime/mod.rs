@@ -30,7 +30,7 @@ pub(crate) use types::RuntimeRef;
 pub use types::{
     Child, ChildRunner, Inherited, LiveRequest, Parent, SpawnError, SpawnRequest, Started, Waited,
 };
-pub(crate) use types::{ChildPlan, Decided, JobChild, JobStart, Resumed};
+pub(crate) use types::{ChildMessage, ChildPlan, Decided, JobChild, JobStart, Resumed};
 
 use crate::definitions::registry::AgentRegistry;
 use crate::definitions::skills::SkillSet;
@@ -230,10 +230,12 @@ impl SubagentRuntime {
         self.local.promote(id);
     }
 
-    /// Mark a task's result, as read in `t`, delivered to the parent. A record that says it
-    /// is delivered already (every foreground task is) costs no write.
+    /// Mark a task's result, as read in `t`, delivered to the parent. A background task's
+    /// record that says it is delivered costs no write (it cannot become undelivered). A
+    /// foreground record is written anyway: it may be older than the task's promotion to
+    /// the background (a record read from the spool is as the task was created).
     pub async fn mark_delivered(&self, t: &TaskRecord) {
-        if t.delivered {
+        if t.background && t.delivered {
             return;
         }
         let id = t.id.as_str();
@@ -514,11 +516,18 @@ impl SubagentRuntime {
             .cfg
             .orphan_policy(self.registry.get(&name), child.resumable());
         // A task whose slot is free starts at once, so it is created `running`; a live
-        // child's also needs the child's conversation, which an earlier message may hold
-        // (or be queued for): else it is created `pending` and waits its turn.
+        // child's also needs to be the child's only message (an earlier one may be being
+        // created, wait or run) and its conversation: else it is created `pending` and
+        // waits its turn.
         let mut registered = self.register(&task_id, parent, background, true);
-        let conversation = match (&child, &registered.permit) {
-            (JobChild::Ready(c), Some(_)) => c.session.clone().try_lock_owned().ok(),
+        let message = match &child {
+            JobChild::Ready(c) => Some(ChildMessage::enter(c)),
+            JobChild::Planned(_) => None,
+        };
+        let conversation = match (&child, &registered.permit, &message) {
+            (JobChild::Ready(c), Some(_), Some((_, true))) => {
+                c.session.clone().try_lock_owned().ok()
+            }
             _ => None,
         };
         if matches!(child, JobChild::Ready(_)) && conversation.is_none() {
@@ -558,6 +567,7 @@ impl SubagentRuntime {
             created,
             registered,
             conversation,
+            message: message.map(|(m, _)| m),
         }))
     }
 
@@ -599,6 +609,7 @@ impl SubagentRuntime {
             created,
             registered,
             conversation,
+            message,
         } = start;
         let (prompt, description) = (created.prompt.clone(), created.description.clone());
         let name = child.name().to_string();
@@ -653,6 +664,7 @@ impl SubagentRuntime {
             slot,
             permit,
             conversation,
+            _message: message,
             local: self.local.clone(),
             forward,
             store: self.store.clone(),

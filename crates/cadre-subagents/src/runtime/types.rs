@@ -244,6 +244,28 @@ pub struct Child {
     pub own_servers: Option<Arc<crate::ServerLease>>,
     /// Its git worktree, with `isolation: worktree`: its root, for its whole life.
     pub worktree: Option<Arc<crate::runtime::worktree::Worktree>>,
+    /// Its messages being created, waiting or running: a new one starts at once only when
+    /// there are none, so messages keep their order.
+    pub(crate) messages: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A message of a live child, counted in [`Child::messages`] until its job ends.
+pub(crate) struct ChildMessage(Arc<std::sync::atomic::AtomicUsize>);
+
+impl ChildMessage {
+    /// Count a new message of `child`; the second value says whether it is the only one.
+    pub(crate) fn enter(child: &Child) -> (Self, bool) {
+        let before = child
+            .messages
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        (Self(child.messages.clone()), before == 0)
+    }
+}
+
+impl Drop for ChildMessage {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// What is decided about a child before it is built.
@@ -376,6 +398,8 @@ pub(crate) struct JobStart<'a> {
     pub registered: crate::runtime::tracker::Registered,
     /// A live child's conversation, held already if the task was created `running`.
     pub conversation: Option<tokio::sync::OwnedMutexGuard<Session>>,
+    /// A live child's message, counted until its job ends.
+    pub message: Option<ChildMessage>,
 }
 
 /// An adopted task: where it takes up its conversation and whom it took it from.

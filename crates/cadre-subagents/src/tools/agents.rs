@@ -93,13 +93,12 @@ async fn deliver(
         .wait(&started.task_id, parent, Some(Duration::from_secs(secs)))
         .await
     {
-        Some(snap) if snap.status == TaskStatus::Completed => {
-            runtime.mark_delivered(&snap).await;
-            ToolOutput::ok(format!(
-                "{head}status: ok\nreply: {}",
-                snap.result.unwrap_or_default()
-            ))
-        }
+        // This call's own foreground task, ended in time (so not promoted): created
+        // delivered, nothing to write.
+        Some(snap) if snap.status == TaskStatus::Completed => ToolOutput::ok(format!(
+            "{head}status: ok\nreply: {}",
+            snap.result.unwrap_or_default()
+        )),
         Some(snap) => {
             let why = snap
                 .error
