@@ -26,6 +26,8 @@ struct Flaky {
     asked: std::sync::Mutex<Vec<TaskStatus>>,
     /// Deliveries written.
     marked: AtomicUsize,
+    /// Tasks read by id.
+    reads: AtomicUsize,
     /// Creates still to hold at the gate (each until `release` gives a permit; `gated` is
     /// told when one waits there).
     held_creates: AtomicUsize,
@@ -49,6 +51,7 @@ impl Flaky {
             asked: Default::default(),
             broken_creates: Default::default(),
             marked: AtomicUsize::new(0),
+            reads: AtomicUsize::new(0),
             held_creates: AtomicUsize::new(0),
             release: tokio::sync::Semaphore::new(0),
             gated: tokio::sync::Notify::new(),
@@ -85,6 +88,7 @@ impl TaskStore for Flaky {
         Ok(r)
     }
     async fn get(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
         self.inner.get(id).await
     }
     async fn list(&self, filter: &TaskFilter) -> StoreResult<Vec<TaskRecord>> {
@@ -488,6 +492,35 @@ async fn a_live_childs_message_whose_record_cannot_be_created_leaves_the_child_f
     assert_eq!(
         *flaky.created.lock().unwrap(),
         [TaskStatus::Running, TaskStatus::Running]
+    );
+}
+
+#[tokio::test]
+async fn waiting_for_a_task_running_here_reads_it_once_and_only_for_its_session() {
+    let flaky = Flaky::new(|_| false, 0);
+    let f = over(&flaky, STUCK, None);
+    let session = f.session();
+    let started = call(
+        &f,
+        session.id(),
+        "task",
+        json!({"subagent_type": "worker", "prompt": "go", "background": true}),
+    )
+    .await;
+    let id = started.content.split('"').nth(1).unwrap().to_string();
+    let before = flaky.reads.load(Ordering::SeqCst);
+    let wait = json!({"task_id": id, "timeout": 50});
+    let out = call(&f, session.id(), "task_output", wait.clone()).await;
+    assert!(out.content.contains("timed out waiting"), "{}", out.content);
+    // Waited for at once; read when the wait ended, to say how it stands.
+    assert_eq!(flaky.reads.load(Ordering::SeqCst) - before, 1);
+    // Another session's caller does not get to wait for it.
+    let other = call(&f, f.session().id(), "task_output", wait).await;
+    assert!(other.is_error, "{}", other.content);
+    assert!(
+        other.content.contains("Unknown task_id"),
+        "{}",
+        other.content
     );
 }
 

@@ -329,6 +329,11 @@ impl SubagentRuntime {
         self.local.contains(id)
     }
 
+    /// True while the task runs in this process for a parent of `session`.
+    pub fn runs_here_for(&self, session: &str, id: &str) -> bool {
+        self.local.runs_for(id, session)
+    }
+
     /// How many tasks run here right now (and so hold memory here).
     pub fn running_here(&self) -> usize {
         self.local.len()

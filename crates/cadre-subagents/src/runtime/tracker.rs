@@ -261,6 +261,14 @@ impl LocalTasks {
         self.lock().tasks.contains_key(id)
     }
 
+    /// True while the task runs here for a parent of `session`.
+    pub(crate) fn runs_for(&self, id: &str, session: &str) -> bool {
+        self.lock()
+            .tasks
+            .get(id)
+            .is_some_and(|t| t.session == session)
+    }
+
     /// How many tasks run here.
     pub(crate) fn len(&self) -> usize {
         self.lock().tasks.len()

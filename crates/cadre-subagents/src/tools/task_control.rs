@@ -160,18 +160,22 @@ impl TypedTool for TaskOutputTool {
 
     async fn run(&self, a: OutputArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let runtime = self.runtime.get()?;
-        let Some(t) = lookup(&runtime, ctx, &a.task_id).await else {
-            return Ok(unknown(&a.task_id));
-        };
-        if t.status.is_terminal() {
-            return Ok(finished(&runtime, &t).await);
-        }
-        if !a.block() {
-            return Ok(ToolOutput::ok(describe_running(
-                &runtime,
-                &t,
-                "still running",
-            )));
+        // A task of the caller's session running here is waited for at once; any other is
+        // read first (it may have ended, or run elsewhere, or not be the caller's).
+        if !(a.block() && runtime.runs_here_for(&ctx.run.session_id, &a.task_id)) {
+            let Some(t) = lookup(&runtime, ctx, &a.task_id).await else {
+                return Ok(unknown(&a.task_id));
+            };
+            if t.status.is_terminal() {
+                return Ok(finished(&runtime, &t).await);
+            }
+            if !a.block() {
+                return Ok(ToolOutput::ok(describe_running(
+                    &runtime,
+                    &t,
+                    "still running",
+                )));
+            }
         }
         let ms = a.wait_ms();
         match runtime
@@ -180,14 +184,14 @@ impl TypedTool for TaskOutputTool {
         {
             Waited::Done(t) => Ok(finished(&runtime, &t).await),
             Waited::Unknown => Ok(unknown(&a.task_id)),
-            Waited::Aborted | Waited::TimedOut => {
-                let now = lookup(&runtime, ctx, &a.task_id).await.unwrap_or(t);
-                Ok(ToolOutput::ok(describe_running(
+            Waited::Aborted | Waited::TimedOut => match lookup(&runtime, ctx, &a.task_id).await {
+                Some(now) => Ok(ToolOutput::ok(describe_running(
                     &runtime,
                     &now,
                     &format!("timed out waiting after {ms} ms; the task is still running"),
-                )))
-            }
+                ))),
+                None => Ok(unknown(&a.task_id)),
+            },
         }
     }
 }
