@@ -330,15 +330,7 @@ async fn a_message_to_a_busy_live_child_is_created_pending_and_waits_its_turn() 
     let session = f.session();
     let background = |tool: &'static str, args: serde_json::Value| {
         let (f, sid) = (&f, session.id());
-        async move {
-            let out = call(f, sid, tool, args).await;
-            assert!(!out.is_error, "{}", out.content);
-            let id = out
-                .content
-                .lines()
-                .find_map(|l| l.strip_prefix("task_id: "));
-            id.unwrap().to_string()
-        }
+        async move { task_id_in(&call(f, sid, tool, args).await) }
     };
     let first = background(
         "agent_spawn",
@@ -390,14 +382,7 @@ async fn a_result_is_written_delivered_once_and_only_when_it_was_not() {
     );
     assert_eq!(flaky.marked.load(Ordering::SeqCst), 0);
     // A background one is delivered by the first task_output that reads its end.
-    let bg = call(
-        &f,
-        session.id(),
-        "task",
-        json!({"subagent_type": "worker", "prompt": "go", "background": true}),
-    )
-    .await;
-    let id = bg.content.split('"').nth(1).unwrap().to_string();
+    let id = start_background(&f, session.id()).await;
     for _ in 0..2 {
         let out = call(&f, session.id(), "task_output", json!({"task_id": id})).await;
         assert!(out.content.contains("the answer"), "{}", out.content);
@@ -453,6 +438,14 @@ async fn a_message_does_not_start_ahead_of_one_still_being_created() {
     assert_eq!(created, [TaskStatus::Running, TaskStatus::Pending]);
 }
 
+/// Start a background `task` of the worker in `session`; its id.
+async fn start_background(f: &Fixture, session: &str) -> String {
+    let args = json!({"subagent_type": "worker", "prompt": "go", "background": true});
+    let out = call(f, session, "task", args).await;
+    assert!(!out.is_error, "{}", out.content);
+    out.content.split('"').nth(1).unwrap().to_string()
+}
+
 /// The task id in a delegation tool's reply.
 fn task_id_in(out: &ToolOutput) -> String {
     assert!(!out.is_error, "{}", out.content);
@@ -500,14 +493,7 @@ async fn waiting_for_a_task_running_here_reads_it_once_and_only_for_its_session(
     let flaky = Flaky::new(|_| false, 0);
     let f = over(&flaky, STUCK, None);
     let session = f.session();
-    let started = call(
-        &f,
-        session.id(),
-        "task",
-        json!({"subagent_type": "worker", "prompt": "go", "background": true}),
-    )
-    .await;
-    let id = started.content.split('"').nth(1).unwrap().to_string();
+    let id = start_background(&f, session.id()).await;
     let before = flaky.reads.load(Ordering::SeqCst);
     let wait = json!({"task_id": id, "timeout": 50});
     let out = call(&f, session.id(), "task_output", wait.clone()).await;
@@ -580,14 +566,7 @@ async fn a_cancel_request_still_cancels() {
     let flaky = Flaky::new(TaskStatus::is_terminal, 2);
     let f = over(&flaky, STUCK, None);
     let session = f.session();
-    let out = call(
-        &f,
-        session.id(),
-        "task",
-        json!({"subagent_type": "worker", "prompt": "go", "background": true}),
-    )
-    .await;
-    let id = out.content.split('"').nth(1).unwrap().to_string();
+    let id = start_background(&f, session.id()).await;
     let mut status = f.runtime.watch_status(&id).unwrap();
     tokio::time::timeout(
         Duration::from_secs(10),

@@ -75,6 +75,13 @@ enum BuildFailure {
 const LOST: &str = "the node running it was lost";
 
 impl ChildJob {
+    /// The task was created `running` (it had its slot, and its turn): its job writes no
+    /// `running`. An adopted task was running on the node it came from, which is another
+    /// matter.
+    pub(crate) fn created_running(&self) -> bool {
+        self.created.status == TaskStatus::Running && self.resumed.is_none()
+    }
+
     /// Build a planned child now that it has a slot, in `root` when it has its own
     /// worktree. A panic while building (in a factory, say) fails the task instead of
     /// leaving it pending forever.
@@ -248,10 +255,9 @@ impl ChildJob {
                 _ = self.cancel.cancelled() => None,
             },
         };
-        let created_running = self.created.status == TaskStatus::Running && self.resumed.is_none();
         let started = match session {
             // Created `running` with its slot: nothing to write.
-            Some(session) if created_running && !self.cancel.is_cancelled() => Some(session),
+            Some(session) if self.created_running() && !self.cancel.is_cancelled() => Some(session),
             // A cancel requested in the store (here or on another node) refuses `running`.
             Some(session) if !self.cancel.is_cancelled() => {
                 match cadre_store::transition_retrying(

@@ -620,9 +620,6 @@ impl SubagentRuntime {
         let name = child.name().to_string();
         let session_id = child.session_id().to_string();
         let (cancel, slot, permit) = registered.launched();
-        if created.status == TaskStatus::Running && resumed.is_none() {
-            self.local.started(&task_id);
-        }
         let forward = Arc::new(ForwardSink {
             parent: parent.run.events.clone(),
             parent_budget: parent.run.budget.clone(),
@@ -680,6 +677,9 @@ impl SubagentRuntime {
             spool: self.spool.clone(),
             write_retry: self.cfg.store_write_retry,
         };
+        if job.created_running() {
+            self.local.started(&job.task_id);
+        }
         tokio::spawn(job.run().instrument(span));
         Started {
             task_id,
