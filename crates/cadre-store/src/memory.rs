@@ -525,6 +525,21 @@ impl TaskStore for MemoryStore {
         Ok(n)
     }
 
+    async fn take_finished_task(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
+        let mut g = self.lock();
+        let Some(r) = g.tasks.get_mut(id) else {
+            return Ok(None);
+        };
+        if r.parent_session_id != session || r.delivered || !r.status.is_terminal() {
+            return Ok(None);
+        }
+        r.delivered = true;
+        let taken = r.clone();
+        g.queue_if_done(id);
+        g.forget_beyond(self.shared.retention);
+        Ok(Some(taken))
+    }
+
     async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
         let mut g = self.lock();
         let ids: Vec<String> = g

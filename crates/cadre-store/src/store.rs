@@ -116,6 +116,24 @@ pub trait TaskStore: Send + Sync {
     /// statement: each completion is handed out exactly once, across processes and restarts.
     async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>>;
 
+    /// One task of `session` that has ended and whose result was not delivered yet, marked
+    /// delivered and returned as stored, in one step: what a caller asking for that one
+    /// result (`task_output`) needs, without a read before the write. `None` when the task
+    /// is not the session's, has not ended, was delivered already or is unknown.
+    async fn take_finished_task(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
+        let Some(mut r) = self.get(id).await? else {
+            return Ok(None);
+        };
+        if r.parent_session_id != session || r.delivered || !r.status.is_terminal() {
+            return Ok(None);
+        }
+        if !self.mark_delivered(id).await? {
+            return Ok(None);
+        }
+        r.delivered = true;
+        Ok(Some(r))
+    }
+
     /// Beat the given non-terminal tasks owned by `node` (one statement per 500 ids).
     /// Returns how many were beaten.
     async fn heartbeat(&self, node: &NodeId, ids: &[String]) -> StoreResult<u64>;

@@ -153,6 +153,13 @@ impl TaskStore for Flaky {
     async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
         self.inner.take_undelivered_finished(session).await
     }
+    async fn take_finished_task(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
+        let taken = self.inner.take_finished_task(id, session).await?;
+        if taken.is_some() {
+            self.marked.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(taken)
+    }
     async fn heartbeat(&self, node: &NodeId, ids: &[String]) -> StoreResult<u64> {
         self.inner.heartbeat(node, ids).await
     }
@@ -266,6 +273,15 @@ agent = "worker"
 [[scripts.turns]]
 delay_ms = 60000
 text = "never"
+"#;
+
+/// A worker that answers after a moment.
+const SLOW_ANSWER: &str = r#"
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+delay_ms = 300
+text = "the answer"
 "#;
 
 /// Run one foreground task on a store failing as `flaky` says; the stored record after.
@@ -508,6 +524,36 @@ async fn waiting_for_a_task_running_here_reads_it_once_and_only_for_its_session(
         "{}",
         other.content
     );
+}
+
+#[tokio::test]
+async fn task_output_takes_an_ended_result_in_one_write_without_reading_it_first() {
+    let flaky = Flaky::new(|_| false, 0);
+    let f = over(&flaky, SLOW_ANSWER, None);
+    let session = f.session();
+    let sid = session.id();
+    // One has ended before it is asked for; the other is waited for while it runs here.
+    let ended = start_background(&f, sid).await;
+    let mut end = f.runtime.watch_status(&ended).unwrap();
+    let _ = end.wait_for(|s| s.is_terminal()).await;
+    let running = start_background(&f, sid).await;
+    let before = flaky.reads.load(Ordering::SeqCst);
+    for id in [&ended, &running] {
+        let out = call(&f, sid, "task_output", json!({"task_id": id})).await;
+        assert!(out.content.contains("the answer"), "{}", out.content);
+        assert!(flaky.inner.get(id).await.unwrap().unwrap().delivered);
+    }
+    assert_eq!(
+        flaky.reads.load(Ordering::SeqCst) - before,
+        0,
+        "read before the write"
+    );
+    assert_eq!(flaky.marked.load(Ordering::SeqCst), 2);
+    // Asked again, each is read (delivered already: nothing to write).
+    let again = call(&f, sid, "task_output", json!({"task_id": ended})).await;
+    assert!(again.content.contains("the answer"), "{}", again.content);
+    assert_eq!(flaky.reads.load(Ordering::SeqCst) - before, 1);
+    assert_eq!(flaky.marked.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]

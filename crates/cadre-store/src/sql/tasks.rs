@@ -7,6 +7,7 @@ use super::{SqlStore, now_ms};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{BackgroundSummary, NewTask, TaskFilter, TaskRecord, Transition};
 use cadre_types::TaskStatus;
+use std::sync::LazyLock;
 
 /// The state rules as one conditional update. `$2` is the requested status.
 ///
@@ -92,10 +93,9 @@ static DELIVERED: Shared = Shared {
            WHERE t.id = u.id AND NOT t.delivered RETURNING t.id",
 };
 
-/// A task by id.
-fn get_sql() -> String {
-    format!("SELECT {TASK_COLS} FROM tasks WHERE id = $1")
-}
+/// A task by id. The statements that name [`TASK_COLS`] are made once, not at each call.
+static GET: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {TASK_COLS} FROM tasks WHERE id = $1"));
 
 /// A session's background totals: open, finished, finished and not delivered.
 const SUMMARY_COUNTS: &str = "SELECT \
@@ -105,14 +105,24 @@ const SUMMARY_COUNTS: &str = "SELECT \
      FROM tasks WHERE parent_session_id = $1 AND background";
 
 /// A session's finished background tasks not delivered yet, marked delivered.
-fn take_finished_sql() -> String {
+static TAKE_FINISHED: LazyLock<String> = LazyLock::new(|| {
     format!(
         "UPDATE tasks SET delivered = TRUE \
          WHERE parent_session_id = $1 AND background AND NOT delivered \
            AND (status = 'completed' OR status = 'failed' OR status = 'cancelled') \
          RETURNING {TASK_COLS}"
     )
-}
+});
+
+/// One finished task of a session whose result was not delivered yet, marked delivered.
+static TAKE_ONE_FINISHED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE tasks SET delivered = TRUE \
+         WHERE id = $1 AND parent_session_id = $2 AND NOT delivered \
+           AND (status = 'completed' OR status = 'failed' OR status = 'cancelled') \
+         RETURNING {TASK_COLS}"
+    )
+});
 
 /// The writes every task makes, prepared on each PostgreSQL connection as it opens: for
 /// many rows. (Not for one: PostgreSQL cannot tell some of their values' types before they
@@ -121,13 +131,13 @@ pub(super) fn hot_writes_pg() -> Vec<String> {
     [INSERT.many, TRANSITION.many, DELIVERED.many]
         .into_iter()
         .map(str::to_owned)
-        .chain([take_finished_sql()])
+        .chain([TAKE_FINISHED.clone(), TAKE_ONE_FINISHED.clone()])
         .collect()
 }
 
 /// The reads every task or turn makes, prepared on each PostgreSQL connection as it opens.
 pub(super) fn hot_reads() -> Vec<String> {
-    vec![get_sql(), SUMMARY_COUNTS.to_owned()]
+    vec![GET.clone(), SUMMARY_COUNTS.to_owned()]
 }
 
 fn tokens(v: u64) -> i64 {
@@ -176,7 +186,7 @@ impl SqlStore {
     }
 
     pub(super) async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
-        let rows = self.db.fetch(&get_sql(), vec![id.into()]).await?;
+        let rows = self.db.fetch(&GET, vec![id.into()]).await?;
         rows.first().map(Row::task).transpose()
     }
 
@@ -440,8 +450,25 @@ impl SqlStore {
         Ok(total)
     }
 
+    /// One write where a read and a write were: the task's row comes back from its update.
+    pub(super) async fn take_finished_one(
+        &self,
+        id: &str,
+        session: &str,
+    ) -> StoreResult<Option<TaskRecord>> {
+        let sql = TAKE_ONE_FINISHED.as_str();
+        let args = vec![Arg::from(id), Arg::from(session)];
+        on_writer!(&self.db, (sql, args), |p, (sql, args)| {
+            p.fetch(sql, args)
+                .await?
+                .first()
+                .map(Row::task)
+                .transpose()?
+        })
+    }
+
     pub(super) async fn take_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
-        let sql = take_finished_sql();
+        let sql = TAKE_FINISHED.as_str();
         let args = vec![Arg::from(session)];
         on_writer!(&self.db, (sql, args), |p, (sql, args)| {
             tasks_sorted(&p.fetch(sql, args).await?)?

@@ -89,6 +89,10 @@ impl TaskStore for SqlStore {
         self.take_finished(session).await
     }
 
+    async fn take_finished_task(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
+        self.take_finished_one(id, session).await
+    }
+
     async fn heartbeat(&self, node: &NodeId, ids: &[String]) -> StoreResult<u64> {
         self.heartbeat_tasks(node, ids).await
     }

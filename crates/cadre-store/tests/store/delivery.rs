@@ -3,6 +3,7 @@
 use crate::both_backends;
 use crate::common::{Fixture, Kind};
 use cadre_store::{LiveChildEntry, NewTask, REDACTED, StoreError, Transition, Transport};
+use cadre_types::TaskStatus;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
@@ -297,8 +298,56 @@ async fn background_summary_counts_and_lists_newest_open(kind: Kind) {
     assert_eq!(none, Default::default());
 }
 
+/// `take_finished_task` hands out one ended task's result once, only to its own session, and
+/// leaves a running or already delivered task alone.
+async fn one_finished_task_taken_once(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let a = fx.open("node-a").await;
+    let b = fx.open("node-b").await;
+    let mut t = NewTask::new("w", "s", "p");
+    t.background = true;
+    let id = a.create(&t).await.unwrap().id;
+    a.transition(&id, Transition::running()).await.unwrap();
+    assert!(
+        a.take_finished_task(&id, "s").await.unwrap().is_none(),
+        "running"
+    );
+    a.transition(&id, Transition::failed("boom")).await.unwrap();
+    assert!(
+        a.take_finished_task(&id, "other").await.unwrap().is_none(),
+        "another session's caller"
+    );
+    assert!(!a.get(&id).await.unwrap().unwrap().delivered);
+    // Two handles race for it: one gets the stored record, marked delivered.
+    let (x, y) = tokio::join!(
+        a.take_finished_task(&id, "s"),
+        b.take_finished_task(&id, "s")
+    );
+    let taken: Vec<_> = [x.unwrap(), y.unwrap()].into_iter().flatten().collect();
+    assert_eq!(taken.len(), 1, "taken twice or never");
+    let r = &taken[0];
+    assert_eq!((r.id.as_str(), r.status), (id.as_str(), TaskStatus::Failed));
+    assert_eq!(r.error.as_deref(), Some("boom"));
+    assert!(r.delivered && r.background);
+    assert!(a.get(&id).await.unwrap().unwrap().delivered);
+    assert!(
+        a.take_finished_task(&id, "s").await.unwrap().is_none(),
+        "delivered"
+    );
+    assert!(a.take_undelivered_finished("s").await.unwrap().is_empty());
+    assert!(
+        a.take_finished_task("task_missing", "s")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
 both_backends!(
     background_summary_counts_and_lists_newest_open,
+    one_finished_task_taken_once,
     batch_delivery_marks_each_once,
     finished_delivered_exactly_once,
     live_child_labels,

@@ -30,7 +30,7 @@ pub(crate) use types::RuntimeRef;
 pub use types::{
     Child, ChildRunner, Inherited, LiveRequest, Parent, SpawnError, SpawnRequest, Started, Waited,
 };
-pub(crate) use types::{ChildMessage, ChildPlan, Decided, JobChild, JobStart, Resumed};
+pub(crate) use types::{ChildMessage, ChildPlan, Decided, JobChild, JobStart, Resumed, WaitedHere};
 
 use crate::definitions::registry::AgentRegistry;
 use crate::definitions::skills::SkillSet;
@@ -700,7 +700,7 @@ impl SubagentRuntime {
         if let Some(r) = self.spool.record(task_id) {
             return Waited::Done(Box::new(r));
         }
-        let Some(mut rx) = self.local.watch(task_id) else {
+        if !self.local.contains(task_id) {
             let stored = tokio::select! {
                 r = self.store.wait_terminal(task_id, timeout.unwrap_or(FOREVER)) => r,
                 _ = abort.cancelled() => return Waited::Aborted,
@@ -714,6 +714,30 @@ impl SubagentRuntime {
                     Waited::Unknown
                 }
             };
+        }
+        match self.wait_here(task_id, abort, timeout).await {
+            WaitedHere::Ended => {}
+            WaitedHere::Aborted => return Waited::Aborted,
+            WaitedHere::TimedOut => return Waited::TimedOut,
+        }
+        // The end was stored before the watch saw it.
+        match self.task_record(task_id).await {
+            Some(r) if r.status.is_terminal() => Waited::Done(Box::new(r)),
+            _ => Waited::Unknown,
+        }
+    }
+
+    /// Wait until a task running here ends, `abort` fires or `timeout` passes, reading
+    /// nothing: through its status watch. Its end is stored by the time it is told. A task
+    /// that does not run here (any more) has ended as far as this process knows.
+    pub(crate) async fn wait_here(
+        &self,
+        task_id: &str,
+        abort: &CancellationToken,
+        timeout: Option<Duration>,
+    ) -> WaitedHere {
+        let Some(mut rx) = self.local.watch(task_id) else {
+            return WaitedHere::Ended;
         };
         let limit = async {
             match timeout {
@@ -722,14 +746,26 @@ impl SubagentRuntime {
             }
         };
         tokio::select! {
-            _ = rx.wait_for(|s| s.is_terminal()) => {}
-            _ = abort.cancelled() => return Waited::Aborted,
-            _ = limit => return Waited::TimedOut,
+            _ = rx.wait_for(|s| s.is_terminal()) => WaitedHere::Ended,
+            _ = abort.cancelled() => WaitedHere::Aborted,
+            _ = limit => WaitedHere::TimedOut,
         }
-        // The end was stored before the watch saw it.
-        match self.task_record(task_id).await {
-            Some(r) if r.status.is_terminal() => Waited::Done(Box::new(r)),
-            _ => Waited::Unknown,
+    }
+
+    /// A task of `session` that has ended and whose result was not delivered yet: read and
+    /// marked delivered in one store write. `None` otherwise (it runs, was delivered, is
+    /// another session's or unknown, its end waits in the spool, or the store failed); the
+    /// caller then reads it as usual.
+    pub async fn take_finished(&self, session: &str, task_id: &str) -> Option<TaskRecord> {
+        if self.spool.record(task_id).is_some() {
+            return None;
+        }
+        match self.store.take_finished_task(task_id, session).await {
+            Ok(taken) => taken,
+            Err(e) => {
+                tracing::warn!(task = task_id, error = %e, "store: taking a finished task failed");
+                None
+            }
         }
     }
 

@@ -202,6 +202,17 @@ pub enum Waited {
     Unknown,
 }
 
+/// The result of waiting for a task running here, which reads nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WaitedHere {
+    /// The task ended (its end is stored), or does not run here.
+    Ended,
+    /// The timeout passed first.
+    TimedOut,
+    /// The waiter was cancelled.
+    Aborted,
+}
+
 /// What runs a child's tasks.
 #[derive(Clone)]
 pub enum ChildRunner {

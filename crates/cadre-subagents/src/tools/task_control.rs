@@ -1,7 +1,7 @@
 //! The lifecycle tools that inspect and control tasks: `task_output`, `task_cancel`,
 //! `task_list`. Tasks are scoped to the parent session; replies are `key: value` lines.
 
-use crate::runtime::{RuntimeRef, SubagentRuntime, Waited};
+use crate::runtime::{RuntimeRef, SubagentRuntime, Waited, WaitedHere};
 use cadre_store::TaskRecord;
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 use cadre_types::TaskStatus;
@@ -160,39 +160,61 @@ impl TypedTool for TaskOutputTool {
 
     async fn run(&self, a: OutputArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let runtime = self.runtime.get()?;
-        // A task of the caller's session running here is waited for at once; any other is
-        // read first (it may have ended, or run elsewhere, or not be the caller's).
-        if !(a.block() && runtime.runs_here_for(&ctx.run.session_id, &a.task_id)) {
-            let Some(t) = lookup(&runtime, ctx, &a.task_id).await else {
-                return Ok(unknown(&a.task_id));
-            };
-            if t.status.is_terminal() {
-                return Ok(finished(&runtime, &t).await);
-            }
-            if !a.block() {
-                return Ok(ToolOutput::ok(describe_running(
-                    &runtime,
-                    &t,
-                    "still running",
-                )));
+        let (session, id) = (&ctx.run.session_id, &a.task_id);
+        let wait = Duration::from_millis(a.wait_ms());
+        // A task of the caller's session running here is waited for at once, reading nothing.
+        if a.block() && runtime.runs_here_for(session, id) {
+            match runtime.wait_here(id, &ctx.cancel, Some(wait)).await {
+                WaitedHere::Ended => {}
+                WaitedHere::Aborted | WaitedHere::TimedOut => {
+                    return Ok(timed_out(&runtime, ctx, id, wait).await);
+                }
             }
         }
-        let ms = a.wait_ms();
-        match runtime
-            .wait_for(&a.task_id, &ctx.cancel, Some(Duration::from_millis(ms)))
-            .await
-        {
+        // An ended task whose result was not delivered yet: read and delivered in one write.
+        if let Some(t) = runtime.take_finished(session, id).await {
+            return Ok(finished(&runtime, &t).await);
+        }
+        // Any other is read (it may run elsewhere, be delivered already, or not be the
+        // caller's).
+        let Some(t) = lookup(&runtime, ctx, id).await else {
+            return Ok(unknown(id));
+        };
+        if t.status.is_terminal() {
+            return Ok(finished(&runtime, &t).await);
+        }
+        if !a.block() {
+            return Ok(ToolOutput::ok(describe_running(
+                &runtime,
+                &t,
+                "still running",
+            )));
+        }
+        match runtime.wait_for(id, &ctx.cancel, Some(wait)).await {
             Waited::Done(t) => Ok(finished(&runtime, &t).await),
-            Waited::Unknown => Ok(unknown(&a.task_id)),
-            Waited::Aborted | Waited::TimedOut => match lookup(&runtime, ctx, &a.task_id).await {
-                Some(now) => Ok(ToolOutput::ok(describe_running(
-                    &runtime,
-                    &now,
-                    &format!("timed out waiting after {ms} ms; the task is still running"),
-                ))),
-                None => Ok(unknown(&a.task_id)),
-            },
+            Waited::Unknown => Ok(unknown(id)),
+            Waited::Aborted | Waited::TimedOut => Ok(timed_out(&runtime, ctx, id, wait).await),
         }
+    }
+}
+
+/// `task_output`'s answer when its wait ended before the task: how the task stands now.
+async fn timed_out(
+    runtime: &SubagentRuntime,
+    ctx: &ToolContext,
+    id: &str,
+    wait: Duration,
+) -> ToolOutput {
+    match lookup(runtime, ctx, id).await {
+        Some(now) => ToolOutput::ok(describe_running(
+            runtime,
+            &now,
+            &format!(
+                "timed out waiting after {} ms; the task is still running",
+                wait.as_millis()
+            ),
+        )),
+        None => unknown(id),
     }
 }
 
