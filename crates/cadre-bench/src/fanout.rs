@@ -94,6 +94,13 @@ pub struct FanoutResult {
     /// and parent session still alive), KiB.
     #[serde(default)]
     pub rss_after_delivery_kib: u64,
+    /// RSS in the first timed scenario run once its parent session was dropped too (its
+    /// runtime and store still alive), KiB.
+    #[serde(default)]
+    pub rss_after_session_kib: u64,
+    /// The first timed run's parent conversation after delivery, as JSON bytes.
+    #[serde(default)]
+    pub conversation_bytes: usize,
     /// RSS after the first timed scenario run returned (its runtime dropped), KiB.
     #[serde(default)]
     pub rss_after_run_kib: u64,
@@ -195,6 +202,8 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
     let (run, served, cpu) = scenario_checked(&server, &opts()?).await?;
     let rss_after_run_kib = status_kib("VmRSS").unwrap_or(0);
     let rss_after_delivery_kib = run.rss_after_delivery_kib;
+    let (rss_after_session_kib, conversation_bytes) =
+        (run.rss_after_session_kib, run.conversation_bytes);
     scenario_requests.push(served);
     scenario_cpu.push(ms(cpu));
     runs.push(run);
@@ -278,6 +287,8 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
         scenario_peak_rss_kib,
         rss_before_run_kib,
         rss_after_delivery_kib,
+        rss_after_session_kib,
+        conversation_bytes,
         rss_after_run_kib,
         peak_rss_kib: status_kib("VmHWM").unwrap_or(0),
         server_in_process: args.server_in_process,
@@ -359,9 +370,12 @@ pub fn print(r: &FanoutResult) {
         }
     );
     println!(
-        "  RSS       before a timed run {:.1} MiB, after its delivery {:.1} MiB, after it {:.1} MiB",
+        "  RSS       before a timed run {:.1} MiB, after its delivery {:.1} MiB (its parent's \
+         conversation: {:.1} MiB of JSON), without that session {:.1} MiB, after it {:.1} MiB",
         mib(r.rss_before_run_kib),
         mib(r.rss_after_delivery_kib),
+        r.conversation_bytes as f64 / (1024.0 * 1024.0),
+        mib(r.rss_after_session_kib),
         mib(r.rss_after_run_kib),
     );
 }

@@ -35,6 +35,12 @@ pub struct ScenarioRun {
     /// The process's RSS (KiB) once every result was delivered, the runtime and the
     /// parent's session still alive.
     pub rss_after_delivery_kib: u64,
+    /// The parent's conversation at that point, as JSON bytes: what the session holds by
+    /// design (every call and result), apart from what the runtime keeps.
+    pub conversation_bytes: usize,
+    /// The process's RSS (KiB) once the parent's session was dropped too, the runtime (and
+    /// its store) still alive: what the runtime keeps after delivery.
+    pub rss_after_session_kib: u64,
 }
 
 /// True when a run failed because the mock server refused a too-large request body: a 413,
@@ -192,6 +198,9 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
     }
     let delivered = delivered(session.messages());
     let rss_after_delivery_kib = crate::stats::status_kib("VmRSS").unwrap_or(0);
+    let conversation_bytes = serde_json::to_vec(session.messages()).map_or(0, |b| b.len());
+    drop(session);
+    let rss_after_session_kib = crate::stats::status_kib("VmRSS").unwrap_or(0);
     wiring.runtime.shutdown();
     Ok(ScenarioRun {
         elapsed,
@@ -201,5 +210,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
         delivered,
         parent_rejected,
         rss_after_delivery_kib,
+        conversation_bytes,
+        rss_after_session_kib,
     })
 }
