@@ -87,6 +87,20 @@ struct SessionLocal {
     slots: Arc<Semaphore>,
 }
 
+/// Below this capacity a map keeps its room: shrinking it would only be growing it again.
+const KEPT_CAPACITY: usize = 64;
+
+/// Give back most of a map's room once it holds a quarter of what it could: a map keeps its
+/// capacity as entries go, so a fan-out of 10 000 tasks would hold room for 16 384 for the
+/// life of the process. Shrinking to twice the entries left makes the cost of a shrink
+/// amortised over the removals before it.
+fn shrink_after_removal<V>(map: &mut HashMap<String, V>) {
+    let capacity = map.capacity();
+    if capacity > KEPT_CAPACITY && map.len() < capacity / 4 {
+        map.shrink_to((map.len() * 2).max(KEPT_CAPACITY));
+    }
+}
+
 impl LocalTasks {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         match self.inner.lock() {
@@ -171,6 +185,7 @@ impl LocalTasks {
             return;
         };
         t.status.send_replace(status);
+        shrink_after_removal(&mut g.tasks);
         let Some(s) = g.sessions.get_mut(&t.session) else {
             return;
         };
@@ -183,6 +198,7 @@ impl LocalTasks {
             // Anyone still waiting on this entry's wake-up looks again and finds it gone.
             s.ended.notify_waiters();
             g.sessions.remove(&t.session);
+            shrink_after_removal(&mut g.sessions);
         }
     }
 
@@ -331,6 +347,41 @@ mod tests {
         t.insert("c", "s", true, CancellationToken::new(), 2);
         assert_eq!(t.open_background("s", &wake), None, "a new entry");
         assert!(!t.promote("a"));
+    }
+
+    #[test]
+    fn the_maps_give_back_their_room_when_a_fan_out_ends() {
+        let t = LocalTasks::default();
+        let ids: Vec<String> = (0..10_000).map(|i| format!("t{i}")).collect();
+        for (i, id) in ids.iter().enumerate() {
+            t.insert(
+                id,
+                &format!("s{}", i % 500),
+                true,
+                CancellationToken::new(),
+                4,
+            );
+        }
+        let grown = {
+            let g = t.lock();
+            (g.tasks.capacity(), g.sessions.capacity())
+        };
+        assert!(grown.0 >= 10_000 && grown.1 >= 500, "{grown:?}");
+        for id in &ids {
+            t.finish(id, TaskStatus::Completed);
+        }
+        let g = t.lock();
+        assert!(g.tasks.is_empty() && g.sessions.is_empty());
+        assert!(
+            g.tasks.capacity() <= 2 * KEPT_CAPACITY,
+            "{}",
+            g.tasks.capacity()
+        );
+        assert!(
+            g.sessions.capacity() <= 2 * KEPT_CAPACITY,
+            "{}",
+            g.sessions.capacity()
+        );
     }
 
     #[test]
