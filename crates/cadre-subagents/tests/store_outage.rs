@@ -28,6 +28,8 @@ struct Flaky {
     marked: AtomicUsize,
     /// Tasks read by id.
     reads: AtomicUsize,
+    /// One-task deliveries tried (`take_finished_task`), taken or not.
+    takes: AtomicUsize,
     /// Creates still to hold at the gate (each until `release` gives a permit; `gated` is
     /// told when one waits there).
     held_creates: AtomicUsize,
@@ -52,6 +54,7 @@ impl Flaky {
             broken_creates: Default::default(),
             marked: AtomicUsize::new(0),
             reads: AtomicUsize::new(0),
+            takes: AtomicUsize::new(0),
             held_creates: AtomicUsize::new(0),
             release: tokio::sync::Semaphore::new(0),
             gated: tokio::sync::Notify::new(),
@@ -154,6 +157,7 @@ impl TaskStore for Flaky {
         self.inner.take_undelivered_finished(session).await
     }
     async fn take_finished_task(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
+        self.takes.fetch_add(1, Ordering::SeqCst);
         let taken = self.inner.take_finished_task(id, session).await?;
         if taken.is_some() {
             self.marked.fetch_add(1, Ordering::SeqCst);
@@ -516,6 +520,17 @@ async fn waiting_for_a_task_running_here_reads_it_once_and_only_for_its_session(
     assert!(out.content.contains("timed out waiting"), "{}", out.content);
     // Waited for at once; read when the wait ended, to say how it stands.
     assert_eq!(flaky.reads.load(Ordering::SeqCst) - before, 1);
+    // Asked without waiting, it is read once; running here, it has no result to take.
+    let poll = call(
+        &f,
+        session.id(),
+        "task_output",
+        json!({"task_id": id, "block": false}),
+    )
+    .await;
+    assert!(poll.content.contains("still running"), "{}", poll.content);
+    assert_eq!(flaky.reads.load(Ordering::SeqCst) - before, 2);
+    assert_eq!(flaky.takes.load(Ordering::SeqCst), 0);
     // Another session's caller does not get to wait for it.
     let other = call(&f, f.session().id(), "task_output", wait).await;
     assert!(other.is_error, "{}", other.content);

@@ -171,8 +171,11 @@ impl TypedTool for TaskOutputTool {
                 }
             }
         }
-        // An ended task whose result was not delivered yet: read and delivered in one write.
-        if let Some(t) = runtime.take_finished(session, id).await {
+        // One that no longer runs here may have ended: if its result was not delivered yet,
+        // it is read and delivered in one write. (One still running here has nothing to take.)
+        if !runtime.runs_here_for(session, id)
+            && let Some(t) = runtime.take_finished(session, id).await
+        {
             return Ok(finished(&runtime, &t).await);
         }
         // Any other is read (it may run elsewhere, be delivered already, or not be the
