@@ -113,6 +113,26 @@ fn delivered(messages: &[Message]) -> usize {
     anonymous + ids.len()
 }
 
+/// How many bytes `messages` take as JSON, counted as they are written: a buffer of them
+/// (megabytes at N = 10 000) would be freed just before the next RSS reading.
+fn json_size(messages: &[Message]) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    match serde_json::to_writer(&mut count, messages) {
+        Ok(()) => count.0,
+        Err(_) => 0,
+    }
+}
+
 /// Run the scenario once in a fresh temporary workspace with a fresh runtime, parent agent
 /// and session (the providers, and so the HTTP connection pool, are the caller's).
 pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
@@ -200,7 +220,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
     drop(tasks);
     let delivered = delivered(session.messages());
     let rss_after_delivery_kib = crate::stats::status_kib("VmRSS").unwrap_or(0);
-    let conversation_bytes = serde_json::to_vec(session.messages()).map_or(0, |b| b.len());
+    let conversation_bytes = json_size(session.messages());
     drop(session);
     let rss_after_session_kib = crate::stats::status_kib("VmRSS").unwrap_or(0);
     wiring.runtime.shutdown();

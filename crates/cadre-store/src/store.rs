@@ -121,17 +121,7 @@ pub trait TaskStore: Send + Sync {
     /// result (`task_output`) needs, without a read before the write. `None` when the task
     /// is not the session's, has not ended, was delivered already or is unknown.
     async fn take_finished_task(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
-        let Some(mut r) = self.get(id).await? else {
-            return Ok(None);
-        };
-        if r.parent_session_id != session || r.delivered || !r.status.is_terminal() {
-            return Ok(None);
-        }
-        if !self.mark_delivered(id).await? {
-            return Ok(None);
-        }
-        r.delivered = true;
-        Ok(Some(r))
+        take_by_reading(self, id, session).await
     }
 
     /// Beat the given non-terminal tasks owned by `node` (one statement per 500 ids).
@@ -235,6 +225,25 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// [`TaskStore::take_finished_task`] as a read, then a delivery that only one caller makes.
+pub(crate) async fn take_by_reading<S: TaskStore + ?Sized>(
+    store: &S,
+    id: &str,
+    session: &str,
+) -> StoreResult<Option<TaskRecord>> {
+    let Some(mut r) = store.get(id).await? else {
+        return Ok(None);
+    };
+    if r.parent_session_id != session || r.delivered || !r.status.is_terminal() {
+        return Ok(None);
+    }
+    if !store.mark_delivered(id).await? {
+        return Ok(None);
+    }
+    r.delivered = true;
+    Ok(Some(r))
 }
 
 /// Send the cancelled ids not reported yet on a watch's channel; on a full look (`full`),

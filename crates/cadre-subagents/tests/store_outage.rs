@@ -279,15 +279,6 @@ delay_ms = 60000
 text = "never"
 "#;
 
-/// A worker that answers after a moment.
-const SLOW_ANSWER: &str = r#"
-[[scripts]]
-agent = "worker"
-[[scripts.turns]]
-delay_ms = 300
-text = "the answer"
-"#;
-
 /// Run one foreground task on a store failing as `flaky` says; the stored record after.
 async fn run_through(flaky: &Arc<Flaky>) -> (ToolOutput, TaskRecord) {
     let mut ran = run_many(flaky, 1, 1).await;
@@ -542,33 +533,44 @@ async fn waiting_for_a_task_running_here_reads_it_once_and_only_for_its_session(
 }
 
 #[tokio::test]
-async fn task_output_takes_an_ended_result_in_one_write_without_reading_it_first() {
+async fn task_output_takes_the_result_it_waited_for_in_one_write_without_reading_it() {
     let flaky = Flaky::new(|_| false, 0);
-    let f = over(&flaky, SLOW_ANSWER, None);
+    let store: Arc<dyn TaskStore> = flaky.clone();
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let f = fixture(
+        GATED,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(move |c| {
+                c.store = store;
+                c.base_tools = base_tools().with(Arc::new(Gate(gate)));
+            }),
+            ..Default::default()
+        },
+    );
     let session = f.session();
     let sid = session.id();
-    // One has ended before it is asked for; the other is waited for while it runs here.
-    let ended = start_background(&f, sid).await;
-    let mut end = f.runtime.watch_status(&ended).unwrap();
-    let _ = end.wait_for(|s| s.is_terminal()).await;
-    let running = start_background(&f, sid).await;
+    let id = start_background(&f, sid).await;
     let before = flaky.reads.load(Ordering::SeqCst);
-    for id in [&ended, &running] {
-        let out = call(&f, sid, "task_output", json!({"task_id": id})).await;
-        assert!(out.content.contains("the answer"), "{}", out.content);
-        assert!(flaky.inner.get(id).await.unwrap().unwrap().delivered);
-    }
+    let mut output = Box::pin(call(&f, sid, "task_output", json!({"task_id": id})));
+    // Its first poll reaches the wait (the child is held at its gate); then the child ends.
+    assert!(futures::poll!(&mut output).is_pending());
+    open.send_replace(true);
+    let out = output.await;
+    assert!(out.content.contains("done:"), "{}", out.content);
+    assert!(flaky.inner.get(&id).await.unwrap().unwrap().delivered);
     assert_eq!(
         flaky.reads.load(Ordering::SeqCst) - before,
         0,
         "read before the write"
     );
-    assert_eq!(flaky.marked.load(Ordering::SeqCst), 2);
-    // Asked again, each is read (delivered already: nothing to write).
-    let again = call(&f, sid, "task_output", json!({"task_id": ended})).await;
-    assert!(again.content.contains("the answer"), "{}", again.content);
+    assert_eq!(flaky.takes.load(Ordering::SeqCst), 1);
+    assert_eq!(flaky.marked.load(Ordering::SeqCst), 1);
+    // Asked again, it is read: delivered already, nothing is written.
+    let again = call(&f, sid, "task_output", json!({"task_id": id})).await;
+    assert!(again.content.contains("done:"), "{}", again.content);
     assert_eq!(flaky.reads.load(Ordering::SeqCst) - before, 1);
-    assert_eq!(flaky.marked.load(Ordering::SeqCst), 2);
+    assert_eq!(flaky.marked.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 
 use super::conn::{Arg, Row, Shared};
 use super::rows::{TASK_COLS, tasks_sorted};
-use super::{SqlStore, now_ms};
+use super::{Db, SqlStore, now_ms};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{BackgroundSummary, NewTask, TaskFilter, TaskRecord, Transition};
 use cadre_types::TaskStatus;
@@ -114,7 +114,8 @@ static TAKE_FINISHED: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-/// One finished task of a session whose result was not delivered yet, marked delivered.
+/// One finished task of a session whose result was not delivered yet, marked delivered
+/// (SQLite; PostgreSQL reads it and joins the delivery to its batch's shared statement).
 static TAKE_ONE_FINISHED: LazyLock<String> = LazyLock::new(|| {
     format!(
         "UPDATE tasks SET delivered = TRUE \
@@ -131,7 +132,7 @@ pub(super) fn hot_writes_pg() -> Vec<String> {
     [INSERT.many, TRANSITION.many, DELIVERED.many]
         .into_iter()
         .map(str::to_owned)
-        .chain([TAKE_FINISHED.clone(), TAKE_ONE_FINISHED.clone()])
+        .chain([TAKE_FINISHED.clone()])
         .collect()
 }
 
@@ -450,12 +451,18 @@ impl SqlStore {
         Ok(total)
     }
 
-    /// One write where a read and a write were: the task's row comes back from its update.
+    /// On SQLite one write where a read and a write were: the task's row comes back from its
+    /// update. On PostgreSQL the read runs on the pool, beside the writer, and the delivery
+    /// joins the batch's one statement for every delivery: as one write job, each take would
+    /// be a round trip of its own on the writer's one connection.
     pub(super) async fn take_finished_one(
         &self,
         id: &str,
         session: &str,
     ) -> StoreResult<Option<TaskRecord>> {
+        if let Db::Postgres { .. } = &self.db {
+            return crate::store::take_by_reading(self, id, session).await;
+        }
         let sql = TAKE_ONE_FINISHED.as_str();
         let args = vec![Arg::from(id), Arg::from(session)];
         on_writer!(&self.db, (sql, args), |p, (sql, args)| {

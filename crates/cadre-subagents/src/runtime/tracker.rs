@@ -91,7 +91,7 @@ struct SessionLocal {
 const KEPT_CAPACITY: usize = 64;
 
 /// Give back most of a map's room once it holds a quarter of what it could: a map keeps its
-/// capacity as entries go, so a fan-out of 10 000 tasks would hold room for 16 384 for the
+/// capacity as entries go, so a fan-out of 10 000 tasks would hold room for 14 336 for the
 /// life of the process. Shrinking to twice the entries left makes the cost of a shrink
 /// amortised over the removals before it.
 fn shrink_after_removal<V>(map: &mut HashMap<String, V>) {

@@ -162,24 +162,26 @@ impl TypedTool for TaskOutputTool {
         let runtime = self.runtime.get()?;
         let (session, id) = (&ctx.run.session_id, &a.task_id);
         let wait = Duration::from_millis(a.wait_ms());
-        // A task of the caller's session running here is waited for at once, reading nothing.
+        // A task of the caller's session running here is waited for at once, reading
+        // nothing; when it ends, its result (not delivered yet: the parent is in this call)
+        // is taken in one step.
         if a.block() && runtime.runs_here_for(session, id) {
-            match runtime.wait_here(id, &ctx.cancel, Some(wait)).await {
-                WaitedHere::Ended => {}
+            return Ok(match runtime.wait_here(id, &ctx.cancel, Some(wait)).await {
+                WaitedHere::Ended => match runtime.take_finished(session, id).await {
+                    Some(t) => finished(&runtime, &t).await,
+                    // Its end was stored before the watch saw it.
+                    None => match lookup(&runtime, ctx, id).await {
+                        Some(t) if t.status.is_terminal() => finished(&runtime, &t).await,
+                        _ => unknown(id),
+                    },
+                },
                 WaitedHere::Aborted | WaitedHere::TimedOut => {
-                    return Ok(timed_out(&runtime, ctx, id, wait).await);
+                    timed_out(&runtime, ctx, id, wait).await
                 }
-            }
+            });
         }
-        // One that no longer runs here may have ended: if its result was not delivered yet,
-        // it is read and delivered in one write. (One still running here has nothing to take.)
-        if !runtime.runs_here_for(session, id)
-            && let Some(t) = runtime.take_finished(session, id).await
-        {
-            return Ok(finished(&runtime, &t).await);
-        }
-        // Any other is read (it may run elsewhere, be delivered already, or not be the
-        // caller's).
+        // Any other is read first: it may have ended (and been delivered at a turn's
+        // start), run elsewhere, or not be the caller's.
         let Some(t) = lookup(&runtime, ctx, id).await else {
             return Ok(unknown(id));
         };
