@@ -164,7 +164,12 @@ fn commands_follow_ups_escalations_and_resuming() {
     pick(&tmux, "more please");
     tmux.keys(&["Enter"]);
     tmux.wait_for("helper again: more please");
+    // One Escape at a time: two ESC bytes read at once are one Esc key (the terminal
+    // parser takes ESC ESC for Esc), which on a loaded machine left the list open.
     tmux.keys(&["Escape"]);
+    tmux.wait("the task view to close", |s| {
+        s.contains("Tasks — Enter open") && !s.contains("s follow-up · Esc back")
+    });
     tmux.keys(&["Escape"]);
     // Both levels closed: the list, and the task view the first Escape leaves (keys typed
     // while either shows go to the panel, not the input).
