@@ -535,19 +535,7 @@ async fn waiting_for_a_task_running_here_reads_it_once_and_only_for_its_session(
 #[tokio::test]
 async fn task_output_takes_the_result_it_waited_for_in_one_write_without_reading_it() {
     let flaky = Flaky::new(|_| false, 0);
-    let store: Arc<dyn TaskStore> = flaky.clone();
-    let (open, gate) = tokio::sync::watch::channel(false);
-    let f = fixture(
-        GATED,
-        Options {
-            defs: vec![worker("worker")],
-            tweak: Box::new(move |c| {
-                c.store = store;
-                c.base_tools = base_tools().with(Arc::new(Gate(gate)));
-            }),
-            ..Default::default()
-        },
-    );
+    let (f, open) = gated_over(flaky.clone(), |_| {});
     let session = f.session();
     let sid = session.id();
     let id = start_background(&f, sid).await;
@@ -740,6 +728,28 @@ tool_calls = [{ name = "gate", args = {} }]
 text = "done: {{user}}"
 "#;
 
+/// A fixture of [`GATED`] children over `store`, with `more` set on its runtime; and the
+/// sender that opens their gate.
+fn gated_over(
+    store: Arc<dyn TaskStore>,
+    more: impl FnOnce(&mut cadre_subagents::RuntimeConfig) + 'static,
+) -> (Fixture, tokio::sync::watch::Sender<bool>) {
+    let (open, gate) = tokio::sync::watch::channel(false);
+    let f = fixture(
+        GATED,
+        Options {
+            defs: vec![worker("worker")],
+            tweak: Box::new(move |c| {
+                c.store = store;
+                c.base_tools = base_tools().with(Arc::new(Gate(gate)));
+                more(c);
+            }),
+            ..Default::default()
+        },
+    );
+    (f, open)
+}
+
 /// Waits until the test opens the gate.
 struct Gate(tokio::sync::watch::Receiver<bool>);
 
@@ -792,20 +802,10 @@ async fn postgresql_down_while_20_children_finish_loses_and_mislabels_nothing() 
             .await
             .unwrap(),
     );
-    let (open, gate) = tokio::sync::watch::channel(false);
-    let f = fixture(
-        GATED,
-        Options {
-            defs: vec![worker("worker")],
-            tweak: Box::new(move |c| {
-                c.store = store;
-                c.max_concurrent = N;
-                c.store_write_retry = Duration::from_secs(1);
-                c.base_tools = base_tools().with(Arc::new(Gate(gate)));
-            }),
-            ..Default::default()
-        },
-    );
+    let (f, open) = gated_over(store, |c| {
+        c.max_concurrent = N;
+        c.store_write_retry = Duration::from_secs(1);
+    });
     let session = f.session();
     let sid = session.id();
     let calls = futures::future::join_all((0..N).map(|i| {
