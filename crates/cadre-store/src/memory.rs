@@ -527,12 +527,9 @@ impl TaskStore for MemoryStore {
 
     async fn take_finished_task(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
         let mut g = self.lock();
-        let Some(r) = g.tasks.get_mut(id) else {
+        let Some(r) = g.tasks.get_mut(id).filter(|r| r.takeable_by(session)) else {
             return Ok(None);
         };
-        if r.parent_session_id != session || r.delivered || !r.status.is_terminal() {
-            return Ok(None);
-        }
         r.delivered = true;
         let taken = r.clone();
         g.queue_if_done(id);

@@ -289,6 +289,12 @@ pub struct TaskRecord {
 }
 
 impl TaskRecord {
+    /// Whether [`crate::TaskStore::take_finished_task`] hands this task out to `session`:
+    /// the session's, ended, and its result not delivered yet.
+    pub(crate) fn takeable_by(&self, session: &str) -> bool {
+        self.parent_session_id == session && !self.delivered && self.status.is_terminal()
+    }
+
     /// The owner history of a task that has none stored (it was never adopted): its one
     /// owner, the one it names, since its creation.
     pub fn only_owner(&self) -> TaskOwner {

@@ -117,9 +117,10 @@ pub trait TaskStore: Send + Sync {
     async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>>;
 
     /// One task of `session` that has ended and whose result was not delivered yet, marked
-    /// delivered and returned as stored, in one step: what a caller asking for that one
-    /// result (`task_output`) needs, without a read before the write. `None` when the task
-    /// is not the session's, has not ended, was delivered already or is unknown.
+    /// delivered and returned as stored: what a caller asking for that one result
+    /// (`task_output`) needs. A store may do it in one write, without a read first (SQLite
+    /// does); by default it is a read and a delivery only one caller makes. `None` when the
+    /// task is not the session's, has not ended, was delivered already or is unknown.
     async fn take_finished_task(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
         take_by_reading(self, id, session).await
     }
@@ -236,10 +237,7 @@ pub(crate) async fn take_by_reading<S: TaskStore + ?Sized>(
     let Some(mut r) = store.get(id).await? else {
         return Ok(None);
     };
-    if r.parent_session_id != session || r.delivered || !r.status.is_terminal() {
-        return Ok(None);
-    }
-    if !store.mark_delivered(id).await? {
+    if !r.takeable_by(session) || !store.mark_delivered(id).await? {
         return Ok(None);
     }
     r.delivered = true;

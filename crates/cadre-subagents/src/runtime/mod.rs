@@ -700,7 +700,7 @@ impl SubagentRuntime {
         if let Some(r) = self.spool.record(task_id) {
             return Waited::Done(Box::new(r));
         }
-        if !self.local.contains(task_id) {
+        let Some(rx) = self.local.watch(task_id) else {
             let stored = tokio::select! {
                 r = self.store.wait_terminal(task_id, timeout.unwrap_or(FOREVER)) => r,
                 _ = abort.cancelled() => return Waited::Aborted,
@@ -714,13 +714,17 @@ impl SubagentRuntime {
                     Waited::Unknown
                 }
             };
+        };
+        match wait_on(rx, abort, timeout).await {
+            WaitedHere::Ended => self.stored_end(task_id).await,
+            WaitedHere::Aborted => Waited::Aborted,
+            WaitedHere::TimedOut => Waited::TimedOut,
         }
-        match self.wait_here(task_id, abort, timeout).await {
-            WaitedHere::Ended => {}
-            WaitedHere::Aborted => return Waited::Aborted,
-            WaitedHere::TimedOut => return Waited::TimedOut,
-        }
-        // The end was stored before the watch saw it.
+    }
+
+    /// The end of a task whose watch here told it ended, as stored (or spooled): it was
+    /// stored before the watch saw it. `Unknown` if it is not there.
+    pub(crate) async fn stored_end(&self, task_id: &str) -> Waited {
         match self.task_record(task_id).await {
             Some(r) if r.status.is_terminal() => Waited::Done(Box::new(r)),
             _ => Waited::Unknown,
@@ -736,27 +740,17 @@ impl SubagentRuntime {
         abort: &CancellationToken,
         timeout: Option<Duration>,
     ) -> WaitedHere {
-        let Some(mut rx) = self.local.watch(task_id) else {
-            return WaitedHere::Ended;
-        };
-        let limit = async {
-            match timeout {
-                Some(t) => tokio::time::sleep(t).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = rx.wait_for(|s| s.is_terminal()) => WaitedHere::Ended,
-            _ = abort.cancelled() => WaitedHere::Aborted,
-            _ = limit => WaitedHere::TimedOut,
+        match self.local.watch(task_id) {
+            Some(rx) => wait_on(rx, abort, timeout).await,
+            None => WaitedHere::Ended,
         }
     }
 
-    /// A task of `session` that has ended and whose result was not delivered yet: read and
-    /// marked delivered in one store write. `None` otherwise (it runs, was delivered, is
+    /// A task of `session` that has ended and whose result was not delivered yet, marked
+    /// delivered (one write on SQLite). `None` otherwise (it runs, was delivered, is
     /// another session's or unknown, its end waits in the spool, or the store failed); the
     /// caller then reads it as usual.
-    pub async fn take_finished(&self, session: &str, task_id: &str) -> Option<TaskRecord> {
+    pub(crate) async fn take_finished(&self, session: &str, task_id: &str) -> Option<TaskRecord> {
         if self.spool.record(task_id).is_some() {
             return None;
         }
@@ -1075,5 +1069,24 @@ impl SubagentRuntime {
             Some(s) => Ok(s),
             None => Err(SpawnError::UnknownAgent(agent.to_string())),
         }
+    }
+}
+
+/// Wait on a task's status watch until it shows an end, `abort` fires or `timeout` passes.
+async fn wait_on(
+    mut rx: watch::Receiver<TaskStatus>,
+    abort: &CancellationToken,
+    timeout: Option<Duration>,
+) -> WaitedHere {
+    let limit = async {
+        match timeout {
+            Some(t) => tokio::time::sleep(t).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        _ = rx.wait_for(|s| s.is_terminal()) => WaitedHere::Ended,
+        _ = abort.cancelled() => WaitedHere::Aborted,
+        _ = limit => WaitedHere::TimedOut,
     }
 }

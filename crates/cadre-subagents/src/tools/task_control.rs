@@ -169,9 +169,8 @@ impl TypedTool for TaskOutputTool {
             return Ok(match runtime.wait_here(id, &ctx.cancel, Some(wait)).await {
                 WaitedHere::Ended => match runtime.take_finished(session, id).await {
                     Some(t) => finished(&runtime, &t).await,
-                    // Its end was stored before the watch saw it.
-                    None => match lookup(&runtime, ctx, id).await {
-                        Some(t) if t.status.is_terminal() => finished(&runtime, &t).await,
+                    None => match runtime.stored_end(id).await {
+                        Waited::Done(t) => finished(&runtime, &t).await,
                         _ => unknown(id),
                     },
                 },
