@@ -43,7 +43,7 @@ pub use redact::{REDACTED, has_env_reference, redact_headers, redact_url};
 pub use retry::{CREATE_RETRY_FOR, RETRY_FOR, create_retrying, transition_retrying};
 pub use sql::schema::{Migration, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};
 pub use sql::{
-    Backend, DEFAULT_POLL_INTERVAL, SQLITE_BUSY_TIMEOUT, SqlStore, WriteStats,
+    Backend, DEFAULT_POLL_INTERVAL, ReadStats, SQLITE_BUSY_TIMEOUT, SqlStore, WriteStats,
     executor_died_message, executor_lost_message, open, open_config, open_postgres, open_sqlite,
 };
 pub use store::{CancelWatch, TaskStore};

@@ -293,8 +293,22 @@ pub(crate) async fn pg_fetch<'e, E: sqlx::PgExecutor<'e>>(
     sql: &'e str,
     args: &'e [Arg],
 ) -> StoreResult<Vec<Row>> {
+    pg_rows(&pg_query(sql, args).fetch_all(executor).await?)
+}
+
+/// Run the read `sql` once for many `rows` of arguments, each value bound as an array of
+/// that value in every row (as the `many` statement of a [`Shared`] is).
+pub(crate) async fn pg_fetch_columns<'e, E: sqlx::PgExecutor<'e>>(
+    executor: E,
+    sql: &'e str,
+    rows: &'e [&'e [Arg]],
+) -> StoreResult<Vec<Row>> {
+    pg_rows(&pg_columns(sql, rows)?.fetch_all(executor).await?)
+}
+
+/// PostgreSQL rows as [`Row`]s (the column names shared).
+fn pg_rows(rows: &[sqlx::postgres::PgRow]) -> StoreResult<Vec<Row>> {
     use sqlx::{Column, Row as _};
-    let rows = pg_query(sql, args).fetch_all(executor).await?;
     let Some(first) = rows.first() else {
         return Ok(Vec::new());
     };

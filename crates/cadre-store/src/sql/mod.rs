@@ -27,6 +27,7 @@ macro_rules! on_writer {
 mod checkpoints;
 mod children;
 mod conn;
+mod gets;
 mod liveness;
 pub use liveness::{executor_died_message, executor_lost_message};
 mod notify;
@@ -43,6 +44,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::node::{NodeId, current_instance};
 use crate::redact::redact_url;
 use conn::{Arg, Row};
+pub use gets::ReadStats;
 use readers::Readers;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
@@ -84,8 +86,15 @@ pub enum Backend {
 
 #[derive(Clone)]
 pub(crate) enum Db {
-    Sqlite { writer: Writer, readers: Readers },
-    Postgres { writer: Writer, pool: PgPool },
+    Sqlite {
+        writer: Writer,
+        readers: Readers,
+    },
+    Postgres {
+        writer: Writer,
+        pool: PgPool,
+        gets: gets::Gets,
+    },
 }
 
 impl Db {
@@ -253,7 +262,8 @@ pub async fn open_postgres(
         .await?;
     open_the_rest(&pool).await;
     let writer = Writer::start_postgres(pool.clone());
-    Ok(SqlStore::new(Db::Postgres { writer, pool }, node))
+    let gets = gets::Gets::start(pool.clone());
+    Ok(SqlStore::new(Db::Postgres { writer, pool, gets }, node))
 }
 
 /// Prepare the statements every task makes on a new PostgreSQL connection; one that fails
@@ -339,6 +349,15 @@ impl SqlStore {
         self.db.writer().stats()
     }
 
+    /// What the coalesced reads of a task by id have done so far (PostgreSQL; zero on
+    /// SQLite, whose reads are in process).
+    pub fn read_stats(&self) -> ReadStats {
+        match &self.db {
+            Db::Postgres { gets, .. } => gets.stats(),
+            Db::Sqlite { .. } => ReadStats::default(),
+        }
+    }
+
     /// Close the pools (waits for connections in use).
     pub async fn close(&self) {
         match &self.db {
@@ -346,7 +365,7 @@ impl SqlStore {
                 writer.close().await;
                 readers.close().await;
             }
-            Db::Postgres { writer, pool } => {
+            Db::Postgres { writer, pool, .. } => {
                 writer.close().await;
                 pool.close().await;
             }

@@ -94,8 +94,12 @@ static DELIVERED: Shared = Shared {
 };
 
 /// A task by id. The statements that name [`TASK_COLS`] are made once, not at each call.
-static GET: LazyLock<String> =
+pub(super) static GET: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {TASK_COLS} FROM tasks WHERE id = $1"));
+
+/// Tasks by id, the ids as an array (PostgreSQL's coalesced reads, [`super::gets`]).
+pub(super) static GET_MANY: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {TASK_COLS} FROM tasks WHERE id = ANY($1::text[])"));
 
 /// A session's background totals: open, finished, finished and not delivered.
 const SUMMARY_COUNTS: &str = "SELECT \
@@ -138,7 +142,7 @@ pub(super) fn hot_writes_pg() -> Vec<String> {
 
 /// The reads every task or turn makes, prepared on each PostgreSQL connection as it opens.
 pub(super) fn hot_reads() -> Vec<String> {
-    vec![GET.clone(), SUMMARY_COUNTS.to_owned()]
+    vec![GET.clone(), GET_MANY.clone(), SUMMARY_COUNTS.to_owned()]
 }
 
 fn tokens(v: u64) -> i64 {
@@ -187,8 +191,11 @@ impl SqlStore {
     }
 
     pub(super) async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
-        let rows = self.db.fetch(&GET, vec![id.into()]).await?;
-        rows.first().map(Row::task).transpose()
+        let row = match &self.db {
+            Db::Postgres { gets, .. } => gets.get(id).await?,
+            Db::Sqlite { .. } => self.db.fetch(&GET, vec![id.into()]).await?.pop(),
+        };
+        row.as_ref().map(Row::task).transpose()
     }
 
     pub(super) async fn list_tasks(&self, f: &TaskFilter) -> StoreResult<Vec<TaskRecord>> {

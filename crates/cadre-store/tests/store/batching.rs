@@ -431,3 +431,70 @@ async fn futures_results<T: Send + 'static>(
 }
 
 sql_backends!(deliveries_and_live_children_written_together_share_one_statement_on_postgres);
+
+/// Wait (with a deadline) until the store's coalesced-read stats satisfy `ok`.
+async fn until_read(store: &SqlStore, what: &str, ok: impl Fn(cadre_store::ReadStats) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+    while !ok(store.read_stats()) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: {:?}",
+            store.read_stats()
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+const READS: usize = 64;
+
+/// PostgreSQL: reads of a task by id asked for while others are in flight share one
+/// statement, and each still gets its own task (or none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_asked_together_share_a_statement_on_postgres() {
+    let Some(fx) = Fixture::new(Kind::Postgres).await else {
+        return;
+    };
+    let store = Arc::new(fx.open_sql("n").await);
+    let mut ids = Vec::new();
+    for i in 0..READS / 2 {
+        let t = NewTask::new("w", "s", &format!("t{i}"));
+        ids.push(store.create(&t).await.unwrap().id);
+    }
+    // Each task read twice, and ids that name no task.
+    let mut asked: Vec<String> = ids.iter().chain(&ids).cloned().collect();
+    asked.truncate(READS - 2);
+    asked.extend(["nope-1".to_string(), "nope-2".to_string()]);
+
+    // Reads wait behind a lock that keeps them from the table until every one is asked.
+    let mut blocker = sqlx::PgConnection::connect(&fx.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut blocker).await.unwrap();
+    sqlx::query("LOCK TABLE tasks IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    let before = store.read_stats();
+    let reads: Vec<_> = asked
+        .iter()
+        .map(|id| {
+            let (store, id) = (store.clone(), id.clone());
+            tokio::spawn(async move { store.get(&id).await })
+        })
+        .collect();
+    until_read(&store, "every read asked", |s| {
+        s.gets == before.gets + READS as u64
+    })
+    .await;
+    sqlx::query("COMMIT").execute(&mut blocker).await.unwrap();
+
+    for (id, read) in asked.iter().zip(reads) {
+        let got = read.await.unwrap().unwrap();
+        match id.starts_with("nope") {
+            true => assert!(got.is_none(), "{id}: {got:?}"),
+            false => assert_eq!(got.map(|r| r.id).as_deref(), Some(id.as_str())),
+        }
+    }
+    // At most the statements in flight when the lock was taken (half the pool) and one
+    // for every read queued behind them, where there were one per read.
+    let statements = store.read_stats().statements - before.statements;
+    assert!(statements <= 5, "{READS} reads in {statements} statements");
+}
