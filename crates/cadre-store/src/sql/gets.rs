@@ -1,10 +1,12 @@
-//! Reads of one task by id on PostgreSQL, coalesced: the reads asked for while the pool is
-//! busy with others go out together as one statement. A fan-out's waiters read their tasks
-//! back within a few milliseconds of each other; one statement and one round trip each
-//! made the server's work per statement most of their cost.
+//! Reads of one task by id, coalesced: the reads asked for while others are in flight go out
+//! together as one statement. A fan-out's waiters read their tasks back within a few
+//! milliseconds of each other; on PostgreSQL a statement and a round trip each made the
+//! server's work per statement most of their cost, on SQLite a hand-off to a reader thread
+//! and back each.
 
 use super::conn::{Arg, Row, pg_fetch, pg_fetch_columns};
-use super::tasks::{GET, GET_MANY};
+use super::readers::Readers;
+use super::tasks::{GET, GET_MANY, GET_MANY_SQLITE};
 use crate::error::{StoreError, StoreResult};
 use sqlx::postgres::PgPool;
 use std::collections::HashMap;
@@ -14,9 +16,11 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 
 /// Reads that may wait for a statement; a caller beyond this waits to queue its read.
 const QUEUE: usize = 1024;
-/// Statements of these reads in flight at once: half the pool, so that the writer, the
-/// other reads and the notifications keep connections.
-const AT_ONCE: usize = 4;
+/// Statements of these reads in flight at once on PostgreSQL: half the pool, so that the
+/// writer, the other reads and the notifications keep connections.
+const AT_ONCE_PG: usize = 4;
+/// The same on SQLite: half its reader threads.
+const AT_ONCE_SQLITE: usize = 2;
 /// Ids one statement reads at most.
 const MAX_IDS: usize = 500;
 
@@ -35,6 +39,50 @@ struct Counters {
     statements: AtomicU64,
 }
 
+/// Where the reads run.
+#[derive(Clone)]
+pub(crate) enum Source {
+    Postgres(PgPool),
+    Sqlite(Readers),
+}
+
+impl Source {
+    fn at_once(&self) -> usize {
+        match self {
+            Source::Postgres(_) => AT_ONCE_PG,
+            Source::Sqlite(_) => AT_ONCE_SQLITE,
+        }
+    }
+
+    async fn one(&self, id: &str) -> StoreResult<Option<Row>> {
+        let rows = match self {
+            Source::Postgres(pool) => pg_fetch(pool, &GET, &[Arg::from(id)]).await?,
+            Source::Sqlite(readers) => readers.fetch(GET.clone(), vec![id.into()]).await?,
+        };
+        Ok(rows.into_iter().next())
+    }
+
+    async fn many(&self, asks: &[Ask]) -> StoreResult<Vec<Row>> {
+        match self {
+            Source::Postgres(pool) => {
+                let ids: Vec<[Arg; 1]> = asks.iter().map(|a| [Arg::from(a.id.as_str())]).collect();
+                let rows: Vec<&[Arg]> = ids.iter().map(<[Arg; 1]>::as_slice).collect();
+                pg_fetch_columns(pool, &GET_MANY, &rows).await
+            }
+            Source::Sqlite(readers) => {
+                let ids: Vec<&str> = asks.iter().map(|a| a.id.as_str()).collect();
+                let ids = serde_json::to_string(&ids).map_err(|e| StoreError::Corrupt {
+                    id: "ids".into(),
+                    reason: e.to_string(),
+                })?;
+                readers
+                    .fetch(GET_MANY_SQLITE.clone(), vec![ids.into()])
+                    .await
+            }
+        }
+    }
+}
+
 struct Ask {
     id: String,
     reply: oneshot::Sender<StoreResult<Option<Row>>>,
@@ -49,11 +97,11 @@ pub(crate) struct Gets {
 }
 
 impl Gets {
-    /// Start serving reads from `pool`.
-    pub(crate) fn start(pool: PgPool) -> Self {
+    /// Start serving reads from `source`.
+    pub(crate) fn start(source: Source) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let counters = Arc::new(Counters::default());
-        tokio::spawn(serve(pool, rx, counters.clone()));
+        tokio::spawn(serve(source, rx, counters.clone()));
         Gets { tx, counters }
     }
 
@@ -80,8 +128,8 @@ impl Gets {
 
 /// Take the reads as they come: the first one waits for a free statement, and every read
 /// queued by then goes with it.
-async fn serve(pool: PgPool, mut rx: mpsc::Receiver<Ask>, counters: Arc<Counters>) {
-    let slots = Arc::new(Semaphore::new(AT_ONCE));
+async fn serve(source: Source, mut rx: mpsc::Receiver<Ask>, counters: Arc<Counters>) {
+    let slots = Arc::new(Semaphore::new(source.at_once()));
     while let Some(first) = rx.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
@@ -93,9 +141,9 @@ async fn serve(pool: PgPool, mut rx: mpsc::Receiver<Ask>, counters: Arc<Counters
                 Err(_) => break,
             }
         }
-        let (pool, counters) = (pool.clone(), counters.clone());
+        let (source, counters) = (source.clone(), counters.clone());
         tokio::spawn(async move {
-            answer(&pool, asks, &counters).await;
+            answer(&source, asks, &counters).await;
             drop(slot);
         });
     }
@@ -103,9 +151,9 @@ async fn serve(pool: PgPool, mut rx: mpsc::Receiver<Ask>, counters: Arc<Counters
 
 /// Read the asked tasks in one statement and answer each. When that statement fails, each
 /// read runs on its own, so that each caller hears of its own read's failure.
-async fn answer(pool: &PgPool, asks: Vec<Ask>, counters: &Counters) {
+async fn answer(source: &Source, asks: Vec<Ask>, counters: &Counters) {
     if asks.len() > 1 {
-        match read_many(pool, &asks, counters).await {
+        match read_many(source, &asks, counters).await {
             Ok(by_id) => {
                 for ask in asks {
                     let _ = ask.reply.send(Ok(by_id.get(&ask.id).cloned()));
@@ -119,22 +167,19 @@ async fn answer(pool: &PgPool, asks: Vec<Ask>, counters: &Counters) {
     }
     for ask in asks {
         counters.statements.fetch_add(1, Ordering::Relaxed);
-        let read = pg_fetch(pool, &GET, &[Arg::from(ask.id.as_str())]).await;
-        let _ = ask.reply.send(read.map(|rows| rows.into_iter().next()));
+        let _ = ask.reply.send(source.one(&ask.id).await);
     }
 }
 
 /// The rows of the asked tasks that exist, by id: one statement.
 async fn read_many(
-    pool: &PgPool,
+    source: &Source,
     asks: &[Ask],
     counters: &Counters,
 ) -> StoreResult<HashMap<String, Row>> {
     counters.statements.fetch_add(1, Ordering::Relaxed);
-    let ids: Vec<[Arg; 1]> = asks.iter().map(|a| [Arg::from(a.id.as_str())]).collect();
-    let rows: Vec<&[Arg]> = ids.iter().map(<[Arg; 1]>::as_slice).collect();
     let mut by_id = HashMap::with_capacity(asks.len());
-    for row in pg_fetch_columns(pool, &GET_MANY, &rows).await? {
+    for row in source.many(asks).await? {
         let id: String = row.try_get("id")?;
         by_id.insert(id, row);
     }

@@ -89,6 +89,7 @@ pub(crate) enum Db {
     Sqlite {
         writer: Writer,
         readers: Readers,
+        gets: gets::Gets,
     },
     Postgres {
         writer: Writer,
@@ -102,6 +103,13 @@ impl Db {
     pub(crate) fn writer(&self) -> &Writer {
         match self {
             Db::Sqlite { writer, .. } | Db::Postgres { writer, .. } => writer,
+        }
+    }
+
+    /// The coalesced reads of a task by id.
+    pub(crate) fn gets(&self) -> &gets::Gets {
+        match self {
+            Db::Sqlite { gets, .. } | Db::Postgres { gets, .. } => gets,
         }
     }
 
@@ -211,7 +219,15 @@ pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     // WAL is a property of the file now; connections only set per-connection pragmas.
     let writer = Writer::start_sqlite(path, SQLITE_BUSY_TIMEOUT).await?;
     let readers = Readers::start(path, SQLITE_READERS, SQLITE_BUSY_TIMEOUT).await?;
-    Ok(SqlStore::new(Db::Sqlite { writer, readers }, node))
+    let gets = gets::Gets::start(gets::Source::Sqlite(readers.clone()));
+    Ok(SqlStore::new(
+        Db::Sqlite {
+            writer,
+            readers,
+            gets,
+        },
+        node,
+    ))
 }
 
 /// Connect to PostgreSQL and apply migrations. A server that refuses the connection, or
@@ -262,7 +278,7 @@ pub async fn open_postgres(
         .await?;
     open_the_rest(&pool).await;
     let writer = Writer::start_postgres(pool.clone());
-    let gets = gets::Gets::start(pool.clone());
+    let gets = gets::Gets::start(gets::Source::Postgres(pool.clone()));
     Ok(SqlStore::new(Db::Postgres { writer, pool, gets }, node))
 }
 
@@ -349,19 +365,17 @@ impl SqlStore {
         self.db.writer().stats()
     }
 
-    /// What the coalesced reads of a task by id have done so far (PostgreSQL; zero on
-    /// SQLite, whose reads are in process).
+    /// What the coalesced reads of a task by id have done so far.
     pub fn read_stats(&self) -> ReadStats {
-        match &self.db {
-            Db::Postgres { gets, .. } => gets.stats(),
-            Db::Sqlite { .. } => ReadStats::default(),
-        }
+        self.db.gets().stats()
     }
 
     /// Close the pools (waits for connections in use).
     pub async fn close(&self) {
         match &self.db {
-            Db::Sqlite { writer, readers } => {
+            Db::Sqlite {
+                writer, readers, ..
+            } => {
                 writer.close().await;
                 readers.close().await;
             }

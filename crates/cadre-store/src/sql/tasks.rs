@@ -101,6 +101,11 @@ pub(super) static GET: LazyLock<String> =
 pub(super) static GET_MANY: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {TASK_COLS} FROM tasks WHERE id = ANY($1::text[])"));
 
+/// The same on SQLite, the ids as a JSON array.
+pub(super) static GET_MANY_SQLITE: LazyLock<String> = LazyLock::new(|| {
+    format!("SELECT {TASK_COLS} FROM tasks WHERE id IN (SELECT value FROM json_each($1))")
+});
+
 /// A session's background totals: open, finished, finished and not delivered.
 const SUMMARY_COUNTS: &str = "SELECT \
        COALESCE(SUM(CASE WHEN status IN ('pending', 'running') THEN 1 ELSE 0 END), 0), \
@@ -191,10 +196,7 @@ impl SqlStore {
     }
 
     pub(super) async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {
-        let row = match &self.db {
-            Db::Postgres { gets, .. } => gets.get(id).await?,
-            Db::Sqlite { .. } => self.db.fetch(&GET, vec![id.into()]).await?.pop(),
-        };
+        let row = self.db.gets().get(id).await?;
         row.as_ref().map(Row::task).transpose()
     }
 

@@ -498,3 +498,38 @@ async fn reads_asked_together_share_a_statement_on_postgres() {
     let statements = store.read_stats().statements - before.statements;
     assert!(statements <= 5, "{READS} reads in {statements} statements");
 }
+
+/// SQLite: reads of a task by id asked for before the store's reads run go out as one
+/// statement (the ids as a JSON array), each still getting its own task or none. On one
+/// thread every read below is asked before the queue's task runs.
+#[tokio::test(flavor = "current_thread")]
+async fn reads_asked_together_share_a_statement_on_sqlite() {
+    let fx = Fixture::new(Kind::Sqlite).await.unwrap();
+    let store = Arc::new(fx.open_sql("n").await);
+    let mut ids = Vec::new();
+    for i in 0..READS / 2 {
+        let t = NewTask::new("w", "s", &format!("t{i}"));
+        ids.push(store.create(&t).await.unwrap().id);
+    }
+    let mut asked: Vec<String> = ids.iter().chain(&ids).cloned().collect();
+    asked.truncate(READS - 2);
+    asked.extend(["nope-1".to_string(), "it's \"quoted\"".to_string()]);
+    let before = store.read_stats();
+    let reads: Vec<_> = asked
+        .iter()
+        .map(|id| {
+            let (store, id) = (store.clone(), id.clone());
+            tokio::spawn(async move { store.get(&id).await })
+        })
+        .collect();
+    for (id, read) in asked.iter().zip(reads) {
+        let got = read.await.unwrap().unwrap();
+        match ids.contains(id) {
+            true => assert_eq!(got.map(|r| r.id).as_deref(), Some(id.as_str())),
+            false => assert!(got.is_none(), "{id}: {got:?}"),
+        }
+    }
+    let after = store.read_stats();
+    assert_eq!(after.gets - before.gets, READS as u64);
+    assert_eq!(after.statements - before.statements, 1, "{after:?}");
+}
