@@ -62,7 +62,8 @@ def samples(path):
                 if len(parts) == 2:
                     addr, sym = parts
                     sym = sym.replace(" (inlined)", "")
-                    if addr.startswith("ffffffff"):
+                    # perf ends some user stacks with `ffffffffffffffff [unknown]`: not kernel.
+                    if addr.startswith("ffffffff") and sym != "[unknown]":
                         sym = "[k]" + sym
                     stack.append(sym)
             # header lines (tid) are skipped
