@@ -1,13 +1,18 @@
 //! Reads of one task by id, coalesced: the reads asked for while others are in flight go out
 //! together as one statement. A fan-out's waiters read their tasks back within a few
-//! milliseconds of each other; on PostgreSQL a statement and a round trip each made the
-//! server's work per statement most of their cost, on SQLite a hand-off to a reader thread
-//! and back each.
+//! milliseconds of each other. On PostgreSQL each read was a statement and a round trip, and
+//! the server's work per statement was most of its cost; on SQLite each was a hand-off to a
+//! reader thread and back.
+//!
+//! The queue is served by a task of the tokio runtime that opened the store. A statement
+//! has no timeout of its own (as no read of the store has): one that hangs holds its slot,
+//! and only when every slot hangs do the reads queued behind wait with it.
 
 use super::conn::{Arg, Row, pg_fetch, pg_fetch_columns};
 use super::readers::Readers;
 use super::tasks::{GET, GET_MANY, GET_MANY_SQLITE};
 use crate::error::{StoreError, StoreResult};
+use futures::StreamExt;
 use sqlx::postgres::PgPool;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,11 +21,6 @@ use tokio::sync::{Semaphore, mpsc, oneshot};
 
 /// Reads that may wait for a statement; a caller beyond this waits to queue its read.
 const QUEUE: usize = 1024;
-/// Statements of these reads in flight at once on PostgreSQL: half the pool, so that the
-/// writer, the other reads and the notifications keep connections.
-const AT_ONCE_PG: usize = 4;
-/// The same on SQLite: half its reader threads.
-const AT_ONCE_SQLITE: usize = 2;
 /// Ids one statement reads at most.
 const MAX_IDS: usize = 500;
 
@@ -47,11 +47,10 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    fn at_once(&self) -> usize {
-        match self {
-            Source::Postgres(_) => AT_ONCE_PG,
-            Source::Sqlite(_) => AT_ONCE_SQLITE,
-        }
+    /// Whether the database could hold a task with this id: PostgreSQL's text holds no NUL,
+    /// and an id with one would fail the whole statement it shares.
+    fn can_hold(&self, id: &str) -> bool {
+        matches!(self, Source::Sqlite(_)) || !id.contains('\0')
     }
 
     async fn one(&self, id: &str) -> StoreResult<Option<Row>> {
@@ -70,11 +69,8 @@ impl Source {
                 pg_fetch_columns(pool, &GET_MANY, &rows).await
             }
             Source::Sqlite(readers) => {
-                let ids: Vec<&str> = asks.iter().map(|a| a.id.as_str()).collect();
-                let ids = serde_json::to_string(&ids).map_err(|e| StoreError::Corrupt {
-                    id: "ids".into(),
-                    reason: e.to_string(),
-                })?;
+                let ids = serde_json::Value::from_iter(asks.iter().map(|a| a.id.as_str()));
+                let ids = ids.to_string();
                 readers
                     .fetch(GET_MANY_SQLITE.clone(), vec![ids.into()])
                     .await
@@ -97,11 +93,13 @@ pub(crate) struct Gets {
 }
 
 impl Gets {
-    /// Start serving reads from `source`.
-    pub(crate) fn start(source: Source) -> Self {
+    /// Start serving reads from `source`, with at most `at_once` statements in flight (the
+    /// rest of its connections stay free for the other reads and the writer). Must be
+    /// called within a tokio runtime: the queue is served by a task of it.
+    pub(crate) fn start(source: Source, at_once: usize) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE);
         let counters = Arc::new(Counters::default());
-        tokio::spawn(serve(source, rx, counters.clone()));
+        tokio::spawn(serve(source, at_once.max(1), rx, counters.clone()));
         Gets { tx, counters }
     }
 
@@ -128,8 +126,13 @@ impl Gets {
 
 /// Take the reads as they come: the first one waits for a free statement, and every read
 /// queued by then goes with it.
-async fn serve(source: Source, mut rx: mpsc::Receiver<Ask>, counters: Arc<Counters>) {
-    let slots = Arc::new(Semaphore::new(source.at_once()));
+async fn serve(
+    source: Source,
+    at_once: usize,
+    mut rx: mpsc::Receiver<Ask>,
+    counters: Arc<Counters>,
+) {
+    let slots = Arc::new(Semaphore::new(at_once));
     while let Some(first) = rx.recv().await {
         let Ok(slot) = slots.clone().acquire_owned().await else {
             return;
@@ -143,15 +146,22 @@ async fn serve(source: Source, mut rx: mpsc::Receiver<Ask>, counters: Arc<Counte
         }
         let (source, counters) = (source.clone(), counters.clone());
         tokio::spawn(async move {
-            answer(&source, asks, &counters).await;
+            answer(&source, asks, at_once, &counters).await;
             drop(slot);
         });
     }
 }
 
-/// Read the asked tasks in one statement and answer each. When that statement fails, each
-/// read runs again on its own, so that each caller hears of its own read's failure.
-async fn answer(source: &Source, asks: Vec<Ask>, counters: &Counters) {
+/// Read the asked tasks in one statement and answer each. When that statement fails for
+/// want of the database (no connection, a lost one), every read would: each caller gets
+/// that failure. When it fails otherwise, each read runs again on its own (`at_once` at a
+/// time), so that each caller hears of its own read's failure.
+async fn answer(source: &Source, asks: Vec<Ask>, at_once: usize, counters: &Counters) {
+    let (asks, unheld): (Vec<Ask>, Vec<Ask>) =
+        asks.into_iter().partition(|a| source.can_hold(&a.id));
+    for ask in unheld {
+        let _ = ask.reply.send(Ok(None));
+    }
     if asks.len() > 1 {
         match read_many(source, &asks, counters).await {
             Ok(by_id) => {
@@ -160,20 +170,48 @@ async fn answer(source: &Source, asks: Vec<Ask>, counters: &Counters) {
                 }
                 return;
             }
-            Err(e) => {
-                tracing::debug!(error = %e, reads = asks.len(), "store: a coalesced read failed; reading each alone");
-            }
+            Err(e) => match unavailable(&e) {
+                Some(again) => {
+                    for ask in asks {
+                        let _ = ask.reply.send(Err(again()));
+                    }
+                    return;
+                }
+                None => {
+                    tracing::debug!(error = %e, reads = asks.len(), "store: a coalesced read failed; reading each alone");
+                }
+            },
         }
     }
-    // At once, as they would have run without the queue: in an outage each fails within
-    // the pool's timeout, not after the reads before it.
     counters
         .statements
         .fetch_add(asks.len() as u64, Ordering::Relaxed);
-    futures::future::join_all(asks.into_iter().map(|ask| async move {
-        let _ = ask.reply.send(source.one(&ask.id).await);
-    }))
-    .await;
+    futures::stream::iter(asks)
+        .for_each_concurrent(at_once, |ask| async move {
+            let _ = ask.reply.send(source.one(&ask.id).await);
+        })
+        .await;
+}
+
+/// For a failure that every read would meet (the database out of reach: no connection
+/// within the pool's timeout, the pool closed, a lost connection), the same failure again
+/// for each caller; `None` for one that is the statement's own.
+fn unavailable(e: &StoreError) -> Option<Box<dyn Fn() -> StoreError + Send>> {
+    let StoreError::Db(e) = e else {
+        return None;
+    };
+    Some(match e {
+        sqlx::Error::PoolTimedOut => Box::new(|| StoreError::Db(sqlx::Error::PoolTimedOut)),
+        sqlx::Error::PoolClosed => Box::new(|| StoreError::Db(sqlx::Error::PoolClosed)),
+        sqlx::Error::WorkerCrashed => Box::new(|| StoreError::Db(sqlx::Error::WorkerCrashed)),
+        sqlx::Error::Io(io) => {
+            let (kind, text) = (io.kind(), io.to_string());
+            Box::new(move || {
+                StoreError::Db(sqlx::Error::Io(std::io::Error::new(kind, text.clone())))
+            })
+        }
+        _ => return None,
+    })
 }
 
 /// The rows of the asked tasks that exist, by id: one statement.

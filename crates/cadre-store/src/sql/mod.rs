@@ -194,6 +194,7 @@ fn is_sqlite_busy(e: &sqlx::Error) -> bool {
 }
 
 /// Open (creating if needed) a SQLite database file in WAL mode and apply migrations.
+/// Within a tokio runtime, which serves the store's reads by id for as long as it is open.
 pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         tokio::fs::create_dir_all(dir).await?;
@@ -219,7 +220,8 @@ pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     // WAL is a property of the file now; connections only set per-connection pragmas.
     let writer = Writer::start_sqlite(path, SQLITE_BUSY_TIMEOUT).await?;
     let readers = Readers::start(path, SQLITE_READERS, SQLITE_BUSY_TIMEOUT).await?;
-    let gets = gets::Gets::start(gets::Source::Sqlite(readers.clone()));
+    // Half the readers, so that the other reads keep theirs.
+    let gets = gets::Gets::start(gets::Source::Sqlite(readers.clone()), SQLITE_READERS / 2);
     Ok(SqlStore::new(
         Db::Sqlite {
             writer,
@@ -278,7 +280,11 @@ pub async fn open_postgres(
         .await?;
     open_the_rest(&pool).await;
     let writer = Writer::start_postgres(pool.clone());
-    let gets = gets::Gets::start(gets::Source::Postgres(pool.clone()));
+    // Half the pool, so that the writer, the other reads and the notifications keep theirs.
+    let gets = gets::Gets::start(
+        gets::Source::Postgres(pool.clone()),
+        PG_CONNECTIONS as usize / 2,
+    );
     Ok(SqlStore::new(Db::Postgres { writer, pool, gets }, node))
 }
 
