@@ -15,6 +15,7 @@ pub fn client() -> Result<reqwest::Client> {
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(15))
         .user_agent("cadre-bench-floor")
+        .redirect(cadre_llm::redirects::same_origin_redirects())
         .build()
         .context("building the floor HTTP client")
 }

@@ -57,6 +57,7 @@ impl HttpCore {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(15))
             .user_agent(concat!("cadre/", env!("CARGO_PKG_VERSION")))
+            .redirect(crate::redirects::same_origin_redirects())
             .build()
             .map_err(|e| ProviderError::Config(format!("provider {name}: HTTP client: {e}")))?;
         Ok(Self {

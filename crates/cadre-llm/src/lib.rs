@@ -13,6 +13,7 @@ mod http;
 mod json;
 pub mod pricing;
 mod provider;
+pub mod redirects;
 mod registry;
 pub mod retry;
 pub mod schema;

@@ -289,6 +289,7 @@ async fn connect_http(
         .default_headers(map)
         .connect_timeout(cfg.startup_timeout)
         .user_agent(concat!("cadre/", env!("CARGO_PKG_VERSION")))
+        .redirect(cadre_llm::redirects::same_origin_redirects())
         .build()
         .map_err(|e| entry(format!("HTTP client: {e}")))?;
     let transport = StreamableHttpClientTransport::with_client(

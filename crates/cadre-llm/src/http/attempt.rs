@@ -193,10 +193,20 @@ impl Attempt {
                 .get(reqwest::header::RETRY_AFTER)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| parse_retry_after(v, SystemTime::now()));
+            let location = status.is_redirection().then(|| {
+                let to = response.headers().get(reqwest::header::LOCATION);
+                crate::redirects::redirect_refused(
+                    status.as_u16(),
+                    to.and_then(|v| v.to_str().ok()),
+                )
+            });
             let bytes = read_body(response, core.idle_timeout, MAX_ERROR_BODY)
                 .await
                 .unwrap_or_default();
-            let text = String::from_utf8_lossy(&bytes);
+            let text = match &location {
+                Some(refused) => refused.as_str().into(),
+                None => String::from_utf8_lossy(&bytes),
+            };
             return Err(self
                 .wire
                 .map_error(status.as_u16(), &text, retry_after, &self.model));

@@ -109,6 +109,7 @@ impl RemoteClient {
         let http = reqwest::Client::builder()
             .connect_timeout(settings.connect_timeout)
             .user_agent(concat!("cadre/", env!("CARGO_PKG_VERSION")))
+            .redirect(cadre_llm::redirects::same_origin_redirects())
             .build()?;
         Ok(Self {
             http,
