@@ -2,7 +2,8 @@
 //! (`tests/fixtures/py_server.py`): a server that crashes mid-call gives a clear tool error,
 //! the run goes on and the next call starts it again; a server that never starts is a
 //! failure naming it; cancelling the calling child sends `notifications/cancelled` (the
-//! server's handler sees its call cancelled).
+//! server's handler sees its call cancelled). And an HTTP server that redirects to another
+//! host (a plain local web server) is not followed there.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -173,4 +174,42 @@ text = "unreachable"
     let out = cancelled.call(json!({}), &c).await.unwrap();
     assert_eq!(out.content, "cancelled");
     servers.stop_all().await;
+}
+
+/// A server over HTTP that redirects to another host is not followed there: its configured
+/// headers stay with the host they were meant for.
+#[tokio::test]
+async fn a_redirect_to_another_host_is_not_followed() {
+    use cadre_testkit::{WebPage, WebServer};
+    let elsewhere = WebServer::start().await.unwrap();
+    let front = WebServer::start().await.unwrap();
+    front.page(
+        "/mcp",
+        WebPage::redirect(&elsewhere.url("/mcp")).status(307),
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let entry = ServerEntry {
+        url: Some(front.url("/mcp")),
+        headers: [("X-Api-Key".to_string(), "key-for-front-only".to_string())].into(),
+        ..ServerEntry::default()
+    };
+    let servers = McpServers::from_entries(
+        [("moved".to_string(), entry, "test".to_string())],
+        ws.path(),
+        &Default::default(),
+    );
+    let failures = servers.start_all().await;
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert!(
+        elsewhere.requests().is_empty(),
+        "the other host was sent {:?}",
+        elsewhere.requests()
+    );
+    assert!(!front.requests().is_empty());
+    assert!(
+        front
+            .requests()
+            .iter()
+            .all(|r| r.header("x-api-key") == Some("key-for-front-only"))
+    );
 }

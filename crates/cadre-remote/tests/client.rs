@@ -285,3 +285,38 @@ async fn failures_say_what_went_wrong() {
     );
     srv.stop().await.unwrap();
 }
+
+/// A remote that redirects to another host is not followed there: the agent file's headers
+/// (and the prompt, which a 307 would send again) stay with the host they were meant for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_to_another_host_is_not_followed() {
+    use cadre_testkit::{WebPage, WebServer};
+    let elsewhere = WebServer::start().await.unwrap();
+    let front = WebServer::start().await.unwrap();
+    for path in ["/.well-known/agent-card.json", "/tasks"] {
+        front.page(path, WebPage::redirect(&elsewhere.url(path)).status(307));
+    }
+    let client = RemoteClient::new().unwrap();
+    for protocol in [RemoteProtocol::Auto, RemoteProtocol::Tasks] {
+        let mut req = request(&front.url(""), protocol, "the secret plan");
+        req.spec
+            .headers
+            .insert("X-Api-Key".into(), "key-for-front-only".into());
+        let (out, _) = run(&client, req).await;
+        assert!(
+            matches!(&out.state, EndState::Failed { error } if error.contains("307")),
+            "{protocol:?}: {out:?}"
+        );
+    }
+    assert!(
+        elsewhere.requests().is_empty(),
+        "the other host was sent {:?}",
+        elsewhere.requests()
+    );
+    assert!(
+        front
+            .requests()
+            .iter()
+            .all(|r| r.header("x-api-key") == Some("key-for-front-only"))
+    );
+}
