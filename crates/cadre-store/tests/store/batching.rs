@@ -447,6 +447,20 @@ async fn until_read(store: &SqlStore, what: &str, ok: impl Fn(cadre_store::ReadS
 
 const READS: usize = 64;
 
+/// Create `READS / 2` tasks; their ids, and the `READS` ids to read: each task twice, then
+/// an unknown id and `odd`, which names no task either.
+async fn reads_to_ask(store: &SqlStore, odd: &str) -> (Vec<String>, Vec<String>) {
+    let mut ids = Vec::new();
+    for i in 0..READS / 2 {
+        let t = NewTask::new("w", "s", &format!("t{i}"));
+        ids.push(store.create(&t).await.unwrap().id);
+    }
+    let mut asked: Vec<String> = ids.iter().chain(&ids).cloned().collect();
+    asked.truncate(READS - 2);
+    asked.extend(["nope-1".to_string(), odd.to_string()]);
+    (ids, asked)
+}
+
 /// PostgreSQL: reads of a task by id asked for while others are in flight share one
 /// statement, and each still gets its own task (or none).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -455,16 +469,8 @@ async fn reads_asked_together_share_a_statement_on_postgres() {
         return;
     };
     let store = Arc::new(fx.open_sql("n").await);
-    let mut ids = Vec::new();
-    for i in 0..READS / 2 {
-        let t = NewTask::new("w", "s", &format!("t{i}"));
-        ids.push(store.create(&t).await.unwrap().id);
-    }
-    // Each task read twice, and ids that name no task.
-    let mut asked: Vec<String> = ids.iter().chain(&ids).cloned().collect();
-    asked.truncate(READS - 2);
     // An id PostgreSQL's text cannot hold must not fail the statement it would share.
-    asked.extend(["nope-1".to_string(), "nope\0nul".to_string()]);
+    let (ids, asked) = reads_to_ask(&store, "nope\0nul").await;
 
     // Reads wait behind a lock that keeps them from the table until every one is asked.
     let mut blocker = sqlx::PgConnection::connect(&fx.url).await.unwrap();
@@ -520,14 +526,7 @@ async fn reads_fail_once_closed(store: &Arc<SqlStore>, id: &str) {
 async fn reads_asked_together_share_a_statement_on_sqlite() {
     let fx = Fixture::new(Kind::Sqlite).await.unwrap();
     let store = Arc::new(fx.open_sql("n").await);
-    let mut ids = Vec::new();
-    for i in 0..READS / 2 {
-        let t = NewTask::new("w", "s", &format!("t{i}"));
-        ids.push(store.create(&t).await.unwrap().id);
-    }
-    let mut asked: Vec<String> = ids.iter().chain(&ids).cloned().collect();
-    asked.truncate(READS - 2);
-    asked.extend(["nope-1".to_string(), "it's \"quoted\"".to_string()]);
+    let (ids, asked) = reads_to_ask(&store, "it's \"quoted\"").await;
     let before = store.read_stats();
     let reads: Vec<_> = asked
         .iter()
