@@ -52,12 +52,17 @@ impl Blocker {
 
 /// Wait (with a deadline) until the store's writer stats satisfy `ok`.
 async fn until(store: &SqlStore, what: &str, ok: impl Fn(cadre_store::WriteStats) -> bool) {
+    until_stats(|| store.write_stats(), what, ok).await;
+}
+
+/// Wait (with a deadline) until the stats `read` gives satisfy `ok`.
+async fn until_stats<S: std::fmt::Debug>(read: impl Fn() -> S, what: &str, ok: impl Fn(S) -> bool) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
-    while !ok(store.write_stats()) {
+    while !ok(read()) {
         assert!(
             tokio::time::Instant::now() < deadline,
             "{what}: {:?}",
-            store.write_stats()
+            read()
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
@@ -432,19 +437,6 @@ async fn futures_results<T: Send + 'static>(
 
 sql_backends!(deliveries_and_live_children_written_together_share_one_statement_on_postgres);
 
-/// Wait (with a deadline) until the store's coalesced-read stats satisfy `ok`.
-async fn until_read(store: &SqlStore, what: &str, ok: impl Fn(cadre_store::ReadStats) -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
-    while !ok(store.read_stats()) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: {:?}",
-            store.read_stats()
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
-
 const READS: usize = 64;
 
 /// Create `READS / 2` tasks; their ids, and the `READS` ids to read: each task twice, then
@@ -480,31 +472,45 @@ async fn reads_asked_together_share_a_statement_on_postgres() {
         .await
         .unwrap();
     let before = store.read_stats();
-    let reads: Vec<_> = asked
-        .iter()
-        .map(|id| {
-            let (store, id) = (store.clone(), id.clone());
-            tokio::spawn(async move { store.get(&id).await })
-        })
-        .collect();
-    until_read(&store, "every read asked", |s| {
-        s.gets == before.gets + READS as u64
-    })
+    let reads = spawn_reads(&store, &asked);
+    until_stats(
+        || store.read_stats(),
+        "every read asked",
+        |s| s.gets == before.gets + READS as u64,
+    )
     .await;
     sqlx::query("COMMIT").execute(&mut blocker).await.unwrap();
 
-    for (id, read) in asked.iter().zip(reads) {
-        let got = read.await.unwrap().unwrap();
-        match id.starts_with("nope") {
-            true => assert!(got.is_none(), "{id}: {got:?}"),
-            false => assert_eq!(got.map(|r| r.id).as_deref(), Some(id.as_str())),
-        }
-    }
+    each_got_its_own(&ids, &asked, reads).await;
     // At most the statements in flight when the lock was taken (half the pool) and one
     // for every read queued behind them, where there were one per read.
     let statements = store.read_stats().statements - before.statements;
     assert!(statements <= 5, "{READS} reads in {statements} statements");
     reads_fail_once_closed(&store, &ids[0]).await;
+}
+
+type Read = tokio::task::JoinHandle<Result<Option<cadre_store::TaskRecord>, StoreError>>;
+
+/// Read each of `asked` from a task of its own.
+fn spawn_reads(store: &Arc<SqlStore>, asked: &[String]) -> Vec<Read> {
+    asked
+        .iter()
+        .map(|id| {
+            let (store, id) = (store.clone(), id.clone());
+            tokio::spawn(async move { store.get(&id).await })
+        })
+        .collect()
+}
+
+/// Each read of `asked` got the task of its id when it is one of `ids`, else none.
+async fn each_got_its_own(ids: &[String], asked: &[String], reads: Vec<Read>) {
+    for (id, read) in asked.iter().zip(reads) {
+        let got = read.await.unwrap().unwrap();
+        match ids.contains(id) {
+            true => assert_eq!(got.map(|r| r.id).as_deref(), Some(id.as_str())),
+            false => assert!(got.is_none(), "{id}: {got:?}"),
+        }
+    }
 }
 
 /// After `close`, a read by id fails as closed, alone or with others.
@@ -528,20 +534,8 @@ async fn reads_asked_together_share_a_statement_on_sqlite() {
     let store = Arc::new(fx.open_sql("n").await);
     let (ids, asked) = reads_to_ask(&store, "it's \"quoted\"").await;
     let before = store.read_stats();
-    let reads: Vec<_> = asked
-        .iter()
-        .map(|id| {
-            let (store, id) = (store.clone(), id.clone());
-            tokio::spawn(async move { store.get(&id).await })
-        })
-        .collect();
-    for (id, read) in asked.iter().zip(reads) {
-        let got = read.await.unwrap().unwrap();
-        match ids.contains(id) {
-            true => assert_eq!(got.map(|r| r.id).as_deref(), Some(id.as_str())),
-            false => assert!(got.is_none(), "{id}: {got:?}"),
-        }
-    }
+    let reads = spawn_reads(&store, &asked);
+    each_got_its_own(&ids, &asked, reads).await;
     let after = store.read_stats();
     assert_eq!(after.gets - before.gets, READS as u64);
     // One statement when every read is asked before the queue's task runs (this runtime
