@@ -34,11 +34,11 @@ fn decide(attempt: Attempt<'_>) -> reqwest::redirect::Action {
 }
 
 /// What to say of a redirect response that was not followed: where it pointed, and why it
-/// was not followed.
-pub fn redirect_refused(status: u16, location: Option<&str>) -> String {
+/// was not followed. The caller's error already names the status.
+pub fn redirect_refused(location: Option<&str>) -> String {
     let to = location.unwrap_or("no Location");
     format!(
-        "HTTP {status}, a redirect to {to}: not followed, because it leaves the scheme, host \
+        "a redirect to {to}: not followed, because it leaves the scheme, host \
          and port the request was sent to (credentials and the request body would go along); \
          point the URL at where it redirects"
     )

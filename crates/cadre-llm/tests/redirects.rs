@@ -27,7 +27,11 @@ async fn a_redirect_to_another_host_is_not_followed_and_says_where_it_pointed() 
         let anthropic = anthropic_with(config(provider_side.url(""), true));
         let (_, err) = run(&anthropic, request(vec![Message::user("secret plans")])).await;
         let err = err.expect("the redirect is an error").to_string();
-        assert!(err.contains(&format!("HTTP {status}")), "{err}");
+        assert_eq!(
+            err.matches(&format!("HTTP {status}")).count(),
+            1,
+            "the status is said once: {err}"
+        );
         assert!(err.contains(&elsewhere.url("/v1/messages")), "{err}");
         assert!(err.contains("not followed"), "{err}");
     }

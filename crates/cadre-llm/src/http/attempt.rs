@@ -195,10 +195,7 @@ impl Attempt {
                 .and_then(|v| parse_retry_after(v, SystemTime::now()));
             let location = status.is_redirection().then(|| {
                 let to = response.headers().get(reqwest::header::LOCATION);
-                crate::redirects::redirect_refused(
-                    status.as_u16(),
-                    to.and_then(|v| v.to_str().ok()),
-                )
+                crate::redirects::redirect_refused(to.and_then(|v| v.to_str().ok()))
             });
             let bytes = read_body(response, core.idle_timeout, MAX_ERROR_BODY)
                 .await
