@@ -432,6 +432,13 @@ impl SqliteConn {
         Ok(SqliteConn(conn))
     }
 
+    /// Keep at most `kib` KiB of database pages cached on this connection.
+    pub(crate) fn limit_page_cache(&self, kib: u32) -> StoreResult<()> {
+        // A negative cache_size is a size in KiB rather than a number of pages.
+        self.0.pragma_update(None, "cache_size", -i64::from(kib))?;
+        Ok(())
+    }
+
     fn execute_now(&self, sql: &str, args: &[Arg]) -> StoreResult<u64> {
         let mut stmt = self.bound(sql, args)?;
         Ok(stmt.raw_execute()? as u64)

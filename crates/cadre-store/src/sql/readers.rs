@@ -13,6 +13,11 @@ use tokio::sync::{mpsc, oneshot};
 const QUEUE: usize = 1024;
 /// Statements each reader keeps prepared.
 const STATEMENTS: usize = 32;
+/// Database pages each reader keeps cached, in KiB. A reader's cache is emptied whenever
+/// its next read finds the file changed, which the store's writer does all the time; at
+/// SQLite's default (2 000 KiB) the four readers held 8 MiB after a scan of a 10 000-task
+/// session, which bought nothing once the next write landed.
+const PAGE_CACHE_KIB: u32 = 512;
 
 enum Msg {
     Read {
@@ -48,7 +53,9 @@ impl Readers {
             let (rx, path) = (rx.clone(), path.to_path_buf());
             spawn_thread(
                 format!("cadre-store-reader-{i}"),
-                move || match SqliteConn::open(&path, busy_timeout, STATEMENTS) {
+                move || match SqliteConn::open(&path, busy_timeout, STATEMENTS)
+                    .and_then(|conn| conn.limit_page_cache(PAGE_CACHE_KIB).map(|()| conn))
+                {
                     Ok(conn) => {
                         let _ = ready.send(Ok(()));
                         let done = serve(&conn, &rx);
@@ -114,5 +121,30 @@ fn serve(conn: &SqliteConn, rx: &Mutex<mpsc::Receiver<Msg>>) -> Option<oneshot::
             Some(Msg::Close(done)) => return Some(done),
             None => return None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn each_reader_keeps_a_small_page_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.db");
+        rusqlite::Connection::open(&path)
+            .unwrap()
+            .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (x INTEGER)")
+            .unwrap();
+        let readers = Readers::start(&path, 2, Duration::from_secs(1))
+            .await
+            .unwrap();
+        // Reads at once, so that more than one reader is likely to answer.
+        let reads = (0..4).map(|_| readers.fetch("PRAGMA cache_size".into(), Vec::new()));
+        for rows in futures::future::join_all(reads).await {
+            let size: i64 = rows.unwrap()[0].try_get(0).unwrap();
+            assert_eq!(size, -i64::from(PAGE_CACHE_KIB), "KiB, not SQLite's 2 000");
+        }
+        readers.close().await;
     }
 }

@@ -182,6 +182,7 @@ pub fn section(registry: &AgentRegistry, surface: ToolSurface) -> String {
 /// The message that delivers finished background tasks to the parent, each with its
 /// result as shown to the parent.
 pub fn delivery_message(tasks: &[(TaskRecord, ShownResult)]) -> Message {
+    use std::fmt::Write as _;
     let mut s = String::from("<background-task-results>\n");
     for (t, shown) in tasks {
         let state = match t.status {
@@ -189,19 +190,24 @@ pub fn delivery_message(tasks: &[(TaskRecord, ShownResult)]) -> Message {
             TaskStatus::Cancelled => "cancelled",
             _ => "failed",
         };
-        s.push_str(&format!(
+        // Writing to a String cannot fail.
+        let _ = write!(
+            s,
             "<task id=\"{}\" agent=\"{}\" state=\"{state}\"{}>",
             t.id,
             xml_escape(&t.agent_id),
             completeness_attrs(t)
-        ));
+        );
         if let Some(e) = &t.error {
-            s.push_str(&format!("<error>{}</error>", xml_escape(e)));
+            let _ = write!(s, "<error>{}</error>", xml_escape(e));
         }
         s.push_str(&shown.envelope());
         s.push_str("</task>\n");
     }
     s.push_str("</background-task-results>");
+    // The message stays in the conversation for the session's life; the room the string
+    // grew into (up to as much again, for a batch of thousands) would stay with it.
+    s.shrink_to_fit();
     Message::user(s)
 }
 
@@ -403,5 +409,26 @@ mod tests {
         assert_eq!(gather_window(3), Duration::from_millis(800));
         assert_eq!(gather_window(7), Duration::from_secs(10));
         assert_eq!(gather_window(u32::MAX), MAX_GATHER_WINDOW);
+    }
+
+    #[test]
+    fn a_delivery_keeps_no_spare_room_in_the_conversation() {
+        let tasks: Vec<_> = (0..300)
+            .map(|i| {
+                let mut t = cadre_store::NewTask::new("worker", "s1", "go")
+                    .into_record("node", "instance", 0);
+                t.status = TaskStatus::Completed;
+                let shown = ShownResult {
+                    text: format!("result {i}"),
+                    file: None,
+                };
+                (t, shown)
+            })
+            .collect();
+        let Message::User { content } = delivery_message(&tasks) else {
+            panic!("a delivery is a user message");
+        };
+        assert_eq!(content.matches("state=\"completed\"").count(), 300);
+        assert_eq!(content.capacity(), content.len());
     }
 }
