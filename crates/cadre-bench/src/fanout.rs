@@ -104,6 +104,11 @@ pub struct FanoutResult {
     /// RSS after the first timed scenario run returned (its runtime dropped), KiB.
     #[serde(default)]
     pub rss_after_run_kib: u64,
+    /// The live heap (bytes allocated and not freed, KiB) at the four readings above,
+    /// before the run, after its delivery, without its session and after it; only from a
+    /// build with the `live-heap` feature.
+    #[serde(default)]
+    pub live_heap_kib: Option<[u64; 4]>,
     /// Peak RSS of the whole process at the end (VmHWM), KiB.
     pub peak_rss_kib: u64,
     /// The mock server ran in the measured process (its CPU and memory counted in ours).
@@ -199,8 +204,18 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
     let mut scenario_cpu = Vec::with_capacity(k);
     let mut floor_cpu = Vec::with_capacity(k);
     let rss_before_run_kib = status_kib("VmRSS").unwrap_or(0);
+    let live_before_run_kib = crate::allocator::live_heap_kib();
     let (run, served, cpu) = scenario_checked(&server, &opts()?).await?;
     let rss_after_run_kib = status_kib("VmRSS").unwrap_or(0);
+    let live_heap_kib = match (
+        live_before_run_kib,
+        run.live_after_delivery_kib,
+        run.live_after_session_kib,
+        crate::allocator::live_heap_kib(),
+    ) {
+        (Some(a), Some(b), Some(c), Some(d)) => Some([a, b, c, d]),
+        _ => None,
+    };
     let rss_after_delivery_kib = run.rss_after_delivery_kib;
     let (rss_after_session_kib, conversation_bytes) =
         (run.rss_after_session_kib, run.conversation_bytes);
@@ -290,6 +305,7 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
         rss_after_session_kib,
         conversation_bytes,
         rss_after_run_kib,
+        live_heap_kib,
         peak_rss_kib: status_kib("VmHWM").unwrap_or(0),
         server_in_process: args.server_in_process,
         server_peak_rss_kib: server.peak_rss_kib().await?,
@@ -378,6 +394,16 @@ pub fn print(r: &FanoutResult) {
         mib(r.rss_after_session_kib),
         mib(r.rss_after_run_kib),
     );
+    if let Some([before, delivered, session, after]) = r.live_heap_kib {
+        println!(
+            "  live heap before a timed run {:.1} MiB, after its delivery {:.1} MiB, without \
+             that session {:.1} MiB, after it {:.1} MiB",
+            mib(before),
+            mib(delivered),
+            mib(session),
+            mib(after),
+        );
+    }
 }
 
 /// `fanout` without `--sweep`: measure, print, write JSON.

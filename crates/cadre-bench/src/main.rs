@@ -14,6 +14,7 @@
 //!
 //! See BENCHMARKS.md at the repository root for the commands and results.
 
+mod allocator;
 mod bodies;
 mod cache;
 mod cli;
@@ -30,13 +31,6 @@ mod tui;
 mod wiring;
 
 use clap::Parser;
-
-// mimalloc: many small, short-lived allocations on few threads (messages, events, JSON) are
-// its strength; with glibc malloc the fan-out benchmark spends ~20% of its CPU in the
-// allocator (BENCHMARKS.md).
-#[cfg(feature = "mimalloc")]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
     let cli = cli::Cli::parse();

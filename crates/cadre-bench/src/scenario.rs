@@ -41,6 +41,10 @@ pub struct ScenarioRun {
     /// The process's RSS (KiB) once the parent's session was dropped too, the runtime (and
     /// its store) still alive: what the runtime keeps after delivery.
     pub rss_after_session_kib: u64,
+    /// The live heap (KiB, with the `live-heap` feature) at the first reading above.
+    pub live_after_delivery_kib: Option<u64>,
+    /// The live heap (KiB, with the `live-heap` feature) at the second.
+    pub live_after_session_kib: Option<u64>,
 }
 
 /// True when a run failed because the mock server refused a too-large request body: a 413,
@@ -220,9 +224,11 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
     drop(tasks);
     let delivered = delivered(session.messages());
     let rss_after_delivery_kib = crate::stats::status_kib("VmRSS").unwrap_or(0);
+    let live_after_delivery_kib = crate::allocator::live_heap_kib();
     let conversation_bytes = json_size(session.messages());
     drop(session);
     let rss_after_session_kib = crate::stats::status_kib("VmRSS").unwrap_or(0);
+    let live_after_session_kib = crate::allocator::live_heap_kib();
     wiring.runtime.shutdown();
     Ok(ScenarioRun {
         elapsed,
@@ -234,5 +240,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
         rss_after_delivery_kib,
         conversation_bytes,
         rss_after_session_kib,
+        live_after_delivery_kib,
+        live_after_session_kib,
     })
 }
