@@ -194,7 +194,6 @@ fn is_sqlite_busy(e: &sqlx::Error) -> bool {
 }
 
 /// Open (creating if needed) a SQLite database file in WAL mode and apply migrations.
-/// Within a tokio runtime, which serves the store's reads by id for as long as it is open.
 pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         tokio::fs::create_dir_all(dir).await?;
@@ -221,7 +220,7 @@ pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     let writer = Writer::start_sqlite(path, SQLITE_BUSY_TIMEOUT).await?;
     let readers = Readers::start(path, SQLITE_READERS, SQLITE_BUSY_TIMEOUT).await?;
     // Half the readers, so that the other reads keep theirs.
-    let gets = gets::Gets::start(gets::Source::Sqlite(readers.clone()), SQLITE_READERS / 2);
+    let gets = gets::Gets::new(gets::Source::Sqlite(readers.clone()), SQLITE_READERS / 2);
     Ok(SqlStore::new(
         Db::Sqlite {
             writer,
@@ -281,7 +280,7 @@ pub async fn open_postgres(
     open_the_rest(&pool).await;
     let writer = Writer::start_postgres(pool.clone());
     // Half the pool, so that the writer, the other reads and the notifications keep theirs.
-    let gets = gets::Gets::start(
+    let gets = gets::Gets::new(
         gets::Source::Postgres(pool.clone()),
         PG_CONNECTIONS as usize / 2,
     );

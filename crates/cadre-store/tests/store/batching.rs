@@ -543,3 +543,31 @@ async fn reads_asked_together_share_a_statement_on_sqlite() {
     assert!(after.statements - before.statements <= 3, "{after:?}");
     reads_fail_once_closed(&store, &ids[0]).await;
 }
+
+/// SQLite: a store opened in a tokio runtime that has since ended (a library opening it in
+/// a short-lived runtime) still reads tasks by id in another, together or alone, and
+/// outside any tokio runtime.
+#[test]
+fn reads_by_id_outlive_the_runtime_that_opened_the_store_on_sqlite() {
+    let runtime = |threads| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
+    let (fx, store) = runtime(1).block_on(async {
+        let fx = Fixture::new(Kind::Sqlite).await.unwrap();
+        let store = fx.open_sql("n").await;
+        (fx, Arc::new(store))
+    });
+    let (ids, asked) = runtime(2).block_on(async {
+        let (ids, asked) = reads_to_ask(&store, "x").await;
+        let reads = spawn_reads(&store, &asked);
+        each_got_its_own(&ids, &asked, reads).await;
+        (ids, asked)
+    });
+    let alone = futures::executor::block_on(store.get(&asked[0])).unwrap();
+    assert_eq!(alone.map(|r| r.id), Some(ids[0].clone()));
+    drop(fx);
+}
