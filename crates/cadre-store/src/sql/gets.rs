@@ -4,22 +4,23 @@
 //! the server's work per statement was most of its cost; on SQLite each was a hand-off to a
 //! reader thread and back.
 //!
-//! The queue is drained by tasks spawned, as needed, on the runtime of the read that finds
-//! a slot free; none outlives the queue's last read, so a store opened in one runtime reads
-//! in any other (outside tokio, each read runs alone). A statement has no timeout of its
-//! own (as no read of the store has): one that hangs holds its slot, and only when every
-//! slot hangs do the reads queued behind wait with it.
+//! The queue of a PostgreSQL store is served by a task of the tokio runtime that opened it
+//! (sqlx's pool needs that runtime anyway); a SQLite store's, by a thread of its own, like
+//! its readers and writer, so that it reads in whatever runtime uses it, or none. A
+//! statement has no timeout of its own (as no read of the store has): one that hangs holds
+//! its slot, and only when every slot hangs do the reads queued behind wait with it.
 
-use super::conn::{Arg, Row, pg_fetch, pg_fetch_columns};
+use super::conn::{Arg, Row, pg_fetch, pg_fetch_columns, spawn_thread};
 use super::readers::Readers;
 use super::tasks::{GET, GET_MANY, GET_MANY_SQLITE};
 use crate::error::{StoreError, StoreResult};
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use sqlx::postgres::PgPool;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 /// Reads that may wait for a statement; a caller beyond this waits to queue its read.
 const QUEUE: usize = 1024;
@@ -84,145 +85,86 @@ impl Source {
 struct Ask {
     id: String,
     reply: oneshot::Sender<StoreResult<Option<Row>>>,
-    /// Its place in the queue, given back once it is answered.
-    _room: OwnedSemaphorePermit,
 }
 
-/// The reads waiting for a statement, and how many tasks drain them.
-#[derive(Default)]
-struct Queue {
-    asks: VecDeque<Ask>,
-    draining: usize,
-}
-
-struct Shared {
-    source: Source,
-    /// Statements in flight at most: tasks draining the queue at once.
-    at_once: usize,
-    queue: Mutex<Queue>,
-    room: Arc<Semaphore>,
-    counters: Counters,
-}
-
-impl Shared {
-    fn queue(&self) -> MutexGuard<'_, Queue> {
-        // The lock is held only to move asks in and out; a panic cannot leave it half done.
-        self.queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-/// The handle reads are queued on. Cloning it shares the queue.
+/// The handle reads are queued on. Cloning it shares the queue; the queue's task ends with
+/// the last handle.
 #[derive(Clone)]
 pub(crate) struct Gets {
-    shared: Arc<Shared>,
+    tx: mpsc::Sender<Ask>,
+    counters: Arc<Counters>,
 }
 
 impl Gets {
-    /// Reads from `source`, with at most `at_once` statements in flight (the rest of its
-    /// connections stay free for the other reads and the writer).
-    pub(crate) fn new(source: Source, at_once: usize) -> Self {
-        let shared = Shared {
-            source,
-            at_once: at_once.max(1),
-            queue: Mutex::new(Queue::default()),
-            room: Arc::new(Semaphore::new(QUEUE)),
-            counters: Counters::default(),
-        };
-        Gets {
-            shared: Arc::new(shared),
+    /// Start serving reads from `source`, with at most `at_once` statements in flight (the
+    /// rest of its connections stay free for the other reads and the writer). For
+    /// PostgreSQL, within the tokio runtime that serves the pool.
+    pub(crate) fn start(source: Source, at_once: usize) -> StoreResult<Self> {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let counters = Arc::new(Counters::default());
+        let serving = serve(source.clone(), at_once.max(1), rx, counters.clone());
+        match source {
+            Source::Postgres(_) => drop(tokio::spawn(serving)),
+            Source::Sqlite(_) => spawn_thread("cadre-store-gets".into(), move || {
+                futures::executor::block_on(serving)
+            })?,
         }
+        Ok(Gets { tx, counters })
     }
 
     /// The row of task `id`, read with the reads asked for meanwhile.
     pub(crate) async fn get(&self, id: &str) -> StoreResult<Option<Row>> {
-        let shared = &self.shared;
-        shared.counters.gets.fetch_add(1, Ordering::Relaxed);
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            shared.counters.statements.fetch_add(1, Ordering::Relaxed);
-            return shared.source.one(id).await;
-        };
         let closed = || StoreError::Db(sqlx::Error::PoolClosed);
-        let room = shared
-            .room
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| closed())?;
         let (reply, answer) = oneshot::channel();
-        let drain_too = {
-            let mut queue = shared.queue();
-            queue.asks.push_back(Ask {
-                id: id.to_owned(),
-                reply,
-                _room: room,
-            });
-            let free = queue.draining < shared.at_once;
-            if free {
-                queue.draining += 1;
-            }
-            free
+        let ask = Ask {
+            id: id.to_owned(),
+            reply,
         };
-        if drain_too {
-            runtime.spawn(drain(Draining {
-                shared: shared.clone(),
-                given_back: false,
-            }));
-        }
-        // A drain task ended with its runtime drops the reads it held: those fail.
+        self.tx.send(ask).await.map_err(|_| closed())?;
+        self.counters.gets.fetch_add(1, Ordering::Relaxed);
         answer.await.map_err(|_| closed())?
     }
 
     pub(crate) fn stats(&self) -> ReadStats {
-        let counters = &self.shared.counters;
         ReadStats {
-            gets: counters.gets.load(Ordering::Relaxed),
-            statements: counters.statements.load(Ordering::Relaxed),
+            gets: self.counters.gets.load(Ordering::Relaxed),
+            statements: self.counters.statements.load(Ordering::Relaxed),
         }
     }
 }
 
-/// A task's turn at draining the queue: given back with the lock that finds the queue
-/// empty, else (the task ended with its runtime) when dropped.
-struct Draining {
-    shared: Arc<Shared>,
-    given_back: bool,
-}
-
-impl Drop for Draining {
-    fn drop(&mut self) {
-        if self.given_back {
-            return;
-        }
-        let mut queue = self.shared.queue();
-        queue.draining -= 1;
-        if queue.draining == 0 {
-            // No task is left to take these until another read comes: they fail now
-            // rather than wait for it.
-            queue.asks.clear();
-        }
-    }
-}
-
-/// Take the queued reads, up to a statement's worth at a time, until none is left.
-async fn drain(mut turn: Draining) {
+/// Take the reads as they come: the first one waits for a free statement, and every read
+/// queued by then goes with it. Until the last handle is gone, then the statements in
+/// flight are finished.
+async fn serve(
+    source: Source,
+    at_once: usize,
+    mut rx: mpsc::Receiver<Ask>,
+    counters: Arc<Counters>,
+) {
+    let mut in_flight = FuturesUnordered::new();
     loop {
-        let asks: Vec<Ask> = {
-            let mut queue = turn.shared.queue();
-            if queue.asks.is_empty() {
-                // Under the lock that a read queues with: a read queued after this finds
-                // the slot free and starts a task of its own.
-                queue.draining -= 1;
-                turn.given_back = true;
-                return;
+        if in_flight.len() >= at_once {
+            in_flight.next().await;
+            continue;
+        }
+        tokio::select! {
+            biased;
+            Some(()) = in_flight.next(), if !in_flight.is_empty() => {}
+            first = rx.recv() => {
+                let Some(first) = first else { break };
+                let mut asks = vec![first];
+                while asks.len() < MAX_IDS {
+                    match rx.try_recv() {
+                        Ok(ask) => asks.push(ask),
+                        Err(_) => break,
+                    }
+                }
+                in_flight.push(answer(&source, asks, at_once, &counters));
             }
-            let n = queue.asks.len().min(MAX_IDS);
-            queue.asks.drain(..n).collect()
-        };
-        let shared = &turn.shared;
-        answer(&shared.source, asks, shared.at_once, &shared.counters).await;
+        }
     }
+    while in_flight.next().await.is_some() {}
 }
 
 /// Read the asked tasks in one statement and answer each. When that statement fails for

@@ -220,7 +220,7 @@ pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     let writer = Writer::start_sqlite(path, SQLITE_BUSY_TIMEOUT).await?;
     let readers = Readers::start(path, SQLITE_READERS, SQLITE_BUSY_TIMEOUT).await?;
     // Half the readers, so that the other reads keep theirs.
-    let gets = gets::Gets::new(gets::Source::Sqlite(readers.clone()), SQLITE_READERS / 2);
+    let gets = gets::Gets::start(gets::Source::Sqlite(readers.clone()), SQLITE_READERS / 2)?;
     Ok(SqlStore::new(
         Db::Sqlite {
             writer,
@@ -280,10 +280,10 @@ pub async fn open_postgres(
     open_the_rest(&pool).await;
     let writer = Writer::start_postgres(pool.clone());
     // Half the pool, so that the writer, the other reads and the notifications keep theirs.
-    let gets = gets::Gets::new(
+    let gets = gets::Gets::start(
         gets::Source::Postgres(pool.clone()),
         PG_CONNECTIONS as usize / 2,
-    );
+    )?;
     Ok(SqlStore::new(Db::Postgres { writer, pool, gets }, node))
 }
 

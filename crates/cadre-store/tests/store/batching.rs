@@ -546,7 +546,7 @@ async fn reads_asked_together_share_a_statement_on_sqlite() {
 
 /// SQLite: a store opened in a tokio runtime that has since ended (a library opening it in
 /// a short-lived runtime) still reads tasks by id in another, together or alone, and
-/// outside any tokio runtime.
+/// outside any tokio runtime; reads left waiting in a runtime that idles hold up no other.
 #[test]
 fn reads_by_id_outlive_the_runtime_that_opened_the_store_on_sqlite() {
     let runtime = |threads| {
@@ -556,18 +556,35 @@ fn reads_by_id_outlive_the_runtime_that_opened_the_store_on_sqlite() {
             .build()
             .unwrap()
     };
-    let (fx, store) = runtime(1).block_on(async {
+    let (fx, store, ids, asked) = runtime(1).block_on(async {
         let fx = Fixture::new(Kind::Sqlite).await.unwrap();
-        let store = fx.open_sql("n").await;
-        (fx, Arc::new(store))
-    });
-    let (ids, asked) = runtime(2).block_on(async {
+        let store = Arc::new(fx.open_sql("n").await);
         let (ids, asked) = reads_to_ask(&store, "x").await;
+        (fx, store, ids, asked)
+    });
+    // As many reads as the store runs at once, asked in a runtime that then idles.
+    let idle = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut parked: Vec<_> = (0..4).map(|_| Box::pin(store.get(&ids[0]))).collect();
+    idle.block_on(async {
+        for read in &mut parked {
+            assert!(futures::poll!(read.as_mut()).is_pending());
+        }
+    });
+    runtime(2).block_on(async {
         let reads = spawn_reads(&store, &asked);
-        each_got_its_own(&ids, &asked, reads).await;
-        (ids, asked)
+        let all = each_got_its_own(&ids, &asked, reads);
+        tokio::time::timeout(Duration::from_secs(20), all)
+            .await
+            .expect("the reads are answered while the other runtime idles");
     });
     let alone = futures::executor::block_on(store.get(&asked[0])).unwrap();
     assert_eq!(alone.map(|r| r.id), Some(ids[0].clone()));
-    drop(fx);
+    for read in parked {
+        let got = futures::executor::block_on(read).unwrap();
+        assert_eq!(got.map(|r| r.id), Some(ids[0].clone()));
+    }
+    drop((idle, fx));
 }
