@@ -19,6 +19,11 @@ static INSERT: Shared = Shared {
          RETURNING agent_key",
 };
 
+/// The writes every `agent_spawn` makes, prepared by SQLite's writer as it opens.
+pub(super) fn hot_writes_sqlite() -> [String; 1] {
+    [INSERT.one.to_owned()]
+}
+
 impl SqlStore {
     pub(super) async fn insert_child(&self, c: &LiveChildEntry) -> StoreResult<()> {
         let args: Vec<Arg> = vec![

@@ -432,6 +432,21 @@ impl SqliteConn {
         Ok(SqliteConn(conn))
     }
 
+    /// Prepare `statements` now, into this connection's cache, so that the first tasks do
+    /// not parse them (a statement naming every column of a task takes longer to prepare
+    /// than to run). Best effort: a statement that cannot be prepared is logged and prepared
+    /// on first use. How many failed.
+    pub(crate) fn prepare_ahead(&self, statements: &[String]) -> usize {
+        let mut failed = 0;
+        for sql in statements {
+            if let Err(e) = self.0.prepare_cached(sql) {
+                tracing::warn!(error = %e, sql, "store: preparing a statement ahead failed");
+                failed += 1;
+            }
+        }
+        failed
+    }
+
     /// Keep at most `kib` KiB of database pages cached on this connection.
     pub(crate) fn limit_page_cache(&self, kib: u32) -> StoreResult<()> {
         // A negative cache_size is a size in KiB rather than a number of pages.

@@ -217,8 +217,18 @@ pub async fn open_sqlite(path: &Path, node: NodeId) -> StoreResult<SqlStore> {
     schema::migrate_sqlite(&mut conn).await?;
     conn.close().await?;
     // WAL is a property of the file now; connections only set per-connection pragmas.
-    let writer = Writer::start_sqlite(path, SQLITE_BUSY_TIMEOUT).await?;
-    let readers = Readers::start(path, SQLITE_READERS, SQLITE_BUSY_TIMEOUT).await?;
+    // Each connection prepares the statements every task makes as it opens, as PostgreSQL's
+    // do: a fan-out's first hundred tasks otherwise paid for parsing them on every
+    // connection, about a tenth of what the store cost them.
+    let writer =
+        Writer::start_sqlite(path, SQLITE_BUSY_TIMEOUT, tasks::hot_writes_sqlite()).await?;
+    let readers = Readers::start(
+        path,
+        SQLITE_READERS,
+        SQLITE_BUSY_TIMEOUT,
+        &tasks::hot_reads_sqlite(),
+    )
+    .await?;
     // Half the readers, so that the other reads keep theirs.
     let gets = gets::Gets::start(gets::Source::Sqlite(readers.clone()), SQLITE_READERS / 2)?;
     Ok(SqlStore::new(
@@ -291,7 +301,7 @@ pub async fn open_postgres(
 /// is logged, and prepared on first use.
 async fn prepare_hot(conn: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
     use sqlx::Executor;
-    for sql in tasks::hot_writes_pg().iter().chain(&tasks::hot_reads()) {
+    for sql in tasks::hot_writes_pg().iter().chain(&tasks::hot_reads_pg()) {
         if let Err(e) = conn.prepare(sql.as_str()).await {
             tracing::warn!(error = %e, "store: preparing a statement on a new connection failed");
         }

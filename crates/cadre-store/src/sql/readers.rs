@@ -38,11 +38,13 @@ pub(crate) struct Readers {
 }
 
 impl Readers {
-    /// Start `count` readers of the database file at `path` (its schema applied already).
+    /// Start `count` readers of the database file at `path` (its schema applied already),
+    /// each with the statements `prepared` prepared as it opens.
     pub(crate) async fn start(
         path: &Path,
         count: usize,
         busy_timeout: Duration,
+        prepared: &[String],
     ) -> StoreResult<Self> {
         let (tx, rx) = mpsc::channel::<Msg>(QUEUE);
         let rx = Arc::new(Mutex::new(rx));
@@ -50,13 +52,14 @@ impl Readers {
         for i in 0..count {
             let (ready, is_ready) = oneshot::channel();
             opened.push(is_ready);
-            let (rx, path) = (rx.clone(), path.to_path_buf());
+            let (rx, path, prepared) = (rx.clone(), path.to_path_buf(), prepared.to_vec());
             spawn_thread(
                 format!("cadre-store-reader-{i}"),
                 move || match SqliteConn::open(&path, busy_timeout, STATEMENTS)
                     .and_then(|conn| conn.limit_page_cache(PAGE_CACHE_KIB).map(|()| conn))
                 {
                     Ok(conn) => {
+                        conn.prepare_ahead(&prepared);
                         let _ = ready.send(Ok(()));
                         let done = serve(&conn, &rx);
                         drop(conn);
@@ -136,7 +139,7 @@ mod tests {
             .unwrap()
             .execute_batch("PRAGMA journal_mode = WAL; CREATE TABLE t (x INTEGER)")
             .unwrap();
-        let readers = Readers::start(&path, 2, Duration::from_secs(1))
+        let readers = Readers::start(&path, 2, Duration::from_secs(1), &[])
             .await
             .unwrap();
         // Reads at once, so that more than one reader is likely to answer.

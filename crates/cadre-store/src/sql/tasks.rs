@@ -146,8 +146,28 @@ pub(super) fn hot_writes_pg() -> Vec<String> {
 }
 
 /// The reads every task or turn makes, prepared on each PostgreSQL connection as it opens.
-pub(super) fn hot_reads() -> Vec<String> {
+pub(super) fn hot_reads_pg() -> Vec<String> {
     vec![GET.clone(), GET_MANY.clone(), SUMMARY_COUNTS.to_owned()]
+}
+
+/// The writes every task makes, prepared by SQLite's writer as it opens: one row each, as
+/// SQLite runs them.
+pub(super) fn hot_writes_sqlite() -> Vec<String> {
+    [INSERT.one, TRANSITION.one, DELIVERED.one]
+        .into_iter()
+        .map(str::to_owned)
+        .chain([TAKE_ONE_FINISHED.clone(), TAKE_FINISHED.clone()])
+        .chain(super::children::hot_writes_sqlite())
+        .collect()
+}
+
+/// The reads every task or turn makes, prepared by each SQLite reader as it opens.
+pub(super) fn hot_reads_sqlite() -> Vec<String> {
+    vec![
+        GET.clone(),
+        GET_MANY_SQLITE.clone(),
+        SUMMARY_COUNTS.to_owned(),
+    ]
 }
 
 fn tokens(v: u64) -> i64 {
@@ -511,6 +531,25 @@ mod tests {
             "creating a task holds {size} bytes"
         );
         drop(creating);
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn every_statement_sqlite_prepares_ahead_prepares_on_its_schema() {
+        // One that did not would be parsed again at each connection's first use, silently.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        let store = super::super::open_sqlite(&path, NodeId::new("n"))
+            .await
+            .unwrap();
+        let conn =
+            super::super::conn::SqliteConn::open(&path, std::time::Duration::from_secs(1), 64)
+                .unwrap();
+        assert_eq!(conn.prepare_ahead(&super::hot_writes_sqlite()), 0);
+        assert_eq!(conn.prepare_ahead(&super::hot_reads_sqlite()), 0);
+        // And the check can fail: PostgreSQL's statements for many rows are not SQLite's.
+        assert_eq!(conn.prepare_ahead(&super::hot_writes_pg()), 3);
+        drop(conn);
         store.close().await;
     }
 }

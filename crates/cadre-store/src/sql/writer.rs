@@ -300,11 +300,13 @@ impl Writer {
     }
 
     /// Start SQLite's writer on the database file at `path`: a thread of its own that runs
-    /// each batch on its connection without waiting on anything else. It ends when
+    /// each batch on its connection without waiting on anything else, the statements
+    /// `prepared` prepared as it opens. It ends when
     /// [`close`](Self::close) is called or every handle is dropped.
     pub(crate) async fn start_sqlite(
         path: &Path,
         busy_timeout: std::time::Duration,
+        prepared: Vec<String>,
     ) -> StoreResult<Self> {
         let (tx, mut rx) = mpsc::channel::<Msg>(QUEUE);
         let counters = Arc::<Counters>::default();
@@ -314,6 +316,7 @@ impl Writer {
         spawn_thread("cadre-store-writer".into(), move || {
             let conn = match SqliteConn::open(&path, busy_timeout, SQLITE_STATEMENTS) {
                 Ok(conn) => {
+                    conn.prepare_ahead(&prepared);
                     let _ = opened.send(Ok(()));
                     conn
                 }
