@@ -3,12 +3,13 @@
 //! Both backends share `migrations/0001_init.sql`, `0003_usage_cost.sql` and
 //! `0004_checkpoints.sql`; PostgreSQL adds its notification triggers (`migrations/postgres/`,
 //! version 2), version 5 (the checkpoint cleanup trigger) is written once per dialect, and
-//! `0006_adoption.sql` (owner epochs and orphan policies) and `0007_served.sql` (what `cadre serve`
-//! keeps of its tasks) `0008_depth.sql` (the spawn depth of a task's child) and `0009_owners.sql` (a task's owners
-//! over time) are shared again. Applying is serialised between processes: SQLite takes
-//! the write lock up front (`BEGIN IMMEDIATE`), PostgreSQL a transaction-scoped advisory lock,
-//! so several `cadre` processes starting at once apply each migration exactly once.
-
+//! `0006_adoption.sql` (owner epochs and orphan policies), `0007_served.sql` (what `cadre
+//! serve` keeps of its tasks), `0008_depth.sql` (the spawn depth of a task's child) and
+//! `0009_owners.sql` (a task's owners over time) are shared again. SQLite's version 10
+//! rewrites its status checks for speed (`migrations/sqlite/`). Applying is serialised
+//! between processes: SQLite takes the write lock up front (`BEGIN IMMEDIATE`), PostgreSQL a
+//! transaction-scoped advisory lock, so several `cadre` processes starting at once apply
+//! each migration exactly once.
 use crate::error::{StoreError, StoreResult};
 use sqlx::{Connection, Executor, PgConnection, Row, SqliteConnection};
 
@@ -65,6 +66,13 @@ const OWNERS: Migration = Migration {
     sql: include_str!("../../migrations/0009_owners.sql"),
 };
 
+/// SQLite's own version 10: the status checks as `OR`s (a table rebuild).
+const PLAIN_STATUS_CHECKS: Migration = Migration {
+    version: 10,
+    name: "plain_status_checks",
+    sql: include_str!("../../migrations/sqlite/0010_plain_status_checks.sql"),
+};
+
 /// Migrations of the SQLite backend (version 2 is PostgreSQL's own).
 pub const SQLITE_MIGRATIONS: &[Migration] = &[
     INIT,
@@ -79,6 +87,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
     SERVED,
     DEPTH,
     OWNERS,
+    PLAIN_STATUS_CHECKS,
 ];
 
 /// Migrations of the PostgreSQL backend.
@@ -165,10 +174,27 @@ macro_rules! apply_steps {
 }
 
 /// Apply the SQLite migrations on `conn` inside one `BEGIN IMMEDIATE` transaction.
+///
+/// Foreign keys are off meanwhile, as SQLite's procedure for rebuilding a table asks (with
+/// them on, dropping `tasks` would delete its checkpoints and owners), and checked before
+/// the transaction commits.
 pub(crate) async fn migrate_sqlite(conn: &mut SqliteConnection) -> StoreResult<()> {
+    // Outside a transaction: SQLite ignores this pragma inside one.
+    conn.execute("PRAGMA foreign_keys = OFF").await?;
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
     apply_steps!(tx, SQLITE_MIGRATIONS)?;
+    let broken = sqlx::query("PRAGMA foreign_key_check")
+        .fetch_all(&mut *tx)
+        .await?;
+    if let Some(row) = broken.first() {
+        let table: String = row.try_get(0)?;
+        return Err(StoreError::Migration(format!(
+            "{} rows of {table} (and maybe other tables) name a row that does not exist",
+            broken.len()
+        )));
+    }
     tx.commit().await?;
+    conn.execute("PRAGMA foreign_keys = ON").await?;
     Ok(())
 }
 
@@ -193,11 +219,11 @@ mod tests {
         let all = POSTGRES_MIGRATIONS;
         assert_eq!(pending(all, &[]).unwrap().len(), 9);
         assert_eq!(pending(all, &[(1, "init".into())]).unwrap()[0].version, 2);
-        // SQLite has no version 2: a database at 1 gets 3 to 9.
+        // SQLite has no version 2: a database at 1 gets 3 to 10.
         let sqlite = pending(SQLITE_MIGRATIONS, &[(1, "init".into())]).unwrap();
         assert_eq!(
             sqlite.iter().map(|m| m.version).collect::<Vec<_>>(),
-            [3, 4, 5, 6, 7, 8, 9]
+            [3, 4, 5, 6, 7, 8, 9, 10]
         );
         assert!(pending(all, &[(1, "other".into())]).is_err());
         assert!(pending(all, &[(10, "future".into())]).is_err());

@@ -369,6 +369,86 @@ async fn a_version_1_database_is_migrated_and_its_old_costs_are_unknown() {
     assert_eq!(idle.usage.cost_usd(), Some(0.0), "no calls, no cost");
 }
 
+/// A database at version 9 is rebuilt by version 10 (its status checks as `OR`s) with every
+/// row kept: tasks, their checkpoints and owners, which reference the tasks and would go if
+/// the rebuild dropped `tasks` with foreign keys on. The rules hold as before.
+#[tokio::test]
+async fn a_version_9_database_keeps_its_rows_and_rules_through_the_rebuild() {
+    use sqlx::{Connection, Executor, Row};
+    let Some(fx) = Fixture::new(Kind::Sqlite).await else {
+        return;
+    };
+    let path = fx.path.clone().unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let url = format!("sqlite://{}?mode=rwc", path.display());
+    let mut conn = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    conn.execute(
+        "PRAGMA foreign_keys = ON; CREATE TABLE cadre_schema (version BIGINT PRIMARY KEY \
+         NOT NULL, name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+    )
+    .await
+    .unwrap();
+    for m in cadre_store::SQLITE_MIGRATIONS
+        .iter()
+        .filter(|m| m.version <= 9)
+    {
+        conn.execute(m.sql).await.unwrap();
+        sqlx::query("INSERT INTO cadre_schema VALUES ($1, $2, 0)")
+            .bind(m.version)
+            .bind(m.name)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    conn.execute(
+        "INSERT INTO tasks (id, agent_id, parent_session_id, status, prompt, created_at, \
+         updated_at, owner_node, owner_epoch, resumes, depth) VALUES \
+         ('task_run', 'a', 's', 'running', 'p', 1, 1, 'n', 1, 1, 2), \
+         ('task_done', 'a', 's', 'completed', 'q', 2, 2, 'n', 0, 0, 1); \
+         INSERT INTO task_checkpoints VALUES ('task_run', 0, 0, '{}', '{}'), \
+         ('task_run', 0, 1, '{}', '{}'); \
+         INSERT INTO task_owners VALUES ('task_run', 0, 'm', NULL, 1), ('task_run', 1, 'n', NULL, 5)",
+    )
+    .await
+    .unwrap();
+    conn.close().await.unwrap();
+
+    let store = fx.open("n").await;
+    let run = store.get("task_run").await.unwrap().unwrap();
+    assert_eq!((run.status, run.resumes, run.depth), (Running, 1, Some(2)));
+    assert_eq!(store.list_by_session("s").await.unwrap().len(), 2);
+    let owners = store.owners("task_run").await.unwrap();
+    assert_eq!(owners.iter().map(|o| o.epoch).collect::<Vec<_>>(), [0, 1]);
+
+    let mut raw = sqlx::SqliteConnection::connect(&url).await.unwrap();
+    let count = |sql: &'static str| sqlx::query(sql);
+    let checkpoints = "SELECT count(*) FROM task_checkpoints WHERE task_id = 'task_run'";
+    let n: i64 = count(checkpoints).fetch_one(&mut raw).await.unwrap().get(0);
+    assert_eq!(n, 2, "the checkpoint survived the rebuild");
+    // The cleanup trigger was made again: the task's end removes its checkpoint.
+    store
+        .transition("task_run", Transition::completed("done").fenced(1))
+        .await
+        .unwrap();
+    let n: i64 = count(checkpoints).fetch_one(&mut raw).await.unwrap().get(0);
+    assert_eq!(n, 0, "the checkpoint of an ended task is removed");
+    // The status check still refuses what it refused.
+    let bogus = raw
+        .execute(
+            "INSERT INTO tasks (id, agent_id, parent_session_id, status, prompt, created_at, \
+             updated_at, owner_node) VALUES ('task_x', 'a', 's', 'bogus', 'p', 1, 1, 'n')",
+        )
+        .await
+        .unwrap_err();
+    assert!(bogus.to_string().contains("CHECK"), "{bogus}");
+    let ddl: String = sqlx::query("SELECT sql FROM sqlite_master WHERE name = 'tasks'")
+        .fetch_one(&mut raw)
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!ddl.contains("status IN"), "{ddl}");
+}
+
 /// A closed store has closed every connection to its file: SQLite removes the write-ahead
 /// log when the last one closes. (The reader threads used to be told to close, and
 /// `close` returned before they had.)
