@@ -144,7 +144,24 @@ impl<T: FromCell> FromCell for Option<T> {
     }
 }
 
+#[cfg(test)]
 impl Row {
+    /// A row of these columns, in this order.
+    pub(crate) fn of(columns: Vec<(String, Cell)>) -> Self {
+        let (names, cells): (Vec<String>, Vec<Cell>) = columns.into_iter().unzip();
+        Row {
+            names: names.into(),
+            cells,
+        }
+    }
+}
+
+impl Row {
+    /// The name of the column at `at`, if there is one.
+    pub(crate) fn name_at(&self, at: usize) -> Option<&str> {
+        self.names.get(at).map(String::as_str)
+    }
+
     /// The value of a column, named as sqlx's `Row::try_get` is (so that one decoder serves
     /// sqlx rows and these).
     pub(crate) fn try_get<T: FromCell, I: CellIndex>(&self, index: I) -> StoreResult<T> {

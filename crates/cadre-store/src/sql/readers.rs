@@ -1,13 +1,16 @@
 //! SQLite's readers: a few threads, each with a rusqlite connection of its own, taking reads
 //! from one queue. A read is one hand-off to a reader thread and one back; sqlx's pool
 //! added an acquire, a worker thread per connection and a message per row.
+//!
+//! The queue wakes one idle reader per read. (The readers used to share a receiver behind
+//! a mutex: each read also woke the next reader to wait on the queue, and put the one that
+//! read to sleep on the mutex.)
 
 use super::conn::{Arg, Row, SqliteConn, spawn_thread};
 use crate::error::{StoreError, StoreResult};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 /// Reads that may wait for a reader; a caller beyond this waits to queue its read.
 const QUEUE: usize = 1024;
@@ -33,7 +36,7 @@ enum Msg {
 /// The handle reads are queued on. Cloning it shares the readers.
 #[derive(Clone)]
 pub(crate) struct Readers {
-    tx: mpsc::Sender<Msg>,
+    tx: flume::Sender<Msg>,
     count: usize,
 }
 
@@ -46,8 +49,7 @@ impl Readers {
         busy_timeout: Duration,
         prepared: &[String],
     ) -> StoreResult<Self> {
-        let (tx, rx) = mpsc::channel::<Msg>(QUEUE);
-        let rx = Arc::new(Mutex::new(rx));
+        let (tx, rx) = flume::bounded::<Msg>(QUEUE);
         let mut opened = Vec::with_capacity(count);
         for i in 0..count {
             let (ready, is_ready) = oneshot::channel();
@@ -86,7 +88,7 @@ impl Readers {
         let closed = || StoreError::Db(sqlx::Error::PoolClosed);
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send(Msg::Read { sql, args, reply })
+            .send_async(Msg::Read { sql, args, reply })
             .await
             .map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
@@ -100,7 +102,7 @@ impl Readers {
     pub(crate) async fn close(&self) {
         for _ in 0..self.count {
             let (done, is_done) = oneshot::channel();
-            if self.tx.send(Msg::Close(done)).await.is_err() {
+            if self.tx.send_async(Msg::Close(done)).await.is_err() {
                 break;
             }
             let _ = is_done.await;
@@ -108,21 +110,16 @@ impl Readers {
     }
 }
 
-/// A reader's loop: take the next read from the shared queue (one reader waits on it at a
-/// time), run it, answer, until the queue closes or a `Close` comes (returned, to be
-/// answered once the connection is closed).
-fn serve(conn: &SqliteConn, rx: &Mutex<mpsc::Receiver<Msg>>) -> Option<oneshot::Sender<()>> {
+/// A reader's loop: take the next read from the shared queue, run it, answer, until the
+/// queue closes or a `Close` comes (returned, to be answered once the connection is closed).
+fn serve(conn: &SqliteConn, rx: &flume::Receiver<Msg>) -> Option<oneshot::Sender<()>> {
     loop {
-        let next = match rx.lock() {
-            Ok(mut rx) => rx.blocking_recv(),
-            Err(_) => None,
-        };
-        match next {
-            Some(Msg::Read { sql, args, reply }) => {
+        match rx.recv() {
+            Ok(Msg::Read { sql, args, reply }) => {
                 let _ = reply.send(conn.fetch_now(&sql, &args));
             }
-            Some(Msg::Close(done)) => return Some(done),
-            None => return None,
+            Ok(Msg::Close(done)) => return Some(done),
+            Err(flume::RecvError::Disconnected) => return None,
         }
     }
 }
