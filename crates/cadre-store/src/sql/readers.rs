@@ -2,15 +2,17 @@
 //! from one queue. A read is one hand-off to a reader thread and one back; sqlx's pool
 //! added an acquire, a worker thread per connection and a message per row.
 //!
-//! The queue wakes one idle reader per read. (The readers used to share a receiver behind
-//! a mutex: each read also woke the next reader to wait on the queue, and put the one that
-//! read to sleep on the mutex.)
+//! The readers share one tokio receiver behind a mutex. (flume's MPMC queue woke fewer
+//! threads, but it keeps a read queued as its last reader closes until every sender is
+//! gone, so that read's caller waited forever; a tokio receiver's drop answers each read
+//! left in the queue, as closed.)
 
 use super::conn::{Arg, Row, SqliteConn, spawn_thread};
 use crate::error::{StoreError, StoreResult};
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 /// Reads that may wait for a reader; a caller beyond this waits to queue its read.
 const QUEUE: usize = 1024;
@@ -36,7 +38,7 @@ enum Msg {
 /// The handle reads are queued on. Cloning it shares the readers.
 #[derive(Clone)]
 pub(crate) struct Readers {
-    tx: flume::Sender<Msg>,
+    tx: mpsc::Sender<Msg>,
     count: usize,
 }
 
@@ -49,7 +51,8 @@ impl Readers {
         busy_timeout: Duration,
         prepared: &[String],
     ) -> StoreResult<Self> {
-        let (tx, rx) = flume::bounded::<Msg>(QUEUE);
+        let (tx, rx) = mpsc::channel::<Msg>(QUEUE);
+        let rx = Arc::new(Mutex::new(rx));
         let mut opened = Vec::with_capacity(count);
         for i in 0..count {
             let (ready, is_ready) = oneshot::channel();
@@ -88,7 +91,7 @@ impl Readers {
         let closed = || StoreError::Db(sqlx::Error::PoolClosed);
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send_async(Msg::Read { sql, args, reply })
+            .send(Msg::Read { sql, args, reply })
             .await
             .map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
@@ -102,7 +105,7 @@ impl Readers {
     pub(crate) async fn close(&self) {
         for _ in 0..self.count {
             let (done, is_done) = oneshot::channel();
-            if self.tx.send_async(Msg::Close(done)).await.is_err() {
+            if self.tx.send(Msg::Close(done)).await.is_err() {
                 break;
             }
             let _ = is_done.await;
@@ -110,16 +113,21 @@ impl Readers {
     }
 }
 
-/// A reader's loop: take the next read from the shared queue, run it, answer, until the
-/// queue closes or a `Close` comes (returned, to be answered once the connection is closed).
-fn serve(conn: &SqliteConn, rx: &flume::Receiver<Msg>) -> Option<oneshot::Sender<()>> {
+/// A reader's loop: take the next read from the shared queue (one reader waits on it at a
+/// time), run it, answer, until the queue closes or a `Close` comes (returned, to be
+/// answered once the connection is closed).
+fn serve(conn: &SqliteConn, rx: &Mutex<mpsc::Receiver<Msg>>) -> Option<oneshot::Sender<()>> {
     loop {
-        match rx.recv() {
-            Ok(Msg::Read { sql, args, reply }) => {
+        let next = match rx.lock() {
+            Ok(mut rx) => rx.blocking_recv(),
+            Err(_) => None,
+        };
+        match next {
+            Some(Msg::Read { sql, args, reply }) => {
                 let _ = reply.send(conn.fetch_now(&sql, &args));
             }
-            Ok(Msg::Close(done)) => return Some(done),
-            Err(flume::RecvError::Disconnected) => return None,
+            Some(Msg::Close(done)) => return Some(done),
+            None => return None,
         }
     }
 }
