@@ -251,6 +251,52 @@ impl MemoryStore {
         }
     }
 
+    /// Apply a transition under the state rules; the record as it stands after it when
+    /// `keep`.
+    fn apply(&self, id: &str, t: Transition, keep: bool) -> StoreResult<Option<TaskRecord>> {
+        let mut g = self.lock();
+        let r = g.get_mut(id)?;
+        if let Some(epoch) = t.epoch
+            && epoch != r.owner_epoch
+            && !r.status.is_terminal()
+        {
+            return Err(StoreError::Fenced {
+                id: id.to_string(),
+                epoch,
+                current: r.owner_epoch,
+            });
+        }
+        if !r.status.can_become(t.to, r.cancel_requested) {
+            return Err(StoreError::Refused {
+                id: id.to_string(),
+                from: r.status,
+                to: t.to,
+                cancel_requested: r.cancel_requested,
+            });
+        }
+        r.status = t.to;
+        r.updated_at = now();
+        if t.result.is_some() {
+            r.result = t.result;
+        }
+        if t.error.is_some() {
+            r.error = t.error;
+        }
+        if t.end_state.is_some() {
+            r.end_state = t.end_state;
+        }
+        if let Some(u) = t.usage {
+            r.usage = u;
+        }
+        let kept = keep.then(|| r.clone());
+        if t.to.is_terminal() {
+            let owner = r.owner_node.clone();
+            g.ended(id, &owner);
+            g.forget_beyond(self.shared.retention);
+        }
+        Ok(kept)
+    }
+
     /// Run a one-record update: `f` returns whether it changed the record.
     fn update(&self, id: &str, f: impl FnOnce(&mut TaskRecord) -> bool) -> StoreResult<bool> {
         let mut g = self.lock();
@@ -369,46 +415,15 @@ impl TaskStore for MemoryStore {
     }
 
     async fn transition(&self, id: &str, t: Transition) -> StoreResult<()> {
-        let mut g = self.lock();
-        let r = g.get_mut(id)?;
-        if let Some(epoch) = t.epoch
-            && epoch != r.owner_epoch
-            && !r.status.is_terminal()
-        {
-            return Err(StoreError::Fenced {
-                id: id.to_string(),
-                epoch,
-                current: r.owner_epoch,
-            });
-        }
-        if !r.status.can_become(t.to, r.cancel_requested) {
-            return Err(StoreError::Refused {
-                id: id.to_string(),
-                from: r.status,
-                to: t.to,
-                cancel_requested: r.cancel_requested,
-            });
-        }
-        r.status = t.to;
-        r.updated_at = now();
-        if t.result.is_some() {
-            r.result = t.result;
-        }
-        if t.error.is_some() {
-            r.error = t.error;
-        }
-        if t.end_state.is_some() {
-            r.end_state = t.end_state;
-        }
-        if let Some(u) = t.usage {
-            r.usage = u;
-        }
-        if t.to.is_terminal() {
-            let owner = r.owner_node.clone();
-            g.ended(id, &owner);
-            g.forget_beyond(self.shared.retention);
-        }
-        Ok(())
+        self.apply(id, t, false).map(|_| ())
+    }
+
+    async fn transition_returning(
+        &self,
+        id: &str,
+        t: Transition,
+    ) -> StoreResult<Option<TaskRecord>> {
+        self.apply(id, t, true)
     }
 
     async fn request_cancel(&self, id: &str) -> StoreResult<TaskStatus> {

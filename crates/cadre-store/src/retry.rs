@@ -26,10 +26,39 @@ pub async fn transition_retrying(
     t: Transition,
     within: Duration,
 ) -> StoreResult<()> {
+    retrying_transition(store, id, t, within, false)
+        .await
+        .map(|_| ())
+}
+
+/// [`transition_retrying`] by [`TaskStore::transition_returning`]: the task as stored
+/// after the write, when the store has it at hand.
+pub async fn transition_returning_retrying(
+    store: &dyn TaskStore,
+    id: &str,
+    t: Transition,
+    within: Duration,
+) -> StoreResult<Option<TaskRecord>> {
+    retrying_transition(store, id, t, within, true).await
+}
+
+/// The loop of both: `returning` picks the store's method.
+async fn retrying_transition(
+    store: &dyn TaskStore,
+    id: &str,
+    t: Transition,
+    within: Duration,
+    returning: bool,
+) -> StoreResult<Option<TaskRecord>> {
     let give_up = tokio::time::Instant::now() + within;
     let mut pause = FIRST_PAUSE;
     loop {
-        match store.transition(id, t.clone()).await {
+        let written = if returning {
+            store.transition_returning(id, t.clone()).await
+        } else {
+            store.transition(id, t.clone()).await.map(|()| None)
+        };
+        match written {
             Err(e) if e.is_transient() && tokio::time::Instant::now() + pause < give_up => {
                 tracing::warn!(task = %id, to = %t.to, error = %e, "store: writing the task failed; trying again");
                 tokio::time::sleep(pause).await;

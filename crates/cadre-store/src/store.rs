@@ -67,6 +67,18 @@ pub trait TaskStore: Send + Sync {
     /// otherwise. Bumps `updated_at`.
     async fn transition(&self, id: &str, t: Transition) -> StoreResult<()>;
 
+    /// [`transition`](Self::transition), and the task as stored just after it when the
+    /// store has it at hand from the write (`None` when it has not: the caller reads it if
+    /// it needs it). What a waiter for a task's end is handed, instead of reading the task
+    /// back at once.
+    async fn transition_returning(
+        &self,
+        id: &str,
+        t: Transition,
+    ) -> StoreResult<Option<TaskRecord>> {
+        self.transition(id, t).await.map(|()| None)
+    }
+
     /// Set the cancel flag if the task is not terminal; returns the status at that moment.
     /// With PostgreSQL this also notifies the owner (`cadre_task_cancel`).
     async fn request_cancel(&self, id: &str) -> StoreResult<TaskStatus>;

@@ -238,3 +238,30 @@ async fn sqlite_live_children_survive_a_restart() {
 async fn postgres_live_children_survive_a_restart() {
     live_children_survive_a_restart(Kind::Postgres).await;
 }
+
+/// A foreground `task` call is handed its task's end by the write that stored it: waiting
+/// for it reads nothing back from the store (it read each task again as its watch fired).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_foreground_task_is_answered_without_reading_its_end_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fg.db");
+    let sql = Arc::new(
+        cadre_store::open_sqlite(&path, NodeId::new("node-a"))
+            .await
+            .unwrap(),
+    );
+    let f = node(SLOW, sql.clone(), dir.path().join("sessions"));
+    let before = sql.read_stats();
+    let out = call(
+        &f,
+        "s-fg",
+        "task",
+        json!({"subagent_type": "worker", "prompt": "q1", "description": "d"}),
+    )
+    .await;
+    assert!(out.content.contains("answer to q1"), "{}", out.content);
+    assert_eq!(sql.read_stats(), before, "the task's end was read back");
+    let rec = &f.runtime.tasks_of("s-fg").await[0];
+    assert_eq!(rec.status, TaskStatus::Completed);
+    assert_eq!(rec.result.as_deref(), Some("answer to q1"));
+}

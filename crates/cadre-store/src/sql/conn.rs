@@ -44,6 +44,12 @@ impl From<Option<&str>> for Arg {
     }
 }
 
+impl From<Option<String>> for Arg {
+    fn from(v: Option<String>) -> Self {
+        Arg::Text(v)
+    }
+}
+
 impl From<&Option<String>> for Arg {
     fn from(v: &Option<String>) -> Self {
         Arg::Text(v.clone())

@@ -60,6 +60,11 @@ static TRANSITION: Shared = Shared {
          RETURNING t.id",
 };
 
+/// [`TRANSITION`] on SQLite, the task's row returned as it stands after the write: what a
+/// waiter for the task's end would otherwise read back at once.
+static TRANSITION_RETURNING: LazyLock<String> =
+    LazyLock::new(|| format!("{} RETURNING {TASK_COLS}", TRANSITION.one));
+
 /// A new task, `pending` or `running`; `many` the same for many rows (PostgreSQL).
 static INSERT: Shared = Shared {
     one: "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
@@ -156,7 +161,11 @@ pub(super) fn hot_writes_sqlite() -> Vec<String> {
     [INSERT.one, TRANSITION.one, DELIVERED.one]
         .into_iter()
         .map(str::to_owned)
-        .chain([TAKE_ONE_FINISHED.clone(), TAKE_FINISHED.clone()])
+        .chain([
+            TRANSITION_RETURNING.clone(),
+            TAKE_ONE_FINISHED.clone(),
+            TAKE_FINISHED.clone(),
+        ])
         .chain(super::children::hot_writes_sqlite())
         .collect()
 }
@@ -167,6 +176,26 @@ pub(super) fn hot_reads_sqlite() -> Vec<String> {
         GET.clone(),
         GET_MANY_SQLITE.clone(),
         SUMMARY_COUNTS.to_owned(),
+    ]
+}
+
+/// The values [`TRANSITION`]'s statements bind for `t` written to task `id`.
+fn transition_args(id: &str, t: Transition) -> Vec<Arg> {
+    let u = t.usage;
+    vec![
+        id.into(),
+        t.to.as_str().into(),
+        now_ms().into(),
+        t.result.into(),
+        t.error.into(),
+        t.end_state.into(),
+        u.map(|u| tokens(u.input_tokens)).into(),
+        u.map(|u| tokens(u.output_tokens)).into(),
+        u.map(|u| tokens(u.cached_input_tokens)).into(),
+        u.map(|u| tokens(u.cache_write_tokens)).into(),
+        u.map(|u| tokens(u.cost_nano_usd)).into(),
+        u.map(|u| tokens(u.unpriced_calls)).into(),
+        t.epoch.map(tokens).into(),
     ]
 }
 
@@ -337,43 +366,63 @@ impl SqlStore {
 
     pub(super) async fn transition_task(&self, id: &str, t: Transition) -> StoreResult<()> {
         let (to, epoch) = (t.to, t.epoch);
-        let u = t.usage;
-        let args: Vec<Arg> = vec![
-            id.into(),
-            t.to.as_str().into(),
-            now_ms().into(),
-            (&t.result).into(),
-            (&t.error).into(),
-            (&t.end_state).into(),
-            u.map(|u| tokens(u.input_tokens)).into(),
-            u.map(|u| tokens(u.output_tokens)).into(),
-            u.map(|u| tokens(u.cached_input_tokens)).into(),
-            u.map(|u| tokens(u.cache_write_tokens)).into(),
-            u.map(|u| tokens(u.cost_nano_usd)).into(),
-            u.map(|u| tokens(u.unpriced_calls)).into(),
-            t.epoch.map(tokens).into(),
-        ];
-        let affected = self.db.writer().write_row(&TRANSITION, args).await?;
+        let affected = self
+            .db
+            .writer()
+            .write_row(&TRANSITION, transition_args(id, t))
+            .await?;
         if affected == 1 {
             return Ok(());
         }
-        match self.fencing_state_of(id).await? {
-            None => Err(StoreError::NotFound(id.to_string())),
-            Some((from, _, current))
+        Err(self.refusal(id, to, epoch).await)
+    }
+
+    /// [`Self::transition_task`], and the task as stored after it: on SQLite from the
+    /// write itself; PostgreSQL, whose writes of a batch share one statement, has none.
+    pub(super) async fn transition_task_returning(
+        &self,
+        id: &str,
+        t: Transition,
+    ) -> StoreResult<Option<TaskRecord>> {
+        if let Db::Postgres { .. } = &self.db {
+            return self.transition_task(id, t).await.map(|()| None);
+        }
+        let (to, epoch) = (t.to, t.epoch);
+        let sql = TRANSITION_RETURNING.as_str();
+        let args = transition_args(id, t);
+        let row = on_writer!(&self.db, (sql, args), |p, (sql, args)| {
+            p.fetch(sql, args)
+                .await?
+                .first()
+                .map(Row::task)
+                .transpose()?
+        })?;
+        match row {
+            Some(r) => Ok(Some(r)),
+            None => Err(self.refusal(id, to, epoch).await),
+        }
+    }
+
+    /// Why a transition of task `id` to `to` (fenced at `epoch`) changed nothing.
+    async fn refusal(&self, id: &str, to: TaskStatus, epoch: Option<u64>) -> StoreError {
+        match self.fencing_state_of(id).await {
+            Err(e) => e,
+            Ok(None) => StoreError::NotFound(id.to_string()),
+            Ok(Some((from, _, current)))
                 if !from.is_terminal() && epoch.is_some_and(|e| e != current) =>
             {
-                Err(StoreError::Fenced {
+                StoreError::Fenced {
                     id: id.to_string(),
                     epoch: epoch.unwrap_or(0),
                     current,
-                })
+                }
             }
-            Some((from, cancel_requested, _)) => Err(StoreError::Refused {
+            Ok(Some((from, cancel_requested, _))) => StoreError::Refused {
                 id: id.to_string(),
                 from,
                 to,
                 cancel_requested,
-            }),
+            },
         }
     }
 

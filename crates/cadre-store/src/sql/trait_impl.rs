@@ -49,6 +49,14 @@ impl TaskStore for SqlStore {
         self.transition_task(id, t).await
     }
 
+    async fn transition_returning(
+        &self,
+        id: &str,
+        t: Transition,
+    ) -> StoreResult<Option<TaskRecord>> {
+        self.transition_task_returning(id, t).await
+    }
+
     async fn request_cancel(&self, id: &str) -> StoreResult<TaskStatus> {
         self.request_cancel_task(id).await
     }

@@ -91,6 +91,59 @@ async fn state_table(kind: Kind) {
     assert_eq!(checked, 50);
 }
 
+/// A transition that returns the task follows the same rules as one that does not, and
+/// what it returns is what the store then holds (the store that has it at hand: SQLite
+/// and memory; PostgreSQL returns none). A refused or fenced one returns the same error.
+async fn transition_returning(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let store = fx.open("node-a").await;
+    for from in TaskStatus::ALL {
+        for to in TaskStatus::ALL {
+            for cancel in [false, true] {
+                let id = task_in(store.as_ref(), from, cancel).await;
+                let before = store.get(&id).await.unwrap().unwrap();
+                let res = store
+                    .transition_returning(&id, Transition::to(to).with_result("r"))
+                    .await;
+                let after = store.get(&id).await.unwrap().unwrap();
+                if from.can_become(to, cancel) {
+                    let returned = res.unwrap_or_else(|e| panic!("{from}->{to} {cancel}: {e}"));
+                    assert_eq!(after.status, to);
+                    match kind {
+                        Kind::Postgres => assert_eq!(returned, None),
+                        _ => assert_eq!(returned.as_ref(), Some(&after), "{from}->{to}"),
+                    }
+                } else {
+                    match res {
+                        Err(StoreError::Refused { from: f, to: t, .. }) => {
+                            assert_eq!((f, t), (from, to))
+                        }
+                        other => panic!("{from}->{to} cancel={cancel}: {other:?}"),
+                    }
+                    assert_eq!(after, before, "a refused write changed the record");
+                }
+            }
+        }
+    }
+    // At another owner's epoch: fenced, and nothing written.
+    let id = task_in(store.as_ref(), Running, false).await;
+    let stale = Transition::to(Completed).fenced(7);
+    match store.transition_returning(&id, stale).await {
+        Err(StoreError::Fenced { epoch: 7, .. }) => {}
+        other => panic!("a stale owner's end: {other:?}"),
+    }
+    assert_eq!(store.get(&id).await.unwrap().unwrap().status, Running);
+    match store
+        .transition_returning("no-such-task", Transition::to(Completed))
+        .await
+    {
+        Err(StoreError::NotFound(_)) => {}
+        other => panic!("an unknown task: {other:?}"),
+    }
+}
+
 /// A task created `running` (its child had a slot) is stored so, however many are created
 /// at once (one statement for many rows on PostgreSQL), and goes on from there: `running`
 /// again is refused, its end is taken.
@@ -327,6 +380,7 @@ async fn concurrent_first_open(kind: Kind) {
 
 both_backends!(
     state_table,
+    transition_returning,
     cancel_and_unknown,
     fields_and_queries,
     created_running

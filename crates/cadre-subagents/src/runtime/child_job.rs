@@ -118,11 +118,33 @@ impl ChildJob {
             t = t.with_error(reason);
         }
         let wanted = t.to;
-        let written =
-            cadre_store::transition_retrying(self.store.as_ref(), id, t.clone(), self.write_retry)
-                .await;
+        // The task as stored after its end is asked back only for someone waiting here;
+        // the others take it with their delivery, or read it.
+        // Boxed: every job waiting for its slot would hold room for the store's write.
+        let written = if self.local.end_awaited(id) {
+            Box::pin(cadre_store::transition_returning_retrying(
+                self.store.as_ref(),
+                id,
+                t.clone(),
+                self.write_retry,
+            ))
+            .await
+        } else {
+            Box::pin(cadre_store::transition_retrying(
+                self.store.as_ref(),
+                id,
+                t.clone(),
+                self.write_retry,
+            ))
+            .await
+            .map(|()| None)
+        };
+        let mut stored = None;
         let status = match written {
-            Ok(()) => wanted,
+            Ok(r) => {
+                stored = r.map(Box::new);
+                wanted
+            }
             Err(StoreError::Refused { from, .. }) if from.is_terminal() => {
                 tracing::warn!(task = %id, stored = %from, "the store holds another end; it stands");
                 from
@@ -158,7 +180,7 @@ impl ChildJob {
                 }
             }
         }
-        self.local.finish(id, status);
+        self.local.finish_with(id, status, stored);
     }
 
     /// End a task that never started: cancelled, or failed because its child could not be

@@ -688,7 +688,8 @@ impl SubagentRuntime {
     }
 
     /// Wait until the task is terminal, `abort` fires or `timeout` passes, and read it from
-    /// the store: through its status watch when it runs here, else through the store
+    /// the store: through its status watch when it runs here (its end handed over as the
+    /// store returned it, when it did, instead of read back), else through the store
     /// (notifications on PostgreSQL, polling on SQLite), so a task of any process or node can
     /// be waited for. Never cancels the task.
     pub async fn wait_for(
@@ -700,7 +701,7 @@ impl SubagentRuntime {
         if let Some(r) = self.spool.record(task_id) {
             return Waited::Done(Box::new(r));
         }
-        let Some(rx) = self.local.watch(task_id) else {
+        let Some((rx, end)) = self.local.watch_end(task_id) else {
             let stored = tokio::select! {
                 r = self.store.wait_terminal(task_id, timeout.unwrap_or(FOREVER)) => r,
                 _ = abort.cancelled() => return Waited::Aborted,
@@ -716,7 +717,11 @@ impl SubagentRuntime {
             };
         };
         match wait_on(rx, abort, timeout).await {
-            WaitedHere::Ended => self.stored_end(task_id).await,
+            // Its end as the store returned it, else as it reads now.
+            WaitedHere::Ended => match end.get() {
+                Some(r) => Waited::Done(Box::new(r.clone())),
+                None => self.stored_end(task_id).await,
+            },
             WaitedHere::Aborted => Waited::Aborted,
             WaitedHere::TimedOut => Waited::TimedOut,
         }

@@ -9,9 +9,10 @@
 //! running task. So this map holds nothing for a finished session, however many tasks it ran.
 
 use crate::runtime::progress::{ProgressLine, ProgressLog};
+use cadre_store::TaskRecord;
 use cadre_types::{TaskStatus, UpdateKind, Usage};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -34,10 +35,17 @@ struct Running {
     background: bool,
     cancel: CancellationToken,
     status: watch::Sender<TaskStatus>,
+    /// The task as stored by its end, for waiters here: made when the first one asks (a
+    /// task nobody waits for has none, and its end need not return it).
+    end: Option<EndSlot>,
     log: ProgressLog,
     /// Tokens used so far (live progress; the store gets the total at the end).
     usage: Usage,
 }
+
+/// Where a task's end, as the store returned it, is left for the waiters of its status
+/// watch: set before the watch shows the end, so they need not read it back.
+pub(crate) type EndSlot = Arc<OnceLock<TaskRecord>>;
 
 /// A task registered here whose job has not started yet (see [`LocalTasks::register`]).
 pub(crate) struct Registered {
@@ -139,6 +147,7 @@ impl LocalTasks {
                 background,
                 cancel,
                 status,
+                end: None,
                 log: ProgressLog::default(),
                 usage: Usage::default(),
             },
@@ -180,10 +189,24 @@ impl LocalTasks {
     /// The task ended (its end is stored already): waiters see `status`, a background task's
     /// parent is woken, and the entry goes, with its session's when it was the last.
     pub(crate) fn finish(&self, id: &str, status: TaskStatus) {
+        self.finish_with(id, status, None);
+    }
+
+    /// [`Self::finish`], leaving the waiters the task as the store returned it at its end
+    /// (`stored`), when it did.
+    pub(crate) fn finish_with(
+        &self,
+        id: &str,
+        status: TaskStatus,
+        stored: Option<Box<TaskRecord>>,
+    ) {
         let mut g = self.lock();
         let Some(t) = g.tasks.remove(id) else {
             return;
         };
+        if let (Some(slot), Some(r)) = (&t.end, stored) {
+            let _ = slot.set(*r);
+        }
         t.status.send_replace(status);
         shrink_after_removal(&mut g.tasks);
         let Some(s) = g.sessions.get_mut(&t.session) else {
@@ -261,6 +284,19 @@ impl LocalTasks {
     /// A watch of the task's status, if it runs here.
     pub(crate) fn watch(&self, id: &str) -> Option<watch::Receiver<TaskStatus>> {
         self.lock().tasks.get(id).map(|t| t.status.subscribe())
+    }
+
+    /// A watch of the task's status and the slot its end is left in, if it runs here.
+    pub(crate) fn watch_end(&self, id: &str) -> Option<(watch::Receiver<TaskStatus>, EndSlot)> {
+        let mut g = self.lock();
+        let t = g.tasks.get_mut(id)?;
+        let slot = t.end.get_or_insert_with(EndSlot::default).clone();
+        Some((t.status.subscribe(), slot))
+    }
+
+    /// True when someone here waits for the task's end as stored (see [`Self::watch_end`]).
+    pub(crate) fn end_awaited(&self, id: &str) -> bool {
+        self.lock().tasks.get(id).is_some_and(|t| t.end.is_some())
     }
 
     /// Status watches of every task running here.
