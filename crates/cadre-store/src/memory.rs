@@ -288,6 +288,7 @@ impl MemoryStore {
         if let Some(u) = t.usage {
             r.usage = u;
         }
+        r.delivered |= t.deliver;
         let kept = keep.then(|| r.clone());
         if t.to.is_terminal() {
             let owner = r.owner_node.clone();

@@ -344,6 +344,9 @@ pub struct Transition {
     /// Written only while the task's owner epoch is this one (its owner's writes); `None`:
     /// by anyone (a cancel from another node, say).
     pub epoch: Option<u64>,
+    /// Also mark the task's result delivered, in the same write: its parent is waiting for
+    /// it and takes it with its end.
+    pub deliver: bool,
 }
 
 impl Transition {
@@ -356,6 +359,7 @@ impl Transition {
             end_state: None,
             usage: None,
             epoch: None,
+            deliver: false,
         }
     }
 
@@ -408,6 +412,12 @@ impl Transition {
         self
     }
 
+    /// Mark the result delivered with the write (see [`Transition::deliver`]).
+    pub fn delivering(mut self) -> Self {
+        self.deliver = true;
+        self
+    }
+
     /// Set the usage.
     pub fn with_usage(mut self, usage: Usage) -> Self {
         self.usage = Some(usage);
@@ -425,6 +435,7 @@ impl Transition {
             end_state: Some(outcome.end_state),
             usage: Some(usage),
             epoch: None,
+            deliver: false,
         }
     }
 }

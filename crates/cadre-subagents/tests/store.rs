@@ -265,3 +265,63 @@ async fn a_foreground_task_is_answered_without_reading_its_end_back() {
     assert_eq!(rec.status, TaskStatus::Completed);
     assert_eq!(rec.result.as_deref(), Some("answer to q1"));
 }
+
+/// A `task_output` that waits for a background task running here takes its result with the
+/// task's end: one write stores the end and its delivery (it was the end, then the take),
+/// the result is shown once, and no later delivery hands it out again.
+/// PostgreSQL does not hand the task back from its end: the caller reads it.
+async fn a_waiting_task_output_is_delivered_by_the_end_itself(kind: Kind) {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(url) = database(kind, dir.path()).await else {
+        return;
+    };
+    let sql = Arc::new(
+        cadre_store::open(&url, NodeId::new("node-a"))
+            .await
+            .unwrap(),
+    );
+    let f = node(SLOW, sql.clone(), dir.path().join("sessions"));
+    let spawned = call(
+        &f,
+        "s-bg",
+        "agent_spawn",
+        json!({"agent_id": "worker", "task": "q1", "timeout_seconds": 0}),
+    )
+    .await;
+    let id = field(&spawned, "task_id");
+    let before = sql.write_stats().writes;
+    let out = call(
+        &f,
+        "s-bg",
+        "task_output",
+        json!({"task_id": id, "timeout": 5000}),
+    )
+    .await;
+    assert_eq!(field(&out, "status"), "completed", "{}", out.content);
+    assert_eq!(field(&out, "result"), "answer to q1");
+    assert_eq!(
+        sql.write_stats().writes - before,
+        1,
+        "the end and its delivery"
+    );
+    let rec = f.runtime.store().get(&id).await.unwrap().unwrap();
+    assert!(rec.delivered);
+    assert!(
+        f.runtime
+            .store()
+            .take_undelivered_finished("s-bg")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sqlite_a_waiting_task_output_is_delivered_by_the_end_itself() {
+    a_waiting_task_output_is_delivered_by_the_end_itself(Kind::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_a_waiting_task_output_is_delivered_by_the_end_itself() {
+    a_waiting_task_output_is_delivered_by_the_end_itself(Kind::Postgres).await;
+}

@@ -15,7 +15,8 @@ use std::sync::LazyLock;
 /// - `pending → running`, and `pending | running →` any terminal state;
 /// - once `cancel_requested` is set, only terminal states may be written;
 /// - every accepted transition bumps `updated_at`;
-/// - a fenced write (`$13`) is accepted only at the task's owner epoch.
+/// - a fenced write (`$13`) is accepted only at the task's owner epoch;
+/// - `$14` marks the result delivered with the write (its waiting parent takes it).
 ///
 /// Fields bound as NULL keep their stored value. The sets of states are spelled as `OR`s,
 /// not `IN (…)` lists: SQLite builds a temporary b-tree for a constant `IN` list at each
@@ -30,7 +31,8 @@ static TRANSITION: Shared = Shared {
            cached_input_tokens = COALESCE($9, cached_input_tokens), \
            cache_write_tokens = COALESCE($10, cache_write_tokens), \
            cost_nano_usd = COALESCE($11, cost_nano_usd), \
-           unpriced_calls = COALESCE($12, unpriced_calls) \
+           unpriced_calls = COALESCE($12, unpriced_calls), \
+           delivered = CASE WHEN $14 THEN TRUE ELSE delivered END \
          WHERE id = $1 \
            AND ($13 IS NULL OR owner_epoch = $13) \
            AND (status = 'pending' OR status = 'running') \
@@ -45,12 +47,14 @@ static TRANSITION: Shared = Shared {
            cached_input_tokens = COALESCE(u.cached_input_tokens, t.cached_input_tokens), \
            cache_write_tokens = COALESCE(u.cache_write_tokens, t.cache_write_tokens), \
            cost_nano_usd = COALESCE(u.cost_nano_usd, t.cost_nano_usd), \
-           unpriced_calls = COALESCE(u.unpriced_calls, t.unpriced_calls) \
+           unpriced_calls = COALESCE(u.unpriced_calls, t.unpriced_calls), \
+           delivered = CASE WHEN u.deliver THEN TRUE ELSE t.delivered END \
          FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[], \
                      $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[], \
-                     $13::int8[]) \
+                     $13::int8[], $14::bool[]) \
            AS u(id, status, at, result, error, end_state, input_tokens, output_tokens, \
-                cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls, epoch) \
+                cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls, epoch, \
+                deliver) \
          WHERE t.id = u.id \
            AND (u.epoch IS NULL OR t.owner_epoch = u.epoch) \
            AND (t.status = 'pending' OR t.status = 'running') \
@@ -196,6 +200,7 @@ fn transition_args(id: &str, t: Transition) -> Vec<Arg> {
         u.map(|u| tokens(u.cost_nano_usd)).into(),
         u.map(|u| tokens(u.unpriced_calls)).into(),
         t.epoch.map(tokens).into(),
+        t.deliver.into(),
     ]
 }
 

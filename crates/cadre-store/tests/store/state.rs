@@ -144,6 +144,60 @@ async fn transition_returning(kind: Kind) {
     }
 }
 
+/// An end written `delivering` is taken with it: the parent waiting for it has it, and no
+/// later delivery hands it out again. A refused one marks nothing.
+async fn a_delivering_end_is_taken_with_it(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let store = fx.open("node-a").await;
+    let mut t = NewTask::new("a", "s-take", "p");
+    t.background = true;
+    let id = store.create(&t).await.unwrap().id;
+    let end = Transition::completed("r").delivering();
+    let returned = store.transition_returning(&id, end.clone()).await.unwrap();
+    if kind != Kind::Postgres {
+        assert!(returned.unwrap().delivered);
+    }
+    assert!(store.get(&id).await.unwrap().unwrap().delivered);
+    assert!(
+        store
+            .take_undelivered_finished("s-take")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Refused (the task ended already): the next task's delivery is not marked.
+    let mut t = NewTask::new("a", "s-take", "p2");
+    t.background = true;
+    let other = store.create(&t).await.unwrap().id;
+    store
+        .transition(&other, Transition::failed("lost"))
+        .await
+        .unwrap();
+    assert!(store.transition(&other, end).await.is_err());
+    let taken = store.take_undelivered_finished("s-take").await.unwrap();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].id, other);
+
+    // Many at once (one statement for all on PostgreSQL): each as its own write says.
+    let ids = crate::common::create_batch(store.as_ref(), "s-many", 20).await;
+    let ends = ids.iter().enumerate().map(|(i, id)| {
+        let end = Transition::completed("r");
+        let end = if i % 2 == 0 { end.delivering() } else { end };
+        let store = store.clone();
+        async move { store.transition(id, end).await }
+    });
+    for r in futures::future::join_all(ends).await {
+        r.unwrap();
+    }
+    let taken = store.take_undelivered_finished("s-many").await.unwrap();
+    let odd: std::collections::BTreeSet<&String> = ids.iter().skip(1).step_by(2).collect();
+    let got: std::collections::BTreeSet<&String> = taken.iter().map(|r| &r.id).collect();
+    assert_eq!(got, odd);
+}
+
 /// A task created `running` (its child had a slot) is stored so, however many are created
 /// at once (one statement for many rows on PostgreSQL), and goes on from there: `running`
 /// again is refused, its end is taken.
@@ -381,6 +435,7 @@ async fn concurrent_first_open(kind: Kind) {
 both_backends!(
     state_table,
     transition_returning,
+    a_delivering_end_is_taken_with_it,
     cancel_and_unknown,
     fields_and_queries,
     created_running

@@ -117,11 +117,16 @@ impl ChildJob {
         {
             t = t.with_error(reason);
         }
+        // The task as stored after its end is asked back only for someone waiting here, and
+        // its delivery written with it when one of them takes it; the others take it with
+        // their delivery, or read it.
+        let want = self.local.end_wanted(id);
+        if want.delivered {
+            t = t.delivering();
+        }
         let wanted = t.to;
-        // The task as stored after its end is asked back only for someone waiting here;
-        // the others take it with their delivery, or read it.
         // Boxed: every job waiting for its slot would hold room for the store's write.
-        let written = if self.local.end_awaited(id) {
+        let written = if want.returned {
             Box::pin(cadre_store::transition_returning_retrying(
                 self.store.as_ref(),
                 id,

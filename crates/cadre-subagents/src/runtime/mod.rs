@@ -30,7 +30,9 @@ pub(crate) use types::RuntimeRef;
 pub use types::{
     Child, ChildRunner, Inherited, LiveRequest, Parent, SpawnError, SpawnRequest, Started, Waited,
 };
-pub(crate) use types::{ChildMessage, ChildPlan, Decided, JobChild, JobStart, Resumed, WaitedHere};
+pub(crate) use types::{
+    ChildMessage, ChildPlan, Decided, JobChild, JobStart, Resumed, Taking, WaitedHere,
+};
 
 use crate::definitions::registry::AgentRegistry;
 use crate::definitions::skills::SkillSet;
@@ -718,7 +720,7 @@ impl SubagentRuntime {
         };
         match wait_on(rx, abort, timeout).await {
             // Its end as the store returned it, else as it reads now.
-            WaitedHere::Ended => match end.get() {
+            WaitedHere::Ended => match end.record() {
                 Some(r) => Waited::Done(Box::new(r.clone())),
                 None => self.stored_end(task_id).await,
             },
@@ -736,18 +738,32 @@ impl SubagentRuntime {
         }
     }
 
-    /// Wait until a task running here ends, `abort` fires or `timeout` passes, reading
-    /// nothing: through its status watch. Its end is stored by the time it is told. A task
-    /// that does not run here (any more) has ended as far as this process knows.
-    pub(crate) async fn wait_here(
+    /// Wait until a task running here for `session` ends, `abort` fires or `timeout` passes,
+    /// to take its result: its delivery is then written with its end, and the task comes
+    /// back as stored. A wait that ends while the end is being written for it waits for that
+    /// write, which delivers it.
+    pub(crate) async fn wait_to_take(
         &self,
+        session: &str,
         task_id: &str,
         abort: &CancellationToken,
         timeout: Option<Duration>,
-    ) -> WaitedHere {
-        match self.local.watch(task_id) {
-            Some(rx) => wait_on(rx, abort, timeout).await,
-            None => WaitedHere::Ended,
+    ) -> Taking {
+        let Some((rx, end)) = self.local.take_end(task_id, session) else {
+            return Taking::Ended;
+        };
+        let mut waited = wait_on(rx.clone(), abort, timeout).await;
+        if waited != WaitedHere::Ended && !end.withdraw() {
+            waited = wait_on(rx, &CancellationToken::new(), None).await;
+        }
+        match waited {
+            WaitedHere::Ended => match end.record() {
+                Some(r) if end.claimed() => Taking::Taken(Box::new(r.clone())),
+                _ if end.claimed() => Taking::Claimed,
+                _ => Taking::Ended,
+            },
+            WaitedHere::TimedOut => Taking::TimedOut,
+            WaitedHere::Aborted => Taking::Aborted,
         }
     }
 

@@ -61,6 +61,8 @@ impl SpooledEnd {
             end_state: self.end_state.clone(),
             usage: self.usage,
             epoch: self.epoch,
+            // A spooled end is not taken with its write: a waiter reads it from the spool.
+            deliver: false,
         }
     }
 }

@@ -45,7 +45,70 @@ struct Running {
 
 /// Where a task's end, as the store returned it, is left for the waiters of its status
 /// watch: set before the watch shows the end, so they need not read it back.
-pub(crate) type EndSlot = Arc<OnceLock<TaskRecord>>;
+pub(crate) type EndSlot = Arc<End>;
+
+/// A task's end for its waiters here, and whether one of them takes it: then its delivery
+/// is written with the end, in one write instead of two.
+#[derive(Default)]
+pub(crate) struct End {
+    record: OnceLock<TaskRecord>,
+    takers: Mutex<Takers>,
+}
+
+#[derive(Default)]
+struct Takers {
+    /// Waiters that will take the task's result when it ends.
+    waiting: u32,
+    /// The end was claimed for them: it is written delivered.
+    claimed: bool,
+}
+
+impl End {
+    /// The task as the store returned it at its end, once it ended (when it did).
+    pub(crate) fn record(&self) -> Option<&TaskRecord> {
+        self.record.get()
+    }
+
+    fn takers(&self) -> MutexGuard<'_, Takers> {
+        match self.takers.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// A waiter stops waiting before the end: true when it no longer takes it; false when
+    /// the end was already claimed for it (it is being written delivered, so the waiter must
+    /// wait for it, or the result would be lost).
+    pub(crate) fn withdraw(&self) -> bool {
+        let mut t = self.takers();
+        if t.claimed {
+            return false;
+        }
+        t.waiting = t.waiting.saturating_sub(1);
+        true
+    }
+
+    /// True when the end was claimed for its takers (written delivered, unless refused).
+    pub(crate) fn claimed(&self) -> bool {
+        self.takers().claimed
+    }
+
+    /// The end is about to be written: true (and claimed) when a waiter takes it.
+    fn claim(&self) -> bool {
+        let mut t = self.takers();
+        t.claimed = t.waiting > 0;
+        t.claimed
+    }
+}
+
+/// What the waiters here want of a task's end (see [`LocalTasks::end_wanted`]).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct EndWanted {
+    /// The task as stored by its end, handed to them.
+    pub returned: bool,
+    /// Its result taken by one of them: delivered with the end.
+    pub delivered: bool,
+}
 
 /// A task registered here whose job has not started yet (see [`LocalTasks::register`]).
 pub(crate) struct Registered {
@@ -205,7 +268,7 @@ impl LocalTasks {
             return;
         };
         if let (Some(slot), Some(r)) = (&t.end, stored) {
-            let _ = slot.set(*r);
+            let _ = slot.record.set(*r);
         }
         t.status.send_replace(status);
         shrink_after_removal(&mut g.tasks);
@@ -294,9 +357,31 @@ impl LocalTasks {
         Some((t.status.subscribe(), slot))
     }
 
-    /// True when someone here waits for the task's end as stored (see [`Self::watch_end`]).
-    pub(crate) fn end_awaited(&self, id: &str) -> bool {
-        self.lock().tasks.get(id).is_some_and(|t| t.end.is_some())
+    /// [`Self::watch_end`] for a waiter of `session` that takes the task's result when it
+    /// ends; `None` unless the task runs here for `session`.
+    pub(crate) fn take_end(
+        &self,
+        id: &str,
+        session: &str,
+    ) -> Option<(watch::Receiver<TaskStatus>, EndSlot)> {
+        let mut g = self.lock();
+        let t = g.tasks.get_mut(id).filter(|t| t.session == session)?;
+        let slot = t.end.get_or_insert_with(EndSlot::default).clone();
+        slot.takers().waiting += 1;
+        Some((t.status.subscribe(), slot))
+    }
+
+    /// Who waits here for the task's end, as it is about to be written: whether anyone
+    /// waits for it as stored (see [`Self::watch_end`]), and whether one of them takes it
+    /// (claimed now: the end is written delivered).
+    pub(crate) fn end_wanted(&self, id: &str) -> EndWanted {
+        match self.lock().tasks.get(id).and_then(|t| t.end.as_ref()) {
+            Some(end) => EndWanted {
+                returned: true,
+                delivered: end.claim(),
+            },
+            None => EndWanted::default(),
+        }
     }
 
     /// Status watches of every task running here.
@@ -383,6 +468,35 @@ mod tests {
         t.insert("c", "s", true, CancellationToken::new(), 2);
         assert_eq!(t.open_background("s", &wake), None, "a new entry");
         assert!(!t.promote("a"));
+    }
+
+    #[test]
+    fn an_end_is_delivered_with_its_write_only_to_a_waiter_that_still_takes_it() {
+        let t = LocalTasks::default();
+        t.insert("a", "s", true, CancellationToken::new(), 2);
+        assert_eq!(t.end_wanted("a"), EndWanted::default(), "nobody waits");
+        assert!(t.take_end("a", "other-session").is_none());
+        let (_rx, end) = t.watch_end("a").unwrap();
+        assert_eq!(
+            t.end_wanted("a"),
+            EndWanted {
+                returned: true,
+                delivered: false
+            },
+            "a waiter that only reads it"
+        );
+        // A taker that gave up before the end takes nothing.
+        let (_rx, _) = t.take_end("a", "s").unwrap();
+        assert!(end.withdraw());
+        assert!(!t.end_wanted("a").delivered);
+        // One that is still there when the end is written is delivered it, and cannot give
+        // up any more: the end is its.
+        let (_rx, _) = t.take_end("a", "s").unwrap();
+        assert!(t.end_wanted("a").delivered);
+        assert!(!end.withdraw());
+        let record = cadre_store::NewTask::new("w", "s", "p").into_record("n", "i", 1);
+        t.finish_with("a", TaskStatus::Completed, Some(Box::new(record.clone())));
+        assert_eq!(end.record(), Some(&record));
     }
 
     #[test]

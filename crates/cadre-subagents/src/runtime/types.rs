@@ -213,6 +213,23 @@ pub(crate) enum WaitedHere {
     Aborted,
 }
 
+/// The result of waiting to take the result of a task running here
+/// ([`crate::SubagentRuntime::wait_to_take`]).
+#[derive(Debug)]
+pub(crate) enum Taking {
+    /// It ended, its delivery written with its end, and the store handed it back.
+    Taken(Box<cadre_store::TaskRecord>),
+    /// It ended and its end was written for this caller, delivered, unless the write was
+    /// refused; the store did not hand it back: read it (and deliver it if it was not).
+    Claimed,
+    /// It ended without this caller taking it, or it does not run here: take it.
+    Ended,
+    /// The timeout passed first.
+    TimedOut,
+    /// The waiter was cancelled.
+    Aborted,
+}
+
 /// What runs a child's tasks.
 #[derive(Clone)]
 pub enum ChildRunner {

@@ -1,7 +1,7 @@
 //! The lifecycle tools that inspect and control tasks: `task_output`, `task_cancel`,
 //! `task_list`. Tasks are scoped to the parent session; replies are `key: value` lines.
 
-use crate::runtime::{RuntimeRef, SubagentRuntime, Waited, WaitedHere};
+use crate::runtime::{RuntimeRef, SubagentRuntime, Taking, Waited};
 use cadre_store::TaskRecord;
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 use cadre_types::TaskStatus;
@@ -164,19 +164,27 @@ impl TypedTool for TaskOutputTool {
         let wait = Duration::from_millis(a.wait_ms());
         // A task of the caller's session running here is waited for at once, reading
         // nothing; when it ends, its result (not delivered yet: the parent is in this call)
-        // is taken in one step.
+        // is taken with its end's own write.
         if a.block() && runtime.runs_here_for(session, id) {
-            return Ok(match runtime.wait_here(id, &ctx.cancel, Some(wait)).await {
-                WaitedHere::Ended => match runtime.take_finished(session, id).await {
+            let waited = runtime
+                .wait_to_take(session, id, &ctx.cancel, Some(wait))
+                .await;
+            return Ok(match waited {
+                // Delivered by its end's own write.
+                Taking::Taken(t) => finished(&runtime, &t).await,
+                // Written for this caller; read it (delivered now if that write was refused).
+                Taking::Claimed => match runtime.stored_end(id).await {
+                    Waited::Done(t) => finished(&runtime, &t).await,
+                    _ => unknown(id),
+                },
+                Taking::Ended => match runtime.take_finished(session, id).await {
                     Some(t) => finished(&runtime, &t).await,
                     None => match runtime.stored_end(id).await {
                         Waited::Done(t) => finished(&runtime, &t).await,
                         _ => unknown(id),
                     },
                 },
-                WaitedHere::Aborted | WaitedHere::TimedOut => {
-                    timed_out(&runtime, ctx, id, wait).await
-                }
+                Taking::Aborted | Taking::TimedOut => timed_out(&runtime, ctx, id, wait).await,
             });
         }
         // Any other is read first: it may have ended (and been delivered at a turn's
