@@ -6,10 +6,10 @@
 use crate::bodies::{self, FloorBodies};
 use crate::cli::{FanoutArgs, StoreKind, Variant};
 use crate::floor;
-use crate::scenario::{self, ScenarioOptions};
+use crate::scenario::{self, ScenarioOptions, ScenarioRun};
 use crate::server::BenchServer;
 use crate::stats::{self, Summary, ms, status_kib, summarize};
-use crate::wiring;
+use crate::wiring::{self, StoreCounts};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -69,6 +69,13 @@ pub struct FanoutResult {
     /// `overhead_per_subagent_ms`.
     #[serde(default)]
     pub timed_cpu_overhead_per_subagent_ms: Option<f64>,
+    /// Store writes per sub-agent over the timed part, the most of any scenario run
+    /// (counted by the store; none without one).
+    #[serde(default)]
+    pub store_writes_per_subagent: Option<f64>,
+    /// Reads of a task by id per sub-agent over the timed part, the most of any run.
+    #[serde(default)]
+    pub task_reads_per_subagent: Option<f64>,
     /// Median wiring time outside the timed part, ms.
     pub setup_median_ms: f64,
     /// Requests one scenario run needs (parent turns + 2 N), checked against the server.
@@ -126,6 +133,14 @@ fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
+}
+
+/// The most of a store count over the runs, per sub-agent; `None` without a store.
+fn most_per(runs: &[ScenarioRun], n: f64, count: impl Fn(&StoreCounts) -> u64) -> Option<f64> {
+    runs.iter()
+        .filter_map(|r| r.store_counts.as_ref().map(&count))
+        .max()
+        .map(|c| c as f64 / n)
 }
 
 async fn scenario_checked(
@@ -292,6 +307,8 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
         scenario_cpu_ms: scenario_cpu,
         floor_samples_ms: floor_samples,
         scenario_samples_ms: scenario_samples,
+        store_writes_per_subagent: most_per(&runs, n, |c| c.writes),
+        task_reads_per_subagent: most_per(&runs, n, |c| c.task_reads),
         setup_median_ms: summarize(&setups).median_ms,
         scenario_requests,
         floor_requests: floor::requests(args.variant, args.n),
@@ -359,6 +376,9 @@ pub fn print(r: &FanoutResult) {
             "  cpu timed scenario {:.2} ms (the wall time's window, without opening the store): {o:.4} ms per sub-agent",
             summarize(&r.scenario_timed_cpu_ms).median_ms
         );
+    }
+    if let (Some(w), Some(r)) = (r.store_writes_per_subagent, r.task_reads_per_subagent) {
+        println!("  store     {w:.2} writes, {r:.2} reads of a task per sub-agent (most of a run)");
     }
     println!(
         "  requests  scenario {:?} per run (checked), floor {} per run (checked)",
@@ -452,6 +472,42 @@ mod tests {
                 "{variant:?}"
             );
             assert!(r.overhead_per_subagent_ms.is_some());
+            assert_eq!(r.store_writes_per_subagent, None, "no store, no counts");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_store_counts_what_each_variant_writes_and_reads() {
+        // The store's own counters over the timed part: every variant creates each task and
+        // stores its end, spawn-bg also its live child; the parent's turns add a few writes
+        // of their own (taking finished tasks), which N = 4 does not amortise. (Which
+        // writes and reads each path makes is tested in cadre-subagents; here, that the
+        // benchmark reports them.)
+        for (variant, least) in [
+            (Variant::TaskFg, 2.0),
+            (Variant::TaskBg, 2.0),
+            (Variant::SpawnBg, 3.0),
+        ] {
+            let mut args = Wrap::parse_from([
+                "x",
+                "--n",
+                "4",
+                "--repeat",
+                "1",
+                "--server-in-process",
+                "--store",
+                "sqlite",
+            ])
+            .args;
+            args.variant = variant;
+            let r = measure(&args).await.unwrap();
+            let writes = r.store_writes_per_subagent.unwrap();
+            assert!(
+                (least..=least + 2.0).contains(&writes),
+                "{variant:?}: {writes} writes per sub-agent"
+            );
+            let reads = r.task_reads_per_subagent.unwrap();
+            assert!(reads <= 1.0, "{variant:?}: {reads} reads per sub-agent");
         }
     }
 }

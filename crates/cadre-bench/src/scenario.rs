@@ -25,6 +25,8 @@ pub struct ScenarioRun {
     /// CPU time of the process (all threads) over `elapsed` only: without opening the
     /// store (its schema on a fresh file), the wiring and the clean-up after the run.
     pub timed_cpu: Duration,
+    /// What the task store did over `elapsed`, when there is one.
+    pub store_counts: Option<crate::wiring::StoreCounts>,
     /// Model turns of the parent (= its model requests).
     pub parent_turns: u32,
     /// Distinct completed results that reached the parent's conversation.
@@ -153,7 +155,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
             sessions_dir: sessions_dir.clone(),
             n: opts.n,
             max_concurrent: opts.max_concurrent,
-            store,
+            store: store.as_ref().map(|s| s.store.clone()),
             checkpoints: opts.checkpoints,
         },
     )?;
@@ -186,6 +188,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
     let workspace = Arc::new(Workspace::new(&ws)?);
     let setup = t0.elapsed();
 
+    let counted = store.as_ref().map(crate::wiring::OpenedStore::counts);
     let started = Instant::now();
     let cpu = crate::stats::cpu_time();
     let outcome = wiring
@@ -201,6 +204,13 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
     drain(&wiring.runtime).await;
     let elapsed = started.elapsed();
     let timed_cpu = crate::stats::cpu_time().saturating_sub(cpu);
+    let store_counts = store.as_ref().zip(counted).map(|(s, before)| {
+        let now = s.counts();
+        crate::wiring::StoreCounts {
+            writes: now.writes.saturating_sub(before.writes),
+            task_reads: now.task_reads.saturating_sub(before.task_reads),
+        }
+    });
 
     let parent_rejected = outcome.turns >= 2 && is_body_limit(&outcome.state);
     if outcome.state != EndState::Completed && !parent_rejected {
@@ -234,6 +244,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
         elapsed,
         setup,
         timed_cpu,
+        store_counts,
         parent_turns: outcome.turns,
         delivered,
         parent_rejected,

@@ -86,34 +86,62 @@ impl std::fmt::Debug for WireOptions {
     }
 }
 
+/// The store of a scenario run: the runtime's handle, and the same store as a SQL store
+/// for its counters.
+pub struct OpenedStore {
+    /// What the runtime writes through.
+    pub store: Arc<dyn cadre_store::TaskStore>,
+    /// The same store, for its write and read counters.
+    pub sql: Arc<cadre_store::SqlStore>,
+}
+
+/// What a store did over part of a run, counted by the store itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreCounts {
+    /// Writes the writer ran (each write of a batch counts).
+    pub writes: u64,
+    /// Reads of a task by id asked for.
+    pub task_reads: u64,
+}
+
+impl OpenedStore {
+    /// The counters so far.
+    pub fn counts(&self) -> StoreCounts {
+        StoreCounts {
+            writes: self.sql.write_stats().writes,
+            task_reads: self.sql.read_stats().gets,
+        }
+    }
+}
+
 /// Open the store `kind` for a scenario run in `ws`.
 pub async fn open_store(
     kind: crate::cli::StoreKind,
     ws: &std::path::Path,
-) -> Result<Option<Arc<dyn cadre_store::TaskStore>>> {
+) -> Result<Option<OpenedStore>> {
     use crate::cli::StoreKind;
     let node = cadre_store::NodeId::new("bench");
-    let store: Arc<dyn cadre_store::TaskStore> = match kind {
+    let sql = match kind {
         StoreKind::None => return Ok(None),
-        StoreKind::Sqlite => Arc::new(
-            cadre_store::open_sqlite(&ws.join(".cadre").join("cadre.db"), node)
-                .await
-                .context("opening the SQLite store")?,
-        ),
+        StoreKind::Sqlite => cadre_store::open_sqlite(&ws.join(".cadre").join("cadre.db"), node)
+            .await
+            .context("opening the SQLite store")?,
         StoreKind::Postgres => {
             let cluster = cadre_store::testing::shared_cluster().map_err(anyhow::Error::msg)?;
             let url = cluster
                 .create_database()
                 .await
                 .map_err(anyhow::Error::msg)?;
-            Arc::new(
-                cadre_store::open(&url, node)
-                    .await
-                    .context("opening the PostgreSQL store")?,
-            )
+            cadre_store::open(&url, node)
+                .await
+                .context("opening the PostgreSQL store")?
         }
     };
-    Ok(Some(store))
+    let sql = Arc::new(sql);
+    Ok(Some(OpenedStore {
+        store: sql.clone(),
+        sql,
+    }))
 }
 
 /// Everything a scenario run needs.
