@@ -325,3 +325,48 @@ async fn sqlite_a_waiting_task_output_is_delivered_by_the_end_itself() {
 async fn postgres_a_waiting_task_output_is_delivered_by_the_end_itself() {
     a_waiting_task_output_is_delivered_by_the_end_itself(Kind::Postgres).await;
 }
+
+/// A `task_output` for a background task that ended before the call takes it in one write,
+/// without reading it first (it read the task, then wrote its delivery); asked again, it
+/// reads it and writes nothing more.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_task_output_after_the_end_takes_it_in_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = Arc::new(
+        cadre_store::open_sqlite(&dir.path().join("t.db"), NodeId::new("node-a"))
+            .await
+            .unwrap(),
+    );
+    let f = node(SLOW, sql.clone(), dir.path().join("sessions"));
+    let spawned = call(
+        &f,
+        "s-after",
+        "agent_spawn",
+        json!({"agent_id": "worker", "task": "q1", "timeout_seconds": 0}),
+    )
+    .await;
+    let id = field(&spawned, "task_id");
+    let mut status = f.runtime.watch_status(&id).unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        status.wait_for(|s| s.is_terminal()),
+    )
+    .await
+    .expect("the task ends")
+    .unwrap();
+    let (writes, reads) = (sql.write_stats().writes, sql.read_stats().gets);
+    let out = call(&f, "s-after", "task_output", json!({"task_id": id})).await;
+    assert_eq!(field(&out, "result"), "answer to q1", "{}", out.content);
+    assert_eq!(sql.write_stats().writes - writes, 1, "one write");
+    assert_eq!(sql.read_stats().gets - reads, 0, "read before the write");
+    let again = call(&f, "s-after", "task_output", json!({"task_id": id})).await;
+    assert_eq!(field(&again, "result"), "answer to q1", "{}", again.content);
+    assert!(
+        f.runtime
+            .store()
+            .take_undelivered_finished("s-after")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

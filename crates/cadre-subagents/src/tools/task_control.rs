@@ -187,8 +187,15 @@ impl TypedTool for TaskOutputTool {
                 Taking::Aborted | Taking::TimedOut => timed_out(&runtime, ctx, id, wait).await,
             });
         }
-        // Any other is read first: it may have ended (and been delivered at a turn's
-        // start), run elsewhere, or not be the caller's.
+        // One of the caller's that ended and was not delivered yet (the common case: it
+        // ended before the call) is taken in one write, without reading it first.
+        if !runtime.runs_here(id)
+            && let Some(t) = runtime.take_finished(session, id).await
+        {
+            return Ok(finished(&runtime, &t).await);
+        }
+        // Any other is read: it may have been delivered already (at a turn's start, say),
+        // run here or elsewhere, or not be the caller's.
         let Some(t) = lookup(&runtime, ctx, id).await else {
             return Ok(unknown(id));
         };
