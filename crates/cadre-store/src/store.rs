@@ -137,6 +137,15 @@ pub trait TaskStore: Send + Sync {
         take_by_reading(self, id, session).await
     }
 
+    /// A task of `session` that has ended, marked delivered (whether or not it was before)
+    /// and returned as stored: what a caller shown its result whenever it asks
+    /// (`task_output`) needs, in one write where the store can (SQLite), instead of a read
+    /// and a delivery. `None` when the task has not ended, is another session's or is
+    /// unknown.
+    async fn deliver_finished(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
+        deliver_by_reading(self, id, session).await
+    }
+
     /// Beat the given non-terminal tasks owned by `node` (one statement per 500 ids).
     /// Returns how many were beaten.
     async fn heartbeat(&self, node: &NodeId, ids: &[String]) -> StoreResult<u64>;
@@ -253,6 +262,25 @@ pub(crate) async fn take_by_reading<S: TaskStore + ?Sized>(
         return Ok(None);
     }
     r.delivered = true;
+    Ok(Some(r))
+}
+
+/// [`TaskStore::deliver_finished`] as a read, then a delivery when it was not delivered.
+pub(crate) async fn deliver_by_reading<S: TaskStore + ?Sized>(
+    store: &S,
+    id: &str,
+    session: &str,
+) -> StoreResult<Option<TaskRecord>> {
+    let Some(mut r) = store.get(id).await? else {
+        return Ok(None);
+    };
+    if r.parent_session_id != session || !r.status.is_terminal() {
+        return Ok(None);
+    }
+    if !r.delivered {
+        store.mark_delivered(id).await?;
+        r.delivered = true;
+    }
     Ok(Some(r))
 }
 

@@ -143,6 +143,17 @@ static TAKE_ONE_FINISHED: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
+/// One finished task of a session, marked delivered whether or not it was, as stored
+/// (SQLite; PostgreSQL reads it and joins a delivery to its batch's shared statement).
+static DELIVER_FINISHED: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE tasks SET delivered = TRUE \
+         WHERE id = $1 AND parent_session_id = $2 \
+           AND (status = 'completed' OR status = 'failed' OR status = 'cancelled') \
+         RETURNING {TASK_COLS}"
+    )
+});
+
 /// The writes every task makes, prepared on each PostgreSQL connection as it opens: for
 /// many rows. (Not for one: PostgreSQL cannot tell some of their values' types before they
 /// are bound, as in `$13 IS NULL`.)
@@ -167,7 +178,7 @@ pub(super) fn hot_writes_sqlite() -> Vec<String> {
         .map(str::to_owned)
         .chain([
             TRANSITION_RETURNING.clone(),
-            TAKE_ONE_FINISHED.clone(),
+            DELIVER_FINISHED.clone(),
             TAKE_FINISHED.clone(),
         ])
         .chain(super::children::hot_writes_sqlite())
@@ -547,6 +558,27 @@ impl SqlStore {
             return crate::store::take_by_reading(self, id, session).await;
         }
         let sql = TAKE_ONE_FINISHED.as_str();
+        let args = vec![Arg::from(id), Arg::from(session)];
+        on_writer!(&self.db, (sql, args), |p, (sql, args)| {
+            p.fetch(sql, args)
+                .await?
+                .first()
+                .map(Row::task)
+                .transpose()?
+        })
+    }
+
+    /// [`crate::TaskStore::deliver_finished`]: on SQLite one write; on PostgreSQL a read
+    /// and, when it was not delivered, the batch's shared delivery.
+    pub(super) async fn deliver_finished_one(
+        &self,
+        id: &str,
+        session: &str,
+    ) -> StoreResult<Option<TaskRecord>> {
+        if let Db::Postgres { .. } = &self.db {
+            return crate::store::deliver_by_reading(self, id, session).await;
+        }
+        let sql = DELIVER_FINISHED.as_str();
         let args = vec![Arg::from(id), Arg::from(session)];
         on_writer!(&self.db, (sql, args), |p, (sql, args)| {
             p.fetch(sql, args)

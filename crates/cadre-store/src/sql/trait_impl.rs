@@ -97,6 +97,10 @@ impl TaskStore for SqlStore {
         self.take_finished(session).await
     }
 
+    async fn deliver_finished(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
+        self.deliver_finished_one(id, session).await
+    }
+
     async fn take_finished_task(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
         self.take_finished_one(id, session).await
     }

@@ -345,9 +345,50 @@ async fn one_finished_task_taken_once(kind: Kind) {
     );
 }
 
+/// `deliver_finished` returns an ended task of the caller's session as stored, marked
+/// delivered, however often it is asked; a running task, another session's or an unknown
+/// one is `None` and left alone.
+async fn a_finished_task_is_delivered_whenever_asked(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let a = fx.open("node-a").await;
+    let mut t = NewTask::new("w", "s", "p");
+    t.background = true;
+    let id = a.create(&t).await.unwrap().id;
+    a.transition(&id, Transition::running()).await.unwrap();
+    assert!(
+        a.deliver_finished(&id, "s").await.unwrap().is_none(),
+        "running"
+    );
+    a.transition(&id, Transition::completed("r")).await.unwrap();
+    assert!(
+        a.deliver_finished(&id, "other").await.unwrap().is_none(),
+        "another session's caller"
+    );
+    assert!(!a.get(&id).await.unwrap().unwrap().delivered);
+    for _ in 0..2 {
+        let r = a.deliver_finished(&id, "s").await.unwrap().unwrap();
+        assert_eq!(
+            (r.status, r.result.as_deref()),
+            (TaskStatus::Completed, Some("r"))
+        );
+        assert!(r.delivered);
+    }
+    assert!(a.get(&id).await.unwrap().unwrap().delivered);
+    assert!(a.take_undelivered_finished("s").await.unwrap().is_empty());
+    assert!(
+        a.deliver_finished("task_missing", "s")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
 both_backends!(
     background_summary_counts_and_lists_newest_open,
     one_finished_task_taken_once,
+    a_finished_task_is_delivered_whenever_asked,
     batch_delivery_marks_each_once,
     finished_delivered_exactly_once,
     live_child_labels,

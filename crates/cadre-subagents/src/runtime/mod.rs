@@ -767,18 +767,21 @@ impl SubagentRuntime {
         }
     }
 
-    /// A task of `session` that has ended and whose result was not delivered yet, marked
-    /// delivered (one write on SQLite). `None` otherwise (it runs, was delivered, is
-    /// another session's or unknown, its end waits in the spool, or the store failed); the
-    /// caller then reads it as usual.
-    pub(crate) async fn take_finished(&self, session: &str, task_id: &str) -> Option<TaskRecord> {
+    /// A task of `session` that has ended, marked delivered whether or not it was (one
+    /// write on SQLite). `None` otherwise (it runs, is another session's or unknown, its end
+    /// waits in the spool, or the store failed); the caller then reads it as usual.
+    pub(crate) async fn deliver_finished(
+        &self,
+        session: &str,
+        task_id: &str,
+    ) -> Option<TaskRecord> {
         if self.spool.record(task_id).is_some() {
             return None;
         }
-        match self.store.take_finished_task(task_id, session).await {
-            Ok(taken) => taken,
+        match self.store.deliver_finished(task_id, session).await {
+            Ok(shown) => shown,
             Err(e) => {
-                tracing::warn!(task = task_id, error = %e, "store: taking a finished task failed");
+                tracing::warn!(task = task_id, error = %e, "store: delivering a finished task failed");
                 None
             }
         }

@@ -177,7 +177,7 @@ impl TypedTool for TaskOutputTool {
                     Waited::Done(t) => finished(&runtime, &t).await,
                     _ => unknown(id),
                 },
-                Taking::Ended => match runtime.take_finished(session, id).await {
+                Taking::Ended => match runtime.deliver_finished(session, id).await {
                     Some(t) => finished(&runtime, &t).await,
                     None => match runtime.stored_end(id).await {
                         Waited::Done(t) => finished(&runtime, &t).await,
@@ -187,15 +187,15 @@ impl TypedTool for TaskOutputTool {
                 Taking::Aborted | Taking::TimedOut => timed_out(&runtime, ctx, id, wait).await,
             });
         }
-        // One of the caller's that ended and was not delivered yet (the common case: it
-        // ended before the call) is taken in one write, without reading it first.
+        // One of the caller's that ended (the common case: before the call; its result may
+        // have been delivered at a turn's start) is shown and marked delivered in one write,
+        // without reading it first.
         if !runtime.runs_here(id)
-            && let Some(t) = runtime.take_finished(session, id).await
+            && let Some(t) = runtime.deliver_finished(session, id).await
         {
             return Ok(finished(&runtime, &t).await);
         }
-        // Any other is read: it may have been delivered already (at a turn's start, say),
-        // run here or elsewhere, or not be the caller's.
+        // Any other is read: it may run here or elsewhere, or not be the caller's.
         let Some(t) = lookup(&runtime, ctx, id).await else {
             return Ok(unknown(id));
         };
