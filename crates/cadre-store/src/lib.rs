@@ -41,7 +41,7 @@ pub use model::{
 pub use node::{NodeId, current_instance, hostname, instance_alive};
 pub use redact::{REDACTED, has_env_reference, redact_headers, redact_url};
 pub use retry::{
-    CREATE_RETRY_FOR, RETRY_FOR, create_retrying, transition_retrying,
+    CREATE_RETRY_FOR, RETRY_FOR, create_live_retrying, create_retrying, transition_retrying,
     transition_returning_retrying,
 };
 pub use sql::schema::{Migration, POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS};

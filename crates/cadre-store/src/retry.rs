@@ -4,7 +4,7 @@
 //! Creating a task is tried again the same way, for a shorter time: its caller waits.
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::{NewTask, TaskRecord, Transition};
+use crate::model::{LiveChildEntry, NewTask, TaskRecord, Transition};
 use crate::store::TaskStore;
 use std::time::Duration;
 
@@ -103,6 +103,42 @@ pub async fn create_retrying(
                 Some(record) => Ok(record),
                 None => Err(StoreError::DuplicateTask(id)),
             },
+            e => Err(e),
+        };
+    }
+}
+
+/// [`create_retrying`] for a live child and its first task ([`TaskStore::create_live`]):
+/// a try that finds the child or the task there after a failed one means the failed one was
+/// committed, and the stored task is returned.
+pub async fn create_live_retrying(
+    store: &dyn TaskStore,
+    child: &LiveChildEntry,
+    task: &NewTask,
+    within: Duration,
+) -> StoreResult<TaskRecord> {
+    let give_up = tokio::time::Instant::now() + within;
+    let mut pause = FIRST_PAUSE;
+    let mut failed_once = false;
+    loop {
+        let e = match store.create_live(child, task).await {
+            Ok(record) => return Ok(record),
+            Err(e) => e,
+        };
+        if e.is_transient() && tokio::time::Instant::now() + pause < give_up {
+            tracing::warn!(task = %task.id, error = %e, "store: creating the live child and its task failed; trying again");
+            failed_once = true;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(MAX_PAUSE);
+            continue;
+        }
+        return match e {
+            StoreError::DuplicateTask(_) | StoreError::DuplicateLiveChild(_) if failed_once => {
+                match store.get(&task.id).await? {
+                    Some(record) => Ok(record),
+                    None => Err(e),
+                }
+            }
             e => Err(e),
         };
     }

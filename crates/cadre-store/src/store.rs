@@ -218,6 +218,12 @@ pub trait TaskStore: Send + Sync {
     /// (case-insensitively).
     async fn insert_live_child(&self, child: &LiveChildEntry) -> StoreResult<()>;
 
+    /// Add a live child and create its first task: both or neither. One write where the
+    /// store can (SQLite), instead of two in a row. Errors as of the two.
+    async fn create_live(&self, child: &LiveChildEntry, task: &NewTask) -> StoreResult<TaskRecord> {
+        create_live_by_steps(self, child, task).await
+    }
+
     /// The live children of a session, oldest first.
     async fn live_children(&self, session: &str) -> StoreResult<Vec<LiveChildEntry>>;
 
@@ -282,6 +288,26 @@ pub(crate) async fn deliver_by_reading<S: TaskStore + ?Sized>(
         r.delivered = true;
     }
     Ok(Some(r))
+}
+
+/// [`TaskStore::create_live`] as two writes: the child, then its task (the child taken
+/// back when its task cannot be created).
+pub(crate) async fn create_live_by_steps<S: TaskStore + ?Sized>(
+    store: &S,
+    child: &LiveChildEntry,
+    task: &NewTask,
+) -> StoreResult<TaskRecord> {
+    store.insert_live_child(child).await?;
+    match store.create(task).await {
+        Ok(r) => Ok(r),
+        Err(e) => {
+            let (session, key) = (&child.parent_session_id, &child.agent_key);
+            if let Err(undo) = store.remove_live_child(session, key).await {
+                tracing::warn!(child = %key, error = %undo, "store: a live child whose task could not be created stays recorded");
+            }
+            Err(e)
+        }
+    }
 }
 
 /// Send the cancelled ids not reported yet on a watch's channel; on a full look (`full`),

@@ -378,3 +378,53 @@ async fn a_task_output_after_the_end_takes_it_in_one_write() {
             .is_empty()
     );
 }
+
+/// `agent_spawn` with a first task stores the live child and the task in one write (it was
+/// two in a row); a label already taken in the store creates neither, and leaves nothing
+/// here.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_child_and_its_first_task_are_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let sql = Arc::new(
+        cadre_store::open_sqlite(&dir.path().join("t.db"), NodeId::new("node-a"))
+            .await
+            .unwrap(),
+    );
+    let f = node(SLOW, sql.clone(), dir.path().join("sessions"));
+    let writes = sql.write_stats().writes;
+    let spawned = call(
+        &f,
+        "s-one",
+        "agent_spawn",
+        json!({"agent_id": "worker", "task": "q1", "label": "w", "timeout_seconds": 0}),
+    )
+    .await;
+    let id = field(&spawned, "task_id");
+    assert_eq!(sql.write_stats().writes - writes, 1, "{}", spawned.content);
+    let store = f.runtime.store();
+    assert!(store.get(&id).await.unwrap().is_some());
+    assert_eq!(store.live_children("s-one").await.unwrap().len(), 1);
+
+    // Another process took label "x" for this session: the store refuses the child.
+    let other = cadre_store::LiveChildEntry {
+        agent_key: "agent:worker:other".into(),
+        label: Some("x".into()),
+        agent_id: "worker".into(),
+        parent_session_id: "s-one".into(),
+        child_session_id: "sub-other".into(),
+        depth: 1,
+        created_at: 1,
+    };
+    store.insert_live_child(&other).await.unwrap();
+    let refused = call(
+        &f,
+        "s-one",
+        "agent_spawn",
+        json!({"agent_id": "worker", "task": "q2", "label": "X", "timeout_seconds": 0}),
+    )
+    .await;
+    assert!(refused.is_error, "{}", refused.content);
+    assert!(refused.content.contains("in use"), "{}", refused.content);
+    assert_eq!(store.list_by_session("s-one").await.unwrap().len(), 1);
+    assert_eq!(f.runtime.live().list("s-one").len(), 1, "kept here");
+}

@@ -2,11 +2,11 @@
 //! Label uniqueness per parent session is enforced by the unique index
 //! `live_children (parent_session_id, lower(label))`.
 
-use super::SqlStore;
 use super::conn::{Arg, Row, Shared};
 use super::rows::LIVE_COLS;
+use super::{Db, SqlStore, now_ms};
 use crate::error::{StoreError, StoreResult};
-use crate::model::LiveChildEntry;
+use crate::model::{LiveChildEntry, NewTask, TaskRecord};
 
 /// A live child; `many` the same for many rows (PostgreSQL).
 static INSERT: Shared = Shared {
@@ -24,28 +24,80 @@ pub(super) fn hot_writes_sqlite() -> [String; 1] {
     [INSERT.one.to_owned()]
 }
 
+/// Which row of a live child's creation failed.
+enum Failed {
+    Child(StoreError),
+    Task(StoreError),
+}
+
+/// The values [`INSERT`] binds for `c`.
+fn child_args(c: &LiveChildEntry) -> Vec<Arg> {
+    vec![
+        (&c.agent_key).into(),
+        (&c.parent_session_id).into(),
+        (&c.label).into(),
+        (&c.agent_id).into(),
+        (&c.child_session_id).into(),
+        i64::from(c.depth).into(),
+        i64::try_from(c.created_at).unwrap_or(i64::MAX).into(),
+    ]
+}
+
 impl SqlStore {
     pub(super) async fn insert_child(&self, c: &LiveChildEntry) -> StoreResult<()> {
-        let args: Vec<Arg> = vec![
-            (&c.agent_key).into(),
-            (&c.parent_session_id).into(),
-            (&c.label).into(),
-            (&c.agent_id).into(),
-            (&c.child_session_id).into(),
-            i64::from(c.depth).into(),
-            i64::try_from(c.created_at).unwrap_or(i64::MAX).into(),
-        ];
-        let res = self.db.writer().write_row(&INSERT, args).await;
-        match res {
+        match self.db.writer().write_row(&INSERT, child_args(c)).await {
             Ok(_) => Ok(()),
-            Err(e) if e.is_unique_violation() => {
-                if self.child_by_key_any(&c.agent_key).await? {
-                    Err(StoreError::DuplicateLiveChild(c.agent_key.clone()))
-                } else {
-                    Err(StoreError::LabelInUse(c.label.clone().unwrap_or_default()))
-                }
+            Err(e) => Err(self.child_refused(c, e).await),
+        }
+    }
+
+    /// What a failed insert of live child `c` means: a taken label or key, or `e` itself.
+    async fn child_refused(&self, c: &LiveChildEntry, e: StoreError) -> StoreError {
+        if !e.is_unique_violation() {
+            return e;
+        }
+        match self.child_by_key_any(&c.agent_key).await {
+            Ok(true) => StoreError::DuplicateLiveChild(c.agent_key.clone()),
+            Ok(false) => StoreError::LabelInUse(c.label.clone().unwrap_or_default()),
+            Err(e) => e,
+        }
+    }
+
+    /// [`crate::TaskStore::create_live`]. On SQLite one write, both rows under a savepoint
+    /// (a failed one takes the other back without failing the writer's batch); on
+    /// PostgreSQL the two writes, each joining its batch's statement.
+    pub(super) async fn insert_child_with_task(
+        &self,
+        c: &LiveChildEntry,
+        t: &NewTask,
+    ) -> StoreResult<TaskRecord> {
+        if let Db::Postgres { .. } = &self.db {
+            return crate::store::create_live_by_steps(self, c, t).await;
+        }
+        let now = now_ms();
+        let args = (child_args(c), self.insert_args(t, now)?);
+        let written = on_writer!(&self.db, args, |p, (child, task)| {
+            p.execute("SAVEPOINT live_child", &[]).await?;
+            let failed = match p.execute(INSERT.one, child).await {
+                Err(e) => Some(Failed::Child(e)),
+                Ok(_) => match p.execute(super::tasks::INSERT.one, task).await {
+                    Err(e) => Some(Failed::Task(e)),
+                    Ok(_) => None,
+                },
+            };
+            if failed.is_some() {
+                p.execute("ROLLBACK TO live_child", &[]).await?;
             }
-            Err(e) => Err(e),
+            p.execute("RELEASE live_child", &[]).await?;
+            failed
+        })?;
+        match written {
+            None => Ok(self.created(t, now)),
+            Some(Failed::Child(e)) => Err(self.child_refused(c, e).await),
+            Some(Failed::Task(e)) if e.is_unique_violation() => {
+                Err(StoreError::DuplicateTask(t.id.clone()))
+            }
+            Some(Failed::Task(e)) => Err(e),
         }
     }
 

@@ -70,7 +70,7 @@ static TRANSITION_RETURNING: LazyLock<String> =
     LazyLock::new(|| format!("{} RETURNING {TASK_COLS}", TRANSITION.one));
 
 /// A new task, `pending` or `running`; `many` the same for many rows (PostgreSQL).
-static INSERT: Shared = Shared {
+pub(super) static INSERT: Shared = Shared {
     one: "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
            child_session_id, user_id, status, prompt, description, cancel_requested, background, \
            delivered, created_at, updated_at, owner_node, owner_instance, transport, \
@@ -223,13 +223,27 @@ impl SqlStore {
     /// Insert `t`. Only its row's values are held while the write waits (a fan-out's calls
     /// all wait here at once); the record is made once the row is stored.
     pub(super) async fn create_task(&self, t: &NewTask) -> StoreResult<TaskRecord> {
+        let now = now_ms();
+        match self
+            .db
+            .writer()
+            .write_row(&INSERT, self.insert_args(t, now)?)
+            .await
+        {
+            Ok(_) => Ok(self.created(t, now)),
+            Err(e) if e.is_unique_violation() => Err(StoreError::DuplicateTask(t.id.clone())),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The values [`INSERT`] binds for `t` created at `now`.
+    pub(super) fn insert_args(&self, t: &NewTask, now: i64) -> StoreResult<Vec<Arg>> {
         let headers_json =
             serde_json::to_string(&t.stored_headers()).map_err(|e| StoreError::Corrupt {
                 id: t.id.clone(),
                 reason: format!("remote_headers: {e}"),
             })?;
-        let now = now_ms();
-        let args: Vec<Arg> = vec![
+        Ok(vec![
             (&t.id).into(),
             (&t.agent_id).into(),
             (&t.parent_agent_id).into(),
@@ -248,16 +262,16 @@ impl SqlStore {
             t.on_orphan.as_str().into(),
             i64::from(t.depth).into(),
             t.status().as_str().into(),
-        ];
-        match self.db.writer().write_row(&INSERT, args).await {
-            Ok(_) => Ok(t.clone().into_record(
-                self.node.as_str(),
-                &self.instance,
-                u64::try_from(now).unwrap_or(0),
-            )),
-            Err(e) if e.is_unique_violation() => Err(StoreError::DuplicateTask(t.id.clone())),
-            Err(e) => Err(e),
-        }
+        ])
+    }
+
+    /// The record of `t`, stored at `now`.
+    pub(super) fn created(&self, t: &NewTask, now: i64) -> TaskRecord {
+        t.clone().into_record(
+            self.node.as_str(),
+            &self.instance,
+            u64::try_from(now).unwrap_or(0),
+        )
     }
 
     pub(super) async fn get_task(&self, id: &str) -> StoreResult<Option<TaskRecord>> {

@@ -170,6 +170,10 @@ impl TaskStore for SqlStore {
         self.insert_child(child).await
     }
 
+    async fn create_live(&self, child: &LiveChildEntry, task: &NewTask) -> StoreResult<TaskRecord> {
+        self.insert_child_with_task(child, task).await
+    }
+
     async fn live_children(&self, session: &str) -> StoreResult<Vec<LiveChildEntry>> {
         self.children_of(session).await
     }

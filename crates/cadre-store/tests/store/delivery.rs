@@ -105,6 +105,64 @@ pub(crate) fn child(key: &str, session: &str, label: Option<&str>, at: u64) -> L
     }
 }
 
+/// `create_live` adds a live child and creates its first task, both or neither: a taken
+/// label creates no task, a task that cannot be created leaves no child, and a refused one
+/// among many created at once (one batch on SQLite) does not fail the others.
+async fn a_live_child_and_its_first_task_are_created_together(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let s = fx.open("node-a").await;
+    let first = NewTask::new("explorer", "s1", "go");
+    let made = s
+        .create_live(&child("agent:explorer:1", "s1", Some("a"), 1), &first)
+        .await
+        .unwrap();
+    assert_eq!(made.id, first.id);
+    assert_eq!(s.get(&first.id).await.unwrap().unwrap().prompt, "go");
+    assert_eq!(s.live_children("s1").await.unwrap().len(), 1);
+
+    let clash = NewTask::new("explorer", "s1", "again");
+    let r = s
+        .create_live(&child("agent:explorer:2", "s1", Some("A"), 2), &clash)
+        .await;
+    assert!(matches!(r, Err(StoreError::LabelInUse(_))), "{r:?}");
+    assert!(
+        s.get(&clash.id).await.unwrap().is_none(),
+        "its task was created"
+    );
+
+    let r = s
+        .create_live(&child("agent:explorer:3", "s1", None, 3), &first)
+        .await;
+    assert!(matches!(r, Err(StoreError::DuplicateTask(_))), "{r:?}");
+    assert!(
+        s.find_live_by_key("s1", "agent:explorer:3")
+            .await
+            .unwrap()
+            .is_none(),
+        "the child of a task that could not be created was kept"
+    );
+
+    let tasks: Vec<NewTask> = (0..8)
+        .map(|i| NewTask::new("explorer", "s2", &format!("job {i}")))
+        .collect();
+    let made = futures::future::join_all(tasks.iter().enumerate().map(|(i, t)| {
+        let s = s.clone();
+        // The fourth takes a label the second has.
+        let label = match i {
+            1 | 3 => Some("same"),
+            _ => None,
+        };
+        let c = child(&format!("agent:explorer:b{i}"), "s2", label, 10 + i as u64);
+        async move { s.create_live(&c, t).await }
+    }))
+    .await;
+    assert_eq!(made.iter().filter(|r| r.is_ok()).count(), 7, "{made:?}");
+    assert_eq!(s.live_children("s2").await.unwrap().len(), 7);
+    assert_eq!(s.list_by_session("s2").await.unwrap().len(), 7);
+}
+
 async fn live_child_labels(kind: Kind) {
     let Some(fx) = Fixture::new(kind).await else {
         return;
@@ -386,6 +444,7 @@ async fn a_finished_task_is_delivered_whenever_asked(kind: Kind) {
 }
 
 both_backends!(
+    a_live_child_and_its_first_task_are_created_together,
     background_summary_counts_and_lists_newest_open,
     one_finished_task_taken_once,
     a_finished_task_is_delivered_whenever_asked,

@@ -479,6 +479,7 @@ impl SubagentRuntime {
             req.description,
             req.background,
             parent,
+            None,
         )
         .await
     }
@@ -499,10 +500,12 @@ impl SubagentRuntime {
             description,
             background,
             parent,
+            None,
         )
         .await
     }
 
+    /// Start a task of `child`; with `live`, the live child is stored with the task.
     async fn start_job(
         &self,
         child: JobChild,
@@ -510,6 +513,7 @@ impl SubagentRuntime {
         description: String,
         background: bool,
         parent: &Parent,
+        live: Option<&LiveChildEntry>,
     ) -> Result<Started, SpawnError> {
         let task_id = new_task_id();
         let name = child.name().to_string();
@@ -561,7 +565,11 @@ impl SubagentRuntime {
             .cfg
             .store_write_retry
             .min(cadre_store::CREATE_RETRY_FOR);
-        let created = cadre_store::create_retrying(self.store.as_ref(), task, within).await?;
+        let store = self.store.as_ref();
+        let created = match live {
+            None => cadre_store::create_retrying(store, task, within).await?,
+            Some(entry) => cadre_store::create_live_retrying(store, entry, &task, within).await?,
+        };
         let checkpoints = self.cfg.checkpoints || on_orphan == cadre_store::OrphanPolicy::Resume;
         Ok(self.launch(JobStart {
             task_id,
@@ -828,7 +836,7 @@ impl SubagentRuntime {
         &self,
         req: LiveRequest,
         parent: &Parent,
-    ) -> Result<Arc<LiveChild>, SpawnError> {
+    ) -> Result<(Arc<LiveChild>, Option<Started>), SpawnError> {
         let session = &parent.run.session_id;
         if let Some(l) = &req.label
             && self.live.label_taken(session, l)
@@ -864,7 +872,10 @@ impl SubagentRuntime {
         let at = root.as_deref().map_or(ChildRoot::Planned, ChildRoot::At);
         let own = self.own_servers_at(&req.agent, parent, at).await;
         let built = match self.build_child(&req.agent, parent, None, own, worktree.clone()) {
-            Ok(child) => self.record_live(key, req.label, child, parent).await,
+            Ok(child) => {
+                let first = req.task.map(|t| (t, req.background));
+                self.record_live(key, req.label, child, parent, first).await
+            }
             Err(e) => Err(e),
         };
         if let (Err(_), Some(w)) = (&built, &worktree) {
@@ -874,14 +885,16 @@ impl SubagentRuntime {
         built
     }
 
-    /// Keep a new live child here and in the store.
+    /// Keep a new live child here and in the store; with a `first` message (and whether it
+    /// runs in the background), start it as a task stored with the child.
     async fn record_live(
         &self,
         key: String,
         label: Option<String>,
         child: Child,
         parent: &Parent,
-    ) -> Result<Arc<LiveChild>, SpawnError> {
+        first: Option<(String, bool)>,
+    ) -> Result<(Arc<LiveChild>, Option<Started>), SpawnError> {
         let session = &parent.run.session_id;
         let live = LiveChild {
             key,
@@ -899,18 +912,50 @@ impl SubagentRuntime {
             depth: live.child.depth,
             created_at: unix_millis(),
         };
-        self.store
-            .insert_live_child(&entry)
-            .await
-            .map_err(|e| match e {
-                StoreError::LabelInUse(_) => {
-                    SpawnError::LabelInUse(live.label.clone().unwrap_or_default())
-                }
-                other => SpawnError::Store(other),
-            })?;
-        self.live
+        let label_in_use = |e: StoreError, label: &Option<String>| match e {
+            StoreError::LabelInUse(_) => SpawnError::LabelInUse(label.clone().unwrap_or_default()),
+            other => SpawnError::Store(other),
+        };
+        let Some((message, background)) = first else {
+            self.store
+                .insert_live_child(&entry)
+                .await
+                .map_err(|e| label_in_use(e, &live.label))?;
+            let live = self
+                .live
+                .add(session, live)
+                .map_err(|e| SpawnError::LabelInUse(e.0))?;
+            return Ok((live, None));
+        };
+        // Kept here first: its task's job may start as soon as both are stored.
+        let live = self
+            .live
             .add(session, live)
-            .map_err(|e| SpawnError::LabelInUse(e.0))
+            .map_err(|e| SpawnError::LabelInUse(e.0))?;
+        let description = crate::short_title(&message);
+        let started = self
+            .start_job(
+                JobChild::Ready(live.child.clone()),
+                message,
+                description,
+                background,
+                parent,
+                Some(&entry),
+            )
+            .await;
+        match started {
+            Ok(s) => {
+                live.set_last_task(&s.task_id);
+                Ok((live, Some(s)))
+            }
+            Err(e) => {
+                self.live.remove(session, &live.key);
+                Err(match e {
+                    SpawnError::Store(e) => label_in_use(e, &live.label),
+                    other => other,
+                })
+            }
+        }
     }
 
     /// A live child of the parent session by key or label: the one in memory, else the one

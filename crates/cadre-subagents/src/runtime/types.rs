@@ -112,6 +112,11 @@ pub struct LiveRequest {
     /// Run it in its own git worktree for its whole life (besides definitions that always
     /// do).
     pub isolation: Option<crate::Isolation>,
+    /// Its first message, started as a task as it is created (stored with it, in one write
+    /// where the store can).
+    pub task: Option<String>,
+    /// Whether that task runs in the background.
+    pub background: bool,
 }
 
 /// What a parent passes down to its children: every child runs under its hooks and its

@@ -4,7 +4,7 @@
 
 use crate::Isolation;
 use crate::runtime::live::LiveChild;
-use crate::runtime::{Inherited, LiveRequest, Parent, RuntimeRef, SubagentRuntime};
+use crate::runtime::{Inherited, LiveRequest, Parent, RuntimeRef, Started, SubagentRuntime};
 use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
 use cadre_types::TaskStatus;
 use schemars::JsonSchema;
@@ -66,14 +66,12 @@ async fn deliver(
     wait: &ReplyWait,
     parent: &Parent,
 ) -> ToolOutput {
-    let secs = wait.seconds();
-    let background = secs == 0;
     let started = match runtime
         .start(
             &child.child,
             message.clone(),
             crate::short_title(&message),
-            background,
+            wait.seconds() == 0,
             parent,
         )
         .await
@@ -82,6 +80,19 @@ async fn deliver(
         Err(e) => return error(e),
     };
     child.set_last_task(&started.task_id);
+    answer(runtime, child, &started, wait, parent).await
+}
+
+/// The answer to a message `child` was given as task `started`, per `wait`.
+async fn answer(
+    runtime: &SubagentRuntime,
+    child: &LiveChild,
+    started: &Started,
+    wait: &ReplyWait,
+    parent: &Parent,
+) -> ToolOutput {
+    let secs = wait.seconds();
+    let background = secs == 0;
     let head = header(child);
     if background {
         return ToolOutput::ok(format!(
@@ -184,21 +195,23 @@ impl TypedTool for AgentSpawnTool {
         let runtime = self.runtime.get()?;
         let label = a.label.filter(|l| !l.trim().is_empty());
         let parent = Parent::of_call(ctx, &self.inherited);
+        // The first task is created with the child: one write where two were.
         let request = LiveRequest {
             agent: a.agent_id,
             label,
             isolation: a.isolation,
+            task: a.task.filter(|t| !t.trim().is_empty()),
+            background: a.wait.seconds() == 0,
         };
-        let child = match runtime.spawn_live(request, &parent).await {
-            Ok(c) => c,
-            Err(e) => return Ok(error(e)),
-        };
-        match a.task.filter(|t| !t.trim().is_empty()) {
-            None => Ok(ToolOutput::ok(format!(
+        match runtime.spawn_live(request, &parent).await {
+            Ok((child, None)) => Ok(ToolOutput::ok(format!(
                 "{}status: accepted",
                 header(&child)
             ))),
-            Some(task) => Ok(deliver(&runtime, &child, task, &a.wait, &parent).await),
+            Ok((child, Some(started))) => {
+                Ok(answer(&runtime, &child, &started, &a.wait, &parent).await)
+            }
+            Err(e) => Ok(error(e)),
         }
     }
 }
