@@ -729,7 +729,7 @@ impl SubagentRuntime {
         match wait_on(rx, abort, timeout).await {
             // Its end as the store returned it, else as it reads now.
             WaitedHere::Ended => match end.record() {
-                Some(r) => Waited::Done(Box::new(r.clone())),
+                Some(r) => Waited::Done(Box::new(r)),
                 None => self.stored_end(task_id).await,
             },
             WaitedHere::Aborted => Waited::Aborted,
@@ -766,7 +766,7 @@ impl SubagentRuntime {
         }
         match waited {
             WaitedHere::Ended => match end.record() {
-                Some(r) if end.claimed() => Taking::Taken(Box::new(r.clone())),
+                Some(r) if end.claimed() => Taking::Taken(Box::new(r)),
                 _ if end.claimed() => Taking::Claimed,
                 _ => Taking::Ended,
             },

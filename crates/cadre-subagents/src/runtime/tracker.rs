@@ -12,7 +12,7 @@ use crate::runtime::progress::{ProgressLine, ProgressLog};
 use cadre_store::TaskRecord;
 use cadre_types::{TaskStatus, UpdateKind, Usage};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -50,27 +50,27 @@ pub(crate) type EndSlot = Arc<End>;
 /// A task's end for its waiters here, and whether one of them takes it: then its delivery
 /// is written with the end, in one write instead of two.
 #[derive(Default)]
-pub(crate) struct End {
-    record: OnceLock<TaskRecord>,
-    takers: Mutex<Takers>,
-}
+pub(crate) struct End(Mutex<Takers>);
 
+/// Small until the end comes: every task a fan-out's calls wait for has one.
 #[derive(Default)]
 struct Takers {
     /// Waiters that will take the task's result when it ends.
     waiting: u32,
     /// The end was claimed for them: it is written delivered.
     claimed: bool,
+    /// The task as the store returned it at its end, once it ended (when it did).
+    record: Option<Box<TaskRecord>>,
 }
 
 impl End {
     /// The task as the store returned it at its end, once it ended (when it did).
-    pub(crate) fn record(&self) -> Option<&TaskRecord> {
-        self.record.get()
+    pub(crate) fn record(&self) -> Option<TaskRecord> {
+        self.takers().record.as_deref().cloned()
     }
 
     fn takers(&self) -> MutexGuard<'_, Takers> {
-        match self.takers.lock() {
+        match self.0.lock() {
             Ok(g) => g,
             Err(p) => p.into_inner(),
         }
@@ -268,7 +268,7 @@ impl LocalTasks {
             return;
         };
         if let (Some(slot), Some(r)) = (&t.end, stored) {
-            let _ = slot.record.set(*r);
+            slot.takers().record = Some(r);
         }
         t.status.send_replace(status);
         shrink_after_removal(&mut g.tasks);
@@ -496,7 +496,7 @@ mod tests {
         assert!(!end.withdraw());
         let record = cadre_store::NewTask::new("w", "s", "p").into_record("n", "i", 1);
         t.finish_with("a", TaskStatus::Completed, Some(Box::new(record.clone())));
-        assert_eq!(end.record(), Some(&record));
+        assert_eq!(end.record(), Some(record));
     }
 
     #[test]
