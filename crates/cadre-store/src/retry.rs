@@ -81,31 +81,11 @@ pub async fn create_retrying(
     task: NewTask,
     within: Duration,
 ) -> StoreResult<TaskRecord> {
-    let give_up = tokio::time::Instant::now() + within;
-    let mut pause = FIRST_PAUSE;
-    let mut failed_once = false;
-    loop {
-        // Only the error is kept across the waits below: a fan-out's calls each wait here
-        // for their create, and a record held in the future cost 600 B a call.
-        let e = match store.create(&task).await {
-            Ok(record) => return Ok(record),
-            Err(e) => e,
-        };
-        if e.is_transient() && tokio::time::Instant::now() + pause < give_up {
-            tracing::warn!(task = %task.id, error = %e, "store: creating the task failed; trying again");
-            failed_once = true;
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(MAX_PAUSE);
-            continue;
-        }
-        return match e {
-            StoreError::DuplicateTask(id) if failed_once => match store.get(&id).await? {
-                Some(record) => Ok(record),
-                None => Err(StoreError::DuplicateTask(id)),
-            },
-            e => Err(e),
-        };
-    }
+    // Boxed: a fan-out's calls each wait here, and the loop's state is larger than a task.
+    Box::pin(retrying_create(store, &task.id, within, || {
+        store.create(&task)
+    }))
+    .await
 }
 
 /// [`create_retrying`] for a live child and its first task ([`TaskStore::create_live`]):
@@ -117,16 +97,35 @@ pub async fn create_live_retrying(
     task: &NewTask,
     within: Duration,
 ) -> StoreResult<TaskRecord> {
+    Box::pin(retrying_create(store, &task.id, within, || {
+        store.create_live(child, task)
+    }))
+    .await
+}
+
+/// The loop of both: `attempt` creates task `id`.
+async fn retrying_create<'a, F, Fut>(
+    store: &dyn TaskStore,
+    id: &str,
+    within: Duration,
+    attempt: F,
+) -> StoreResult<TaskRecord>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = StoreResult<TaskRecord>> + 'a,
+{
     let give_up = tokio::time::Instant::now() + within;
     let mut pause = FIRST_PAUSE;
     let mut failed_once = false;
     loop {
-        let e = match store.create_live(child, task).await {
+        // Only the error is kept across the waits below: a fan-out's calls each wait here
+        // for their create, and a record held in the future cost 600 B a call.
+        let e = match attempt().await {
             Ok(record) => return Ok(record),
             Err(e) => e,
         };
         if e.is_transient() && tokio::time::Instant::now() + pause < give_up {
-            tracing::warn!(task = %task.id, error = %e, "store: creating the live child and its task failed; trying again");
+            tracing::warn!(task = %id, error = %e, "store: creating the task failed; trying again");
             failed_once = true;
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(MAX_PAUSE);
@@ -134,7 +133,7 @@ pub async fn create_live_retrying(
         }
         return match e {
             StoreError::DuplicateTask(_) | StoreError::DuplicateLiveChild(_) if failed_once => {
-                match store.get(&task.id).await? {
+                match store.get(id).await? {
                     Some(record) => Ok(record),
                     None => Err(e),
                 }

@@ -418,15 +418,9 @@ impl SqlStore {
             return self.transition_task(id, t).await.map(|()| None);
         }
         let (to, epoch) = (t.to, t.epoch);
-        let sql = TRANSITION_RETURNING.as_str();
-        let args = transition_args(id, t);
-        let row = on_writer!(&self.db, (sql, args), |p, (sql, args)| {
-            p.fetch(sql, args)
-                .await?
-                .first()
-                .map(Row::task)
-                .transpose()?
-        })?;
+        let row = self
+            .update_returning_task(&TRANSITION_RETURNING, transition_args(id, t))
+            .await?;
         match row {
             Some(r) => Ok(Some(r)),
             None => Err(self.refusal(id, to, epoch).await),
@@ -571,15 +565,8 @@ impl SqlStore {
         if let Db::Postgres { .. } = &self.db {
             return crate::store::take_by_reading(self, id, session).await;
         }
-        let sql = TAKE_ONE_FINISHED.as_str();
-        let args = vec![Arg::from(id), Arg::from(session)];
-        on_writer!(&self.db, (sql, args), |p, (sql, args)| {
-            p.fetch(sql, args)
-                .await?
-                .first()
-                .map(Row::task)
-                .transpose()?
-        })
+        self.update_returning_task(&TAKE_ONE_FINISHED, vec![id.into(), session.into()])
+            .await
     }
 
     /// [`crate::TaskStore::deliver_finished`]: on SQLite one write; on PostgreSQL a read
@@ -592,8 +579,18 @@ impl SqlStore {
         if let Db::Postgres { .. } = &self.db {
             return crate::store::deliver_by_reading(self, id, session).await;
         }
-        let sql = DELIVER_FINISHED.as_str();
-        let args = vec![Arg::from(id), Arg::from(session)];
+        self.update_returning_task(&DELIVER_FINISHED, vec![id.into(), session.into()])
+            .await
+    }
+
+    /// Run an `UPDATE … RETURNING` of one task on the writer: the task as it stands after,
+    /// `None` when no row matched.
+    async fn update_returning_task(
+        &self,
+        sql: &'static LazyLock<String>,
+        args: Vec<Arg>,
+    ) -> StoreResult<Option<TaskRecord>> {
+        let sql = sql.as_str();
         on_writer!(&self.db, (sql, args), |p, (sql, args)| {
             p.fetch(sql, args)
                 .await?
