@@ -82,3 +82,38 @@ text = "r"
     assert_eq!(f.runtime.running_here(), 0);
     assert_eq!(f.runtime.live().sessions(), 0);
 }
+
+/// A reply may hold thousands of delegation calls at once (cadre-bench runs 10 000), all
+/// waiting together: what each call's own future holds is paid that many times over, so it
+/// stays small, whatever way through the tool the call takes.
+/// What one waiting delegation call may hold in its own future.
+const CALL_BYTES: usize = 1536;
+
+#[tokio::test]
+async fn a_waiting_delegation_call_holds_little() {
+    let f = fixture(
+        "",
+        Options {
+            defs: vec![worker("worker")],
+            ..Default::default()
+        },
+    );
+    let ctx = tool_context(&f, f.session().id());
+    let tools = f.runtime.delegation_tools();
+    for (name, args) in [
+        ("task_output", serde_json::json!({"task_id": "t"})),
+        (
+            "task",
+            serde_json::json!({"description": "d", "prompt": "p", "subagent_type": "worker"}),
+        ),
+        (
+            "agent_spawn",
+            serde_json::json!({"agent": "worker", "message": "m"}),
+        ),
+    ] {
+        let call = tools.get(name).expect(name).call(args, &ctx);
+        let size = std::mem::size_of_val(&*call);
+        // Each was 2.7-3.2 KB, every way's records and waits laid side by side.
+        assert!(size <= CALL_BYTES, "a {name} call holds {size} bytes");
+    }
+}

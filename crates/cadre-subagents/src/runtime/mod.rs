@@ -727,9 +727,11 @@ impl SubagentRuntime {
             };
         };
         match wait_on(rx, abort, timeout).await {
-            // Its end as the store returned it, else as it reads now.
-            WaitedHere::Ended => match end.record() {
-                Some(r) => Waited::Done(Box::new(r)),
+            // Its end as the store returned it (boxed before the match: a record matched on
+            // across the read's await is laid beside the wait in this future), else as it
+            // reads now.
+            WaitedHere::Ended => match end.record().map(Box::new) {
+                Some(r) => Waited::Done(r),
                 None => self.stored_end(task_id).await,
             },
             WaitedHere::Aborted => Waited::Aborted,

@@ -100,10 +100,13 @@ async fn answer(
             started.task_id
         ));
     }
-    match runtime
+    // Boxed, as in `task`: a record matched on across the promotion's await would sit
+    // beside the wait in this future.
+    let ended = runtime
         .wait(&started.task_id, parent, Some(Duration::from_secs(secs)))
         .await
-    {
+        .map(Box::new);
+    match ended {
         // This call's own foreground task, ended in time (so not promoted): created
         // delivered, nothing to write.
         Some(snap) if snap.status == TaskStatus::Completed => ToolOutput::ok(format!(
@@ -203,7 +206,9 @@ impl TypedTool for AgentSpawnTool {
             task: a.task.filter(|t| !t.trim().is_empty()),
             background: a.wait.seconds() == 0,
         };
-        match runtime.spawn_live(request, &parent).await {
+        // Boxed: its ~2.8 KB is held while it creates the child, not by every call for as
+        // long as it waits for the reply.
+        match Box::pin(runtime.spawn_live(request, &parent)).await {
             Ok((child, None)) => Ok(ToolOutput::ok(format!(
                 "{}status: accepted",
                 header(&child)

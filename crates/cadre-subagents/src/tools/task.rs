@@ -132,17 +132,16 @@ impl TypedTool for TaskTool {
             args.description
         };
         let parent = Parent::of_call(ctx, &self.inherited);
-        let started = runtime
-            .spawn(
-                SpawnRequest {
-                    agent: args.subagent_type,
-                    prompt: args.prompt,
-                    description,
-                    background: args.background,
-                    isolation: args.isolation,
-                },
-                &parent,
-            )
+        let request = SpawnRequest {
+            agent: args.subagent_type,
+            prompt: args.prompt,
+            description,
+            background: args.background,
+            isolation: args.isolation,
+        };
+        // Boxed: its ~1.7 KB is held while it starts the child, not by every foreground
+        // call for as long as it waits.
+        let started = Box::pin(runtime.spawn(request, &parent))
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         if args.background {
@@ -152,7 +151,13 @@ impl TypedTool for TaskTool {
             )));
         }
         let timeout = runtime.config().task_timeout;
-        match runtime.wait(&started.task_id, &parent, timeout).await {
+        // Its end boxed: matched on across the promotion's await, a record in place would be
+        // laid beside the wait in this call's future, doubling what every waiting call holds.
+        let ended = runtime
+            .wait(&started.task_id, &parent, timeout)
+            .await
+            .map(Box::new);
+        match ended {
             Some(snap) => Ok(render_result(&snap, &runtime.shown_result(&snap))),
             None => {
                 // Timed out: the same child keeps running as a background task.

@@ -160,60 +160,93 @@ impl TypedTool for TaskOutputTool {
 
     async fn run(&self, a: OutputArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let runtime = self.runtime.get()?;
-        let (session, id) = (&ctx.run.session_id, &a.task_id);
         let wait = Duration::from_millis(a.wait_ms());
-        // A task of the caller's session running here is waited for at once, reading
-        // nothing; when it ends, its result (not delivered yet: the parent is in this call)
-        // is taken with its end's own write.
-        if a.block() && runtime.runs_here_for(session, id) {
-            let waited = runtime
-                .wait_to_take(session, id, &ctx.cancel, Some(wait))
-                .await;
-            return Ok(match waited {
-                // Delivered by its end's own write.
-                Taking::Taken(t) => finished(&runtime, &t).await,
-                // Written for this caller; read it (delivered now if that write was refused).
-                Taking::Claimed => match runtime.stored_end(id).await {
-                    Waited::Done(t) => finished(&runtime, &t).await,
-                    _ => unknown(id),
-                },
-                Taking::Ended => match runtime.deliver_finished(session, id).await {
-                    Some(t) => finished(&runtime, &t).await,
-                    None => match runtime.stored_end(id).await {
-                        Waited::Done(t) => finished(&runtime, &t).await,
-                        _ => unknown(id),
-                    },
-                },
-                Taking::Aborted | Taking::TimedOut => timed_out(&runtime, ctx, id, wait).await,
-            });
-        }
-        // One of the caller's that ended (the common case: before the call; its result may
-        // have been delivered at a turn's start) is shown and marked delivered in one write,
-        // without reading it first.
-        if !runtime.runs_here(id)
-            && let Some(t) = runtime.deliver_finished(session, id).await
-        {
-            return Ok(finished(&runtime, &t).await);
-        }
-        // Any other is read: it may run here or elsewhere, or not be the caller's.
-        let Some(t) = lookup(&runtime, ctx, id).await else {
-            return Ok(unknown(id));
+        // Each way is its own boxed future, so a call is as large as the way it takes: as
+        // one state machine, every call of a 10 000-call reply held ~2.9 KB at once (the
+        // ways' records and waits laid side by side), the most of that reply's peak.
+        let out = if a.block() && runtime.runs_here_for(&ctx.run.session_id, &a.task_id) {
+            Box::pin(output_waited_here(&runtime, ctx, &a.task_id, wait)).await
+        } else {
+            Box::pin(output_stored(&runtime, ctx, &a, wait)).await
         };
-        if t.status.is_terminal() {
-            return Ok(finished(&runtime, &t).await);
-        }
-        if !a.block() {
-            return Ok(ToolOutput::ok(describe_running(
-                &runtime,
-                &t,
-                "still running",
-            )));
-        }
-        match runtime.wait_for(id, &ctx.cancel, Some(wait)).await {
-            Waited::Done(t) => Ok(finished(&runtime, &t).await),
-            Waited::Unknown => Ok(unknown(id)),
-            Waited::Aborted | Waited::TimedOut => Ok(timed_out(&runtime, ctx, id, wait).await),
-        }
+        Ok(out)
+    }
+}
+
+/// `task_output` of a task of the caller's session running here, blocking: waited for at
+/// once, reading nothing; when it ends, its result (not delivered yet: the parent is in
+/// this call) is taken with its end's own write.
+async fn output_waited_here(
+    runtime: &SubagentRuntime,
+    ctx: &ToolContext,
+    id: &str,
+    wait: Duration,
+) -> ToolOutput {
+    let session = &ctx.run.session_id;
+    let ended = match runtime
+        .wait_to_take(session, id, &ctx.cancel, Some(wait))
+        .await
+    {
+        // Delivered by its end's own write.
+        Taking::Taken(t) => Some(t),
+        // Written for this caller; read it (delivered now if that write was refused).
+        Taking::Claimed => done(runtime.stored_end(id).await),
+        Taking::Ended => match runtime.deliver_finished(session, id).await {
+            Some(t) => Some(Box::new(t)),
+            None => done(runtime.stored_end(id).await),
+        },
+        Taking::Aborted | Taking::TimedOut => return timed_out(runtime, ctx, id, wait).await,
+    };
+    match ended {
+        Some(t) => finished(runtime, &t).await,
+        None => unknown(id),
+    }
+}
+
+/// The record of a `Waited::Done`.
+fn done(w: Waited) -> Option<Box<TaskRecord>> {
+    match w {
+        Waited::Done(t) => Some(t),
+        _ => None,
+    }
+}
+
+/// `task_output` of any other task: one that ended, one running elsewhere or not blocked
+/// on, or one that is not the caller's.
+async fn output_stored(
+    runtime: &SubagentRuntime,
+    ctx: &ToolContext,
+    a: &OutputArgs,
+    wait: Duration,
+) -> ToolOutput {
+    let id = a.task_id.as_str();
+    // One of the caller's that ended (the common case: before the call; its result may
+    // have been delivered at a turn's start) is shown and marked delivered in one write,
+    // without reading it first.
+    let taken = if runtime.runs_here(id) {
+        None
+    } else {
+        runtime.deliver_finished(&ctx.run.session_id, id).await
+    };
+    if let Some(t) = taken.map(Box::new) {
+        return finished(runtime, &t).await;
+    }
+    // Any other is read: it may run here or elsewhere, or not be the caller's.
+    let Some(t) = lookup(runtime, ctx, id).await.map(Box::new) else {
+        return unknown(id);
+    };
+    if t.status.is_terminal() {
+        return finished(runtime, &t).await;
+    }
+    if !a.block() {
+        return ToolOutput::ok(describe_running(runtime, &t, "still running"));
+    }
+    drop(t);
+    // Boxed: a long wait holds only what waiting needs.
+    match Box::pin(runtime.wait_for(id, &ctx.cancel, Some(wait))).await {
+        Waited::Done(t) => finished(runtime, &t).await,
+        Waited::Unknown => unknown(id),
+        Waited::Aborted | Waited::TimedOut => timed_out(runtime, ctx, id, wait).await,
     }
 }
 
