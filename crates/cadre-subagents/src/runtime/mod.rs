@@ -20,6 +20,7 @@ pub mod results;
 mod servers;
 use servers::ChildRoot;
 pub mod spool;
+mod start;
 pub(crate) mod tracker;
 mod types;
 pub mod worktree;
@@ -44,12 +45,10 @@ use crate::runtime::spool::Spool;
 use crate::runtime::tracker::{LocalTasks, Registered};
 use async_trait::async_trait;
 use cadre_llm::ProviderRegistry;
-use cadre_store::{LiveChildEntry, NewTask, StoreError, TaskRecord, TaskStore, Transport};
+use cadre_store::{LiveChildEntry, StoreError, TaskRecord, TaskStore};
 use cadre_tools::{ApprovalHandler, RunContext, ToolRegistry};
-use cadre_types::{
-    ApprovalDecision, ApprovalRequest, EventSink, TaskStatus, new_task_id, unix_millis,
-};
-use std::collections::{BTreeMap, HashMap};
+use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink, TaskStatus};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -446,146 +445,6 @@ impl SubagentRuntime {
         }
     }
 
-    /// Start a one-off child (the `task` tool). It is checked now and built when it gets a
-    /// slot; it runs in its own task, and foreground callers wait with [`wait`](Self::wait).
-    pub async fn spawn(&self, req: SpawnRequest, parent: &Parent) -> Result<Started, SpawnError> {
-        let isolation = req
-            .isolation
-            .or_else(|| self.registry.get(&req.agent).and_then(|d| d.isolation));
-        let at = match isolation {
-            Some(crate::Isolation::Worktree) => ChildRoot::WorktreeToBe,
-            None => ChildRoot::Planned,
-        };
-        let own = self.own_servers_at(&req.agent, parent, at).await;
-        let mut plan = self.plan_child(&req.agent, parent, own)?;
-        if isolation == Some(crate::Isolation::Worktree) {
-            if plan.remote.is_some() {
-                return Err(SpawnError::Isolation(format!(
-                    "agent {} runs remotely; isolation: worktree applies to local agents",
-                    plan.agent
-                )));
-            }
-            plan.worktree = Some(
-                crate::runtime::worktree::WorktreeSpec::prepare(
-                    &parent.root,
-                    &self.cfg.main_workspace,
-                )
-                .await?,
-            );
-        }
-        self.start_job(
-            JobChild::Planned(Box::new(plan)),
-            req.prompt,
-            req.description,
-            req.background,
-            parent,
-            None,
-        )
-        .await
-    }
-
-    /// Give `child` a message to work on, as a new task. The child keeps its history; a child
-    /// already busy takes the message when its current task ends.
-    pub async fn start(
-        &self,
-        child: &Child,
-        prompt: String,
-        description: String,
-        background: bool,
-        parent: &Parent,
-    ) -> Result<Started, SpawnError> {
-        self.start_job(
-            JobChild::Ready(child.clone()),
-            prompt,
-            description,
-            background,
-            parent,
-            None,
-        )
-        .await
-    }
-
-    /// Start a task of `child`; with `live`, the live child is stored with the task.
-    async fn start_job(
-        &self,
-        child: JobChild,
-        prompt: String,
-        description: String,
-        background: bool,
-        parent: &Parent,
-        live: Option<&LiveChildEntry>,
-    ) -> Result<Started, SpawnError> {
-        let task_id = new_task_id();
-        let name = child.name().to_string();
-        let session_id = child.session_id().to_string();
-        let (transport, remote_headers) = match child.remote() {
-            Some(r) => (Transport::Remote { url: r.url.clone() }, r.headers.clone()),
-            None => (Transport::Local, BTreeMap::new()),
-        };
-        let parent_agent = &parent.run.agent;
-        let on_orphan = self
-            .cfg
-            .orphan_policy(self.registry.get(&name), child.resumable());
-        // A task whose slot is free starts at once, so it is created `running`; a live
-        // child's also needs to be the child's only message (an earlier one may be being
-        // created, wait or run) and its conversation: else it is created `pending` and
-        // waits its turn.
-        let mut registered = self.register(&task_id, parent, background, true);
-        let message = match &child {
-            JobChild::Ready(c) => Some(ChildMessage::enter(c)),
-            JobChild::Planned(_) => None,
-        };
-        let conversation = match (&child, &registered.permit, &message) {
-            (JobChild::Ready(c), Some(_), Some((_, true))) => {
-                c.session.clone().try_lock_owned().ok()
-            }
-            _ => None,
-        };
-        if matches!(child, JobChild::Ready(_)) && conversation.is_none() {
-            registered.permit = None;
-        }
-        let task = NewTask {
-            id: task_id.clone(),
-            agent_id: name.clone(),
-            parent_agent_id: (parent_agent != "main").then(|| parent_agent.clone()),
-            parent_session_id: parent.run.session_id.clone(),
-            child_session_id: Some(session_id.clone()),
-            user_id: parent.run.user_id.clone(),
-            prompt,
-            description,
-            background,
-            transport,
-            remote_headers,
-            on_orphan,
-            depth: child.depth(),
-            running: registered.permit.is_some(),
-        };
-        // A database restart is waited out; a store that stays down is the caller's error.
-        let within = self
-            .cfg
-            .store_write_retry
-            .min(cadre_store::CREATE_RETRY_FOR);
-        let store = self.store.as_ref();
-        let created = match live {
-            None => cadre_store::create_retrying(store, task, within).await?,
-            Some(entry) => cadre_store::create_live_retrying(store, entry, &task, within).await?,
-        };
-        let checkpoints = self.cfg.checkpoints || on_orphan == cadre_store::OrphanPolicy::Resume;
-        Ok(self.launch(JobStart {
-            task_id,
-            child,
-            background,
-            parent,
-            checkpoints,
-            epoch: 0,
-            resumed: None,
-            created,
-            registered,
-            conversation,
-            message: message.map(|(m, _)| m),
-        }))
-    }
-
     /// Register a task here, before its record is created or as it is adopted; with
     /// `try_slot`, taking a free concurrency slot for it now.
     pub(crate) fn register(
@@ -828,136 +687,6 @@ impl SubagentRuntime {
     /// Live children (`agent_spawn`).
     pub fn live(&self) -> &LiveChildren {
         &self.live
-    }
-
-    /// Create a live child with an optional label, scoped to the parent session (and
-    /// recorded in the store, so it can be found again after a restart). With
-    /// `isolation: worktree` it gets its git worktree now and keeps it until it is
-    /// [closed](Self::close_live).
-    pub async fn spawn_live(
-        &self,
-        req: LiveRequest,
-        parent: &Parent,
-    ) -> Result<(Arc<LiveChild>, Option<Started>), SpawnError> {
-        let session = &parent.run.session_id;
-        if let Some(l) = &req.label
-            && self.live.label_taken(session, l)
-        {
-            return Err(SpawnError::LabelInUse(l.clone()));
-        }
-        let def = self
-            .registry
-            .get(&req.agent)
-            .ok_or_else(|| SpawnError::UnknownAgent(req.agent.clone()))?;
-        let key = format!("agent:{}:{}", def.name, uuid::Uuid::new_v4());
-        let worktree = match req.isolation.or(def.isolation) {
-            Some(crate::Isolation::Worktree) => {
-                if def.remote.is_some() {
-                    return Err(SpawnError::Isolation(format!(
-                        "agent {} runs remotely; isolation: worktree applies to local agents",
-                        def.name
-                    )));
-                }
-                let spec = crate::runtime::worktree::WorktreeSpec::prepare(
-                    &parent.root,
-                    &self.cfg.main_workspace,
-                )
-                .await?;
-                let name = crate::runtime::worktree::live_name(&key);
-                Some(Arc::new(
-                    crate::runtime::worktree::Worktree::create(&spec, &name, &def.name).await?,
-                ))
-            }
-            None => None,
-        };
-        let root = worktree.as_ref().map(|w| w.root());
-        let at = root.as_deref().map_or(ChildRoot::Planned, ChildRoot::At);
-        let own = self.own_servers_at(&req.agent, parent, at).await;
-        let built = match self.build_child(&req.agent, parent, None, own, worktree.clone()) {
-            Ok(child) => {
-                let first = req.task.map(|t| (t, req.background));
-                self.record_live(key, req.label, child, parent, first).await
-            }
-            Err(e) => Err(e),
-        };
-        if let (Err(_), Some(w)) = (&built, &worktree) {
-            // Nothing ran in it: removed with its branch.
-            w.close("unused").await;
-        }
-        built
-    }
-
-    /// Keep a new live child here and in the store; with a `first` message (and whether it
-    /// runs in the background), start it as a task stored with the child.
-    async fn record_live(
-        &self,
-        key: String,
-        label: Option<String>,
-        child: Child,
-        parent: &Parent,
-        first: Option<(String, bool)>,
-    ) -> Result<(Arc<LiveChild>, Option<Started>), SpawnError> {
-        let session = &parent.run.session_id;
-        let live = LiveChild {
-            key,
-            agent_id: child.name.clone(),
-            label,
-            child,
-            last_task: Mutex::new(None),
-        };
-        let entry = LiveChildEntry {
-            agent_key: live.key.clone(),
-            label: live.label.clone(),
-            agent_id: live.agent_id.clone(),
-            parent_session_id: session.to_string(),
-            child_session_id: live.child.session_id.clone(),
-            depth: live.child.depth,
-            created_at: unix_millis(),
-        };
-        let label_in_use = |e: StoreError, label: &Option<String>| match e {
-            StoreError::LabelInUse(_) => SpawnError::LabelInUse(label.clone().unwrap_or_default()),
-            other => SpawnError::Store(other),
-        };
-        let Some((message, background)) = first else {
-            self.store
-                .insert_live_child(&entry)
-                .await
-                .map_err(|e| label_in_use(e, &live.label))?;
-            let live = self
-                .live
-                .add(session, live)
-                .map_err(|e| SpawnError::LabelInUse(e.0))?;
-            return Ok((live, None));
-        };
-        // Kept here first: its task's job may start as soon as both are stored.
-        let live = self
-            .live
-            .add(session, live)
-            .map_err(|e| SpawnError::LabelInUse(e.0))?;
-        let description = crate::short_title(&message);
-        let started = self
-            .start_job(
-                JobChild::Ready(live.child.clone()),
-                message,
-                description,
-                background,
-                parent,
-                Some(&entry),
-            )
-            .await;
-        match started {
-            Ok(s) => {
-                live.set_last_task(&s.task_id);
-                Ok((live, Some(s)))
-            }
-            Err(e) => {
-                self.live.remove(session, &live.key);
-                Err(match e {
-                    SpawnError::Store(e) => label_in_use(e, &live.label),
-                    other => other,
-                })
-            }
-        }
     }
 
     /// A live child of the parent session by key or label: the one in memory, else the one

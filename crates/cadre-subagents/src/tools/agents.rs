@@ -213,8 +213,9 @@ impl TypedTool for AgentSpawnTool {
                 "{}status: accepted",
                 header(&child)
             ))),
+            // Boxed too: the wait for a reply is not laid out beside the start of every call.
             Ok((child, Some(started))) => {
-                Ok(answer(&runtime, &child, &started, &a.wait, &parent).await)
+                Ok(Box::pin(answer(&runtime, &child, &started, &a.wait, &parent)).await)
             }
             Err(e) => Ok(error(e)),
         }
