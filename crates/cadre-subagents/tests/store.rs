@@ -427,4 +427,16 @@ async fn a_live_child_and_its_first_task_are_one_write() {
     assert!(refused.content.contains("in use"), "{}", refused.content);
     assert_eq!(store.list_by_session("s-one").await.unwrap().len(), 1);
     assert_eq!(f.runtime.live().list("s-one").len(), 1, "kept here");
+    // Without a first task too: the child is kept here only once the store has it.
+    let refused = call(
+        &f,
+        "s-one",
+        "agent_spawn",
+        json!({"agent_id": "worker", "label": "x"}),
+    )
+    .await;
+    assert!(refused.is_error, "{}", refused.content);
+    assert!(refused.content.contains("in use"), "{}", refused.content);
+    assert_eq!(store.live_children("s-one").await.unwrap().len(), 2);
+    assert_eq!(f.runtime.live().list("s-one").len(), 1, "kept here");
 }

@@ -19,6 +19,9 @@ static INSERT: Shared = Shared {
          RETURNING agent_key",
 };
 
+/// A live child by key: taken back when its first task could not be stored.
+const DELETE: &str = "DELETE FROM live_children WHERE agent_key = $1";
+
 /// The writes every `agent_spawn` makes, prepared by SQLite's writer as it opens.
 pub(super) fn hot_writes_sqlite() -> [String; 1] {
     [INSERT.one.to_owned()]
@@ -63,8 +66,8 @@ impl SqlStore {
         }
     }
 
-    /// [`crate::TaskStore::create_live`]. On SQLite one write, both rows under a savepoint
-    /// (a failed one takes the other back without failing the writer's batch); on
+    /// [`crate::TaskStore::create_live`]. On SQLite one write, both rows or neither (a
+    /// failed one takes the other back without failing the writer's batch); on
     /// PostgreSQL the two writes, each joining its batch's statement.
     pub(super) async fn insert_child_with_task(
         &self,
@@ -77,19 +80,18 @@ impl SqlStore {
         let now = now_ms();
         let args = (child_args(c), self.insert_args(t, now)?);
         let written = on_writer!(&self.db, args, |p, (child, task)| {
-            p.execute("SAVEPOINT live_child", &[]).await?;
-            let failed = match p.execute(INSERT.one, child).await {
+            // A refused statement leaves nothing of itself, so only a child whose task was
+            // refused is taken back: two statements, where a savepoint made four.
+            match p.execute(INSERT.one, child).await {
                 Err(e) => Some(Failed::Child(e)),
                 Ok(_) => match p.execute(super::tasks::INSERT.one, task).await {
-                    Err(e) => Some(Failed::Task(e)),
+                    Err(e) => {
+                        p.execute(DELETE, &child[..1]).await?;
+                        Some(Failed::Task(e))
+                    }
                     Ok(_) => None,
                 },
-            };
-            if failed.is_some() {
-                p.execute("ROLLBACK TO live_child", &[]).await?;
             }
-            p.execute("RELEASE live_child", &[]).await?;
-            failed
         })?;
         match written {
             None => Ok(self.created(t, now)),
