@@ -158,3 +158,33 @@ async fn a_timed_out_task_moves_to_the_background_and_task_cancel_stops_it_remot
         srv.stop().await.unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worktree_for_a_remote_agent_is_refused_by_both_surfaces() {
+    let b = node();
+    // Never reached: the refusal comes before anything is sent.
+    let a = node_a(&b, "http://127.0.0.1:9", RemoteProtocol::Auto);
+    for (tool, args) in [
+        (
+            "task",
+            json!({"subagent_type": "far", "description": "wt", "prompt": "p", "isolation": "worktree"}),
+        ),
+        (
+            "agent_spawn",
+            json!({"agent_id": "far", "task": "p", "isolation": "worktree"}),
+        ),
+    ] {
+        // A refusal reaches the model as an error either way: a failed call or an error output.
+        let err = match a.tools.get(tool).unwrap().call(args, &a.ctx).await {
+            Err(e) => e.to_string(),
+            Ok(out) if out.is_error => out.content,
+            Ok(out) => panic!("{tool} was not refused: {}", out.content),
+        };
+        assert!(
+            err.contains("agent far runs remotely; isolation: worktree applies to local agents"),
+            "{tool}: {err}"
+        );
+    }
+    let listed = a.call("agent_list", json!({})).await;
+    assert!(!listed.content.contains("far:"), "{}", listed.content);
+}

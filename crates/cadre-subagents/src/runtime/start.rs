@@ -59,6 +59,16 @@ async fn discard(worktree: Option<&Worktree>) {
     }
 }
 
+/// A worktree is made on this machine, so an agent that runs elsewhere cannot have one.
+fn worktree_is_local(agent: &str, remote: bool) -> Result<(), SpawnError> {
+    if remote {
+        return Err(SpawnError::Isolation(format!(
+            "agent {agent} runs remotely; isolation: worktree applies to local agents"
+        )));
+    }
+    Ok(())
+}
+
 /// A store's refusal of a taken label, as the caller's error naming the label.
 fn label_clash(e: SpawnError, label: Option<&str>) -> SpawnError {
     match e {
@@ -83,12 +93,7 @@ impl SubagentRuntime {
         let own = self.own_servers_at(&req.agent, parent, at).await;
         let mut plan = Box::new(self.plan_child(&req.agent, parent, own)?);
         if isolation == Some(crate::Isolation::Worktree) {
-            if plan.remote.is_some() {
-                return Err(SpawnError::Isolation(format!(
-                    "agent {} runs remotely; isolation: worktree applies to local agents",
-                    plan.agent
-                )));
-            }
+            worktree_is_local(&plan.agent, plan.remote.is_some())?;
             let spec = WorktreeSpec::prepare(&parent.root, &self.cfg.main_workspace);
             plan.worktree = Some(Box::pin(spec).await?);
         }
@@ -235,12 +240,7 @@ impl SubagentRuntime {
         let key = format!("agent:{}:{}", def.name, uuid::Uuid::new_v4());
         let worktree = match req.isolation.or(def.isolation) {
             Some(crate::Isolation::Worktree) => {
-                if def.remote.is_some() {
-                    return Err(SpawnError::Isolation(format!(
-                        "agent {} runs remotely; isolation: worktree applies to local agents",
-                        def.name
-                    )));
-                }
+                worktree_is_local(&def.name, def.remote.is_some())?;
                 let made = self.live_worktree(parent, &key, &def.name);
                 Some(Arc::new(Box::pin(made).await?))
             }
