@@ -76,6 +76,10 @@ pub struct FanoutResult {
     /// Reads of a task by id per sub-agent over the timed part, the most of any run.
     #[serde(default)]
     pub task_reads_per_subagent: Option<f64>,
+    /// Commits of the store's writer (one per batch of writes) per sub-agent over the timed
+    /// part, the most of any run: how well group commit groups.
+    #[serde(default)]
+    pub store_commits_per_subagent: Option<f64>,
     /// Median wiring time outside the timed part, ms.
     pub setup_median_ms: f64,
     /// Requests one scenario run needs (parent turns + 2 N), checked against the server.
@@ -309,6 +313,7 @@ pub async fn measure(args: &FanoutArgs) -> Result<FanoutResult> {
         scenario_samples_ms: scenario_samples,
         store_writes_per_subagent: most_per(&runs, n, |c| c.writes),
         task_reads_per_subagent: most_per(&runs, n, |c| c.task_reads),
+        store_commits_per_subagent: most_per(&runs, n, |c| c.commits),
         setup_median_ms: summarize(&setups).median_ms,
         scenario_requests,
         floor_requests: floor::requests(args.variant, args.n),
@@ -377,8 +382,14 @@ pub fn print(r: &FanoutResult) {
             summarize(&r.scenario_timed_cpu_ms).median_ms
         );
     }
-    if let (Some(w), Some(r)) = (r.store_writes_per_subagent, r.task_reads_per_subagent) {
-        println!("  store     {w:.2} writes, {r:.2} reads of a task per sub-agent (most of a run)");
+    if let (Some(w), Some(r), Some(c)) = (
+        r.store_writes_per_subagent,
+        r.task_reads_per_subagent,
+        r.store_commits_per_subagent,
+    ) {
+        println!(
+            "  store     {w:.2} writes in {c:.2} commits, {r:.2} reads of a task per sub-agent (most of a run)"
+        );
     }
     println!(
         "  requests  scenario {:?} per run (checked), floor {} per run (checked)",
@@ -505,6 +516,11 @@ mod tests {
             assert!(
                 (least..=least + 2.0).contains(&writes),
                 "{variant:?}: {writes} writes per sub-agent"
+            );
+            let commits = r.store_commits_per_subagent.unwrap();
+            assert!(
+                commits > 0.0 && commits <= writes,
+                "{variant:?}: {commits} commits for {writes} writes per sub-agent"
             );
             let reads = r.task_reads_per_subagent.unwrap();
             assert!(reads <= 1.0, "{variant:?}: {reads} reads per sub-agent");

@@ -209,6 +209,7 @@ pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
         crate::wiring::StoreCounts {
             writes: now.writes.saturating_sub(before.writes),
             task_reads: now.task_reads.saturating_sub(before.task_reads),
+            commits: now.commits.saturating_sub(before.commits),
         }
     });
 

@@ -102,6 +102,8 @@ pub struct StoreCounts {
     pub writes: u64,
     /// Reads of a task by id asked for.
     pub task_reads: u64,
+    /// Batches the writer committed (a batch of one write counts once).
+    pub commits: u64,
 }
 
 impl OpenedStore {
@@ -110,6 +112,7 @@ impl OpenedStore {
         StoreCounts {
             writes: self.sql.write_stats().writes,
             task_reads: self.sql.read_stats().gets,
+            commits: self.sql.write_stats().batches,
         }
     }
 }
