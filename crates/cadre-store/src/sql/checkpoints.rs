@@ -6,6 +6,8 @@ use super::conn::Arg;
 use crate::error::{StoreError, StoreResult};
 use crate::model::Checkpoint;
 use cadre_types::{Message, Usage};
+use std::borrow::Cow;
+use std::sync::LazyLock;
 
 /// Messages per statement (each binds one parameter).
 const CHUNK: usize = 500;
@@ -36,6 +38,27 @@ fn append_sql(n: usize) -> String {
            AND ($3 = 0 OR EXISTS (SELECT 1 FROM task_checkpoints c \
                                   WHERE c.task_id = $1 AND c.generation = $2 AND c.seq = $3 - 1))"
     )
+}
+
+/// Messages an append usually holds: a reply (with the prompt, the first time) or a turn's
+/// tool results.
+const USUAL: usize = 4;
+
+/// The appends of 1 to [`USUAL`] messages, built once.
+static APPENDS: LazyLock<Vec<String>> = LazyLock::new(|| (1..=USUAL).map(append_sql).collect());
+
+/// The statement appending `n` messages.
+fn append_of(n: usize) -> Cow<'static, str> {
+    match APPENDS.get(n.wrapping_sub(1)) {
+        Some(sql) => Cow::Borrowed(sql.as_str()),
+        None => Cow::Owned(append_sql(n)),
+    }
+}
+
+/// The appends SQLite's writer prepares as it opens: each child's first checkpoints
+/// otherwise paid for parsing them (a statement with three subqueries) within its turn.
+pub(super) fn hot_writes_sqlite() -> Vec<String> {
+    APPENDS.clone()
 }
 
 fn to_i64(v: u64) -> i64 {
@@ -77,7 +100,7 @@ impl SqlStore {
             for m in chunk {
                 args.push(json(id, "message", m)?.into());
             }
-            let sql = append_sql(chunk.len());
+            let sql = append_of(chunk.len());
             let written = on_writer!(&self.db, (sql, args), |p, (sql, args)| p
                 .execute(sql, args)
                 .await?);

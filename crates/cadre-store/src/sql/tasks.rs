@@ -182,6 +182,7 @@ pub(super) fn hot_writes_sqlite() -> Vec<String> {
             TAKE_FINISHED.clone(),
         ])
         .chain(super::children::hot_writes_sqlite())
+        .chain(super::checkpoints::hot_writes_sqlite())
         .collect()
 }
 
