@@ -156,7 +156,8 @@ pub trait TaskStore: Send + Sync {
     /// Fail local pending/running tasks whose last heartbeat (or creation, if never beaten)
     /// is older than `orphan_timeout`, with `executor lost: no heartbeat since <time>`.
     /// Remote-transport tasks are never swept, nor tasks whose orphan policy is `resume`
-    /// (they are left for [`adopt`](Self::adopt)). Returns the failed ids.
+    /// (they are left for [`adopt`](Self::adopt)). Also deletes what is left of ended tasks'
+    /// checkpoints (never read once a task ends). Returns the failed ids.
     async fn sweep(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>>;
 
     /// Orphans left for adoption: local pending/running tasks whose policy is `resume` and
@@ -184,7 +185,8 @@ pub trait TaskStore: Send + Sync {
     /// Fail the local pending/running tasks of `node` whose process is gone, with
     /// `executor died: cadre restarted on <node>`; call on start. Tasks of a sibling process
     /// that is still alive on this machine are left alone, and so are tasks whose orphan
-    /// policy is `resume` (adopted once their heartbeat is old). Returns the failed ids.
+    /// policy is `resume` (adopted once their heartbeat is old). Like
+    /// [`sweep`](Self::sweep), deletes ended tasks' checkpoints. Returns the failed ids.
     async fn recover_node(&self, node: &NodeId) -> StoreResult<Vec<String>>;
 
     /// Ids of `node`'s non-terminal tasks whose cancellation is requested, as they appear
@@ -211,7 +213,8 @@ pub trait TaskStore: Send + Sync {
         usage: Usage,
     ) -> StoreResult<()>;
 
-    /// The newest generation of a task's checkpoint; `None` when nothing is stored.
+    /// The newest generation of a task's checkpoint; `None` when nothing is stored or the
+    /// task has ended.
     async fn read_checkpoint(&self, id: &str) -> StoreResult<Option<Checkpoint>>;
 
     /// Add a live child; `LabelInUse` when its label is taken in the parent session

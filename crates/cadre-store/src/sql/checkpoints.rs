@@ -1,5 +1,6 @@
 //! Checkpoints: a child's conversation appended at each turn boundary, one statement per
-//! append, and read back whole by whichever node continues the task.
+//! append, and read back whole by whichever node continues the task. An ended task's
+//! checkpoint is no longer read, and the sweep deletes it.
 
 use super::SqlStore;
 use super::conn::Arg;
@@ -129,6 +130,21 @@ impl SqlStore {
         Ok(())
     }
 
+    /// Delete the checkpoints of ended tasks (the sweep's; an ended task's checkpoint is
+    /// never read, and one statement deletes a sweep interval's worth of them). How many
+    /// messages went.
+    pub(super) async fn purge_ended_checkpoints(&self) -> StoreResult<u64> {
+        on_writer!(&self.db, (), |p, _| p
+            .execute(
+                "DELETE FROM task_checkpoints WHERE task_id IN \
+                   (SELECT t.id FROM tasks t \
+                    WHERE t.id IN (SELECT DISTINCT task_id FROM task_checkpoints) \
+                      AND t.status NOT IN ('pending', 'running'))",
+                &[],
+            )
+            .await?)
+    }
+
     pub(super) async fn read_checkpoint_rows(&self, id: &str) -> StoreResult<Option<Checkpoint>> {
         let rows: Vec<(i64, String, String)> = self
             .db
@@ -136,6 +152,8 @@ impl SqlStore {
                 "SELECT generation, message, usage FROM task_checkpoints WHERE task_id = $1 \
                    AND generation = (SELECT MAX(generation) FROM task_checkpoints \
                                      WHERE task_id = $1) \
+                   AND EXISTS (SELECT 1 FROM tasks WHERE id = $1 \
+                                 AND status IN ('pending', 'running')) \
                  ORDER BY seq",
                 vec![id.into()],
             )

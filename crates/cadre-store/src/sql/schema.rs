@@ -6,7 +6,9 @@
 //! `0006_adoption.sql` (owner epochs and orphan policies), `0007_served.sql` (what `cadre
 //! serve` keeps of its tasks), `0008_depth.sql` (the spawn depth of a task's child) and
 //! `0009_owners.sql` (a task's owners over time) are shared again. SQLite's version 10
-//! rewrites its status checks for speed (`migrations/sqlite/`). Applying is serialised
+//! rewrites its status checks for speed (`migrations/sqlite/`). Version 11 drops the
+//! checkpoint cleanup trigger in each dialect (the sweep deletes ended tasks' checkpoints in
+//! bulk). Applying is serialised
 //! between processes: SQLite takes the write lock up front (`BEGIN IMMEDIATE`), PostgreSQL a
 //! transaction-scoped advisory lock, so several `cadre` processes starting at once apply
 //! each migration exactly once.
@@ -73,6 +75,9 @@ const PLAIN_STATUS_CHECKS: Migration = Migration {
     sql: include_str!("../../migrations/sqlite/0010_plain_status_checks.sql"),
 };
 
+/// Version 11: no checkpoint cleanup trigger, each in its dialect.
+const CHECKPOINTS_SWEPT: &str = "checkpoints_swept";
+
 /// Migrations of the SQLite backend (version 2 is PostgreSQL's own).
 pub const SQLITE_MIGRATIONS: &[Migration] = &[
     INIT,
@@ -88,6 +93,11 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
     DEPTH,
     OWNERS,
     PLAIN_STATUS_CHECKS,
+    Migration {
+        version: 11,
+        name: CHECKPOINTS_SWEPT,
+        sql: include_str!("../../migrations/sqlite/0011_checkpoints_swept.sql"),
+    },
 ];
 
 /// Migrations of the PostgreSQL backend.
@@ -109,6 +119,11 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
     SERVED,
     DEPTH,
     OWNERS,
+    Migration {
+        version: 11,
+        name: CHECKPOINTS_SWEPT,
+        sql: include_str!("../../migrations/postgres/0011_checkpoints_swept.sql"),
+    },
 ];
 
 /// Advisory lock key for migrations ("cadre" in ASCII).
@@ -217,15 +232,15 @@ mod tests {
     #[test]
     fn pending_checks_names_and_versions() {
         let all = POSTGRES_MIGRATIONS;
-        assert_eq!(pending(all, &[]).unwrap().len(), 9);
+        assert_eq!(pending(all, &[]).unwrap().len(), 10);
         assert_eq!(pending(all, &[(1, "init".into())]).unwrap()[0].version, 2);
-        // SQLite has no version 2: a database at 1 gets 3 to 10.
+        // SQLite has no version 2: a database at 1 gets 3 to 11.
         let sqlite = pending(SQLITE_MIGRATIONS, &[(1, "init".into())]).unwrap();
         assert_eq!(
             sqlite.iter().map(|m| m.version).collect::<Vec<_>>(),
-            [3, 4, 5, 6, 7, 8, 9, 10]
+            [3, 4, 5, 6, 7, 8, 9, 10, 11]
         );
         assert!(pending(all, &[(1, "other".into())]).is_err());
-        assert!(pending(all, &[(10, "future".into())]).is_err());
+        assert!(pending(all, &[(12, "future".into())]).is_err());
     }
 }

@@ -114,11 +114,15 @@ impl TaskStore for SqlStore {
     }
 
     async fn sweep(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>> {
-        self.sweep_orphans(orphan_timeout).await
+        let swept = self.sweep_orphans(orphan_timeout).await?;
+        self.purge_ended_checkpoints().await?;
+        Ok(swept)
     }
 
     async fn recover_node(&self, node: &NodeId) -> StoreResult<Vec<String>> {
-        self.recover(node).await
+        let failed = self.recover(node).await?;
+        self.purge_ended_checkpoints().await?;
+        Ok(failed)
     }
 
     async fn resumable_orphans(&self, orphan_timeout: Duration) -> StoreResult<Vec<TaskRecord>> {

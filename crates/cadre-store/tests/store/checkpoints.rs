@@ -1,10 +1,10 @@
 //! Checkpoints: appended in order and read back whole by another node, refused when they do
 //! not continue what is stored or the task has ended, replaced by a compaction's generation,
-//! and gone when the task ends (whoever ends it: the database's trigger does it).
+//! unreadable once the task ends (whoever ends it), and deleted by the next sweep.
 
-use crate::both_backends;
 use crate::common::{Fixture, Kind};
-use cadre_store::{NewTask, StoreError, Transition};
+use crate::{both_backends, sql_backends};
+use cadre_store::{NewTask, NodeId, StoreError, Transition};
 use cadre_types::{Message, ToolCall, Usage};
 
 fn usage(input: u64) -> Usage {
@@ -159,7 +159,75 @@ async fn long_checkpoints_keep_their_order(kind: Kind) {
     assert_eq!(a.read_checkpoint(&id).await.unwrap(), None);
 }
 
+/// The rows of task `id`'s checkpoint in the SQL database of `fx`.
+async fn checkpoint_rows(fx: &Fixture, kind: &Kind, id: &str) -> i64 {
+    use sqlx::{Connection, Row};
+    let sql = "SELECT count(*) FROM task_checkpoints WHERE task_id = $1";
+    match kind {
+        Kind::Sqlite => {
+            let mut c = sqlx::SqliteConnection::connect(&fx.url).await.unwrap();
+            sqlx::query(sql)
+                .bind(id)
+                .fetch_one(&mut c)
+                .await
+                .unwrap()
+                .get(0)
+        }
+        Kind::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&fx.url).await.unwrap();
+            sqlx::query(sql)
+                .bind(id)
+                .fetch_one(&mut c)
+                .await
+                .unwrap()
+                .get(0)
+        }
+        Kind::Memory => unreachable!("the memory store has no rows"),
+    }
+}
+
+/// An ended task's checkpoint is unreadable at once and its rows go with the next sweep (or
+/// the next start's recovery); an active task's stay.
+async fn a_sweep_deletes_the_checkpoints_of_ended_tasks(kind: Kind) {
+    let sqlite = matches!(kind, Kind::Sqlite);
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let kind = if sqlite { Kind::Sqlite } else { Kind::Postgres };
+    let a = fx.open("node-a").await;
+    let ended = a.create(&NewTask::new("w", "s", "p")).await.unwrap().id;
+    let active = a.create(&NewTask::new("w", "s", "q")).await.unwrap().id;
+    for id in [&ended, &active] {
+        a.transition(id, Transition::running()).await.unwrap();
+        a.append_checkpoint(id, 0, 0, 0, &turn_one(), usage(1))
+            .await
+            .unwrap();
+    }
+    a.transition(&ended, Transition::completed("done"))
+        .await
+        .unwrap();
+    assert_eq!(a.read_checkpoint(&ended).await.unwrap(), None);
+
+    a.sweep(std::time::Duration::from_secs(3600)).await.unwrap();
+    assert_eq!(checkpoint_rows(&fx, &kind, &ended).await, 0);
+    assert_eq!(
+        checkpoint_rows(&fx, &kind, &active).await,
+        turn_one().len() as i64
+    );
+    let cp = a.read_checkpoint(&active).await.unwrap().expect("kept");
+    assert_eq!(cp.messages, turn_one());
+
+    // A start's recovery deletes them too.
+    a.transition(&active, Transition::failed("x"))
+        .await
+        .unwrap();
+    a.recover_node(&NodeId::new("node-a")).await.unwrap();
+    assert_eq!(checkpoint_rows(&fx, &kind, &active).await, 0);
+}
+
 both_backends!(
     checkpoints_append_in_order,
     long_checkpoints_keep_their_order
 );
+
+sql_backends!(a_sweep_deletes_the_checkpoints_of_ended_tasks);

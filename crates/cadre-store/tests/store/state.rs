@@ -534,9 +534,15 @@ async fn a_version_9_database_keeps_its_rows_and_rules_through_the_rebuild() {
     let checkpoints = "SELECT count(*) FROM task_checkpoints WHERE task_id = 'task_run'";
     let n: i64 = count(checkpoints).fetch_one(&mut raw).await.unwrap().get(0);
     assert_eq!(n, 2, "the checkpoint survived the rebuild");
-    // The cleanup trigger was made again: the task's end removes its checkpoint.
+    // The task's end makes its checkpoint unreadable at once, and the next sweep deletes it
+    // (version 11 dropped the trigger the rebuild made again).
     store
         .transition("task_run", Transition::completed("done").fenced(1))
+        .await
+        .unwrap();
+    assert_eq!(store.read_checkpoint("task_run").await.unwrap(), None);
+    store
+        .sweep(std::time::Duration::from_secs(3600))
         .await
         .unwrap();
     let n: i64 = count(checkpoints).fetch_one(&mut raw).await.unwrap().get(0);
