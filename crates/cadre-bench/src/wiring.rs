@@ -109,10 +109,11 @@ pub struct StoreCounts {
 impl OpenedStore {
     /// The counters so far.
     pub fn counts(&self) -> StoreCounts {
+        let written = self.sql.write_stats();
         StoreCounts {
-            writes: self.sql.write_stats().writes,
+            writes: written.writes,
             task_reads: self.sql.read_stats().gets,
-            commits: self.sql.write_stats().batches,
+            commits: written.batches,
         }
     }
 }

@@ -8,10 +8,9 @@
 //! `0009_owners.sql` (a task's owners over time) are shared again. SQLite's version 10
 //! rewrites its status checks for speed (`migrations/sqlite/`). Version 11 drops the
 //! checkpoint cleanup trigger in each dialect (the sweep deletes ended tasks' checkpoints in
-//! bulk). Applying is serialised
-//! between processes: SQLite takes the write lock up front (`BEGIN IMMEDIATE`), PostgreSQL a
-//! transaction-scoped advisory lock, so several `cadre` processes starting at once apply
-//! each migration exactly once.
+//! bulk). Applying is serialised between processes: SQLite takes the write lock up front
+//! (`BEGIN IMMEDIATE`), PostgreSQL a transaction-scoped advisory lock, so several `cadre`
+//! processes starting at once apply each migration exactly once.
 use crate::error::{StoreError, StoreResult};
 use sqlx::{Connection, Executor, PgConnection, Row, SqliteConnection};
 

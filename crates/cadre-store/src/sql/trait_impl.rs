@@ -115,13 +115,13 @@ impl TaskStore for SqlStore {
 
     async fn sweep(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>> {
         let swept = self.sweep_orphans(orphan_timeout).await?;
-        self.purge_ended_checkpoints().await?;
+        self.purge_ended_checkpoints_logged().await;
         Ok(swept)
     }
 
     async fn recover_node(&self, node: &NodeId) -> StoreResult<Vec<String>> {
         let failed = self.recover(node).await?;
-        self.purge_ended_checkpoints().await?;
+        self.purge_ended_checkpoints_logged().await;
         Ok(failed)
     }
 
