@@ -243,3 +243,59 @@ async fn read_many(
     }
     Ok(by_id)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{NewTask, NodeId, TaskStore};
+
+    /// The reads waiting in the queue when it is served go out as one statement, each
+    /// answered with its own task or none. (Asked from another thread, how many wait
+    /// depends on how the two threads are scheduled; here all of them are queued first.)
+    #[tokio::test]
+    async fn reads_queued_before_the_queue_is_served_share_one_statement() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = super::super::open_sqlite(&dir.path().join("t.db"), NodeId::new("n"))
+            .await
+            .unwrap();
+        let mut ids = Vec::new();
+        for i in 0..8 {
+            let task = store
+                .create(&NewTask::new("a", "s", &format!("p{i}")))
+                .await;
+            ids.push(task.unwrap().id);
+        }
+        let super::super::Db::Sqlite { readers, .. } = &store.db else {
+            unreachable!("opened on SQLite")
+        };
+        let asked: Vec<String> = ids
+            .iter()
+            .cloned()
+            .chain(["nope".to_string(), "it's \"quoted\"".to_string()])
+            .collect();
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let mut answers = Vec::new();
+        for id in &asked {
+            let (reply, answer) = oneshot::channel();
+            let ask = Ask {
+                id: id.clone(),
+                reply,
+            };
+            tx.try_send(ask).unwrap();
+            answers.push(answer);
+        }
+        drop(tx);
+        let counters = Arc::new(Counters::default());
+        serve(Source::Sqlite(readers.clone()), 2, rx, counters.clone()).await;
+        assert_eq!(counters.statements.load(Ordering::Relaxed), 1);
+        for (id, answer) in asked.iter().zip(answers) {
+            let row = answer.await.unwrap().unwrap();
+            let got: Option<String> = row.map(|r| r.try_get("id").unwrap());
+            match ids.contains(id) {
+                true => assert_eq!(got.as_ref(), Some(id)),
+                false => assert_eq!(got, None, "{id}"),
+            }
+        }
+        store.close().await;
+    }
+}
