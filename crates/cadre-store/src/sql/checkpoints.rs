@@ -1,9 +1,10 @@
 //! Checkpoints: a child's conversation appended at each turn boundary, one statement per
-//! append, and read back whole by whichever node continues the task. An ended task's
-//! checkpoint is no longer read, and the sweep deletes it.
+//! append (on PostgreSQL, one for the appends queued together), and read back whole by
+//! whichever node continues the task. An ended task's checkpoint is no longer read, and the
+//! sweep deletes it.
 
-use super::SqlStore;
-use super::conn::Arg;
+use super::conn::{Arg, Shared};
+use super::{Backend, SqlStore};
 use crate::error::{StoreError, StoreResult};
 use crate::model::Checkpoint;
 use cadre_types::{Message, Usage};
@@ -40,6 +41,46 @@ fn append_sql(n: usize) -> String {
                                   WHERE c.task_id = $1 AND c.generation = $2 AND c.seq = $3 - 1))"
     )
 }
+
+/// PostgreSQL's append, from the rows `a` of `$src` (an append each: `task_id`,
+/// `generation`, `start`, `usage`, `epoch`, and `messages`, a JSON array of each message's
+/// JSON text), written on the conditions of [`append_sql`] for each append.
+macro_rules! append_pg {
+    ($src:literal, $returning:literal) => {
+        concat!(
+            "INSERT INTO task_checkpoints (task_id, generation, seq, message, usage) \
+             SELECT a.task_id, a.generation, a.start + m.k - 1, m.message, a.usage ",
+            $src,
+            " CROSS JOIN LATERAL json_array_elements_text(a.messages::json) \
+                 WITH ORDINALITY AS m(message, k) \
+             WHERE EXISTS (SELECT 1 FROM tasks t WHERE t.id = a.task_id \
+                             AND t.owner_epoch = a.epoch AND t.status IN ('pending', 'running')) \
+               AND NOT EXISTS (SELECT 1 FROM task_checkpoints c \
+                               WHERE c.task_id = a.task_id AND c.generation > a.generation) \
+               AND (a.start = 0 OR EXISTS (SELECT 1 FROM task_checkpoints c \
+                                           WHERE c.task_id = a.task_id \
+                                             AND c.generation = a.generation \
+                                             AND c.seq = a.start - 1))",
+            $returning
+        )
+    };
+}
+
+/// PostgreSQL's append of one chunk: `$1` task, `$2` generation, `$3` start, `$4` usage,
+/// `$5` epoch, `$6` the messages. The appends of several children queued together (their
+/// turns end together in a fan-out) are one statement, a round trip for all of them.
+static APPEND_PG: Shared = Shared {
+    one: append_pg!(
+        "FROM (SELECT $1::text, $2::int8, $3::int8, $4::text, $5::int8, $6::text) \
+           AS a(task_id, generation, start, usage, epoch, messages)",
+        ""
+    ),
+    many: append_pg!(
+        "FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[], $5::int8[], $6::text[]) \
+           AS a(task_id, generation, start, usage, epoch, messages)",
+        " RETURNING task_id"
+    ),
+};
 
 /// Messages an append usually holds: a reply (with the prompt, the first time) or a turn's
 /// tool results.
@@ -91,23 +132,12 @@ impl SqlStore {
         };
         let mut at = start;
         for chunk in messages.chunks(CHUNK) {
-            let mut args: Vec<Arg> = vec![
-                id.into(),
-                to_i64(generation).into(),
-                to_i64(at).into(),
-                (&usage).into(),
-                to_i64(epoch).into(),
-            ];
-            for m in chunk {
-                args.push(json(id, "message", m)?.into());
-            }
-            let sql = append_of(chunk.len());
-            let written = on_writer!(&self.db, (sql, args), |p, (sql, args)| p
-                .execute(sql, args)
-                .await?);
-            match written {
-                Ok(n) if n == chunk.len() as u64 => {}
-                Ok(_) => return Err(refused(at)),
+            match self
+                .append_chunk(id, epoch, generation, at, chunk, &usage)
+                .await
+            {
+                Ok(0) => return Err(refused(at)),
+                Ok(_) => {}
                 // A start inside the stored generation, or a task that is gone (SQLite checks
                 // the foreign key).
                 Err(e) if e.is_unique_violation() || e.is_foreign_key_violation() => {
@@ -128,6 +158,43 @@ impl SqlStore {
             at += chunk.len() as u64;
         }
         Ok(())
+    }
+
+    /// Append `chunk` at `at` in one statement: the rows written, all of the chunk's or none
+    /// (the append was refused).
+    async fn append_chunk(
+        &self,
+        id: &str,
+        epoch: u64,
+        generation: u64,
+        at: u64,
+        chunk: &[Message],
+        usage: &str,
+    ) -> StoreResult<u64> {
+        let mut args: Vec<Arg> = vec![
+            id.into(),
+            to_i64(generation).into(),
+            to_i64(at).into(),
+            usage.into(),
+            to_i64(epoch).into(),
+        ];
+        let messages = chunk.iter().map(|m| json(id, "message", m));
+        match self.backend() {
+            Backend::Postgres => {
+                let messages = messages.collect::<StoreResult<Vec<String>>>()?;
+                args.push(json(id, "messages", &messages)?.into());
+                self.db.writer().write_row(&APPEND_PG, args).await
+            }
+            Backend::Sqlite => {
+                for m in messages {
+                    args.push(m?.into());
+                }
+                let sql = append_of(chunk.len());
+                on_writer!(&self.db, (sql, args), |p, (sql, args)| p
+                    .execute(sql, args)
+                    .await?)
+            }
+        }
     }
 
     /// Delete the checkpoints of ended tasks (the sweep's; an ended task's checkpoint is

@@ -437,6 +437,94 @@ async fn futures_results<T: Send + 'static>(
 
 sql_backends!(deliveries_and_live_children_written_together_share_one_statement_on_postgres);
 
+/// A message whose JSON has what a statement carrying it must keep exactly: quotes,
+/// backslashes, a newline, non-ASCII text.
+fn odd_message(i: usize) -> cadre_types::Message {
+    cadre_types::Message::user(format!("m{i} \"q\" \\ back\\slash\nline é ✓ {{}}"))
+}
+
+/// Checkpoint appends queued together: on PostgreSQL one statement for all of them up to a
+/// task appended twice (the second starts another), each append still written whole or
+/// refused on its own conditions; SQLite runs each append's statement.
+async fn checkpoint_appends_written_together_share_one_statement_on_postgres(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let store = Arc::new(fx.open_sql("n").await);
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let id = store
+            .create(&NewTask::new("w", "s", &format!("t{i}")))
+            .await
+            .unwrap()
+            .id;
+        store.transition(&id, Transition::running()).await.unwrap();
+        ids.push(id);
+    }
+    let m: Vec<_> = (0..6).map(odd_message).collect();
+    let usage = cadre_types::Usage::default();
+    store
+        .append_checkpoint(&ids[1], 0, 0, 0, &m[..2], usage)
+        .await
+        .unwrap();
+    store
+        .transition(&ids[4], Transition::completed("done"))
+        .await
+        .unwrap();
+
+    let before = store.write_stats();
+    let (blocker, first) = behind_a_lock(&fx, kind, &store, first_create(&store)).await;
+    let append = |i: usize, epoch: u64, start: u64, msgs: std::ops::Range<usize>| {
+        let (s, id, msgs) = (store.clone(), ids[i].clone(), m[msgs].to_vec());
+        async move {
+            s.append_checkpoint(&id, epoch, 0, start, &msgs, cadre_types::Usage::default())
+                .await
+        }
+    };
+    // In this order: a first append, a continuation, one leaving a gap, one at another
+    // owner epoch, one for an ended task, and a second append of the first task.
+    let fresh = queue_next(&store, append(0, 0, 0, 0..2)).await;
+    let continued = queue_next(&store, append(1, 0, 2, 2..3)).await;
+    let gap = queue_next(&store, append(2, 0, 5, 0..1)).await;
+    let stale = queue_next(&store, append(3, 7, 0, 0..1)).await;
+    let ended = queue_next(&store, append(4, 0, 0, 0..1)).await;
+    let again = queue_next(&store, append(0, 0, 2, 2..6)).await;
+    blocker.release().await;
+
+    first.await.unwrap().unwrap();
+    fresh.await.unwrap().expect("a first append");
+    continued.await.unwrap().expect("a continuation");
+    again
+        .await
+        .unwrap()
+        .expect("a continuation in the same batch");
+    for (what, refused) in [("a gap", gap), ("another epoch", stale), ("ended", ended)] {
+        match refused.await.unwrap() {
+            Err(StoreError::CheckpointRefused { .. }) => {}
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    let read = |i: usize| {
+        let (s, id) = (store.clone(), ids[i].clone());
+        async move { s.read_checkpoint(&id).await.unwrap().map(|c| c.messages) }
+    };
+    assert_eq!(read(0).await.as_deref(), Some(&m[..]));
+    assert_eq!(read(1).await.as_deref(), Some(&m[..3]));
+    assert_eq!(read(2).await, None);
+    assert_eq!(read(3).await, None);
+    let after = store.write_stats();
+    assert_eq!(after.writes - before.writes, 1 + 6, "{after:?}");
+    // The first write alone, then one batch: on PostgreSQL one statement for the first
+    // five appends and one for the first task's second.
+    let batch_runs = match kind {
+        Kind::Postgres => 2,
+        _ => 6,
+    };
+    assert_eq!(after.runs - before.runs, 1 + batch_runs, "{after:?}");
+}
+
+sql_backends!(checkpoint_appends_written_together_share_one_statement_on_postgres);
+
 const READS: usize = 64;
 
 /// Create `READS / 2` tasks; their ids, and the `READS` ids to read: each task twice, then
