@@ -11,10 +11,11 @@ use cadre_types::{Message, Usage};
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
-/// Messages per statement (each binds one parameter).
+/// Messages per statement (on SQLite each binds one parameter).
 const CHUNK: usize = 500;
 
-/// The append of `n` messages as one `INSERT … SELECT`: it writes all of them or nothing.
+/// SQLite's append of `n` messages as one `INSERT … SELECT`: it writes all of them or
+/// nothing.
 /// The rows are written only when the task is active, no newer generation is stored, and
 /// the append starts where the stored generation ends (the row before it exists; the
 /// primary key refuses a start inside it), and the writer holds the task's owner epoch.

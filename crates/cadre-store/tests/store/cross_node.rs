@@ -81,15 +81,13 @@ async fn wait_for_other_node(kind: Kind) {
     let rec = rec.expect("terminal record");
     assert_eq!(rec.status, TaskStatus::Completed);
     assert_eq!(rec.result.as_deref(), Some("the answer"));
-    // Already terminal: immediate.
-    let t = Instant::now();
+    // Already terminal: answered without waiting at all (no time to wait is given).
     assert!(
-        b.wait_terminal(&id, Duration::from_secs(5))
+        b.wait_terminal(&id, Duration::ZERO)
             .await
             .unwrap()
             .is_some()
     );
-    assert!(t.elapsed() < Duration::from_millis(200));
 }
 
 both_backends!(cancel_reaches_owner, wait_for_other_node);
