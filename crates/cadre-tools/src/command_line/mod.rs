@@ -7,6 +7,7 @@
 //! The syntax is brush-parser's; this module only reads its tree. The semantics the policy
 //! builds on these facts are documented in `docs/configuration.md`.
 
+mod guards;
 mod resolve;
 mod walk;
 mod words;
