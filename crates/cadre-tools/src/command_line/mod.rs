@@ -7,8 +7,12 @@
 //! The syntax is brush-parser's; this module only reads its tree. The semantics the policy
 //! builds on these facts are documented in `docs/configuration.md`.
 
+mod builtins;
+mod git;
 mod guards;
+mod programs;
 mod resolve;
+mod sed;
 mod walk;
 mod words;
 
@@ -189,5 +193,7 @@ fn join<'a>(words: impl Iterator<Item = &'a Word>) -> String {
     out
 }
 
+#[cfg(test)]
+mod fail_closed_tests;
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! redirect and what cannot be known before the line runs.
 
 use super::words::{Word, WordKind, analyse};
-use super::{CommandLine, MAX_DEPTH, SimpleCommand, guards, resolve};
+use super::{CommandLine, MAX_DEPTH, SimpleCommand, builtins, guards, resolve};
 use brush_parser::ast::{
     self, Command, CommandPrefixOrSuffixItem, CompoundCommand, CompoundList, ExtendedTestExpr,
     IoFileRedirectKind, IoFileRedirectTarget, IoRedirect, Pipeline,
@@ -169,6 +169,7 @@ impl Walker {
                 // The loop assigns its variable (`for PATH in /tmp`), which no per-command
                 // rule sees.
                 self.not_per_command = true;
+                builtins::assigned(&f.variable_name, self);
                 for w in f.values.iter().flatten() {
                     analyse(&w.value, self);
                 }
@@ -209,8 +210,15 @@ impl Walker {
                 self.test(b);
             }
             ExtendedTestExpr::Not(e) | ExtendedTestExpr::Parenthesized(e) => self.test(e),
-            ExtendedTestExpr::UnaryTest(_, w) => {
-                analyse(&w.value, self);
+            ExtendedTestExpr::UnaryTest(op, w) => {
+                let word = analyse(&w.value, self);
+                if matches!(
+                    op,
+                    ast::UnaryPredicate::ShellVariableIsSetAndAssigned
+                        | ast::UnaryPredicate::ShellVariableIsSetAndNameRef
+                ) {
+                    builtins::check("test", &[Word::new("-v", WordKind::Literal), word], self);
+                }
             }
             ExtendedTestExpr::BinaryTest(op, a, b) => {
                 use ast::BinaryPredicate as B;
@@ -256,8 +264,11 @@ impl Walker {
                             analyse(&value.value, self);
                         }
                     }
-                    if matches!(assignment.name, ast::AssignmentName::ArrayElementName(..)) {
-                        self.unknown("an array subscript (arithmetic evaluation)");
+                    match &assignment.name {
+                        ast::AssignmentName::ArrayElementName(..) => {
+                            self.unknown("an array subscript (arithmetic evaluation)")
+                        }
+                        ast::AssignmentName::VariableName(name) => builtins::assigned(name, self),
                     }
                     let word = analyse(&w.value, self);
                     if words.is_empty() {
@@ -305,10 +316,11 @@ impl Walker {
                 }
             },
             IoRedirect::HereDocument(_, doc) => {
+                // Bash removes each backslash-newline of an unquoted body before expanding
+                // it, so `$\⏎(cmd)` is a substitution.
+                let body = without_continuations(&doc.doc.value);
                 if doc.requires_expansion
-                    && ["$(", "`", "$[", "${"]
-                        .iter()
-                        .any(|c| doc.doc.value.contains(c))
+                    && ["$(", "`", "$[", "${"].iter().any(|c| body.contains(c))
                 {
                     self.unknown("a here-document with substitutions");
                 }
@@ -330,6 +342,28 @@ impl Walker {
 enum Item<'a> {
     Word(&'a ast::Word),
     Part(&'a CommandPrefixOrSuffixItem),
+}
+
+/// `body` with each backslash-newline removed, as bash reads an unquoted here-document (a
+/// backslash escaping a backslash is kept with it).
+fn without_continuations(body: &str) -> String {
+    let mut out = String::with_capacity(body.len());
+    let mut chars = body.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('\n') => {}
+            Some(next) => {
+                out.push(c);
+                out.push(next);
+            }
+            None => out.push(c),
+        }
+    }
+    out
 }
 
 fn is_dev_null(word: &Word) -> bool {
