@@ -336,3 +336,22 @@ fn ordinary_lines_stay_known_and_allowable() {
         assert_eq!(parsed.unknown(), None, "{line:?}");
     }
 }
+
+/// After a wrapper every word may be the command word, so each is checked as one: past
+/// [`MAX_WRAPPED_POSITIONS`] words the line is unknown instead, so checking a long line made
+/// of checked programs (`sudo declare declare …`) stays linear.
+#[test]
+fn a_wrapper_with_too_many_words_is_unknown_instead_of_checked_word_by_word() {
+    let words = |n: usize| format!("sudo {}", vec!["declare"; n].join(" "));
+    assert_eq!(
+        CommandLine::parse(&words(MAX_WRAPPED_POSITIONS - 1)).unknown(),
+        None
+    );
+    assert!(
+        CommandLine::parse(&words(MAX_WRAPPED_POSITIONS + 1))
+            .unknown()
+            .is_some()
+    );
+    // Without a wrapper only the first word is a command word: any length is checked.
+    assert_eq!(CommandLine::parse(&words(200)[5..]).unknown(), None);
+}

@@ -14,6 +14,10 @@ const WRAPPERS: &[&str] = &[
     "timeout", "unbuffer", "unshare", "xargs",
 ];
 
+/// Words after a wrapper checked as the command it runs; a longer wrapped command is
+/// unknown, so the checks (each reads the words after it) stay linear in the line.
+pub(crate) const MAX_WRAPPED_POSITIONS: usize = 32;
+
 /// Shells, whose `-c` takes code.
 pub(super) const SHELLS: &[&str] = &[
     "ash", "bash", "dash", "fish", "ksh", "mksh", "posh", "sh", "yash", "zsh",
@@ -98,7 +102,11 @@ pub(super) fn code_in_arguments(cmd: &SimpleCommand, walker: &mut Walker) {
     {
         return;
     }
-    for start in command_positions(&cmd.words) {
+    let positions = command_positions(&cmd.words);
+    if positions.len() > MAX_WRAPPED_POSITIONS {
+        walker.unknown("a wrapped command has too many words to check each as the command it runs");
+    }
+    for start in positions.into_iter().take(MAX_WRAPPED_POSITIONS) {
         let words = &cmd.words[start..];
         let Some(name) = command_name(&words[0]) else {
             continue;
