@@ -100,6 +100,13 @@ fn code_fed_to_a_shell_on_stdin_or_sourced_is_unknown() {
             "bash <(echo 'touch /tmp/p')",
             "exec > >(bash); echo 'touch /tmp/p'",
             "coproc bash",
+            // Hostile spellings of the shell.
+            "echo 'touch /tmp/p' | \\bash",
+            "echo 'touch /tmp/p' | b''ash",
+            "echo 'touch /tmp/p' | \"/bin/ba\"sh",
+            "echo 'touch /tmp/p' | command -p bash",
+            "echo 'touch /tmp/p' | sudo -u root env -i /usr/bin/bash",
+            "echo 'touch /tmp/p' | exec -a x bash",
         ],
         unknown,
     );
@@ -207,6 +214,13 @@ fn programs_that_run_command_strings_are_unknown_or_walked() {
             "sed -ne 'p;e touch /tmp/p' f",
             "sed \"$S\" f",
             "python3 -c 'import os; os.system(\"touch /tmp/p\")'",
+            "\"py\"thon3 -c 1",
+            "/usr/bin/env python3 -c 1",
+            "python3 -W error -c 1",
+            "python3 -Werror -c 1",
+            "sudo -u root perl -e 1",
+            "git -C . --git-dir=.git -c alias.x='!touch /tmp/p' x",
+            "\\git -c alias.x='!touch /tmp/p' x",
             "python -Sc 'print(1)'",
             "echo 'import os' | python3",
             "python3 - <<< 'print(1)'",
@@ -331,6 +345,8 @@ fn ordinary_lines_stay_known_and_allowable() {
         "make -j4 test",
         "trap 'echo done' EXIT",
         "echo ${x:-default} ${#x} ${x%.rs}",
+        "while IFS= read -r line; do echo \"$line\"; done",
+        "echo PS4=x",
     ] {
         let parsed = CommandLine::parse(line);
         assert_eq!(parsed.unknown(), None, "{line:?}");

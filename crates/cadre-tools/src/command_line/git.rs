@@ -133,7 +133,7 @@ pub(super) fn check(args: &[Word], walker: &mut Walker) {
     let mut k = 0;
     while let Some(word) = args.get(k) {
         let t = word.text.as_str();
-        if t == "-c" || t.starts_with("--config-env") || t.starts_with("--exec-path=") {
+        if t.starts_with("-c") || t.starts_with("--config-env") || t.starts_with("--exec-path=") {
             return walker.unknown(format!(
                 "git {t} sets configuration, through which git runs commands"
             ));

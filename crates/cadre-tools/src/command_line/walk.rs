@@ -243,6 +243,7 @@ impl Walker {
         let mut assignments = Vec::new();
         let mut words = Vec::new();
         let mut file_redirects = false;
+        let mut prefix_names: Vec<&str> = Vec::new();
         let prefix = simple.prefix.iter().flat_map(|p| &p.0);
         let suffix = simple.suffix.iter().flat_map(|s| &s.0);
         let mut items: Vec<Item<'_>> = prefix.map(Item::Part).collect();
@@ -268,7 +269,11 @@ impl Walker {
                         ast::AssignmentName::ArrayElementName(..) => {
                             self.unknown("an array subscript (arithmetic evaluation)")
                         }
-                        ast::AssignmentName::VariableName(name) => builtins::assigned(name, self),
+                        // After the command word it is an argument, which the command judges.
+                        ast::AssignmentName::VariableName(name) if words.is_empty() => {
+                            prefix_names.push(name.as_str())
+                        }
+                        ast::AssignmentName::VariableName(_) => {}
                     }
                     let word = analyse(&w.value, self);
                     if words.is_empty() {
@@ -285,6 +290,15 @@ impl Walker {
                     self.list(&sub.list);
                     words.push(Word::new("<(...)", WordKind::Expanded));
                 }
+            }
+        }
+        // `IFS=… read` only changes how `read` splits its input, a common idiom.
+        let splits_input = words
+            .first()
+            .is_some_and(|w| matches!(w.text.as_str(), "read" | "mapfile" | "readarray"));
+        for name in prefix_names {
+            if !(name == "IFS" && splits_input) {
+                builtins::assigned(name, self);
             }
         }
         let cmd = SimpleCommand::new(assignments, words, file_redirects, false);
