@@ -130,7 +130,7 @@ impl Repo {
             full.push("-c".to_string());
             full.push(format!("filter.{driver}.required=false"));
         }
-        full.extend(args.iter().map(|a| a.to_string()));
+        full.extend(args.iter().map(std::string::ToString::to_string));
         let refs: Vec<&str> = full.iter().map(String::as_str).collect();
         let cwd = target.work_tree.unwrap_or(&self.common_dir);
         run(cwd, &refs, UserConfig::Ignored).await

@@ -142,3 +142,92 @@ pub async fn commit_all(
         .trim()
         .to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository with one commit and a worktree `w` of it: (tempdir, repo, worktree,
+    /// its admin directory).
+    async fn setup() -> (tempfile::TempDir, Repo, PathBuf, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().canonicalize().unwrap().join("main");
+        std::fs::create_dir_all(&main).unwrap();
+        for args in [
+            &["init", "--quiet"][..],
+            &[
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "commit",
+                "--quiet",
+                "--allow-empty",
+                "-m",
+                "base",
+            ],
+        ] {
+            super::super::git(&main, args).await.unwrap();
+        }
+        let repo = Repo::of_workspace(&main).await.unwrap();
+        let wt = dir.path().canonicalize().unwrap().join("w");
+        let wt_arg = wt.to_string_lossy().into_owned();
+        repo.run(&["worktree", "add", "--quiet", "-b", "b", &wt_arg, "HEAD"])
+            .await
+            .unwrap();
+        let admin = repo.admin_dir("w");
+        (dir, repo, wt, admin)
+    }
+
+    #[tokio::test]
+    async fn a_worktree_as_git_made_it_passes() {
+        let (_dir, repo, wt, admin) = setup().await;
+        check(&repo, &wt, &admin).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn every_rewritten_link_is_refused() {
+        let (dir, repo, wt, admin) = setup().await;
+        let planted = dir.path().join("planted.git");
+        std::fs::create_dir_all(&planted).unwrap();
+        let real = std::fs::read_to_string(wt.join(".git")).unwrap();
+        let spellings = [
+            format!("gitdir: {}\n", planted.display()),
+            format!("gitdir: {}/../planted.git\n", wt.display()),
+            "gitdir: ../planted.git\n".to_string(),
+            format!("gitdir: {}/../worktrees/../../planted.git", admin.display()),
+            "gitdir:\n".to_string(),
+            String::new(),
+            format!("{real}\n{}", "x".repeat(5000)),
+        ];
+        for text in &spellings {
+            std::fs::write(wt.join(".git"), text).unwrap();
+            let e = check(&repo, &wt, &admin).await;
+            assert!(
+                matches!(e, Err(WorktreeError::Tampered { .. })),
+                "{text:?}: {e:?}"
+            );
+        }
+        // A link to the real admin directory is not the file git wrote either.
+        std::fs::remove_file(wt.join(".git")).unwrap();
+        std::os::unix::fs::symlink(&admin, wt.join(".git")).unwrap();
+        assert!(check(&repo, &wt, &admin).await.is_err());
+        std::fs::remove_file(wt.join(".git")).unwrap();
+        std::fs::create_dir(wt.join(".git")).unwrap();
+        assert!(check(&repo, &wt, &admin).await.is_err());
+        std::fs::remove_dir(wt.join(".git")).unwrap();
+        std::fs::write(wt.join(".git"), &real).unwrap();
+        check(&repo, &wt, &admin).await.unwrap();
+        // git's record pointing elsewhere, or its common directory redirected.
+        std::fs::write(admin.join("commondir"), format!("{}\n", planted.display())).unwrap();
+        assert!(check(&repo, &wt, &admin).await.is_err());
+        std::fs::write(admin.join("commondir"), "../..\n").unwrap();
+        check(&repo, &wt, &admin).await.unwrap();
+        std::fs::write(
+            admin.join("gitdir"),
+            format!("{}/.git\n", planted.display()),
+        )
+        .unwrap();
+        assert!(check(&repo, &wt, &admin).await.is_err());
+    }
+}
