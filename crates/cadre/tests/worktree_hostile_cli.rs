@@ -7,7 +7,7 @@
 mod worktree_support;
 
 use std::path::{Path, PathBuf};
-use worktree_support::{REPORT, branches_named, git, repo, run, run_model, script_of};
+use worktree_support::{REPORT, branches_named, cadre_cmd, git, repo, run, run_model, script_of};
 
 /// A file outside the workspace (and outside any child's sandbox).
 fn canary(ws: &Path) -> PathBuf {
@@ -167,4 +167,50 @@ fn a_live_child_that_rewrites_its_dot_git_is_refused_now_and_on_resume() {
     // Nothing was committed into the planted directory.
     let planted = dirs[0].join("evil.git/refs/heads");
     assert_eq!(std::fs::read_dir(&planted).unwrap().count(), 0, "{out2}");
+}
+
+#[test]
+fn worktrees_prune_refuses_a_rewritten_dot_git_and_runs_no_planted_filter() {
+    let r = repo(None, true);
+    let evil = touch(&r.ws);
+    git(&r.ws, &["config", "filter.evil.clean", &evil]);
+    // Two leftovers of a crash: one with attributes naming the user's filter, one whose
+    // `.git` was pointed at a planted git directory with a filter of its own.
+    let mut paths = Vec::new();
+    for name in ["task_aaaaaaaa", "task_bbbbbbbb"] {
+        let path = r.ws.join(".cadre/worktrees").join(name);
+        let p = path.to_string_lossy().into_owned();
+        let branch = format!("cadre/editor/{}", &name[5..]);
+        git(
+            &r.ws,
+            &["worktree", "add", "--quiet", "-b", &branch, &p, "HEAD"],
+        );
+        std::fs::write(path.join(".gitattributes"), "* filter=evil\n").unwrap();
+        std::fs::write(path.join("unsaved.txt"), "work\n").unwrap();
+        paths.push(path);
+    }
+    let planted = paths[1].join("evil.git");
+    git(&paths[1], &["init", "--quiet", "--bare", "evil.git"]);
+    git(&planted, &["config", "filter.evil.clean", &evil]);
+    git(&planted, &["config", "core.fsmonitor", &evil]);
+    std::fs::write(
+        paths[1].join(".git"),
+        format!("gitdir: {}\n", planted.display()),
+    )
+    .unwrap();
+    let (ok, out) = cadre_cmd(&r.ws, &["worktrees", "prune"]);
+    assert!(!canary(&r.ws).exists(), "{out}");
+    assert!(!ok, "a refused worktree fails the prune: {out}");
+    assert!(
+        out.contains("kept .cadre/worktrees/task_bbbbbbbb")
+            && out.contains("no longer links to the git directory cadre made for it"),
+        "{out}"
+    );
+    assert!(paths[1].exists() && !paths[0].exists(), "{out}");
+    // The first is committed unfiltered.
+    git(&r.ws, &["config", "--unset", "filter.evil.clean"]);
+    assert_eq!(
+        git(&r.ws, &["show", "cadre/editor/aaaaaaaa:unsaved.txt"]),
+        "work\n"
+    );
 }

@@ -435,8 +435,13 @@ impl Worktree {
     /// A report, or where a failed clean-up left things.
     fn or_left(&self, done: Result<WorktreeReport, WorktreeError>) -> WorktreeReport {
         done.unwrap_or_else(|e| {
+            // A tampered worktree is refused by prune too: a person has to look at it.
+            let next = match e {
+                WorktreeError::Tampered { .. } => "review it before removing it by hand",
+                _ => "`cadre worktrees prune` removes it",
+            };
             WorktreeReport::Failed(format!(
-                "{e}; the worktree is left at {} on branch {} (`cadre worktrees prune` removes it)",
+                "{e}; the worktree is left at {} on branch {} ({next})",
                 self.path.display(),
                 self.branch
             ))
