@@ -3,7 +3,7 @@
 //! a wider approval mode, MCP servers of its own) is dropped with a warning, so one planted
 //! file cannot turn the sandbox off for every later run.
 
-use crate::definitions::definition::RequestedMode;
+use crate::definitions::definition::{AgentMcpServer, RequestedMode};
 use crate::{AgentDefinition, DefinitionSource};
 
 /// Ends every warning about a setting dropped from a writable-directory definition, so
@@ -33,7 +33,7 @@ pub(crate) fn narrow_writable(def: &mut AgentDefinition) {
         def.permissions.mode = None;
     }
     if !def.mcp_servers.is_empty() {
-        let names: Vec<&str> = def.mcp_servers.iter().map(|s| s.name()).collect();
+        let names: Vec<&str> = def.mcp_servers.iter().map(AgentMcpServer::name).collect();
         def.warnings.push(format!(
             "`mcpServers` ({}) {WRITABLE_NOTE}",
             names.join(", ")
