@@ -100,3 +100,36 @@ fn the_child_of_a_writable_definition_asking_sandbox_off_runs_sandboxed() {
     def.model_writable = false;
     assert!(cfg.sandbox_policy(&def, &root, &parent).is_off());
 }
+
+/// Every place cadre reads definitions, skills or injected instructions from is in the file
+/// tools' protected set and in `protected_roots`: adding a directory to the loader without
+/// protecting it fails here.
+#[test]
+fn every_directory_cadre_reads_definitions_from_is_protected() {
+    use cadre_subagents::{DirKind, SKILL_DIRS};
+    use cadre_tools::{AccessPolicy, protected_roots};
+    use std::path::Path;
+    let root = Path::new("/w");
+    let policy = AccessPolicy::default();
+    let roots = protected_roots(root);
+    let covered = |rel: &str| roots.iter().any(|r| root.join(rel).starts_with(r));
+    let mut places: Vec<String> = DirKind::PROJECT
+        .iter()
+        .flat_map(|k| k.project_dirs().iter().map(|d| format!("{d}/x.md")))
+        .collect();
+    places.push(cadre_subagents::definitions::loader::CODEX_CONFIG.to_string());
+    places.extend(SKILL_DIRS.iter().map(|d| format!("{d}/s/SKILL.md")));
+    places.extend(
+        cadre_engine::prompt::DEFAULT_MEMORY_FILES
+            .iter()
+            .map(|f| (*f).to_string()),
+    );
+    places.push(".mcp.json".to_string());
+    for rel in &places {
+        assert!(
+            policy.is_protected(&root.join(rel), Path::new(rel)),
+            "{rel} is read by cadre but file tools may write it"
+        );
+        assert!(covered(rel), "{rel} is missing from protected_roots");
+    }
+}
