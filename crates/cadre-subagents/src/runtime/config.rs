@@ -207,7 +207,13 @@ impl RuntimeConfig {
             return SandboxPolicy::off();
         };
         let spec = def.sandbox.as_ref().unwrap_or(&settings.subagents);
-        SandboxPolicy::resolve(spec, root).within(parent)
+        let mut policy = SandboxPolicy::resolve(spec, root);
+        if def.model_writable {
+            // A definition the model could have written never gets more than one that
+            // says nothing (the loader drops such requests; this holds whatever it let by).
+            policy = policy.within(&SandboxPolicy::resolve(&settings.subagents, root));
+        }
+        policy.within(parent)
     }
 
     /// The orphan policy of a new task of `def`'s child: `Resume` only for a local child
