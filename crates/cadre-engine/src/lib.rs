@@ -18,6 +18,9 @@ mod reply_cap;
 mod resume;
 mod run_loop;
 mod session;
+mod settle;
+mod stream;
+mod transcript;
 
 pub use agent::{
     Agent, AgentBuilder, AgentConfig, DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_TOOL_TIMEOUT, Limits,

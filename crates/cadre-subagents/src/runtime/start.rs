@@ -97,15 +97,16 @@ impl SubagentRuntime {
             let spec = WorktreeSpec::prepare(&parent.root, &self.cfg.main_workspace);
             plan.worktree = Some(Box::pin(spec).await?);
         }
-        self.start_job(
+        let mut job = self.prepare_job(
             JobChild::Planned(plan),
             req.prompt,
             req.description,
             req.background,
             parent,
-            None,
-        )
-        .await
+        );
+        // The parent finds the task by its call again when it resumes after a crash.
+        job.task.parent_call_id = req.call_id;
+        self.create_and_launch(job, parent, None).await
     }
 
     /// Give `child` a message to work on, as a new task. The child keeps its history; a child
@@ -140,6 +141,17 @@ impl SubagentRuntime {
         live: Option<&'a LiveChildEntry>,
     ) -> impl Future<Output = Result<Started, SpawnError>> + 'a {
         let job = self.prepare_job(child, prompt, description, background, parent);
+        self.create_and_launch(job, parent, live)
+    }
+
+    /// Create the task of `job` in the store (with `live`, the live child with it), then
+    /// launch it.
+    fn create_and_launch<'a>(
+        &'a self,
+        job: PreparedJob,
+        parent: &'a Parent,
+        live: Option<&'a LiveChildEntry>,
+    ) -> impl Future<Output = Result<Started, SpawnError>> + 'a {
         async move {
             // A database restart is waited out; a store that stays down is the caller's error.
             let within = self
@@ -207,6 +219,8 @@ impl SubagentRuntime {
             remote_headers,
             on_orphan,
             depth: child.depth(),
+            // Set by the caller that has one (a `task` call).
+            parent_call_id: None,
             running: registered.permit.is_some(),
         };
         PreparedJob {

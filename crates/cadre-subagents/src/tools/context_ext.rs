@@ -261,6 +261,15 @@ impl TurnExtension for SubagentContext {
         out
     }
 
+    async fn settle_call(
+        &self,
+        run: &RunContext,
+        call: &cadre_types::ToolCall,
+        cancel: &CancellationToken,
+    ) -> Option<cadre_tools::ToolOutput> {
+        crate::tools::task::settle_interrupted(&self.runtime, run, &call.id, cancel).await
+    }
+
     async fn wait_outstanding(
         &self,
         run: &RunContext,
