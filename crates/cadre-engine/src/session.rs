@@ -9,8 +9,8 @@
 //! session's [`CallJournal`]: after a crash, a call with a start and no result may have
 //! acted, and one without a start never ran.
 
-use crate::transcript::{Transcript, poisoned, write_record};
 pub use crate::transcript::flush_open_transcripts;
+use crate::transcript::{Transcript, poisoned, write_record};
 use cadre_types::Message;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -90,12 +90,18 @@ pub struct CompactionRecord {
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Record {
     Meta(SessionMeta),
-    Message { message: Message },
-    Approval { tool: String },
+    Message {
+        message: Message,
+    },
+    Approval {
+        tool: String,
+    },
     Compaction(CompactionRecord),
     /// A tool call of the reply above started running (its result, when it has one, is a
     /// later message record).
-    CallStarted { call_id: String },
+    CallStarted {
+        call_id: String,
+    },
 }
 
 /// One conversation.
