@@ -33,6 +33,12 @@ struct PreparedJob {
 }
 
 impl PreparedJob {
+    /// The same job, its task recorded as asked for by the parent's tool call `call_id`.
+    fn for_call(mut self, call_id: Option<String>) -> Self {
+        self.task.parent_call_id = call_id;
+        self
+    }
+
     /// What [`SubagentRuntime::launch`] takes once the task is `created`.
     fn start(self, created: TaskRecord, parent: &Parent) -> JobStart<'_> {
         JobStart {
@@ -97,16 +103,22 @@ impl SubagentRuntime {
             let spec = WorktreeSpec::prepare(&parent.root, &self.cfg.main_workspace);
             plan.worktree = Some(Box::pin(spec).await?);
         }
-        let mut job = self.prepare_job(
-            JobChild::Planned(plan),
-            req.prompt,
-            req.description,
-            req.background,
+        // The parent finds the task by its call again when it resumes after a crash. The
+        // job is made in the call, not kept in a local: that would hold it twice across
+        // the create's wait.
+        self.create_and_launch(
+            self.prepare_job(
+                JobChild::Planned(plan),
+                req.prompt,
+                req.description,
+                req.background,
+                parent,
+            )
+            .for_call(req.call_id),
             parent,
-        );
-        // The parent finds the task by its call again when it resumes after a crash.
-        job.task.parent_call_id = req.call_id;
-        self.create_and_launch(job, parent, None).await
+            None,
+        )
+        .await
     }
 
     /// Give `child` a message to work on, as a new task. The child keeps its history; a child
