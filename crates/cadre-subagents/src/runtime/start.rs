@@ -164,12 +164,13 @@ impl SubagentRuntime {
         parent: &'a Parent,
         live: Option<&'a LiveChildEntry>,
     ) -> impl Future<Output = Result<Started, SpawnError>> + 'a {
+        // A database restart is waited out; a store that stays down is the caller's error.
+        let within = self
+            .cfg
+            .store_write_retry
+            .min(cadre_store::CREATE_RETRY_FOR);
+        // Not an `async fn`: that would keep `job` twice, as an argument and in its body.
         async move {
-            // A database restart is waited out; a store that stays down is the caller's error.
-            let within = self
-                .cfg
-                .store_write_retry
-                .min(cadre_store::CREATE_RETRY_FOR);
             let store = self.store.as_ref();
             let created = match live {
                 None => cadre_store::create_retrying(store, &job.task, within).await?,
