@@ -50,19 +50,30 @@ pub trait TurnExtension: Send + Sync {
         false
     }
 
-    /// The result of `call`, a tool call of an earlier run that started and left no result
-    /// (the process running it was lost), if this extension owns the work it started: a
-    /// delegation call whose child is recorded, say, answers with that child's end, waiting
-    /// (until `cancel`) for a child that still runs. `None` when this extension knows
-    /// nothing of the call; the engine then runs the call again if its tool only reads or is
-    /// idempotent, and otherwise answers `interrupted: outcome unknown`. Asked once per
-    /// such call, before the run's next model call; the first extension that answers wins.
+    /// What becomes of `call`, a tool call of an earlier run that started and left no
+    /// result (the process running it was lost), when this extension owns the work it
+    /// started: a delegation call whose child is recorded answers with that child's end,
+    /// waiting (until `cancel`) for a child that still runs; a call that may have acted
+    /// although its tool only reads (a message sent to a live child) is
+    /// [`Settled::OutcomeUnknown`]. `None` when this extension knows nothing of the call;
+    /// the engine then runs the call again if its tool only reads or is idempotent, and
+    /// otherwise answers `interrupted: outcome unknown`. Asked once per such call, before
+    /// the run's next model call; the first extension that answers wins.
     async fn settle_call(
         &self,
         _run: &RunContext,
         _call: &ToolCall,
         _cancel: &CancellationToken,
-    ) -> Option<ToolOutput> {
+    ) -> Option<Settled> {
         None
     }
+}
+
+/// An extension's answer for an interrupted call ([`TurnExtension::settle_call`]).
+#[derive(Debug)]
+pub enum Settled {
+    /// The call's result, known without running it again.
+    Known(ToolOutput),
+    /// It may have acted: not run again, and answered `interrupted: outcome unknown`.
+    OutcomeUnknown,
 }

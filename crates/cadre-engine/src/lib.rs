@@ -31,7 +31,7 @@ pub use compaction::{
     CompactionError, CompactionPolicy, CompactionReport, DEFAULT_COMPACTION_THRESHOLD,
     DEFAULT_KEEP_RECENT_TURNS, UnknownWindows, estimate_tokens,
 };
-pub use extension::TurnExtension;
+pub use extension::{Settled, TurnExtension};
 pub use hooks::{HookDecision, ToolCallInfo, ToolHook};
 pub use observer::{TurnBoundary, TurnObserver};
 pub use offload::{DEFAULT_OFFLOAD_THRESHOLD, Offloader};

@@ -7,6 +7,7 @@
 
 use crate::agent::AgentConfig;
 use crate::dispatch::Dispatcher;
+use crate::extension::Settled;
 use crate::resume::{interrupted, may_rerun, unanswered};
 use crate::session::{Session, SessionError};
 use cadre_tools::RunContext;
@@ -85,8 +86,12 @@ impl Settle<'_> {
             return Plan::Run;
         }
         for ext in &self.cfg.extensions {
-            if let Some(out) = ext.settle_call(self.run, call, self.stop).await {
-                return Plan::Known(self.dispatcher.settled(call, out));
+            match ext.settle_call(self.run, call, self.stop).await {
+                Some(Settled::Known(out)) => {
+                    return Plan::Known(self.dispatcher.settled(call, out));
+                }
+                Some(Settled::OutcomeUnknown) => return Plan::Known(interrupted(call, self.why)),
+                None => {}
             }
         }
         if may_rerun(&self.cfg.tools, call) {

@@ -8,7 +8,7 @@
 mod common;
 
 use async_trait::async_trait;
-use cadre_engine::{Session, TurnExtension};
+use cadre_engine::{Session, Settled, TurnExtension};
 use cadre_tools::{RunContext, Tool, ToolContext, ToolError, ToolOutput, ToolRegistry};
 use cadre_types::{Message, ToolCall, ToolDefinition};
 use common::*;
@@ -85,9 +85,13 @@ impl TurnExtension for Owner {
         _run: &RunContext,
         call: &ToolCall,
         _cancel: &CancellationToken,
-    ) -> Option<ToolOutput> {
+    ) -> Option<Settled> {
         self.asked.lock().unwrap().push(call.id.clone());
-        (call.name == "delegate").then(|| ToolOutput::ok("the child's end"))
+        match call.name.as_str() {
+            "delegate" => Some(Settled::Known(ToolOutput::ok("the child's end"))),
+            "message" => Some(Settled::OutcomeUnknown),
+            _ => None,
+        }
     }
 
     async fn wait_outstanding(
@@ -180,11 +184,13 @@ fn lost_session(h: &Harness, calls: Vec<ToolCall>, started: &[&str]) -> Session 
 #[tokio::test]
 async fn a_reopened_session_settles_the_calls_its_lost_run_left_before_the_new_prompt() {
     let (model, rec) = scripted("[[turns]]\ntext = \"one\"\n[[turns]]\ntext = \"two\"\n");
-    let (write, read, delegate) = (
+    let (write, read, delegate, message) = (
         Probe::new("write", false),
         Probe::new("read", true),
         // Read-only like `task`: only the extension keeps it from starting a second child.
         Probe::new("delegate", true),
+        // Read-only like `agent_send`, yet it may have acted: the extension says so.
+        Probe::new("message", true),
     );
     let owner = Arc::new(Owner::default());
     let agent = builder(model)
@@ -192,7 +198,8 @@ async fn a_reopened_session_settles_the_calls_its_lost_run_left_before_the_new_p
             ToolRegistry::new()
                 .with(write.clone())
                 .with(read.clone())
-                .with(delegate.clone()),
+                .with(delegate.clone())
+                .with(message.clone()),
         )
         .extension(owner.clone())
         .build();
@@ -202,15 +209,24 @@ async fn a_reopened_session_settles_the_calls_its_lost_run_left_before_the_new_p
         call("c2", "write"),
         call("c3", "delegate"),
         call("c4", "read"),
+        call("c5", "message"),
     ];
-    let mut session = lost_session(&h, calls, &["c1", "c3", "c4"]);
+    let mut session = lost_session(&h, calls, &["c1", "c3", "c4", "c5"]);
     assert!(session.call_started("c1") && !session.call_started("c2"));
     let out = h.run(&agent, &mut session, "next").await;
     assert_eq!(out.output, "two", "{out:?}");
 
     // c2 never started: it runs now; c1 may have acted: not run again.
-    assert_eq!((write.calls(), read.calls(), delegate.calls()), (1, 1, 0));
-    assert_eq!(*owner.asked.lock().unwrap(), ["c1", "c3", "c4"]);
+    assert_eq!(
+        (
+            write.calls(),
+            read.calls(),
+            delegate.calls(),
+            message.calls()
+        ),
+        (1, 1, 0, 0)
+    );
+    assert_eq!(*owner.asked.lock().unwrap(), ["c1", "c3", "c4", "c5"]);
     let sent = rec.requests.lock().unwrap()[0].messages.clone();
     let tail: Vec<(String, String)> = sent[2..]
         .iter()
@@ -225,16 +241,15 @@ async fn a_reopened_session_settles_the_calls_its_lost_run_left_before_the_new_p
         })
         .collect();
     let pair = |a: &str, b: &str| (a.to_string(), b.to_string());
+    let lost = "interrupted: outcome unknown (the cadre process running it was lost)";
     assert_eq!(
         tail,
         [
-            pair(
-                "c1",
-                "interrupted: outcome unknown (the cadre process running it was lost)"
-            ),
+            pair("c1", lost),
             pair("c2", "write ran"),
             pair("c3", "the child's end"),
             pair("c4", "read ran"),
+            pair("c5", lost),
             pair("user", "next"),
         ]
     );
