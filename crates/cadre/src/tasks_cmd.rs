@@ -27,6 +27,7 @@ pub fn record_json(r: &TaskRecord) -> Value {
         "parent_agent_id": r.parent_agent_id,
         "parent_session_id": r.parent_session_id,
         "child_session_id": r.child_session_id,
+        "parent_call_id": r.parent_call_id,
         "user_id": r.user_id,
         "status": r.status.as_str(),
         "end_state": r.end_state,
