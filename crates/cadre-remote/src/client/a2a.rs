@@ -242,7 +242,10 @@ pub(crate) async fn run(call: &Call<'_>, card: &CardInfo) -> RemoteOutcome {
         poll(call, card, &mut p).await
     };
     match ended {
-        Ok(()) => p.outcome(call),
+        Ok(()) => {
+            settle_usage(call, card, &mut p).await;
+            p.outcome(call)
+        }
         Err(Stop::Cancelled) => {
             if let Some(id) = &p.task_id {
                 cancel(call, card, id).await;
@@ -250,6 +253,37 @@ pub(crate) async fn run(call: &Call<'_>, card: &CardInfo) -> RemoteOutcome {
             cancelled(p.task_id, p.context_id)
         }
         Err(Stop::Failed(e)) => failed(e, p.task_id, p.context_id),
+    }
+}
+
+/// A task that ended without reporting its usage with the end is read once more (within
+/// the request timeout): its tokens are billed whether or not the end event carried them,
+/// and they count toward the caller's budget. A remote that never reports usage stays at
+/// "cost unknown".
+async fn settle_usage(call: &Call<'_>, card: &CardInfo, p: &mut Progress) {
+    if !p.usage_unsettled() {
+        return;
+    }
+    let Some(id) = p.task_id.clone() else {
+        return;
+    };
+    let got = rpc(
+        call,
+        card,
+        method(card.version, "GetTask", "tasks/get"),
+        json!({"id": id}),
+    )
+    .await;
+    match got {
+        Ok(Item::Task(t)) if t.usage.is_some() => {
+            p.usage = t.usage;
+            p.usage_final = t.state.is_terminal();
+        }
+        Ok(_) => {}
+        Err(Stop::Failed(e)) => {
+            tracing::debug!(url = %call.base, task = %id, error = %e, "cannot read the remote task's usage");
+        }
+        Err(Stop::Cancelled) => {}
     }
 }
 
