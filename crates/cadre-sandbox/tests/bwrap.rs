@@ -74,7 +74,7 @@ fn sh(sandbox: &Sandbox, root: &Path, script: &str) -> (bool, String) {
 fn writes_stay_inside_the_root_and_the_private_temp_dir() {
     let Some(launcher) = launcher() else { return };
     let f = fixture();
-    let sandbox = Sandbox::new(launcher.clone(), policy(&f.root, false));
+    let sandbox = Sandbox::new(launcher, policy(&f.root, false));
     let escape = f.outside.join("escaped");
     let (ok, text) = sh(&sandbox, &f.root, &format!("echo x > {}", escape.display()));
     assert!(!ok, "{text}");
@@ -96,8 +96,7 @@ fn writes_stay_inside_the_root_and_the_private_temp_dir() {
 fn hidden_locations_cannot_be_read() {
     let Some(launcher) = launcher() else { return };
     let f = fixture();
-    let sandbox =
-        Sandbox::new(launcher.clone(), policy(&f.root, false)).hide([f.outside.join(".ssh")]);
+    let sandbox = Sandbox::new(launcher, policy(&f.root, false)).hide([f.outside.join(".ssh")]);
     let key = f.outside.join(".ssh/id_ed25519");
     let (ok, text) = sh(&sandbox, &f.root, &format!("cat {}", key.display()));
     assert!(!ok && !text.contains("PRIVATE KEY"), "{text}");
@@ -116,7 +115,7 @@ fn the_network_is_unreachable_unless_allowed() {
     assert!(!ok && !text.contains("connected"), "{text}");
     // The attempt is over, so a connection would be queued by now.
     assert!(listener.accept().is_err(), "the listener saw a connection");
-    let online = Sandbox::new(launcher.clone(), policy(&f.root, true));
+    let online = Sandbox::new(launcher, policy(&f.root, true));
     let (ok, text) = sh(&online, &f.root, &format!("bash -c '{connect}'"));
     assert!(ok && text.contains("connected"), "{text}");
     assert!(listener.accept().is_ok());
@@ -138,7 +137,7 @@ fn covered_sockets_refuse_connections() {
     // A read-only mount does not stop a connect to a socket file: covering it does.
     assert!(ok && text.contains("connected"), "{text}");
     assert!(listener.accept().is_ok());
-    let covered = Sandbox::new(launcher.clone(), policy(&f.root, true)).cover_sockets([path]);
+    let covered = Sandbox::new(launcher, policy(&f.root, true)).cover_sockets([path]);
     let (ok, text) = sh(&covered, &f.root, &connect);
     assert!(!ok && !text.contains("connected\n"), "{text}");
     assert!(listener.accept().is_err(), "the daemon saw a connection");
