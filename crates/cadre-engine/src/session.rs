@@ -92,8 +92,16 @@ pub struct CompactionRecord {
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Record {
     Meta(SessionMeta),
-    Message { message: Message },
-    Approval { tool: String },
+    Message {
+        message: Message,
+    },
+    /// A tool approved for the rest of the session; honoured on reopening only with a
+    /// seal under the workspace's key (see `grant_seal`).
+    Approval {
+        tool: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seal: Option<String>,
+    },
     Compaction(CompactionRecord),
 }
 
@@ -306,7 +314,7 @@ impl Session {
         let reader = BufReader::new(File::open(&path).map_err(io)?);
         let mut meta = None;
         let mut messages = Vec::new();
-        let mut approved = HashSet::new();
+        let mut grants = Vec::new();
         let mut compactions = 0;
         for (i, line) in reader.lines().enumerate() {
             let line = line.map_err(io)?;
@@ -321,9 +329,7 @@ impl Session {
             match serde_json::from_str::<Record>(&line).map_err(|e| corrupt(e.to_string()))? {
                 Record::Meta(m) => meta = Some(m),
                 Record::Message { message } => messages.push(message),
-                Record::Approval { tool } => {
-                    approved.insert(tool);
-                }
+                Record::Approval { tool, seal } => grants.push((tool, seal)),
                 Record::Compaction(c) => {
                     if c.replaced > messages.len() {
                         return Err(corrupt(format!(
@@ -342,6 +348,7 @@ impl Session {
             line: 1,
             message: "missing meta record".into(),
         })?;
+        let approved = crate::grant_seal::honoured(dir, &meta.id, grants);
         let file = OpenOptions::new().append(true).open(&path).map_err(io)?;
         let transcript = Transcript::register(path.clone(), file);
         Ok(Self {
@@ -432,9 +439,14 @@ impl Session {
         if let Ok(mut a) = self.approved.lock() {
             a.insert(tool.to_string());
         }
-        if self.persisted_approvals.insert(tool.to_string()) {
+        let dir = (self.file.as_ref()).and_then(|(p, _)| p.parent().map(Path::to_path_buf));
+        if let Some(dir) = dir
+            && self.persisted_approvals.insert(tool.to_string())
+        {
+            let seal = crate::grant_seal::seal_grant(&dir, &self.meta.id, tool);
             self.write(&Record::Approval {
                 tool: tool.to_string(),
+                seal,
             })?;
         }
         Ok(())
