@@ -34,7 +34,8 @@ fn case(config: &str) -> Case {
     for d in [".cadre/agents", ".claude/agents", ".git/hooks", "src"] {
         std::fs::create_dir_all(ws.join(d)).unwrap();
     }
-    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(home.join(".state/cadre/keys")).unwrap();
+    std::fs::write(home.join(".state/cadre/keys/k"), "SECRET KEY").unwrap();
     std::fs::write(
         ws.join(".cadre/agents/worker.md"),
         "---\nname: worker\ndescription: runs shell commands\ntools: [bash]\n---\nRun it.\n",
@@ -97,8 +98,16 @@ text = "{{{{tool_results}}}}"
 
 /// Every spelling of a write the child tries: overwrite, append, create, remove, rename,
 /// and the parent's own transcript. Each line says whether it went through.
-fn attack() -> String {
-    let mut lines = Vec::new();
+fn attack(home: &Path) -> String {
+    // The key that seals session grants cannot be read (nor replaced).
+    let keys = home.join(".state/cadre/keys");
+    let mut lines = vec![
+        format!("cat {}/k", keys.display()),
+        format!(
+            "(echo x > {}/k) 2>/dev/null && echo \"WROTE key\"",
+            keys.display()
+        ),
+    ];
     for (rel, _) in TARGETS {
         lines.push(format!(
             "(echo pwned > {rel}) 2>/dev/null && echo \"WROTE {rel}\""
@@ -132,12 +141,13 @@ fn protected_paths_stay_read_only(config: &str) {
         .iter()
         .map(|(rel, _)| (c.ws.join(rel), std::fs::read(c.ws.join(rel)).ok()))
         .collect();
-    let (ok, out, err) = run(&c, &attack());
+    let (ok, out, err) = run(&c, &attack(&c.home));
     assert!(ok, "{out}\n{err}");
     for word in ["WROTE", "APPENDED", "REMOVED", "RENAMED", "FORGED"] {
         assert!(!out.contains(word), "{word}: {out}");
     }
     assert!(out.contains("ORDINARY-OK"), "{out}");
+    assert!(!out.contains("SECRET KEY"), "{out}");
     assert!(out.contains("Read-only file system"), "{out}");
     for (path, content) in &before {
         assert_eq!(&std::fs::read(path).ok(), content, "{}", path.display());
