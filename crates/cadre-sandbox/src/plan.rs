@@ -267,7 +267,7 @@ mod tests {
         );
         // Without: the writes go around it.
         assert!(p.read_only.is_empty());
-        let mut write = p.write.clone();
+        let mut write = p.write;
         write.sort();
         assert_eq!(
             write,
