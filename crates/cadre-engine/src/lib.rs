@@ -9,6 +9,7 @@ mod call_ids;
 mod compaction;
 mod dispatch;
 mod extension;
+mod grant_seal;
 mod hooks;
 mod observer;
 mod offload;

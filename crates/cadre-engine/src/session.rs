@@ -93,8 +93,12 @@ enum Record {
     Message {
         message: Message,
     },
+    /// A tool approved for the rest of the session; honoured on reopening only with a
+    /// seal under the workspace's key (see `grant_seal`).
     Approval {
         tool: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seal: Option<String>,
     },
     Compaction(CompactionRecord),
     /// A tool call of the reply above started running (its result, when it has one, is a
@@ -254,7 +258,7 @@ impl Session {
         let reader = BufReader::new(File::open(&path).map_err(io)?);
         let mut meta = None;
         let mut messages = Vec::new();
-        let mut approved = HashSet::new();
+        let mut grants = Vec::new();
         let mut compactions = 0;
         let mut started = HashSet::new();
         for (i, line) in reader.lines().enumerate() {
@@ -270,9 +274,7 @@ impl Session {
             match serde_json::from_str::<Record>(&line).map_err(|e| corrupt(e.to_string()))? {
                 Record::Meta(m) => meta = Some(m),
                 Record::Message { message } => messages.push(message),
-                Record::Approval { tool } => {
-                    approved.insert(tool);
-                }
+                Record::Approval { tool, seal } => grants.push((tool, seal)),
                 Record::Compaction(c) => {
                     if c.replaced > messages.len() {
                         return Err(corrupt(format!(
@@ -294,6 +296,7 @@ impl Session {
             line: 1,
             message: "missing meta record".into(),
         })?;
+        let approved = crate::grant_seal::honoured(dir, &meta.id, grants);
         let file = OpenOptions::new().append(true).open(&path).map_err(io)?;
         let transcript = Transcript::register(path.clone(), file);
         Ok(Self {
@@ -383,9 +386,14 @@ impl Session {
         if let Ok(mut a) = self.approved.lock() {
             a.insert(tool.to_string());
         }
-        if self.persisted_approvals.insert(tool.to_string()) {
+        let dir = (self.file.as_ref()).and_then(|(p, _)| p.parent().map(Path::to_path_buf));
+        if let Some(dir) = dir
+            && self.persisted_approvals.insert(tool.to_string())
+        {
+            let seal = crate::grant_seal::seal_grant(&dir, &self.meta.id, tool);
             self.write(&Record::Approval {
                 tool: tool.to_string(),
+                seal,
             })?;
         }
         Ok(())

@@ -30,13 +30,7 @@ pub const PROTECTED_AT_ROOT: &[&str] = &["subagents", "skills", "AGENTS.md", "CL
 /// (`sub/.git`) are not listed, since they can only be found by walking the tree. This is
 /// the set a sandbox mounts read-only over the agent's writable roots.
 pub fn protected_roots(workspace: &Path) -> Vec<PathBuf> {
-    let mut roots: Vec<PathBuf> = PROTECTED_NAMES
-        .iter()
-        .chain(PROTECTED_AT_ROOT)
-        .map(|n| workspace.join(n))
-        .collect();
-    roots.extend(user_config_dir());
-    roots
+    AccessPolicy::default().protected_roots(workspace)
 }
 
 /// File names of the task store under `.cadre/` that are never read (SQLite and its journals).
@@ -155,6 +149,22 @@ impl AccessPolicy {
                     .any(|p| abs.starts_with(p)))
     }
 
+    /// The protected locations an OS sandbox must keep read-only for processes working in
+    /// `root` (absolute): each protected name directly under `root`, the extra protected
+    /// paths and the user configuration, whether or not they exist yet. The one list both
+    /// the file tools and the sandbox follow; names deeper in the tree are the file tools'
+    /// alone. Empty when nothing is protected (`bypass`).
+    pub fn protected_roots(&self, root: &Path) -> Vec<PathBuf> {
+        if !self.protect {
+            return Vec::new();
+        }
+        (PROTECTED_NAMES.iter().chain(PROTECTED_AT_ROOT))
+            .map(|n| root.join(n))
+            .chain(self.extra.iter().cloned())
+            .chain(self.user_config.iter().cloned())
+            .collect()
+    }
+
     /// Why reading `rel` (canonical, below the root) by session `session` is refused, if it is.
     pub(crate) fn refuse_read(&self, rel: &Path, session: &str) -> Option<Refusal> {
         if !self.protect {
@@ -270,6 +280,33 @@ mod tests {
             let rel = r.strip_prefix("/w").unwrap_or(r);
             assert!(p.is_protected(r, rel), "{}", r.display());
         }
+    }
+
+    #[test]
+    fn protected_roots_list_the_names_under_a_root_and_the_extra_paths() {
+        let p = AccessPolicy {
+            user_config: Some(PathBuf::from("/home/u/.config/cadre")),
+            ..AccessPolicy::default()
+        }
+        .protect_paths(Path::new("/w"), &["deploy/"]);
+        let got = p.protected_roots(Path::new("/w"));
+        for want in [
+            "/w/.cadre",
+            "/w/.git",
+            "/w/.claude",
+            "/w/.mcp.json",
+            "/w/deploy",
+        ] {
+            assert!(got.contains(&PathBuf::from(want)), "{want}: {got:?}");
+        }
+        assert!(got.contains(&PathBuf::from("/home/u/.config/cadre")));
+        // Each of them is what the file tools refuse too.
+        for abs in &got {
+            if let Ok(rel) = abs.strip_prefix("/w") {
+                assert!(p.is_protected(abs, rel), "{abs:?}");
+            }
+        }
+        assert!(p.unprotected().protected_roots(Path::new("/w")).is_empty());
     }
 
     #[test]
