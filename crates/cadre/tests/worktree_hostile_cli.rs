@@ -64,8 +64,9 @@ fn a_childs_clean_filter_in_an_embedded_repo_and_its_attributes_never_run() {
             REPORT,
         )],
     );
+    // The command ran: it planted everything, or the sandbox kept it from the `.git` file.
     assert!(
-        out.contains("planted"),
+        out.contains("planted") || out.contains(".git: Read-only file system"),
         "the child's command ran: {out}\n{err}"
     );
     assert!(
@@ -127,8 +128,9 @@ fn a_live_child_that_rewrites_its_dot_git_is_refused_now_and_on_resume() {
         &[("main", None, main), ("editor", Some("first"), child)],
     );
     let (_, out, err) = run_model(&r, &model, &[]);
+    // The command ran: it planted everything, or the sandbox kept it from the `.git` file.
     assert!(
-        out.contains("planted"),
+        out.contains("planted") || out.contains(".git: Read-only file system"),
         "the child's command ran: {out}\n{err}"
     );
     let dirs: Vec<PathBuf> = std::fs::read_dir(r.ws.join(".cadre/worktrees"))
