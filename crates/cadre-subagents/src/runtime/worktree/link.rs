@@ -153,22 +153,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let main = dir.path().canonicalize().unwrap().join("main");
         std::fs::create_dir_all(&main).unwrap();
-        for args in [
-            &["init", "--quiet"][..],
-            &[
-                "-c",
-                "user.name=t",
-                "-c",
-                "user.email=t@t",
-                "commit",
-                "--quiet",
-                "--allow-empty",
-                "-m",
-                "base",
-            ],
-        ] {
-            super::super::git(&main, args).await.unwrap();
-        }
+        super::super::tests::init_repo(&main).await;
         let repo = Repo::of_workspace(&main).await.unwrap();
         let wt = dir.path().canonicalize().unwrap().join("w");
         let wt_arg = wt.to_string_lossy().into_owned();

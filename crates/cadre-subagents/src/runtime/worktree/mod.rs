@@ -499,18 +499,8 @@ pub fn live_name(key: &str) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn running_git_holds_a_small_future() {
-        // Every future that may run git holds this one: a fan-out's waiting `task` calls
-        // did (18 KB each, with two 8 KB read buffers in it).
-        let size = std::mem::size_of_val(&git(Path::new("."), &["status"]));
-        assert!(size < 2048, "running git holds {size} bytes");
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn many_worktrees_made_and_removed_at_once_in_one_repository_all_succeed() {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path();
+    /// Makes `path` a repository with one empty commit, `base`.
+    pub(super) async fn init_repo(path: &Path) {
         for args in [
             &["init", "--quiet"][..],
             &[
@@ -525,8 +515,23 @@ mod tests {
                 "base",
             ],
         ] {
-            git(repo, args).await.unwrap();
+            git(path, args).await.unwrap();
         }
+    }
+
+    #[test]
+    fn running_git_holds_a_small_future() {
+        // Every future that may run git holds this one: a fan-out's waiting `task` calls
+        // did (18 KB each, with two 8 KB read buffers in it).
+        let size = std::mem::size_of_val(&git(Path::new("."), &["status"]));
+        assert!(size < 2048, "running git holds {size} bytes");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn many_worktrees_made_and_removed_at_once_in_one_repository_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        init_repo(repo).await;
         let spec = WorktreeSpec::prepare(repo, repo).await.unwrap();
         let made = futures::future::join_all((0..48).map(|i| {
             let spec = spec.clone();
