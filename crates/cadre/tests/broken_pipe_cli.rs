@@ -5,11 +5,17 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod cli_support;
+
+/// `cadre --workspace WS --model MODEL` with the environment every CLI test clears (a
+/// `std` command, whose stdout can be any pipe).
 fn cadre(ws: &Path, model: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cadre"));
     cmd.arg("--workspace").arg(ws).arg("--model").arg(model);
-    cmd.env_remove("CADRE_MODEL").env_remove("CADRE_STORE_URL");
-    cmd.env("XDG_CONFIG_HOME", ws.join("nocfg"));
+    for var in cli_support::SETUP_VARS {
+        cmd.env_remove(var);
+    }
+    cmd.env("XDG_CONFIG_HOME", ws.join(".no-user-config"));
     cmd
 }
 
