@@ -21,6 +21,7 @@ mod plan;
 mod policy;
 mod sandbox;
 mod support;
+mod watch;
 
 pub use credentials::{CREDENTIAL_DIRS, CREDENTIAL_FILES, home_credentials};
 pub use error::SandboxError;
@@ -29,3 +30,4 @@ pub use launcher::Launcher;
 pub use policy::{SandboxMode, SandboxPolicy, SandboxSpec};
 pub use sandbox::Sandbox;
 pub use support::{Backend, Mechanism, Support};
+pub use watch::{ProtectedWatch, QUARANTINE_DIR, Quarantined};

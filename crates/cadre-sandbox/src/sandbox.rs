@@ -8,6 +8,7 @@ use crate::exec::LAUNCH_ARG;
 use crate::launcher::{Effective, Launcher};
 use crate::plan::LaunchPlan;
 use crate::policy::SandboxPolicy;
+use crate::watch::{ProtectedWatch, Quarantined, missing_in, neutralise};
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::Command;
@@ -24,6 +25,12 @@ pub struct Sandbox {
     sockets: Vec<PathBuf>,
     /// Locations its processes may read but never write, even inside a writable root.
     protected: Vec<PathBuf>,
+    /// Protected directories that are cadre's own: made (empty) before a command when
+    /// missing, so they are covered like existing ones rather than watched.
+    owned: Vec<PathBuf>,
+    /// Protected locations still missing after the last command (launcher backend, whose
+    /// background processes may outlive their call): checked when the next one starts.
+    left_missing: Mutex<Vec<PathBuf>>,
     /// Created with the first sandboxed command, removed when the sandbox is dropped.
     tmp: Mutex<Option<Arc<tempfile::TempDir>>>,
 }
@@ -37,6 +44,8 @@ impl Sandbox {
             hidden: current_home_credentials(),
             sockets: service_sockets(),
             protected: Vec::new(),
+            owned: Vec::new(),
+            left_missing: Mutex::new(Vec::new()),
             tmp: Mutex::new(None),
         }
     }
@@ -60,6 +69,69 @@ impl Sandbox {
     pub fn protect(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
         self.protected.extend(paths);
         self
+    }
+
+    /// Protected directories (absolute) that cadre itself writes in, such as its `.cadre/`:
+    /// created empty before a sandboxed command when missing and inside a writable root, so
+    /// they are read-only for it like existing protected paths. Being cadre's own, they are
+    /// never taken for something a sandboxed process created.
+    pub fn own_protected(mut self, dirs: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.owned.extend(dirs);
+        self
+    }
+
+    /// Create the missing owned directories that lie inside a writable root. One that
+    /// cannot be made stays missing, and is watched like the rest.
+    fn create_owned(&self) {
+        for dir in &self.owned {
+            if std::fs::symlink_metadata(dir).is_err()
+                && !missing_in(std::slice::from_ref(dir), &self.policy.writable).is_empty()
+            {
+                let _ = std::fs::create_dir(dir);
+            }
+        }
+    }
+
+    /// Start watching the protected locations that do not exist now (and that a sandboxed
+    /// process could create): call it before starting a command, and hand the watch to
+    /// [`settle`](Self::settle) when every process of that command has ended. It also
+    /// quarantines what appeared since the last command ended, reported by `settle`. Empty
+    /// with the `off` mode.
+    pub fn watch_protected(&self) -> ProtectedWatch {
+        if self.policy.is_off() {
+            return ProtectedWatch::default();
+        }
+        let left = std::mem::take(&mut *self.left());
+        let earlier = neutralise(&left, true);
+        self.create_owned();
+        ProtectedWatch {
+            missing: missing_in(&self.protected, &self.policy.writable),
+            earlier,
+        }
+    }
+
+    /// Move each protected location that `watch` found missing and that exists now into
+    /// quarantine (`.cadre/quarantine/<stamp>/` beside it), and say what was moved. Nothing
+    /// is deleted; a location that cannot be moved is reported as such.
+    pub fn settle(&self, watch: ProtectedWatch) -> Vec<Quarantined> {
+        let mut out = watch.earlier;
+        out.extend(neutralise(&watch.missing, false));
+        if !matches!(self.launcher.effective(), Effective::Bwrap(_)) {
+            // With bubblewrap no process outlives its command (its PID namespace ends);
+            // otherwise one may still create what is missing after this check.
+            let still = missing_in(&self.protected, &self.policy.writable);
+            let mut left = self.left();
+            left.extend(still);
+            left.sort();
+            left.dedup();
+        }
+        out
+    }
+
+    fn left(&self) -> std::sync::MutexGuard<'_, Vec<PathBuf>> {
+        self.left_missing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The protected locations that exist now inside one of `writable` (canonical, links
@@ -95,6 +167,7 @@ impl Sandbox {
         }
         self.launcher.check(self.policy.network)?;
         let tmp = self.temp_dir()?;
+        self.create_owned();
         let hidden = &self.hidden;
         let read_only = self.read_only(&self.policy.writable);
         let mut cmd = match self.launcher.effective() {

@@ -245,13 +245,21 @@ impl RuntimeConfig {
     ) -> Option<Arc<cadre_sandbox::Sandbox>> {
         let settings = self.sandbox.as_ref()?;
         let mut protected = access.protected_roots(root);
+        let mut owned = vec![root.join(".cadre")];
         if root != self.main_workspace {
             protected.extend(access.protected_roots(&self.main_workspace));
+            owned.push(self.main_workspace.join(".cadre"));
+        }
+        // cadre writes its own `.cadre/` (sessions, tool outputs) while a command runs, so
+        // it is made rather than watched; the rest, when missing, is watched by `bash`.
+        if !access.is_protecting() {
+            owned.clear();
         }
         (!policy.is_off()).then(|| {
             Arc::new(
                 cadre_sandbox::Sandbox::new(settings.launcher.clone(), policy.clone())
-                    .protect(protected),
+                    .protect(protected)
+                    .own_protected(owned),
             )
         })
     }

@@ -105,6 +105,8 @@ impl TypedTool for BashTool {
             .timeout_ms
             .unwrap_or(DEFAULT_TIMEOUT_MS)
             .clamp(1, MAX_TIMEOUT_MS);
+        // Protected locations missing now are checked again once the command has ended.
+        let watch = ctx.workspace.sandbox().map(|s| (s, s.watch_protected()));
         let mut sandboxed = ctx
             .workspace
             .command("bash")
@@ -179,7 +181,13 @@ impl TypedTool for BashTool {
             }
         }
         group.disarm();
-        let body = render_streams(&out, &err);
+        let mut body = render_streams(&out, &err);
+        if let Some((sandbox, watch)) = watch {
+            for moved in sandbox.settle(watch) {
+                body.push_str(&moved.describe(ctx.workspace.root()));
+                body.push('\n');
+            }
+        }
         match ending {
             Ending::Cancelled => Err(ToolError::Cancelled),
             Ending::TimedOut => Ok(ToolOutput::error(format!(
