@@ -29,13 +29,16 @@ pub struct EditArgs {
     pub new: &'static str,
 }
 
-/// How a front end titles a call that hands work to a sub-agent: the argument keys that
-/// may name the agent and the work, in the order they are looked for.
+/// How a front end reads a call that hands work to a sub-agent: the argument keys that
+/// name the agent and the work, each list in the order the keys are looked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PromptArgs {
-    /// Keys that may name the agent.
-    pub agent: &'static [&'static str],
-    /// Keys that may say what the agent is asked.
+    /// Keys that name the agent's definition (`subagent_type`): the child's events belong
+    /// to a call that names its definition.
+    pub definition: &'static [&'static str],
+    /// Keys that address one live agent (its label or key).
+    pub address: &'static [&'static str],
+    /// Keys that say what the agent is asked.
     pub what: &'static [&'static str],
 }
 

@@ -19,6 +19,13 @@ fn known_tools() -> impl Iterator<Item = &'static ToolInfo> {
         .chain(crate::DELEGATION_TOOL_INFO.iter())
 }
 
+/// What the cadre tool named `name` is (built-in, configured or delegation), for front ends
+/// that know a tool only by the name in a call. MCP tools and tools the caller registers
+/// itself have none.
+pub fn known_tool(name: &str) -> Option<&'static ToolInfo> {
+    known_tools().find(|i| i.name == name)
+}
+
 /// The cadre tool another harness calls `foreign` (Claude Code's `Read`, Gemini CLI's
 /// `run_shell_command`). A target cadre has only where configured (`web_search`) is known
 /// only when the caller registers it.
@@ -32,7 +39,7 @@ pub fn foreign_target(foreign: &str) -> Option<&'static str> {
 /// can match, so a restricted form like `Bash(git *)` or `Read(src/**)` can be kept as a
 /// rule.
 fn has_subject(name: &str) -> bool {
-    known_tools().any(|i| i.name == name && i.has_subject)
+    known_tool(name).is_some_and(|i| i.has_subject)
 }
 
 /// What a name in a `tools` / `disallowed_tools` list stands for.

@@ -167,7 +167,8 @@ impl TypedTool for AgentSpawnTool {
     const INFO: ToolInfo = ToolInfo::delegation("agent_spawn")
         .read_only()
         .prompts(PromptArgs {
-            agent: &["agent_id", "label"],
+            definition: &["agent_id"],
+            address: &["label"],
             what: &["task"],
         });
     type Args = SpawnArgs;
@@ -247,7 +248,8 @@ impl TypedTool for AgentSendTool {
     const INFO: ToolInfo = ToolInfo::delegation("agent_send")
         .read_only()
         .prompts(PromptArgs {
-            agent: &["label", "agent_key"],
+            definition: &[],
+            address: &["label", "agent_key"],
             what: &["message"],
         });
     type Args = SendArgs;

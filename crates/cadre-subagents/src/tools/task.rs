@@ -145,7 +145,8 @@ impl TypedTool for TaskTool {
         .read_only()
         .foreign_names(&["Task", "Agent"])
         .prompts(PromptArgs {
-            agent: &["subagent_type"],
+            definition: &["subagent_type"],
+            address: &[],
             what: &["description", "prompt"],
         });
     type Args = Args;
