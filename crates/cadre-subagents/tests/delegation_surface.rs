@@ -140,3 +140,42 @@ fn every_tool_has_a_row_in_the_docs_tool_table() {
         );
     }
 }
+
+#[test]
+fn every_foreign_name_is_in_the_docs_table_of_names() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/agents.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut in_table = false;
+    let mut documented: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("| written | harness | becomes |") {
+            in_table = true;
+        } else if !line.starts_with('|') {
+            in_table = false;
+        } else if in_table {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let (Some(written), Some(becomes)) = (cells.get(1), cells.get(3)) else {
+                continue;
+            };
+            let target = becomes.split('`').nth(1).unwrap_or("").to_string();
+            for name in written.split('`').skip(1).step_by(2) {
+                documented.push((name.to_string(), target.clone()));
+            }
+        }
+    }
+    let every = cadre_tools::builtin::BUILTIN_TOOLS
+        .iter()
+        .chain(cadre_tools::builtin::CONFIGURED_TOOLS.iter())
+        .chain(DELEGATION_TOOL_INFO.iter());
+    for info in every {
+        for foreign in info.foreign_names {
+            assert!(
+                documented
+                    .iter()
+                    .any(|(n, t)| n == foreign && t == info.name),
+                "`{foreign}` (for {}) is not in the tool names table of docs/agents.md",
+                info.name
+            );
+        }
+    }
+}
