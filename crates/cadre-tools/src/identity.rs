@@ -55,8 +55,10 @@ pub struct ToolInfo {
     /// The argument keys that are paths the tool reads: a deny rule hiding a path from one
     /// reading tool hides it from all of them.
     pub reads_paths: &'static [&'static str],
-    /// True when calls have a subject (a command or a path) that a `tool(glob)` permission
-    /// rule can match, so a restricted form like `Bash(git *)` can be kept as a rule.
+    /// True when calls act on a command or a path that a `tool(glob)` permission rule can
+    /// match, so another harness's restricted form like `Bash(git *)` or `Read(src/**)` can
+    /// be kept as a rule. (A URL or query subject, as `web_fetch` has, does not count: other
+    /// harnesses spell those restrictions differently.)
     pub has_subject: bool,
     /// The names other harnesses (Claude Code, OpenCode, Gemini CLI, ...) use for the same
     /// tool; a definition file written for one of them may use them.

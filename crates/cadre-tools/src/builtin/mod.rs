@@ -380,6 +380,47 @@ mod tests {
         assert!(subject("bash", json!({"cmd": "ls"})).is_err());
     }
 
+    #[test]
+    fn declared_subjects_match_what_calls_act_on() {
+        use crate::{PermissionSubject, Workspace};
+        let dir = crate::testutil::tree(&[("a.txt", b"x\n")]);
+        let ws = Workspace::new(dir.path()).unwrap();
+        let reg = builtin_tools();
+        let valid = |name: &str| match name {
+            "read_file" | "list_dir" => json!({"path": "a.txt"}),
+            "write_file" => json!({"path": "a.txt", "content": ""}),
+            "edit_file" => json!({"path": "a.txt", "old_string": "x", "new_string": "y"}),
+            "glob" | "grep" => json!({"pattern": "x"}),
+            "bash" => json!({"command": "ls"}),
+            "todo_write" => json!({"todos": []}),
+            "web_fetch" => json!({"url": "https://example.com/"}),
+            other => panic!("no sample arguments for {other}"),
+        };
+        for info in BUILTIN_TOOLS {
+            let subject = reg
+                .get(info.name)
+                .unwrap()
+                .permission_subject(&valid(info.name), &ws)
+                .unwrap();
+            let path_or_command = matches!(
+                subject,
+                PermissionSubject::Path(_) | PermissionSubject::Command(_)
+            );
+            assert_eq!(
+                path_or_command, info.has_subject,
+                "{}: {subject:?}",
+                info.name
+            );
+            if !info.reads_paths.is_empty() {
+                assert!(
+                    matches!(subject, PermissionSubject::Path(_)),
+                    "{}",
+                    info.name
+                );
+            }
+        }
+    }
+
     #[tokio::test]
     async fn reading_tools_leave_hidden_paths_out() {
         use crate::testutil::{ctx_hiding, tree};
