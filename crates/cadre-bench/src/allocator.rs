@@ -2,8 +2,8 @@
 //!
 //! mimalloc by default: many small, short-lived allocations on few threads (messages,
 //! events, JSON) are its strength; with glibc malloc the fan-out benchmark spends ~20% of
-//! its CPU in the allocator (BENCHMARKS.md). Without the `mimalloc` feature, the system
-//! allocator.
+//! its CPU in the allocator (docs/benchmarks-history.md, "Profile"). Without the `mimalloc`
+//! feature, the system allocator.
 //!
 //! With `live-heap`, the allocator is wrapped to count the bytes allocated and not yet
 //! freed. RSS also holds what the allocator keeps for reuse (mimalloc returns pages freed

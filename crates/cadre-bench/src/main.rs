@@ -12,7 +12,8 @@
 //!   deltas/s streamed while keys are typed.
 //! * `loader` — loading definition directories of ordinary and hostile files.
 //!
-//! See BENCHMARKS.md at the repository root for the commands and results.
+//! See BENCHMARKS.md at the repository root for the commands and the current figures, and
+//! docs/benchmarks-history.md for every measurement taken.
 
 mod allocator;
 mod bodies;

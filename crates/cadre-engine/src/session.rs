@@ -430,6 +430,12 @@ impl Session {
         self.file.as_ref().map(|(p, _)| p.as_path())
     }
 
+    /// Remove the transcript of a session nothing was sent in (it holds only its facts), so
+    /// an opened-and-left session is not offered for resuming. True when it was removed.
+    pub fn discard_if_empty(&self) -> bool {
+        self.messages.is_empty() && self.path().is_some_and(|p| std::fs::remove_file(p).is_ok())
+    }
+
     /// The saved top-level sessions (`s-…`) under `dir`, most recently changed first, as
     /// (id, last change). Sub-agent sessions are left out. An unreadable directory has none.
     pub fn list_saved(dir: &Path) -> Vec<(String, std::time::SystemTime)> {

@@ -20,6 +20,11 @@ const BUILT_IN: &[(&str, u64)] = &[
     ("claude-", 200_000),
 ];
 
+/// The window a scripted model counts as having: a replay has no real limit, so it is taken
+/// as large (automatic compaction triggers only where a smaller window is configured) rather
+/// than unknown, which would warn at every offline run.
+const SCRIPTED: u64 = 1_000_000;
+
 /// The context window of each model: configured entries first, then the built-in table.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContextWindows {
@@ -43,6 +48,9 @@ impl ContextWindows {
     pub fn window(&self, spec: &str, model: &str) -> Option<u64> {
         if let Some(&t) = self.configured.get(spec) {
             return Some(t);
+        }
+        if spec.starts_with("scripted:") {
+            return Some(SCRIPTED);
         }
         // A model routed through a gateway may carry a vendor prefix (`openai/gpt-4o`).
         let name = model.rsplit('/').next().unwrap_or(model);
@@ -73,5 +81,16 @@ mod tests {
             Some(1_047_576)
         );
         assert_eq!(w.window("ollama:qwen3:8b", "qwen3:8b"), None);
+        // A replay is known (large), so an offline run does not warn; configuration wins.
+        let demo = "scripted:examples/scripts/delegation.toml";
+        assert_eq!(
+            w.window(demo, "examples/scripts/delegation.toml"),
+            Some(SCRIPTED)
+        );
+        let small = ContextWindows::new().with(demo, 900);
+        assert_eq!(
+            small.window(demo, "examples/scripts/delegation.toml"),
+            Some(900)
+        );
     }
 }

@@ -30,9 +30,74 @@ pub fn open_session(cli: &Cli, h: &Harness) -> Result<Session> {
     }
 }
 
-/// The line printed when an interactive session ends.
-pub fn resume_hint(session_id: &str) -> String {
+/// How to start this workspace's sessions again, as a command that works as typed: this
+/// program the way it can be run (`cadre` only when that is what `PATH` finds) and the
+/// workspace when one was given.
+pub fn resume_command(cli: &Cli) -> String {
+    let mut cmd = program();
+    if let Some(ws) = &cli.workspace {
+        cmd.push_str(&format!(
+            " --workspace {}",
+            shell_word(&ws.to_string_lossy())
+        ));
+    }
+    cmd
+}
+
+/// The line printed when an interactive session ends; `cmd` is [`resume_command`].
+pub fn resume_hint(cmd: &str, session_id: &str) -> String {
     format!(
-        "session {session_id} saved — resume with: cadre --resume {session_id} (or cadre --continue)"
+        "session {session_id} saved — resume with: {cmd} --resume {session_id} (or {cmd} --continue)"
     )
+}
+
+/// How to run this program again: `cadre` when `PATH` leads to this executable, else its path.
+fn program() -> String {
+    let Ok(me) = std::env::current_exe().and_then(std::fs::canonicalize) else {
+        return "cadre".into();
+    };
+    let on_path = std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .filter_map(|d| std::fs::canonicalize(d.join("cadre")).ok())
+            .next()
+            .is_some_and(|found| found == me)
+    });
+    if on_path {
+        return "cadre".into();
+    }
+    // Shorter when under the current directory (`target/debug/cadre` after `cargo run`).
+    let shown = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| me.strip_prefix(cwd).ok().map(std::path::Path::to_path_buf))
+        .unwrap_or_else(|| me.clone());
+    shell_word(&shown.to_string_lossy())
+}
+
+/// `s` quoted for a POSIX shell when it holds anything but plain path characters.
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hint_is_a_command_that_runs_as_typed() {
+        assert_eq!(shell_word("/tmp/demo"), "/tmp/demo");
+        assert_eq!(shell_word("my dir/it's"), r"'my dir/it'\''s'");
+        let cli = <Cli as clap::Parser>::parse_from(["cadre", "--workspace", "/tmp/my demo"]);
+        let hint = resume_hint(&resume_command(&cli), "s-1");
+        // Test binaries are not on PATH as `cadre`: the hint names the executable itself.
+        assert!(!hint.contains(" cadre --resume"), "{hint}");
+        assert!(
+            hint.contains(" --workspace '/tmp/my demo' --resume s-1 (or "),
+            "{hint}"
+        );
+    }
 }

@@ -20,7 +20,7 @@ use clap::Parser;
 
 // mimalloc: many small, short-lived allocations on few threads (messages, events, JSON) are
 // its strength; with glibc malloc the fan-out benchmark spends ~20% of its CPU in the
-// allocator (BENCHMARKS.md).
+// allocator (docs/benchmarks-history.md, "Profile").
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

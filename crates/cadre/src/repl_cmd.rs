@@ -7,7 +7,7 @@
 //! `cadre run` does (143, 129), once the cancelled tasks have recorded their ends.
 
 use crate::cli::Cli;
-use crate::interactive::{open_session, resume_hint};
+use crate::interactive::{open_session, resume_command, resume_hint};
 use crate::output::TextSink;
 use crate::setup::{Overrides, Setup};
 use crate::signals::{OnSignal, SignalStop, StopSignals};
@@ -140,6 +140,8 @@ struct Repl {
     stop: CancellationToken,
     /// Tokens and cost of this session's runs (each run's total includes its sub-agents).
     spent: cadre_types::Usage,
+    /// How to resume, for the hint when a session is left.
+    resume: String,
 }
 
 /// Run the REPL.
@@ -158,6 +160,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         interrupts: Interrupts::new()?,
         stop: CancellationToken::new(),
         spent: Default::default(),
+        resume: resume_command(cli),
     };
     let signals = SignalStop::spawn(
         StopSignals::install_terminating().context("cannot listen for signals")?,
@@ -227,11 +230,18 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         eprintln!("cadre: {left} task(s) did not stop in time; the next start marks them failed");
     }
     signals.disarm();
-    eprintln!("{}", resume_hint(repl.session.id()));
+    repl.leave_session();
     Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 
 impl Repl {
+    /// Say how to come back to the current session, or remove it if nothing was sent in it.
+    fn leave_session(&self) {
+        if !self.session.discard_if_empty() {
+            eprintln!("{}", resume_hint(&self.resume, self.session.id()));
+        }
+    }
+
     fn h(&self) -> &Harness {
         &self.setup.harness
     }
@@ -276,7 +286,8 @@ impl Repl {
             },
             SlashCommand::Clear => match self.h().new_session() {
                 Ok(s) => {
-                    eprintln!("{}\nnew session {}", resume_hint(self.session.id()), s.id());
+                    self.leave_session();
+                    eprintln!("new session {}", s.id());
                     self.session = s;
                     self.spent = Default::default();
                 }

@@ -4,7 +4,7 @@
 
 use crate::cli::Cli;
 use crate::config;
-use crate::interactive::{open_session, resume_hint};
+use crate::interactive::{open_session, resume_command, resume_hint};
 use crate::setup::{Overrides, Setup};
 use crate::signals::{OnSignal, SignalStop, StopSignals};
 use anyhow::{Context, Result};
@@ -68,7 +68,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
     signals.disarm();
     drop(maintenance);
     if exit.saved {
-        eprintln!("{}", resume_hint(&exit.session_id));
+        eprintln!("{}", resume_hint(&resume_command(cli), &exit.session_id));
     }
     Ok(signals
         .received()

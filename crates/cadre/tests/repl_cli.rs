@@ -144,6 +144,25 @@ impl Output {
 }
 
 #[test]
+fn a_session_nothing_was_sent_in_is_not_saved_nor_offered_for_resuming() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let out = repl_command(dir.path(), &script)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("resume with"), "{stderr}");
+    let sessions = dir.path().join(".cadre/sessions");
+    let left: Vec<_> = std::fs::read_dir(&sessions)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "an empty session was saved: {left:?}");
+}
+
+#[test]
 fn ctrl_c_at_the_idle_prompt_explains_itself_and_a_second_one_exits_0() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();
@@ -173,7 +192,12 @@ fn ctrl_c_at_the_idle_prompt_explains_itself_and_a_second_one_exits_0() {
     stderr.wait_for("press it again within 2 s to exit");
     interrupt();
     // The exit comes with the resume hint; the status is read once stderr has said so.
-    stderr.wait_for("resume with: cadre --resume s-");
+    // The hint names the binary as it can be run (it is not on PATH as `cadre` here).
+    stderr.wait_for(&format!(
+        "resume with: {} --workspace {} --resume s-",
+        env!("CARGO_BIN_EXE_cadre"),
+        dir.path().display()
+    ));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || tx.send(child.wait().unwrap()));
     let status = rx

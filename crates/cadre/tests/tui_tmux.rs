@@ -138,7 +138,9 @@ fn the_full_screen_ui_drives_sub_agents_tasks_and_approvals() {
     tmux.keys(&["C-c"]);
     assert_eq!(tmux.exit_code(), 0);
     let end = tmux.with_history();
-    assert!(end.contains("resume with: cadre --resume s-"), "{end}");
+    // The hint names the binary as it can be run (it is not on PATH as `cadre` here).
+    let exe = format!("resume with: {} ", env!("CARGO_BIN_EXE_cadre"));
+    assert!(end.contains(&exe) && end.contains(" --resume s-"), "{end}");
     assert_eq!(
         tmux.format("#{alternate_on}"),
         "0",

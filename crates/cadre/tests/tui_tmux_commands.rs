@@ -228,7 +228,8 @@ fn commands_follow_ups_escalations_and_resuming() {
     assert_eq!(tmux.exit_code(), 0);
     let end = tmux.with_history();
     assert!(
-        end.contains(&format!("resume with: cadre --resume {first}")),
+        end.contains(&format!("resume with: {} ", env!("CARGO_BIN_EXE_cadre")))
+            && end.contains(&format!(" --resume {first} (or ")),
         "{end}"
     );
     drop(tmux);
