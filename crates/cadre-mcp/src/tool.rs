@@ -8,7 +8,7 @@ use crate::naming::ToolNamer;
 use crate::result::{MEDIA_DIR, render, render_contents};
 use crate::server::{CallError, McpServer, Progress};
 use async_trait::async_trait;
-use cadre_tools::{Tool, ToolContext, ToolError, ToolOutput};
+use cadre_tools::{Tool, ToolContext, ToolError, ToolKind, ToolOutput};
 use cadre_types::{Event, EventEnvelope, ToolDefinition};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -105,6 +105,10 @@ impl Tool for McpTool {
         self.read_only
     }
 
+    fn kind(&self) -> ToolKind {
+        ToolKind::Mcp
+    }
+
     /// MCP calls have their own timeout (`tool_timeout_secs`), which also cancels the call
     /// on the server.
     fn timeout_exempt(&self) -> bool {
@@ -160,6 +164,10 @@ impl Tool for ListResources {
         true
     }
 
+    fn kind(&self) -> ToolKind {
+        ToolKind::Mcp
+    }
+
     async fn call(&self, _args: Value, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let list = self.server.list_resources().await.map_err(|e| {
             warn_unavailable(ctx, &e);
@@ -212,6 +220,10 @@ impl Tool for ReadResource {
 
     fn is_read_only(&self) -> bool {
         true
+    }
+
+    fn kind(&self) -> ToolKind {
+        ToolKind::Mcp
     }
 
     fn timeout_exempt(&self) -> bool {

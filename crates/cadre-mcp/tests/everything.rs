@@ -41,6 +41,10 @@ async fn check_tools_and_calls(servers: &McpServers) {
     assert!(def.description.contains("MCP server everything"), "{def:?}");
     // The server marks echo readOnlyHint: it runs without approval in the default mode.
     assert!(echo.is_read_only());
+    // Every tool of a server says it is an MCP tool (never builtin or delegation).
+    for t in &tools {
+        assert_eq!(t.kind(), cadre_tools::ToolKind::Mcp, "{}", t.name());
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let c = ctx(dir.path(), Arc::new(Collect::default()));

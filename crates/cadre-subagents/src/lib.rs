@@ -32,6 +32,7 @@ pub use definitions::registry::{
     general_purpose, validate_declaration,
 };
 pub use definitions::skills::{SKILL_DIRS, Skill, SkillSet};
+pub use definitions::tool_names::known_tool;
 pub use definitions::writable::WRITABLE_NOTE;
 pub use harness::{Harness, HarnessBuilder, HarnessError, RunOptions};
 pub use runtime::agent_servers::{AgentServers, ServerLease, ServerRequest};
@@ -50,19 +51,18 @@ pub use runtime::{
 };
 pub use tools::context_ext::{SubagentContext, delivery_message, section, status_message};
 pub use tools::guard::DelegationGuard;
+pub use tools::surface::DELEGATION as DELEGATION_TOOL_INFO;
 pub use tools::task::{TaskTool, render_result, xml_escape};
 
-/// Names of the delegation tools; children that may not delegate never get them.
-pub const DELEGATION_TOOLS: &[&str] = &[
-    "task",
-    "agent_spawn",
-    "agent_send",
-    "agent_list",
-    "agent_close",
-    "task_output",
-    "task_cancel",
-    "task_list",
-];
+/// Names of the delegation tools, from their descriptors ([`DELEGATION_TOOL_INFO`]);
+/// children that may not delegate never get them.
+pub const DELEGATION_TOOLS: &[&str] = &cadre_tools::names_of(&DELEGATION_TOOL_INFO);
+
+/// True for a tool a child that may not delegate must never be given: one of the
+/// delegation tools, or any tool that says it is of the delegation kind.
+pub fn is_delegation(tool: &dyn cadre_tools::Tool) -> bool {
+    tool.kind() == cadre_tools::ToolKind::Delegation || DELEGATION_TOOLS.contains(&tool.name())
+}
 
 /// A short title from the first line of a prompt.
 pub fn short_title(prompt: &str) -> String {

@@ -9,6 +9,7 @@ mod command_line;
 mod context;
 mod grant;
 mod hidden;
+mod identity;
 mod read_capped;
 mod registry;
 mod schema;
@@ -25,6 +26,7 @@ pub use command_line::{CommandLine, MAX_LINE_BYTES, SimpleCommand, Spelling, Wor
 pub use context::{ApprovalHandler, RunContext, ToolContext};
 pub use grant::ToolGrant;
 pub use hidden::{HiddenPaths, path_pattern};
+pub use identity::{EditArgs, PromptArgs, ToolInfo, ToolKind, find as find_info, names_of};
 pub use read_capped::{CappedReadError, read_capped, read_to_string_capped};
 pub use registry::{ToolRegistry, network_refusal};
 pub use schema::arguments_schema;

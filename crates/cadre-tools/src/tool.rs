@@ -1,6 +1,6 @@
 //! The trait every tool implements, and what a call returns.
 
-use crate::{PathError, PermissionSubject, ToolContext, Workspace};
+use crate::{PathError, PermissionSubject, ToolContext, ToolKind, Workspace};
 use async_trait::async_trait;
 use cadre_types::{Event, Message, ToolDefinition};
 
@@ -85,6 +85,29 @@ pub trait Tool: Send + Sync {
     /// True for tools that only read (they run without approval in the default mode).
     fn is_read_only(&self) -> bool {
         false
+    }
+
+    /// Where the tool comes from; a child that may not delegate is never given a
+    /// [`ToolKind::Delegation`] tool. The default is [`ToolKind::Builtin`].
+    fn kind(&self) -> ToolKind {
+        ToolKind::Builtin
+    }
+
+    /// The argument keys that are paths the tool reads (see
+    /// [`ToolInfo::reads_paths`](crate::ToolInfo::reads_paths)).
+    fn reads_paths(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// True when a `tool(glob)` permission rule can match the tool's calls (see
+    /// [`permission_subject`](Self::permission_subject)).
+    fn has_subject(&self) -> bool {
+        false
+    }
+
+    /// The names other harnesses use for this tool.
+    fn foreign_names(&self) -> &'static [&'static str] {
+        &[]
     }
 
     /// True when running a call again with the same arguments changes nothing more than

@@ -4,7 +4,9 @@
 //! here; tools whose schema is only known at run time (MCP tools) implement [`Tool`] directly.
 
 use crate::schema::arguments_schema;
-use crate::{PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, Workspace};
+use crate::{
+    PermissionSubject, Tool, ToolContext, ToolError, ToolInfo, ToolKind, ToolOutput, Workspace,
+};
 use async_trait::async_trait;
 use cadre_types::{Event, Message, ToolDefinition};
 use schemars::JsonSchema;
@@ -21,8 +23,10 @@ use std::borrow::Cow;
 /// The methods mirror [`Tool`]'s, with typed arguments; a method added to [`Tool`] with a
 /// default gets its mirror here, forwarded by the blanket implementation.
 pub trait TypedTool: Send + Sync + 'static {
-    /// The tool's unique name.
-    const NAME: &'static str;
+    /// What the tool is: its name, kind, whether it only reads, the paths it reads, its
+    /// foreign names. Known without an instance, so lists of tools by property are derived
+    /// from it.
+    const INFO: ToolInfo;
 
     /// The arguments of a call: their doc comments are the descriptions the model reads.
     type Args: DeserializeOwned + JsonSchema + Send + 'static;
@@ -34,11 +38,6 @@ pub trait TypedTool: Send + Sync + 'static {
     /// (the `task` tool's agent names). The default changes nothing.
     fn refine_schema(&self, _schema: &mut serde_json::Value) {}
 
-    /// See [`Tool::is_read_only`].
-    fn is_read_only(&self) -> bool {
-        false
-    }
-
     /// See [`Tool::is_idempotent`].
     fn is_idempotent(&self) -> bool {
         false
@@ -46,7 +45,7 @@ pub trait TypedTool: Send + Sync + 'static {
 
     /// See [`Tool::parallel_safe`].
     fn parallel_safe(&self) -> bool {
-        self.is_read_only()
+        Self::INFO.read_only
     }
 
     /// See [`Tool::uses_network`].
@@ -90,21 +89,37 @@ fn decode<A: DeserializeOwned>(args: &serde_json::Value) -> Result<A, ToolError>
 #[async_trait]
 impl<T: TypedTool> Tool for T {
     fn name(&self) -> &str {
-        T::NAME
+        T::INFO.name
     }
 
     fn definition(&self) -> ToolDefinition {
         let mut parameters = arguments_schema::<T::Args>();
         self.refine_schema(&mut parameters);
         ToolDefinition {
-            name: T::NAME.to_string(),
+            name: T::INFO.name.to_string(),
             description: self.description().into_owned(),
             parameters,
         }
     }
 
     fn is_read_only(&self) -> bool {
-        TypedTool::is_read_only(self)
+        T::INFO.read_only
+    }
+
+    fn kind(&self) -> ToolKind {
+        T::INFO.kind
+    }
+
+    fn reads_paths(&self) -> &'static [&'static str] {
+        T::INFO.reads_paths
+    }
+
+    fn has_subject(&self) -> bool {
+        T::INFO.has_subject
+    }
+
+    fn foreign_names(&self) -> &'static [&'static str] {
+        T::INFO.foreign_names
     }
 
     fn is_idempotent(&self) -> bool {

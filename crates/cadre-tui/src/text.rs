@@ -28,18 +28,21 @@ pub fn short_args(args: &str) -> String {
     }
 }
 
+/// Where the arguments of a call of `tool` name the agent and the work, for the tools that
+/// give a sub-agent work (`task`, `agent_spawn`, `agent_send`), as the tool declares it.
+pub fn prompt_args(tool: &str) -> Option<cadre_tools::PromptArgs> {
+    cadre_subagents::known_tool(tool).and_then(|i| i.prompts)
+}
+
 /// The title of a tool call: `auditor: audit open work` for delegation calls (agent and
 /// description), the argument values for the others.
 pub fn call_title(tool: &str, args: &str) -> String {
-    if matches!(tool, "task" | "agent_spawn" | "agent_send")
+    if let Some(keys) = prompt_args(tool)
         && let Ok(v) = serde_json::from_str::<serde_json::Value>(args)
     {
-        let s = |k: &str| v.get(k).and_then(|x| x.as_str());
-        let agent = s("subagent_type")
-            .or(s("agent_id"))
-            .or(s("label"))
-            .or(s("agent"));
-        let what = s("description").or(s("message")).or(s("prompt"));
+        let first = |ks: &[&str]| ks.iter().find_map(|k| v.get(*k).and_then(|x| x.as_str()));
+        let agent = first(keys.definition).or(first(keys.address));
+        let what = first(keys.what);
         if let Some(agent) = agent {
             let bg = if v.get("background").and_then(serde_json::Value::as_bool) == Some(true) {
                 ", background"
@@ -102,5 +105,31 @@ mod tests {
             ),
             "auditor: audit, background"
         );
+    }
+
+    #[test]
+    fn delegation_titles_read_the_keys_each_tool_declares() {
+        assert_eq!(
+            call_title(
+                "agent_spawn",
+                r#"{"agent_id":"reviewer","label":"r1","task":"check the diff"}"#
+            ),
+            "reviewer: check the diff"
+        );
+        assert_eq!(
+            call_title("agent_send", r#"{"label":"r1","message":"and the tests"}"#),
+            "r1: and the tests"
+        );
+        assert_eq!(
+            call_title("agent_send", r#"{"agent_key":"agent:r:1","message":"go"}"#),
+            "agent:r:1: go"
+        );
+        // A tool that gives no agent work is titled by its argument values, whatever its keys.
+        assert_eq!(
+            call_title("read_file", r#"{"subagent_type":"x","path":"a.rs"}"#),
+            "a.rs, x"
+        );
+        assert!(prompt_args("task_list").is_none());
+        assert!(prompt_args("mcp__srv__task").is_none());
     }
 }

@@ -10,7 +10,7 @@
 
 mod rule;
 
-use cadre_tools::builtin::READING_TOOLS;
+use cadre_tools::builtin::{is_reading_tool, reading_tools};
 use cadre_tools::{CommandLine, HiddenPaths, PermissionSubject};
 use rule::Rule;
 pub use rule::RuleError;
@@ -212,7 +212,7 @@ impl PermissionPolicy {
         let hidden = &self.rules.hidden;
         match subject {
             PermissionSubject::Path(p)
-                if READING_TOOLS.contains(&tool) && (hidden.hides(p) || hidden.hides_tree(p)) =>
+                if is_reading_tool(tool) && (hidden.hides(p) || hidden.hides_tree(p)) =>
             {
                 Some(format!(
                     "{} is hidden from reading tools by the permission deny rules on {}",
@@ -269,7 +269,7 @@ fn covers(rules: &[&Rule], subject: &PermissionSubject) -> bool {
 fn hidden_by(deny: &[Rule]) -> Result<Arc<HiddenPaths>, RuleError> {
     let hidden: Vec<String> = deny
         .iter()
-        .filter(|r| READING_TOOLS.iter().any(|t| r.names(t)))
+        .filter(|r| reading_tools().any(|t| r.names(t)))
         .filter_map(|r| r.subject.as_ref().map(|s| s.raw.clone()))
         .collect();
     HiddenPaths::new(&hidden)

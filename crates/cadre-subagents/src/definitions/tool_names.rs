@@ -4,61 +4,43 @@
 //! permission rule.
 
 pub use crate::DELEGATION_TOOLS;
+use cadre_tools::ToolInfo;
 
 /// cadre's built-in tools.
 pub use cadre_tools::builtin::BUILTIN_TOOL_NAMES as BUILTIN_TOOLS;
 
-/// Tools whose calls have a subject (a command or a path) that a permission rule can match,
-/// so a restricted form like `Bash(git *)` or `Read(src/**)` can be kept as a rule.
-const SUBJECT_TOOLS: &[&str] = &[
-    "bash",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "glob",
-    "grep",
-    "list_dir",
-];
+/// Every tool a definition file may name, as its descriptor: the built-in ones (those
+/// that exist only where configured too) and the delegation tools. Foreign names and
+/// which tools have a subject come from here.
+fn known_tools() -> impl Iterator<Item = &'static ToolInfo> {
+    cadre_tools::builtin::BUILTIN_TOOLS
+        .iter()
+        .chain(cadre_tools::builtin::CONFIGURED_TOOLS.iter())
+        .chain(crate::DELEGATION_TOOL_INFO.iter())
+}
 
-/// Names other harnesses use, with the cadre tool that does the same job. A target cadre
-/// does not have (here, `web_fetch`, `web_search`, `todo_write`) is known only when the
-/// caller registers it.
-const FOREIGN_NAMES: &[(&str, &str)] = &[
-    // Claude Code.
-    ("Read", "read_file"),
-    ("Write", "write_file"),
-    ("Edit", "edit_file"),
-    ("MultiEdit", "edit_file"),
-    ("Bash", "bash"),
-    ("Grep", "grep"),
-    ("Glob", "glob"),
-    ("LS", "list_dir"),
-    ("Task", "task"),
-    ("Agent", "task"),
-    ("WebFetch", "web_fetch"),
-    ("WebSearch", "web_search"),
-    ("TodoWrite", "todo_write"),
-    // OpenCode.
-    ("read", "read_file"),
-    ("write", "write_file"),
-    ("edit", "edit_file"),
-    ("patch", "edit_file"),
-    ("list", "list_dir"),
-    ("webfetch", "web_fetch"),
-    ("websearch", "web_search"),
-    ("todowrite", "todo_write"),
-    // Gemini CLI.
-    ("replace", "edit_file"),
-    ("run_shell_command", "bash"),
-    ("grep_search", "grep"),
-    ("search_file_content", "grep"),
-    ("list_directory", "list_dir"),
-    ("read_many_files", "read_file"),
-    ("google_web_search", "web_search"),
-    ("write_todos", "todo_write"),
-    // The Java seed.
-    ("grep_files", "grep"),
-];
+/// What the cadre tool named `name` is (built-in, configured or delegation), for front ends
+/// that know a tool only by the name in a call. MCP tools and tools the caller registers
+/// itself have none.
+pub fn known_tool(name: &str) -> Option<&'static ToolInfo> {
+    known_tools().find(|i| i.name == name)
+}
+
+/// The cadre tool another harness calls `foreign` (Claude Code's `Read`, Gemini CLI's
+/// `run_shell_command`). A target cadre has only where configured (`web_search`) is known
+/// only when the caller registers it.
+pub fn foreign_target(foreign: &str) -> Option<&'static str> {
+    known_tools()
+        .find(|i| i.foreign_names.contains(&foreign))
+        .map(|i| i.name)
+}
+
+/// True when calls of `name` have a subject (a command or a path) that a permission rule
+/// can match, so a restricted form like `Bash(git *)` or `Read(src/**)` can be kept as a
+/// rule.
+fn has_subject(name: &str) -> bool {
+    known_tool(name).is_some_and(|i| i.has_subject)
+}
 
 /// What a name in a `tools` / `disallowed_tools` list stands for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -106,9 +88,9 @@ fn plain_name(entry: &str, extra: &[String]) -> Result<String, Option<String>> {
     if is_cadre_name(entry, extra) {
         return Ok(entry.to_string());
     }
-    match FOREIGN_NAMES.iter().find(|(foreign, _)| *foreign == entry) {
-        Some((_, ours)) if is_cadre_name(ours, extra) => Ok((*ours).to_string()),
-        Some((_, ours)) => Err(Some((*ours).to_string())),
+    match foreign_target(entry) {
+        Some(ours) if is_cadre_name(ours, extra) => Ok(ours.to_string()),
+        Some(ours) => Err(Some(ours.to_string())),
         None => Err(None),
     }
 }
@@ -141,7 +123,7 @@ pub fn map_tool_name(entry: &str, extra: &[String]) -> ToolName {
     };
     match arg.map(str::trim) {
         None | Some("") | Some("*") => ToolName::Known(name),
-        Some(_) if !SUBJECT_TOOLS.contains(&name.as_str()) => ToolName::Unrestrictable(name),
+        Some(_) if !has_subject(&name) => ToolName::Unrestrictable(name),
         Some(arg) => ToolName::Restricted {
             patterns: patterns_of(arg),
             name,
@@ -352,6 +334,25 @@ mod tests {
             map_tool_name("Task(reviewer)", &[]),
             ToolName::Unrestrictable("task".into())
         );
+    }
+
+    #[test]
+    fn foreign_names_name_one_tool_and_never_a_cadre_name() {
+        let mut seen: Vec<(&str, &str)> = Vec::new();
+        for info in known_tools() {
+            for foreign in info.foreign_names {
+                assert!(
+                    known_tools().all(|i| i.name != *foreign),
+                    "`{foreign}` of {} is a cadre name",
+                    info.name
+                );
+                if let Some((_, other)) = seen.iter().find(|(f, _)| f == foreign) {
+                    panic!("`{foreign}` names both {other} and {}", info.name);
+                }
+                seen.push((foreign, info.name));
+            }
+        }
+        assert!(seen.len() >= 30, "{seen:?}");
     }
 
     #[test]

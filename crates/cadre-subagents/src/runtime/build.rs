@@ -109,7 +109,7 @@ impl SubagentRuntime {
         let grant = &decided.grant;
         let mut tools = parent
             .tools
-            .filtered(|t| grant.allows(t.name()) && !DELEGATION_TOOLS.contains(&t.name()));
+            .filtered(|t| grant.allows(t.name()) && !crate::is_delegation(t));
         // The definition's own servers' tools replace inherited ones of the same name.
         for t in own_tools(def, own) {
             tools.register(t.clone());

@@ -5,7 +5,7 @@
 use crate::Isolation;
 use crate::runtime::live::LiveChild;
 use crate::runtime::{Inherited, LiveRequest, Parent, RuntimeRef, Started, SubagentRuntime};
-use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+use cadre_tools::{PromptArgs, ToolContext, ToolError, ToolInfo, ToolOutput, TypedTool};
 use cadre_types::TaskStatus;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -164,7 +164,13 @@ pub struct SpawnArgs {
 }
 
 impl TypedTool for AgentSpawnTool {
-    const NAME: &'static str = "agent_spawn";
+    const INFO: ToolInfo = ToolInfo::delegation("agent_spawn")
+        .read_only()
+        .prompts(PromptArgs {
+            definition: &["agent_id"],
+            address: &["label"],
+            what: &["task"],
+        });
     type Args = SpawnArgs;
 
     fn description(&self) -> Cow<'_, str> {
@@ -184,10 +190,6 @@ impl TypedTool for AgentSpawnTool {
         let runtime = self.runtime.upgrade();
         let ids: Vec<&str> = runtime.iter().flat_map(|r| r.registry().names()).collect();
         schema["properties"]["agent_id"]["enum"] = ids.into();
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     fn timeout_exempt(&self) -> bool {
@@ -243,7 +245,13 @@ pub struct SendArgs {
 }
 
 impl TypedTool for AgentSendTool {
-    const NAME: &'static str = "agent_send";
+    const INFO: ToolInfo = ToolInfo::delegation("agent_send")
+        .read_only()
+        .prompts(PromptArgs {
+            definition: &[],
+            address: &["label", "agent_key"],
+            what: &["message"],
+        });
     type Args = SendArgs;
 
     fn description(&self) -> Cow<'_, str> {
@@ -251,10 +259,6 @@ impl TypedTool for AgentSendTool {
          its own history. Address it by its full agent_key or by its label (exactly one). \
          timeout_seconds works as for agent_spawn."
             .into()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     fn timeout_exempt(&self) -> bool {
@@ -339,7 +343,7 @@ pub struct AgentCloseTool {
 delegating_constructors!(AgentCloseTool);
 
 impl TypedTool for AgentCloseTool {
-    const NAME: &'static str = "agent_close";
+    const INFO: ToolInfo = ToolInfo::delegation("agent_close").read_only();
     type Args = AgentAddress;
 
     fn description(&self) -> Cow<'_, str> {
@@ -348,10 +352,6 @@ impl TypedTool for AgentCloseTool {
          has its worktree removed; its commits stay on its branch (a branch without commits is \
          deleted). Address it by its full agent_key or by its label (exactly one)."
             .into()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     fn timeout_exempt(&self) -> bool {
@@ -395,17 +395,13 @@ impl AgentListTool {
 pub struct NoArgs {}
 
 impl TypedTool for AgentListTool {
-    const NAME: &'static str = "agent_list";
+    const INFO: ToolInfo = ToolInfo::delegation("agent_list").read_only();
     type Args = NoArgs;
 
     fn description(&self) -> Cow<'_, str> {
         "List the sub-agents created with agent_spawn in this session: agent_key, agent_id, \
          label, depth and state."
             .into()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     async fn run(&self, _args: NoArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

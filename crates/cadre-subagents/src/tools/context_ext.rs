@@ -276,8 +276,8 @@ impl TurnExtension for SubagentContext {
         // Read-only for the permission policy, yet they act on a live child: run again,
         // they would spawn a second child or send the message twice.
         let acts = [
-            crate::tools::agents::AgentSpawnTool::NAME,
-            crate::tools::agents::AgentSendTool::NAME,
+            crate::tools::agents::AgentSpawnTool::INFO.name,
+            crate::tools::agents::AgentSendTool::INFO.name,
         ];
         acts.contains(&call.name.as_str())
             .then_some(cadre_engine::Settled::OutcomeUnknown)

@@ -5,7 +5,9 @@ use crate::Isolation;
 use crate::runtime::results::ShownResult;
 use crate::runtime::{Inherited, Parent, RuntimeRef, SpawnRequest, SubagentRuntime, Waited};
 use cadre_store::TaskRecord;
-use cadre_tools::{RunContext, ToolContext, ToolError, ToolOutput, TypedTool};
+use cadre_tools::{
+    PromptArgs, RunContext, ToolContext, ToolError, ToolInfo, ToolOutput, TypedTool,
+};
 use cadre_types::TaskStatus;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -137,7 +139,16 @@ fn running(task_id: &str) -> ToolOutput {
 }
 
 impl TypedTool for TaskTool {
-    const NAME: &'static str = "task";
+    const INFO: ToolInfo = ToolInfo::delegation("task")
+        // Delegating reads nothing and writes nothing by itself; the child's own tool calls
+        // go through the child's permission policy.
+        .read_only()
+        .foreign_names(&["Task", "Agent"])
+        .prompts(PromptArgs {
+            definition: &["subagent_type"],
+            address: &[],
+            what: &["description", "prompt"],
+        });
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {
@@ -164,12 +175,6 @@ impl TypedTool for TaskTool {
         let defs: Vec<_> = runtime.iter().flat_map(|r| r.registry().list()).collect();
         let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
         schema["properties"]["subagent_type"]["enum"] = names.into();
-    }
-
-    fn is_read_only(&self) -> bool {
-        // Delegating reads nothing and writes nothing by itself; the child's own tool calls
-        // go through the child's permission policy.
-        true
     }
 
     fn timeout_exempt(&self) -> bool {

@@ -3,7 +3,7 @@
 
 use crate::runtime::{RuntimeRef, SubagentRuntime, Taking, Waited};
 use cadre_store::TaskRecord;
-use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+use cadre_tools::{ToolContext, ToolError, ToolInfo, ToolOutput, TypedTool};
 use cadre_types::TaskStatus;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -137,7 +137,7 @@ impl OutputArgs {
 }
 
 impl TypedTool for TaskOutputTool {
-    const NAME: &'static str = "task_output";
+    const INFO: ToolInfo = ToolInfo::delegation("task_output").read_only();
     type Args = OutputArgs;
 
     fn description(&self) -> Cow<'_, str> {
@@ -148,10 +148,6 @@ impl TypedTool for TaskOutputTool {
              only use this when you need one now."
         )
         .into()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     fn timeout_exempt(&self) -> bool {
@@ -292,16 +288,12 @@ pub struct CancelArgs {
 }
 
 impl TypedTool for TaskCancelTool {
-    const NAME: &'static str = "task_cancel";
+    const INFO: ToolInfo = ToolInfo::delegation("task_cancel").read_only();
     type Args = CancelArgs;
 
     fn description(&self) -> Cow<'_, str> {
         "Cancel a running task: its sub-agent stops at once (no further model or tool calls)."
             .into()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     fn timeout_exempt(&self) -> bool {
@@ -422,15 +414,11 @@ pub struct ListArgs {
 }
 
 impl TypedTool for TaskListTool {
-    const NAME: &'static str = "task_list";
+    const INFO: ToolInfo = ToolInfo::delegation("task_list").read_only();
     type Args = ListArgs;
 
     fn description(&self) -> Cow<'_, str> {
         "List this session's sub-agent tasks with status, creation time, token use and cost.".into()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     async fn run(&self, a: ListArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -2,7 +2,8 @@
 //! cancellation and bounded output.
 
 use crate::{
-    PermissionSubject, SecretEnv, ToolContext, ToolError, ToolOutput, TypedTool, Workspace,
+    PermissionSubject, SecretEnv, ToolContext, ToolError, ToolInfo, ToolOutput, TypedTool,
+    Workspace,
 };
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -67,7 +68,9 @@ enum Ending {
 }
 
 impl TypedTool for BashTool {
-    const NAME: &'static str = "bash";
+    const INFO: ToolInfo = ToolInfo::builtin("bash")
+        .with_subject()
+        .foreign_names(&["Bash", "run_shell_command"]);
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {

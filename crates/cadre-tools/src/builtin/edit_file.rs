@@ -1,6 +1,8 @@
 //! `edit_file`: replace an exact string in a file and show the change as a unified diff.
 
-use crate::{PermissionSubject, ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
+use crate::{
+    EditArgs, PermissionSubject, ToolContext, ToolError, ToolInfo, ToolOutput, TypedTool, Workspace,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use similar::TextDiff;
@@ -36,7 +38,13 @@ pub struct Args {
 }
 
 impl TypedTool for EditFileTool {
-    const NAME: &'static str = "edit_file";
+    const INFO: ToolInfo = ToolInfo::builtin("edit_file")
+        .with_subject()
+        .foreign_names(&["Edit", "MultiEdit", "edit", "patch", "replace"])
+        .edits(EditArgs {
+            old: Some("old_string"),
+            new: "new_string",
+        });
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {

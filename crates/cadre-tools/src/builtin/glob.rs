@@ -2,7 +2,7 @@
 
 use super::common::{PathGlob, link_to_hidden, refuse_hidden, walker};
 use crate::{
-    FileKind, HiddenPaths, Opened, PermissionSubject, ToolContext, ToolError, ToolOutput,
+    FileKind, HiddenPaths, Opened, PermissionSubject, ToolContext, ToolError, ToolInfo, ToolOutput,
     TypedTool, Workspace,
 };
 use schemars::JsonSchema;
@@ -38,15 +38,14 @@ pub struct Args {
 }
 
 impl TypedTool for GlobTool {
-    const NAME: &'static str = "glob";
+    const INFO: ToolInfo = ToolInfo::builtin("glob")
+        .read_only()
+        .reads_paths(&["path"])
+        .foreign_names(&["Glob"]);
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {
         DESCRIPTION.into()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     fn permission_subject(

@@ -2,8 +2,8 @@
 
 use super::common::{PathGlob, refuse_hidden, truncate_line, walker};
 use crate::{
-    HiddenPaths, Opened, PermissionSubject, ToolContext, ToolError, ToolOutput, TypedTool,
-    Workspace,
+    HiddenPaths, Opened, PermissionSubject, ToolContext, ToolError, ToolInfo, ToolOutput,
+    TypedTool, Workspace,
 };
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkMatch};
@@ -75,15 +75,14 @@ pub struct Args {
 }
 
 impl TypedTool for GrepTool {
-    const NAME: &'static str = "grep";
+    const INFO: ToolInfo = ToolInfo::builtin("grep")
+        .read_only()
+        .reads_paths(&["path"])
+        .foreign_names(&["Grep", "grep_search", "search_file_content", "grep_files"]);
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {
         DESCRIPTION.into()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     fn permission_subject(

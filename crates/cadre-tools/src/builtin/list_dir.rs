@@ -3,7 +3,7 @@
 use super::common::{link_to_hidden, refuse_hidden};
 use crate::{
     FileKind, HiddenPaths, Opened, OpenedDir, Opener, PermissionSubject, ToolContext, ToolError,
-    ToolOutput, TypedTool, Workspace,
+    ToolInfo, ToolOutput, TypedTool, Workspace,
 };
 use rustix::fs::AtFlags;
 use schemars::JsonSchema;
@@ -35,15 +35,14 @@ pub struct Args {
 }
 
 impl TypedTool for ListDirTool {
-    const NAME: &'static str = "list_dir";
+    const INFO: ToolInfo = ToolInfo::builtin("list_dir")
+        .read_only()
+        .reads_paths(&["path"])
+        .foreign_names(&["LS", "list", "list_directory"]);
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {
         DESCRIPTION.into()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     fn permission_subject(

@@ -25,26 +25,66 @@ pub use web_fetch::{AddressRefused, WEB_FETCH, WebFetchConfig, WebFetchTool};
 pub use web_search::{WEB_SEARCH, WebSearchConfig, WebSearchSetupError, WebSearchTool, mcp_target};
 pub use write_file::WriteFileTool;
 
-use crate::{SecretEnv, ToolRegistry};
+use crate::{SecretEnv, ToolInfo, ToolRegistry, TypedTool, names_of};
 use std::sync::Arc;
 
-/// The reading tools whose path deny rules hide paths from all of them: a deny rule on a
-/// path of any of these (`read_file(secrets/**)`) denies the path to every one and leaves
-/// it out of what `grep`, `glob` and `list_dir` print.
-pub const READING_TOOLS: &[&str] = &["read_file", "grep", "glob", "list_dir"];
+/// The built-in tool set, written once: each tool type with how the registry builds it.
+/// The registry, its order and the descriptors ([`BUILTIN_TOOLS`]) all come from this list.
+macro_rules! builtin_set {
+    (|$secrets:ident| $($ty:ty => $make:expr),+ $(,)?) => {
+        const BUILTIN_COUNT: usize = [$(stringify!($ty)),+].len();
+
+        /// What each built-in tool is, in registry order.
+        pub const BUILTIN_TOOLS: [ToolInfo; BUILTIN_COUNT] = [$(<$ty as TypedTool>::INFO),+];
+
+        fn registry_of($secrets: SecretEnv) -> ToolRegistry {
+            ToolRegistry::new()$(.with(Arc::new($make)))+
+        }
+    };
+}
+
+builtin_set!(|secrets|
+    ReadFileTool => ReadFileTool,
+    WriteFileTool => WriteFileTool,
+    EditFileTool => EditFileTool,
+    GlobTool => GlobTool,
+    GrepTool => GrepTool,
+    ListDirTool => ListDirTool,
+    BashTool => BashTool::new(secrets),
+    TodoWriteTool => TodoWriteTool,
+    WebFetchTool => WebFetchTool::default(),
+);
+
+/// Built-in tools that exist only where they are configured (`web_search` needs a
+/// backend), so they are not in [`builtin_tools`]; their names are still known.
+pub const CONFIGURED_TOOLS: [ToolInfo; 1] = [WebSearchTool::INFO];
 
 /// The names of the built-in tools, in registry order.
-pub const BUILTIN_TOOL_NAMES: &[&str] = &[
-    "read_file",
-    "write_file",
-    "edit_file",
-    "glob",
-    "grep",
-    "list_dir",
-    "bash",
-    TODO_WRITE,
-    WEB_FETCH,
-];
+pub const BUILTIN_TOOL_NAMES: &[&str] = &names_of(&BUILTIN_TOOLS);
+
+/// The descriptor of the built-in tool (configured or not) named `name`.
+pub fn builtin_info(name: &str) -> Option<&'static ToolInfo> {
+    BUILTIN_TOOLS
+        .iter()
+        .chain(CONFIGURED_TOOLS.iter())
+        .find(|i| i.name == name)
+}
+
+/// The reading tools (those with [`ToolInfo::reads_paths`]): a deny rule on a path of any
+/// of these (`read_file(secrets/**)`) denies the path to every one and leaves it out of
+/// what the listing ones print.
+pub fn reading_tools() -> impl Iterator<Item = &'static str> {
+    BUILTIN_TOOLS
+        .iter()
+        .chain(CONFIGURED_TOOLS.iter())
+        .filter(|i| !i.reads_paths.is_empty())
+        .map(|i| i.name)
+}
+
+/// True for a reading tool (see [`reading_tools`]).
+pub fn is_reading_tool(name: &str) -> bool {
+    reading_tools().any(|t| t == name)
+}
 
 /// A registry with all built-in tools, in this order: `read_file`, `write_file`,
 /// `edit_file`, `glob`, `grep`, `list_dir`, `bash`, `todo_write`, `web_fetch` (with its
@@ -57,16 +97,7 @@ pub fn builtin_tools() -> ToolRegistry {
 
 /// As [`builtin_tools`], with `bash` dropping the variables `secrets` removes.
 pub fn builtin_tools_with_secrets(secrets: SecretEnv) -> ToolRegistry {
-    ToolRegistry::new()
-        .with(Arc::new(ReadFileTool))
-        .with(Arc::new(WriteFileTool))
-        .with(Arc::new(EditFileTool))
-        .with(Arc::new(GlobTool))
-        .with(Arc::new(GrepTool))
-        .with(Arc::new(ListDirTool))
-        .with(Arc::new(BashTool::new(secrets)))
-        .with(Arc::new(TodoWriteTool))
-        .with(Arc::new(WebFetchTool::default()))
+    registry_of(secrets)
 }
 
 #[cfg(test)]
@@ -92,6 +123,35 @@ mod tests {
             ]
         );
         assert_eq!(reg.names(), BUILTIN_TOOL_NAMES);
+        // Each instance says what its descriptor says.
+        for (tool, info) in reg.iter().zip(BUILTIN_TOOLS.iter()) {
+            assert_eq!(tool.name(), info.name);
+            assert_eq!(tool.is_read_only(), info.read_only, "{}", info.name);
+            assert_eq!(tool.kind(), crate::ToolKind::Builtin, "{}", info.name);
+            assert_eq!(tool.reads_paths(), info.reads_paths, "{}", info.name);
+            assert_eq!(tool.has_subject(), info.has_subject, "{}", info.name);
+        }
+        assert_eq!(
+            reading_tools().collect::<Vec<_>>(),
+            ["read_file", "glob", "grep", "list_dir"]
+        );
+        let subject: Vec<&str> = BUILTIN_TOOLS
+            .iter()
+            .filter(|i| i.has_subject)
+            .map(|i| i.name)
+            .collect();
+        assert_eq!(
+            subject,
+            [
+                "read_file",
+                "write_file",
+                "edit_file",
+                "glob",
+                "grep",
+                "list_dir",
+                "bash"
+            ]
+        );
         for def in reg.definitions() {
             assert_eq!(def.parameters["type"], "object", "{}", def.name);
             assert!(def.parameters["properties"].is_object(), "{}", def.name);
@@ -318,6 +378,47 @@ mod tests {
         };
         assert_eq!(line.commands()[0].text(), "ls -la");
         assert!(subject("bash", json!({"cmd": "ls"})).is_err());
+    }
+
+    #[test]
+    fn declared_subjects_match_what_calls_act_on() {
+        use crate::{PermissionSubject, Workspace};
+        let dir = crate::testutil::tree(&[("a.txt", b"x\n")]);
+        let ws = Workspace::new(dir.path()).unwrap();
+        let reg = builtin_tools();
+        let valid = |name: &str| match name {
+            "read_file" | "list_dir" => json!({"path": "a.txt"}),
+            "write_file" => json!({"path": "a.txt", "content": ""}),
+            "edit_file" => json!({"path": "a.txt", "old_string": "x", "new_string": "y"}),
+            "glob" | "grep" => json!({"pattern": "x"}),
+            "bash" => json!({"command": "ls"}),
+            "todo_write" => json!({"todos": []}),
+            "web_fetch" => json!({"url": "https://example.com/"}),
+            other => panic!("no sample arguments for {other}"),
+        };
+        for info in BUILTIN_TOOLS {
+            let subject = reg
+                .get(info.name)
+                .unwrap()
+                .permission_subject(&valid(info.name), &ws)
+                .unwrap();
+            let path_or_command = matches!(
+                subject,
+                PermissionSubject::Path(_) | PermissionSubject::Command(_)
+            );
+            assert_eq!(
+                path_or_command, info.has_subject,
+                "{}: {subject:?}",
+                info.name
+            );
+            if !info.reads_paths.is_empty() {
+                assert!(
+                    matches!(subject, PermissionSubject::Path(_)),
+                    "{}",
+                    info.name
+                );
+            }
+        }
     }
 
     #[tokio::test]

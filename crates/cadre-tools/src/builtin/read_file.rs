@@ -3,7 +3,8 @@
 use super::common::refuse_hidden;
 use super::line_window::{Total, Window, WindowSpec, read_window};
 use crate::{
-    Opened, OpenedFile, PermissionSubject, ToolContext, ToolError, ToolOutput, TypedTool, Workspace,
+    Opened, OpenedFile, PermissionSubject, ToolContext, ToolError, ToolInfo, ToolOutput, TypedTool,
+    Workspace,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -51,15 +52,14 @@ pub struct Args {
 }
 
 impl TypedTool for ReadFileTool {
-    const NAME: &'static str = "read_file";
+    const INFO: ToolInfo = ToolInfo::builtin("read_file")
+        .read_only()
+        .reads_paths(&["path"])
+        .foreign_names(&["Read", "read", "read_many_files"]);
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {
         DESCRIPTION.into()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     fn permission_subject(

@@ -2,7 +2,7 @@
 //! lives in the transcript (the call's arguments), so a resumed session has it; each call
 //! and each resume emits it as an [`Event::Todo`].
 
-use crate::{ToolContext, ToolError, ToolOutput, TypedTool};
+use crate::{ToolContext, ToolError, ToolInfo, ToolOutput, TypedTool};
 use cadre_types::{Event, EventEnvelope, Message, TodoItem, TodoStatus};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -111,7 +111,11 @@ pub fn current_plan(history: &[Message]) -> Option<Vec<TodoItem>> {
 }
 
 impl TypedTool for TodoWriteTool {
-    const NAME: &'static str = TODO_WRITE;
+    const INFO: ToolInfo = ToolInfo::builtin(TODO_WRITE).read_only().foreign_names(&[
+        "TodoWrite",
+        "todowrite",
+        "write_todos",
+    ]);
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {
@@ -119,10 +123,6 @@ impl TypedTool for TodoWriteTool {
     }
 
     /// It changes nothing but the plan shown to the user.
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
     fn resumed_state(&self, history: &[Message]) -> Option<Event> {
         current_plan(history).map(|todos| Event::Todo { todos })
     }

@@ -2,7 +2,9 @@
 //! service: an MCP server's search tool, or an HTTP search API (GET, a URL template with the
 //! query, an API key from an environment variable). Without a backend the tool is not offered.
 
-use crate::{PermissionSubject, Tool, ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
+use crate::{
+    PermissionSubject, Tool, ToolContext, ToolError, ToolInfo, ToolOutput, TypedTool, Workspace,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -287,15 +289,15 @@ impl HttpBackend {
 }
 
 impl TypedTool for WebSearchTool {
-    const NAME: &'static str = WEB_SEARCH;
+    const INFO: ToolInfo = ToolInfo::builtin(WEB_SEARCH).read_only().foreign_names(&[
+        "WebSearch",
+        "websearch",
+        "google_web_search",
+    ]);
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {
         DESCRIPTION.into()
-    }
-
-    fn is_read_only(&self) -> bool {
-        true
     }
 
     fn uses_network(&self) -> bool {

@@ -1,6 +1,8 @@
 //! `write_file`: create or overwrite a file, creating missing parent directories.
 
-use crate::{PermissionSubject, ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
+use crate::{
+    EditArgs, PermissionSubject, ToolContext, ToolError, ToolInfo, ToolOutput, TypedTool, Workspace,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -26,7 +28,13 @@ pub struct Args {
 }
 
 impl TypedTool for WriteFileTool {
-    const NAME: &'static str = "write_file";
+    const INFO: ToolInfo = ToolInfo::builtin("write_file")
+        .with_subject()
+        .foreign_names(&["Write", "write"])
+        .edits(EditArgs {
+            old: None,
+            new: "content",
+        });
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {

@@ -428,18 +428,23 @@ impl App {
     }
 }
 
-/// Tools that start sub-agents.
+/// Calls that give a sub-agent work (the tools that say where their arguments name the
+/// agent and the work, and messages sent straight to an agent with `@agent`).
 fn is_delegation(tool: &str) -> bool {
-    matches!(tool, "task" | "agent_send" | "agent_spawn") || tool.starts_with('@')
+    crate::text::prompt_args(tool).is_some() || tool.starts_with('@')
 }
 
-/// Whether a delegation call names `agent`.
+/// Whether a delegation call names `agent` (its definition).
 fn names_agent(t: &ToolEntry, agent: &str) -> bool {
     if t.tool.strip_prefix('@') == Some(agent) {
         return true;
     }
+    let Some(keys) = crate::text::prompt_args(&t.tool) else {
+        return false;
+    };
     match serde_json::from_str::<serde_json::Value>(&t.args) {
-        Ok(v) => ["subagent_type", "agent_id", "agent"]
+        Ok(v) => keys
+            .definition
             .iter()
             .any(|k| v.get(k).and_then(|x| x.as_str()) == Some(agent)),
         Err(_) => false,

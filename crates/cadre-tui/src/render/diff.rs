@@ -8,27 +8,30 @@ use similar::{ChangeTag, TextDiff};
 /// Diff lines shown at most (the rest is summarised).
 pub const MAX_DIFF_LINES: usize = 200;
 
+/// The text a file-writing call replaces and the text it writes, read from the argument
+/// keys the tool declares ([`cadre_tools::EditArgs`]); `None` for a tool that writes no
+/// file or arguments that do not hold them.
+fn edit_texts(tool: &str, args: &str) -> Option<(String, String)> {
+    let keys = cadre_tools::builtin::builtin_info(tool)?.edits?;
+    let v: serde_json::Value = serde_json::from_str(args).ok()?;
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
+    let old = match keys.old {
+        Some(k) => s(k)?,
+        None => String::new(),
+    };
+    Some((old, s(keys.new)?))
+}
+
 /// The diff a file tool call would make, when `tool` is one.
 pub fn tool_diff(tool: &str, args: &str) -> Option<Vec<Line<'static>>> {
-    let v: serde_json::Value = serde_json::from_str(args).ok()?;
-    let s = |k: &str| v.get(k).and_then(|x| x.as_str());
-    match tool {
-        "edit_file" => Some(diff(s("old_string")?, s("new_string")?)),
-        "write_file" => Some(diff("", s("content")?)),
-        _ => None,
-    }
+    let (old, new) = edit_texts(tool, args)?;
+    Some(diff(&old, &new))
 }
 
 /// (added, removed) line counts of a file tool call.
 pub fn tool_diff_stat(tool: &str, args: &str) -> Option<(usize, usize)> {
-    let v: serde_json::Value = serde_json::from_str(args).ok()?;
-    let s = |k: &str| v.get(k).and_then(|x| x.as_str());
-    let (old, new) = match tool {
-        "edit_file" => (s("old_string")?, s("new_string")?),
-        "write_file" => ("", s("content")?),
-        _ => return None,
-    };
-    let d = TextDiff::from_lines(old, new);
+    let (old, new) = edit_texts(tool, args)?;
+    let d = TextDiff::from_lines(&old, &new);
     let mut stat = (0, 0);
     for c in d.iter_all_changes() {
         match c.tag() {

@@ -10,7 +10,9 @@ mod fetch;
 
 pub use address::AddressRefused;
 
-use crate::{PermissionSubject, ToolContext, ToolError, ToolOutput, TypedTool, Workspace};
+use crate::{
+    PermissionSubject, ToolContext, ToolError, ToolInfo, ToolOutput, TypedTool, Workspace,
+};
 use address::AddressPolicy;
 use content::Kind;
 use fetch::{FetchError, Fetched, Limits};
@@ -168,7 +170,9 @@ async fn render(page: Fetched, prompt: Option<&str>, cap: usize) -> Result<ToolO
 }
 
 impl TypedTool for WebFetchTool {
-    const NAME: &'static str = WEB_FETCH;
+    const INFO: ToolInfo = ToolInfo::builtin(WEB_FETCH)
+        .read_only()
+        .foreign_names(&["WebFetch", "webfetch"]);
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {
@@ -177,10 +181,6 @@ impl TypedTool for WebFetchTool {
 
     /// It changes nothing; approvals treat it as a read. The sandbox sees
     /// [`uses_network`](TypedTool::uses_network).
-    fn is_read_only(&self) -> bool {
-        true
-    }
-
     fn uses_network(&self) -> bool {
         true
     }
