@@ -122,7 +122,10 @@ fn progress_message(event: &Event) -> Option<String> {
             Some(match update.kind {
                 UpdateKind::Start => format!("[{agent}] started"),
                 UpdateKind::Resumed => format!("[{agent}] {}", cut(&update.text)),
-                UpdateKind::ToolStart => format!("[{agent}] ▸ {tool}({})", cut(&update.text)),
+                UpdateKind::ToolStart => format!(
+                    "[{agent}] ▸ {tool}({})",
+                    cadre_subagents::call_title(tool, &update.text, PROGRESS_TEXT_CHARS)
+                ),
                 UpdateKind::ToolResult => format!("[{agent}] ◂ {tool}: {}", cut(&update.text)),
                 UpdateKind::Done => format!("[{agent}] done"),
                 UpdateKind::Error => format!("[{agent}] error: {}", cut(&update.text)),

@@ -53,6 +53,7 @@ pub use tools::context_ext::{SubagentContext, delivery_message, section, status_
 pub use tools::guard::DelegationGuard;
 pub use tools::surface::DELEGATION as DELEGATION_TOOL_INFO;
 pub use tools::task::{TaskTool, render_result, xml_escape};
+pub use tools::title::call_title;
 
 /// Names of the delegation tools, from their descriptors ([`DELEGATION_TOOL_INFO`]);
 /// children that may not delegate never get them.

@@ -63,6 +63,9 @@ pub struct ToolInfo {
     /// The names other harnesses (Claude Code, OpenCode, Gemini CLI, ...) use for the same
     /// tool; a definition file written for one of them may use them.
     pub foreign_names: &'static [&'static str],
+    /// The argument keys whose values name what a call acts on (a path, a command, a URL),
+    /// in the order a one-line title shows them: `write_file(notes.md)`, not its content.
+    pub title: &'static [&'static str],
     /// For tools that write a file: where the change is in the arguments.
     pub edits: Option<EditArgs>,
     /// For tools that give a sub-agent work: where the agent and the work are named.
@@ -79,6 +82,7 @@ impl ToolInfo {
             reads_paths: &[],
             has_subject: false,
             foreign_names: &[],
+            title: &[],
             edits: None,
             prompts: None,
         }
@@ -123,6 +127,14 @@ impl ToolInfo {
     pub const fn foreign_names(self, names: &'static [&'static str]) -> Self {
         Self {
             foreign_names: names,
+            ..self
+        }
+    }
+
+    /// The same tool, titled by the values of `keys` (see [`ToolInfo::title`]).
+    pub const fn titled(self, keys: &'static [&'static str]) -> Self {
+        Self {
+            title: keys,
             ..self
         }
     }

@@ -11,23 +11,6 @@ pub fn short(s: &str, max: usize) -> String {
     }
 }
 
-/// JSON tool arguments shown by their values (`read_file(src/main.rs)`), not their keys.
-pub fn short_args(args: &str) -> String {
-    match serde_json::from_str::<serde_json::Value>(args) {
-        Ok(serde_json::Value::Object(map)) => {
-            let parts: Vec<String> = map
-                .values()
-                .map(|v| match v {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
-                .collect();
-            short(&parts.join(", "), 80)
-        }
-        _ => short(args, 80),
-    }
-}
-
 /// Where the arguments of a call of `tool` name the agent and the work, for the tools that
 /// give a sub-agent work (`task`, `agent_spawn`, `agent_send`), as the tool declares it.
 pub fn prompt_args(tool: &str) -> Option<cadre_tools::PromptArgs> {
@@ -35,24 +18,9 @@ pub fn prompt_args(tool: &str) -> Option<cadre_tools::PromptArgs> {
 }
 
 /// The title of a tool call: `auditor: audit open work` for delegation calls (agent and
-/// description), the argument values for the others.
+/// description), the arguments that name what the call acts on for the others.
 pub fn call_title(tool: &str, args: &str) -> String {
-    if let Some(keys) = prompt_args(tool)
-        && let Ok(v) = serde_json::from_str::<serde_json::Value>(args)
-    {
-        let first = |ks: &[&str]| ks.iter().find_map(|k| v.get(*k).and_then(|x| x.as_str()));
-        let agent = first(keys.definition).or(first(keys.address));
-        let what = first(keys.what);
-        if let Some(agent) = agent {
-            let bg = if v.get("background").and_then(serde_json::Value::as_bool) == Some(true) {
-                ", background"
-            } else {
-                ""
-            };
-            return short(&format!("{agent}: {}{bg}", what.unwrap_or("")), 80);
-        }
-    }
-    short_args(args)
+    cadre_subagents::call_title(tool, args, 80)
 }
 
 /// `950`, `12.3k`, `4.1M`.
@@ -96,7 +64,6 @@ mod tests {
         assert_eq!(elapsed(185_000), "3m05s");
         assert_eq!(short_id("task_1234567890ab"), "task_12345678");
         assert_eq!(short_id("s-abcdefghij"), "s-abcdefgh");
-        assert_eq!(short_args(r#"{"a":"x.rs","b":3}"#), "x.rs, 3");
         assert_eq!(short("abcdef", 4), "abc…");
         assert_eq!(
             call_title(
@@ -124,10 +91,10 @@ mod tests {
             call_title("agent_send", r#"{"agent_key":"agent:r:1","message":"go"}"#),
             "agent:r:1: go"
         );
-        // A tool that gives no agent work is titled by its argument values, whatever its keys.
+        // A tool that gives no agent work is titled by the key it declares, whatever else.
         assert_eq!(
             call_title("read_file", r#"{"subagent_type":"x","path":"a.rs"}"#),
-            "a.rs, x"
+            "a.rs"
         );
         assert!(prompt_args("task_list").is_none());
         assert!(prompt_args("mcp__srv__task").is_none());

@@ -1,6 +1,7 @@
 //! Event sinks of the command line: human text (answer on stdout, progress on stderr) and
 //! JSONL (one event per line on stdout). Logs never go to stdout.
 
+use cadre_subagents::call_title;
 use cadre_types::{EndState, Event, EventEnvelope, EventSink, TodoItem, TodoStatus, UpdateKind};
 use std::io::Write;
 use std::sync::Mutex;
@@ -42,27 +43,6 @@ pub fn short(s: &str, max: usize) -> String {
     } else {
         let cut: String = line.chars().take(max.saturating_sub(1)).collect();
         format!("{cut}…")
-    }
-}
-
-/// Short rendering of JSON tool arguments: `name=value` pairs, each value on one line and
-/// cut, the whole cut to a progress line's width.
-pub fn short_args(args: &str) -> String {
-    match serde_json::from_str::<serde_json::Value>(args) {
-        Ok(serde_json::Value::Object(map)) => {
-            let parts: Vec<String> = map
-                .iter()
-                .map(|(name, v)| {
-                    let value = match v {
-                        serde_json::Value::String(s) => short(s, 32),
-                        other => short(&other.to_string(), 32),
-                    };
-                    format!("{name}={value}")
-                })
-                .collect();
-            short(&parts.join(", "), 100)
-        }
-        _ => short(args, 100),
     }
 }
 
@@ -116,7 +96,7 @@ impl EventSink for TextSink {
                 } else {
                     format!("[{}] ", env.agent)
                 };
-                self.progress(&mut st, &format!("{prefix}▸ {tool}({})", short_args(&args)));
+                self.progress(&mut st, &format!("{prefix}▸ {tool}({})", call_title(&tool, &args, 100)));
             }
             Event::ToolResult {
                 tool,
@@ -144,7 +124,7 @@ impl EventSink for TextSink {
                     UpdateKind::ToolStart => Some(format!(
                         "[{name}] ▸ {}({})",
                         update.tool.as_deref().unwrap_or("?"),
-                        short_args(&update.text)
+                        call_title(update.tool.as_deref().unwrap_or(""), &update.text, 100)
                     )),
                     UpdateKind::Done => Some(format!("[{name}] ✓ done")),
                     UpdateKind::Error => Some(format!("[{name}] ✗ {}", short(&update.text, 120))),
@@ -205,16 +185,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn short_args_shows_names_and_values() {
-        assert_eq!(short_args(r#"{"command":"ls -la"}"#), "command=ls -la");
-        let task = r#"{"background":true,"description":"audit the inventory module for bugs and risky code paths","prompt":"x"}"#;
-        let shown = short_args(task);
-        assert!(
-            shown.starts_with("background=true, description=audit the inventory"),
-            "{shown}"
-        );
-        assert!(shown.contains('…'), "{shown}");
-        assert_eq!(short_args("not json"), "not json");
+    fn lines_are_cut() {
         assert!(short(&"x".repeat(200), 10).ends_with('…'));
     }
 

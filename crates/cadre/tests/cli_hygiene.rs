@@ -196,7 +196,7 @@ fn progress_lines_name_the_arguments_and_task_records_read_well() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(out.status.success(), "{stderr}");
     assert!(
-        stderr.contains("▸ task(background=false, description=count the notes, prompt=count them"),
+        stderr.contains("▸ task(general-purpose: count the notes)"),
         "{stderr}"
     );
 

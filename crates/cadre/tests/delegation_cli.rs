@@ -152,7 +152,7 @@ fn agent_flag_runs_one_sub_agent_directly() {
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert!(stdout.contains("Two modules: src/inventory.py"), "{stdout}");
     assert!(
-        stderr.contains("[explorer] ▸ read_file(path=src/inventory.py)"),
+        stderr.contains("[explorer] ▸ read_file(src/inventory.py)"),
         "{stderr}"
     );
     assert!(stderr.contains("— [explorer] completed"), "{stderr}");

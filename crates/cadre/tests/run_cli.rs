@@ -55,7 +55,7 @@ fn text_run_prints_the_answer_and_progress() {
     assert!(out.status.success(), "stderr: {stderr}");
     assert!(stdout.contains("The file has three words:"), "{stdout}");
     assert!(stdout.contains("beta"), "{stdout}");
-    assert!(stderr.contains("▸ read_file(path=notes.txt)"), "{stderr}");
+    assert!(stderr.contains("▸ read_file(notes.txt)"), "{stderr}");
     assert!(stderr.contains("— completed · 2 turns"), "{stderr}");
     assert!(stderr.contains("session: s-"), "{stderr}");
 }

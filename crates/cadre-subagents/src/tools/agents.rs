@@ -343,7 +343,9 @@ pub struct AgentCloseTool {
 delegating_constructors!(AgentCloseTool);
 
 impl TypedTool for AgentCloseTool {
-    const INFO: ToolInfo = ToolInfo::delegation("agent_close").read_only();
+    const INFO: ToolInfo = ToolInfo::delegation("agent_close")
+        .read_only()
+        .titled(&["label", "agent_key"]);
     type Args = AgentAddress;
 
     fn description(&self) -> Cow<'_, str> {

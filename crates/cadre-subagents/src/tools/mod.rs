@@ -31,3 +31,4 @@ pub(crate) mod guard;
 pub(crate) mod surface;
 pub(crate) mod task;
 pub mod task_control;
+pub(crate) mod title;

@@ -137,7 +137,9 @@ impl OutputArgs {
 }
 
 impl TypedTool for TaskOutputTool {
-    const INFO: ToolInfo = ToolInfo::delegation("task_output").read_only();
+    const INFO: ToolInfo = ToolInfo::delegation("task_output")
+        .read_only()
+        .titled(&["task_id"]);
     type Args = OutputArgs;
 
     fn description(&self) -> Cow<'_, str> {
@@ -288,7 +290,9 @@ pub struct CancelArgs {
 }
 
 impl TypedTool for TaskCancelTool {
-    const INFO: ToolInfo = ToolInfo::delegation("task_cancel").read_only();
+    const INFO: ToolInfo = ToolInfo::delegation("task_cancel")
+        .read_only()
+        .titled(&["task_id"]);
     type Args = CancelArgs;
 
     fn description(&self) -> Cow<'_, str> {

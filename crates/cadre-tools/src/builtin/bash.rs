@@ -70,6 +70,7 @@ enum Ending {
 impl TypedTool for BashTool {
     const INFO: ToolInfo = ToolInfo::builtin("bash")
         .with_subject()
+        .titled(&["command"])
         .foreign_names(&["Bash", "run_shell_command"]);
     type Args = Args;
 

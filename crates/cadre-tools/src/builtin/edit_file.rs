@@ -40,6 +40,7 @@ pub struct Args {
 impl TypedTool for EditFileTool {
     const INFO: ToolInfo = ToolInfo::builtin("edit_file")
         .with_subject()
+        .titled(&["path"])
         .foreign_names(&["Edit", "MultiEdit", "edit", "patch", "replace"])
         .edits(EditArgs {
             old: Some("old_string"),

@@ -40,6 +40,7 @@ pub struct Args {
 impl TypedTool for GlobTool {
     const INFO: ToolInfo = ToolInfo::builtin("glob")
         .read_only()
+        .titled(&["pattern", "path"])
         .reads_paths(&["path"])
         .foreign_names(&["Glob"]);
     type Args = Args;

@@ -77,6 +77,7 @@ pub struct Args {
 impl TypedTool for GrepTool {
     const INFO: ToolInfo = ToolInfo::builtin("grep")
         .read_only()
+        .titled(&["pattern", "path"])
         .reads_paths(&["path"])
         .foreign_names(&["Grep", "grep_search", "search_file_content", "grep_files"]);
     type Args = Args;

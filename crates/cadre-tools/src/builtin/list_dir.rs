@@ -37,6 +37,7 @@ pub struct Args {
 impl TypedTool for ListDirTool {
     const INFO: ToolInfo = ToolInfo::builtin("list_dir")
         .read_only()
+        .titled(&["path"])
         .reads_paths(&["path"])
         .foreign_names(&["LS", "list", "list_directory"]);
     type Args = Args;

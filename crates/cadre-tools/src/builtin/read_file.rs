@@ -54,6 +54,7 @@ pub struct Args {
 impl TypedTool for ReadFileTool {
     const INFO: ToolInfo = ToolInfo::builtin("read_file")
         .read_only()
+        .titled(&["path"])
         .reads_paths(&["path"])
         .foreign_names(&["Read", "read", "read_many_files"]);
     type Args = Args;

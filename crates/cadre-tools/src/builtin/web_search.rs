@@ -289,11 +289,10 @@ impl HttpBackend {
 }
 
 impl TypedTool for WebSearchTool {
-    const INFO: ToolInfo = ToolInfo::builtin(WEB_SEARCH).read_only().foreign_names(&[
-        "WebSearch",
-        "websearch",
-        "google_web_search",
-    ]);
+    const INFO: ToolInfo = ToolInfo::builtin(WEB_SEARCH)
+        .read_only()
+        .titled(&["query"])
+        .foreign_names(&["WebSearch", "websearch", "google_web_search"]);
     type Args = Args;
 
     fn description(&self) -> Cow<'_, str> {

@@ -30,6 +30,7 @@ pub struct Args {
 impl TypedTool for WriteFileTool {
     const INFO: ToolInfo = ToolInfo::builtin("write_file")
         .with_subject()
+        .titled(&["path"])
         .foreign_names(&["Write", "write"])
         .edits(EditArgs {
             old: None,

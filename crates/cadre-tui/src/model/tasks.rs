@@ -118,7 +118,10 @@ impl TaskView {
             UpdateKind::ToolStart => {
                 self.text_open = false;
                 let tool = u.tool.as_deref().unwrap_or("tool");
-                self.line(format!("→ {tool} {}", crate::text::short_args(&u.text)));
+                self.line(format!(
+                    "→ {tool} {}",
+                    crate::text::call_title(tool, &u.text)
+                ));
             }
             UpdateKind::ToolResult => {
                 self.text_open = false;

@@ -172,6 +172,7 @@ async fn render(page: Fetched, prompt: Option<&str>, cap: usize) -> Result<ToolO
 impl TypedTool for WebFetchTool {
     const INFO: ToolInfo = ToolInfo::builtin(WEB_FETCH)
         .read_only()
+        .titled(&["url"])
         .foreign_names(&["WebFetch", "webfetch"]);
     type Args = Args;
 
