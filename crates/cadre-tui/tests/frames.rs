@@ -55,6 +55,7 @@ fn update(
             text: text.into(),
             tool: tool.map(str::to_string),
             usage: None,
+            end: None,
         },
     })
 }

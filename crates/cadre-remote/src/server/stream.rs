@@ -374,6 +374,7 @@ mod tests {
             text: text.into(),
             tool: Some("bash".into()),
             usage: None,
+            end: None,
         }
     }
 

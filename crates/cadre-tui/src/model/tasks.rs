@@ -293,6 +293,7 @@ mod tests {
             text: text.into(),
             tool: tool.map(str::to_string),
             usage: None,
+            end: None,
         }
     }
 
