@@ -1,7 +1,7 @@
 //! `cadre run` end to end on how ends are reported: every sub-agent end in the JSONL stream
 //! carries its state, completeness, reason and usage as fields, and `cadre run --agent`
 //! ends with a `done` event (JSONL) or a summary line (text) naming the state its exit code
-//! reports.
+//! reports; and a call a policy refuses announces no approval request.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cli_support;
@@ -208,4 +208,54 @@ fn run_agent_summary_names_the_end_state_its_exit_code_reports() {
             "exit {code}: {summary}"
         );
     }
+}
+
+const BACKGROUND_BASH: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "bg", description = "bg job", prompt = "write", background = true } }]
+[[scripts.turns]]
+text = "waiting"
+[[scripts.turns]]
+text = "main got: {{user}}"
+
+[[scripts]]
+agent = "bg"
+[[scripts.turns]]
+tool_calls = [{ name = "bash", args = { command = "echo x > touched.txt" } }]
+[[scripts.turns]]
+text = "bg: {{tool_results}}"
+"#;
+
+#[test]
+fn a_background_call_the_policy_refuses_announces_no_approval_request() {
+    let (dir, model) = workspace(&["bg"], "", BACKGROUND_BASH);
+    let out = cadre(dir.path())
+        .args(["--model", &model, "run", "--output", "jsonl", "go"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let events = jsonl(&out.stdout);
+    let asked: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| e["type"] == "approval_required")
+        .collect();
+    assert!(asked.is_empty(), "nobody is asked: {asked:?}");
+    // The refusal went straight back to the child as the call's result.
+    let refused = events
+        .iter()
+        .find(|e| {
+            e["type"] == "subagent_update"
+                && e["update"]["agent"] == "bg"
+                && e["update"]["kind"] == "tool_result"
+        })
+        .expect("the child's bash result");
+    let text = refused["update"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("subagents.background_approvals = \"deny\""),
+        "{refused}"
+    );
+    assert!(!dir.path().join("touched.txt").exists());
 }
