@@ -130,7 +130,11 @@ async fn eight_children_crossing_max_tokens_report_every_billed_token() {
     assert_eq!(done["reason"], "budget", "{done}");
     let billed = billed.load(Ordering::SeqCst);
     assert!(billed > 3500, "the budget was crossed: {billed}");
-    assert_eq!(total(&done["usage"]), billed, "done.usage is what was billed");
+    assert_eq!(
+        total(&done["usage"]),
+        billed,
+        "done.usage is what was billed"
+    );
     // Every call a child made was answered and reported: one usage event per request.
     let requests = mock.requests();
     for n in 0..CHILDREN {
