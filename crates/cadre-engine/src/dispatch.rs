@@ -238,13 +238,19 @@ impl<'a> Dispatcher<'a> {
                 agent: self.run.agent.clone(),
                 task_id: self.run.task_id.clone(),
             };
-            self.emitter.emit(Event::ApprovalRequired {
-                request: request.clone(),
-            });
-            let decision = tokio::select! {
-                d = self.run.approvals.decide(request) => d,
-                _ = stop.cancelled() => {
-                    return self.finish(call, &call.name, ToolOutput::error("cancelled while waiting for approval"), None);
+            let decision = match self.run.approvals.policy_answer(&request) {
+                // A policy answers without asking: nobody is told a request waits.
+                Some(d) => d,
+                None => {
+                    self.emitter.emit(Event::ApprovalRequired {
+                        request: request.clone(),
+                    });
+                    tokio::select! {
+                        d = self.run.approvals.decide(request) => d,
+                        _ = stop.cancelled() => {
+                            return self.finish(call, &call.name, ToolOutput::error("cancelled while waiting for approval"), None);
+                        }
+                    }
                 }
             };
             match decision {

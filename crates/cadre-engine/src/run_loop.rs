@@ -8,7 +8,7 @@ use crate::observer::{TurnBoundary, TurnObserver};
 use crate::resume::Resume;
 use crate::session::Session;
 use crate::settle::Settle;
-use crate::stream::{FailedReply, stream_reply};
+use crate::stream::{FailedReply, call_model, charge_call};
 use cadre_llm::{ModelRequest, RequestMetadata};
 use cadre_tools::{Budget, RunContext, Spend, Workspace};
 use cadre_types::{EndState, Event, EventEnvelope, LimitKind, Message};
@@ -422,11 +422,15 @@ async fn run_inner(
         let turn_span = tracing::info_span!("turn", turn = turns);
         let model_span =
             tracing::info_span!(parent: &turn_span, "model_call", model = %cfg.model.spec);
-        let reply = tokio::select! {
-            biased;
-            _ = stop.token.cancelled() => None,
-            r = stream_reply(cfg, request, &emitter).instrument(model_span) => Some(r),
-        };
+        let reply = call_model(
+            cfg,
+            request,
+            &emitter,
+            &stop.token,
+            &stop.budget,
+            model_span,
+        )
+        .await;
         let reply = match reply {
             None => {
                 let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
@@ -476,16 +480,7 @@ async fn run_inner(
             }
             Some(Ok(r)) => r,
         };
-        // Priced per call: the calls of a job may use models with different prices.
-        let call_usage = reply
-            .usage
-            .priced(cfg.model.price.map(|p| p.cost_usd(&reply.usage)));
-        stop.budget.charge(Spend::tokens(call_usage));
-        emitter.emit(Event::Usage {
-            usage: call_usage,
-            total: stop.budget.spent().usage,
-            subagent: None,
-        });
+        charge_call(cfg, &stop.budget, &emitter, reply.usage);
         text.add(&reply.text);
         let mut calls = reply.calls;
         crate::call_ids::make_unique(&mut calls, session.messages());

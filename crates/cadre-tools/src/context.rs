@@ -12,6 +12,13 @@ use tokio_util::sync::CancellationToken;
 pub trait ApprovalHandler: Send + Sync {
     /// Decide on one request. May wait for a human.
     async fn decide(&self, request: ApprovalRequest) -> ApprovalDecision;
+
+    /// The answer a fixed policy gives `request` without asking anyone, if it has one.
+    /// A call answered here never announces an `approval_required` event: nobody is asked,
+    /// and the refusal goes straight back to the model.
+    fn policy_answer(&self, _request: &ApprovalRequest) -> Option<ApprovalDecision> {
+        None
+    }
 }
 
 /// Facts and channels of one agent run, shared by all its tool calls.

@@ -492,6 +492,7 @@ mod tests {
                 text: String::new(),
                 tool: None,
                 usage: None,
+                end: None,
             },
             0,
         );

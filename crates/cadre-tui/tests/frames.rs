@@ -55,6 +55,7 @@ fn update(
             text: text.into(),
             tool: tool.map(str::to_string),
             usage: None,
+            end: None,
         },
     })
 }
@@ -315,6 +316,50 @@ fn task_panel_list_and_detail() {
         ],
     });
     insta::assert_snapshot!("task_panel_detail", frame(&a, 100, 20));
+}
+
+#[test]
+fn the_task_panel_never_shows_zero_dollars_for_a_running_task_of_unknown_cost() {
+    let mut a = app();
+    let mut fresh = snapshot(
+        "task_cccc3333",
+        "not called yet",
+        "fresh",
+        TaskStatus::Running,
+        true,
+        0,
+    );
+    fresh.usage = Usage::default();
+    let mut unpriced = snapshot(
+        "task_dddd4444",
+        "unpriced model",
+        "unpriced",
+        TaskStatus::Running,
+        true,
+        0,
+    );
+    unpriced.usage = Usage {
+        input_tokens: 700,
+        output_tokens: 70,
+        ..Usage::default()
+    }
+    .priced(None);
+    a.tasks.sync(&[fresh, unpriced]);
+    a.overlay = Overlay::Tasks(TaskPanel::default());
+    let shown = frame(&a, 120, 16);
+    // The session's own status bar (a priced model, nothing spent) may say $0.0000.
+    for l in shown.lines().filter(|l| l.contains("task_")) {
+        assert!(!l.contains("$0.0000"), "{shown}");
+    }
+    let row = |agent: &str| {
+        shown
+            .lines()
+            .find(|l| l.contains(agent) && l.contains(" tok "))
+            .unwrap_or_else(|| panic!("a row of {agent}: {shown}"))
+            .to_string()
+    };
+    assert!(row("fresh").contains("tok  —"), "{shown}");
+    assert!(row("unpriced").contains("cost unknown"), "{shown}");
 }
 
 #[test]

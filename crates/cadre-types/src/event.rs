@@ -205,6 +205,11 @@ pub struct SubagentUpdate {
     /// Tokens the child used, on `done`, `error` and `cancelled` updates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    /// How the child ended, on `done`, `error` and `cancelled` updates. Flattened, so an
+    /// end update carries `state`, `complete`, `reason` (and `error` or `limit`) beside
+    /// `text`, exactly as a run's `done` event does: readers need not parse the text.
+    #[serde(flatten, default)]
+    pub end: Option<EndState>,
 }
 
 /// Where one item of an agent's plan stands.

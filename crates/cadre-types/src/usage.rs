@@ -79,6 +79,26 @@ impl Usage {
         }
     }
 
+    /// The cost so far of a task or run that has not ended: `—` while no model call of it
+    /// is counted (the price of its model is not known yet, and `$0.0000` would read as
+    /// free), else as [`Usage::cost_text`].
+    pub fn running_cost_text(&self) -> String {
+        if *self == Usage::default() {
+            "—".to_string()
+        } else {
+            self.cost_text()
+        }
+    }
+
+    /// The cost of a task as people read it: [`Usage::running_cost_text`] until it ended.
+    pub fn task_cost_text(&self, ended: bool) -> String {
+        if ended {
+            self.cost_text()
+        } else {
+            self.running_cost_text()
+        }
+    }
+
     /// The tokens: `1300 (in 1000, cached 800, written 100, out 300)`; the cache parts only
     /// when there are any.
     pub fn tokens_text(&self) -> String {
@@ -182,6 +202,20 @@ mod tests {
             ..Usage::default()
         }
         .priced(usd)
+    }
+
+    #[test]
+    fn a_running_cost_is_a_dash_until_a_call_is_counted_and_never_zero_when_unpriced() {
+        assert_eq!(Usage::default().running_cost_text(), "—");
+        assert_eq!(Usage::default().task_cost_text(true), "$0.0000");
+        assert_eq!(
+            call(10, 0, 0, 1, None).task_cost_text(false),
+            "cost unknown"
+        );
+        assert_eq!(
+            call(1000, 0, 0, 0, Some(0.5)).task_cost_text(false),
+            "$0.5000"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use cadre_tools::RunContext;
 use cadre_types::{EndState, Event, EventEnvelope, EventSink, Message, new_session_id};
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -45,22 +46,26 @@ fn approvals(answer: ApprovalAnswer) -> NonInteractiveApprovals {
     })
 }
 
+/// The exit code of a run that ended in `state`.
+fn exit_code_of(state: &EndState) -> u8 {
+    match state {
+        EndState::Completed => 0,
+        EndState::Failed { .. } => EXIT_FAILED,
+        EndState::Cancelled => EXIT_CANCELLED,
+        EndState::LimitReached { .. } => EXIT_LIMIT,
+    }
+}
+
 fn exit_for(state: &EndState) -> ExitCode {
     match state {
-        EndState::Completed => ExitCode::SUCCESS,
-        EndState::Failed { error } => {
-            eprintln!("cadre: run failed: {error}");
-            ExitCode::from(EXIT_FAILED)
-        }
-        EndState::Cancelled => {
-            eprintln!("cadre: run cancelled");
-            ExitCode::from(EXIT_CANCELLED)
-        }
+        EndState::Completed => {}
+        EndState::Failed { error } => eprintln!("cadre: run failed: {error}"),
+        EndState::Cancelled => eprintln!("cadre: run cancelled"),
         EndState::LimitReached { limit } => {
-            eprintln!("cadre: run stopped: {limit} reached (output above is partial)");
-            ExitCode::from(EXIT_LIMIT)
+            eprintln!("cadre: run stopped: {limit} reached (output above is partial)")
         }
     }
+    ExitCode::from(exit_code_of(state))
 }
 
 /// The model a resumed session recorded, read before anything is set up.
@@ -109,7 +114,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         OutputFormat::Text => Arc::new(crate::output::TextSink::default()),
         OutputFormat::Jsonl => Arc::new(crate::output::JsonlSink::default()),
     };
-    let run_for = |session_id: String| {
+    let run_for = |session_id: String, events: Arc<dyn EventSink>| {
         Arc::new(RunContext {
             session_id,
             agent: "main".into(),
@@ -141,9 +146,18 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         Some(name) => {
             // The sub-agent has its own session; the main one exists only as a parent id.
             let session_id = new_session_id();
-            let run = run_for(session_id.clone());
-            let state =
-                direct(&setup, name, &args.prompt, run, cancel.clone(), args.output).await?;
+            let calls = Arc::new(CallCounter::new(name, events.clone()));
+            let run = run_for(session_id.clone(), calls.clone());
+            let state = direct(
+                &setup,
+                name,
+                &args.prompt,
+                run,
+                cancel.clone(),
+                &calls,
+                args.output,
+            )
+            .await?;
             (state, session_id)
         }
         None => {
@@ -152,7 +166,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
                 None => h.new_session()?,
             };
             let workspace = Arc::new(h.open_workspace()?);
-            let run = run_for(session.id().to_string());
+            let run = run_for(session.id().to_string(), events.clone());
             if args.resume.is_some() {
                 // Its background tasks a killed run left: taken up here, so this run waits
                 // for them and gets their results.
@@ -236,40 +250,149 @@ fn has_reply(session: &Session) -> bool {
         .any(|m| matches!(m, Message::Assistant { .. }))
 }
 
+/// Counts the model calls of the sub-agent `cadre run --agent` runs (its own, not those of
+/// its children), which are its turns: its end reaches this run as a sub-agent update, which
+/// carries no turn count.
+struct CallCounter {
+    agent: String,
+    inner: Arc<dyn EventSink>,
+    calls: AtomicU32,
+}
+
+impl CallCounter {
+    fn new(agent: &str, inner: Arc<dyn EventSink>) -> Self {
+        CallCounter {
+            agent: agent.to_string(),
+            inner,
+            calls: AtomicU32::new(0),
+        }
+    }
+}
+
+impl EventSink for CallCounter {
+    fn emit(&self, env: EventEnvelope) {
+        if let Event::Usage {
+            subagent: Some(s), ..
+        } = &env.event
+            && *s == self.agent
+            && env.agent == "main"
+        {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+        }
+        self.inner.emit(env);
+    }
+}
+
+/// The end state `cadre run --agent` reports (and exits with) for the sub-agent's record.
+fn direct_state(snap: &cadre_subagents::TaskRecord) -> EndState {
+    let stored = snap
+        .end_state
+        .as_deref()
+        .and_then(|e| cadre_types::parse_end_state(e, snap.error.as_deref()));
+    stored.unwrap_or_else(|| match snap.status {
+        TaskStatus::Cancelled => EndState::Cancelled,
+        _ => EndState::Failed {
+            error: snap
+                .error
+                .clone()
+                .unwrap_or_else(|| "the sub-agent failed".into()),
+        },
+    })
+}
+
+/// The word a summary line names an end state with: the same end state the exit code says.
+fn verdict(state: &EndState) -> String {
+    state.to_string()
+}
+
 /// `cadre run --agent NAME`: the named sub-agent runs in the foreground, bypassing the main
-/// model, with live progress and the approval channel.
+/// model, with live progress and the approval channel. Its end is the run's `done` event
+/// (JSONL) or summary line (text), naming the state the exit code reports.
 async fn direct(
     setup: &Setup,
     name: &str,
     prompt: &str,
     run: Arc<RunContext>,
     cancel: CancellationToken,
+    calls: &CallCounter,
     output: OutputFormat,
 ) -> Result<EndState> {
-    let parent = setup.harness.main_parent(run, cancel);
+    let parent = setup.harness.main_parent(run.clone(), cancel);
     let snap = setup
         .harness
         .runtime()
         .run_direct(name, prompt.to_string(), &parent)
         .await?;
     let result = snap.result.clone().unwrap_or_default();
+    let state = direct_state(&snap);
     if output == OutputFormat::Text {
         println!("{result}");
         eprintln!(
             "— [{name}] {} · {} · session {}",
-            snap.status,
+            verdict(&state),
             snap.usage.summary(),
             snap.child_session_id.as_deref().unwrap_or("-")
         );
+        return Ok(state);
     }
-    let stored = snap
-        .end_state
-        .as_deref()
-        .and_then(|e| cadre_types::parse_end_state(e, snap.error.as_deref()));
-    Ok(stored.unwrap_or(match snap.status {
-        TaskStatus::Cancelled => EndState::Cancelled,
-        _ => EndState::Failed {
-            error: snap.error.unwrap_or_else(|| "the sub-agent failed".into()),
+    run.events.emit(EventEnvelope {
+        session_id: snap
+            .child_session_id
+            .clone()
+            .unwrap_or_else(|| run.session_id.clone()),
+        agent: name.to_string(),
+        task_id: Some(snap.id.clone()),
+        event: Event::Done {
+            state: state.clone(),
+            output: result,
+            turns: calls.calls.load(Ordering::Relaxed),
+            usage: snap.usage,
         },
-    }))
+    });
+    Ok(state)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cadre_types::LimitKind;
+
+    /// Every exit code a run can end with, beside the word its summary line starts with:
+    /// a script reading either must learn the same end.
+    #[test]
+    fn every_exit_code_has_the_summary_word_of_the_same_end_state() {
+        let table = [
+            (EndState::Completed, 0, "completed"),
+            (
+                EndState::Failed {
+                    error: "boom".into(),
+                },
+                EXIT_FAILED,
+                "failed",
+            ),
+            (
+                EndState::LimitReached {
+                    limit: LimitKind::Tokens,
+                },
+                EXIT_LIMIT,
+                "limit reached",
+            ),
+            (
+                EndState::LimitReached {
+                    limit: LimitKind::MaxTurns,
+                },
+                EXIT_LIMIT,
+                "limit reached",
+            ),
+            (EndState::Cancelled, EXIT_CANCELLED, "cancelled"),
+        ];
+        for (state, code, word) in table {
+            assert_eq!(exit_code_of(&state), code, "{state}");
+            assert!(
+                verdict(&state).starts_with(word),
+                "exit {code}: summary says {:?}",
+                verdict(&state)
+            );
+        }
+    }
 }

@@ -21,6 +21,11 @@ pub fn record_json(r: &TaskRecord) -> Value {
     let completeness = r
         .end_state()
         .map(|e| e.incomplete_reason().map_or(Ok(()), Err));
+    let mut usage = json!(r.usage);
+    if !r.status.is_terminal() && r.usage == cadre_types::Usage::default() {
+        // No call of it is counted yet: its cost is not known, not zero.
+        usage["cost_usd"] = Value::Null;
+    }
     json!({
         "task_id": r.id,
         "agent_id": r.agent_id,
@@ -50,7 +55,7 @@ pub fn record_json(r: &TaskRecord) -> Value {
         "transport": r.transport.to_stored(),
         "remote_task_id": r.remote_task_id,
         "remote_headers": r.remote_headers,
-        "usage": r.usage,
+        "usage": usage,
     })
 }
 
@@ -155,7 +160,7 @@ fn readable(r: &TaskRecord) -> String {
         field("delivered", if r.delivered { "yes" } else { "no" });
     }
     field("tokens", &r.usage.tokens_text());
-    field("cost", &r.usage.cost_text());
+    field("cost", &r.usage.task_cost_text(r.status.is_terminal()));
     for (name, text) in [
         ("prompt", r.prompt.as_str()),
         ("result", r.result.as_deref().unwrap_or("")),

@@ -355,3 +355,30 @@ fn an_unreachable_store_is_named_with_what_was_reached() {
     );
     drop(silent);
 }
+
+#[test]
+fn a_running_task_whose_cost_is_not_known_yet_does_not_show_zero_dollars() {
+    let (dir, model) = workspace("");
+    let ws = dir.path();
+    let mut run = spawn_slow(ws, &model);
+    let id = wait_for_running(ws, &model);
+    let out = cadre(ws, &model)
+        .args(["tasks", "show", &id])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout).to_string();
+    let json = tasks_json(ws, &model)
+        .into_iter()
+        .find(|t| t["task_id"] == id.as_str())
+        .unwrap();
+    let _ = cadre(ws, &model).args(["tasks", "cancel", &id]).output();
+    let _ = run.wait();
+    assert!(out.status.success(), "{shown}");
+    let cost = shown
+        .lines()
+        .find(|l| l.starts_with("cost "))
+        .unwrap_or_else(|| panic!("a cost line: {shown}"));
+    assert!(!cost.contains('$'), "{cost}");
+    assert!(cost.ends_with('—'), "{cost}");
+    assert!(json["usage"]["cost_usd"].is_null(), "{json}");
+}

@@ -112,8 +112,9 @@ fn sse(
 
 /// What happened to a followed task.
 enum Change {
-    /// Progress of one of its turns.
-    Progress(SubagentUpdate),
+    /// Progress of one of its turns (boxed: an end update carries its end state, and a
+    /// `Look` should not be as large).
+    Progress(Box<SubagentUpdate>),
     /// Its state may have changed: look again.
     Look,
 }
@@ -136,7 +137,7 @@ impl TaskFeed {
         let never = CancellationToken::new();
         let ended = state.runtime.wait_for(&turn, &never, Some(LOOK_AGAIN));
         tokio::select! {
-            u = self.sub.recv() => u.map(Change::Progress),
+            u = self.sub.recv() => u.map(|u| Change::Progress(Box::new(u))),
             _ = ended => Some(Change::Look),
             r = self.changes.changed() => r.ok().map(|_| Change::Look),
         }
@@ -332,7 +333,7 @@ async fn produce(
         }
         match feed.next(&state, &task).await {
             Some(Change::Progress(u)) => {
-                if !out.update(u, &task, &mut answer, &mut shown).await {
+                if !out.update(*u, &task, &mut answer, &mut shown).await {
                     return;
                 }
             }
@@ -374,6 +375,7 @@ mod tests {
             text: text.into(),
             tool: Some("bash".into()),
             usage: None,
+            end: None,
         }
     }
 

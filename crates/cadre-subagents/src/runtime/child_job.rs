@@ -192,22 +192,20 @@ impl ChildJob {
     /// built.
     async fn end_unstarted(&self, failure: Option<String>) {
         let sid = self.child.session_id();
-        let (end, text, kind) = match failure {
+        let (end, text) = match failure {
             None => (
                 EndState::Cancelled,
                 "cancelled before it started".to_string(),
-                UpdateKind::Cancelled,
             ),
             Some(error) => (
                 EndState::Failed {
                     error: error.clone(),
                 },
                 error,
-                UpdateKind::Error,
             ),
         };
         self.end(&end, String::new(), Usage::default()).await;
-        self.forward.update(sid, kind, text, None, None);
+        self.forward.ended(sid, &end, text, Usage::default());
     }
 
     pub(crate) async fn run(mut self) {

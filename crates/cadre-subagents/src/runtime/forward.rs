@@ -30,6 +30,34 @@ impl ForwardSink {
         tool: Option<String>,
         usage: Option<cadre_types::Usage>,
     ) {
+        self.send(session_id, kind, text, tool, usage, None);
+    }
+
+    /// The child's end: its kind follows from the state, which the update carries too.
+    pub(crate) fn ended(
+        &self,
+        session_id: &str,
+        end: &EndState,
+        text: String,
+        usage: cadre_types::Usage,
+    ) {
+        let kind = match end {
+            EndState::Completed => UpdateKind::Done,
+            EndState::Cancelled => UpdateKind::Cancelled,
+            EndState::Failed { .. } | EndState::LimitReached { .. } => UpdateKind::Error,
+        };
+        self.send(session_id, kind, text, None, Some(usage), Some(end.clone()));
+    }
+
+    fn send(
+        &self,
+        session_id: &str,
+        kind: UpdateKind,
+        text: String,
+        tool: Option<String>,
+        usage: Option<cadre_types::Usage>,
+        end: Option<EndState>,
+    ) {
         if self.log {
             self.local.log(&self.task_id, kind, tool.as_deref(), &text);
         }
@@ -41,6 +69,7 @@ impl ForwardSink {
             text,
             tool,
             usage,
+            end,
         };
         self.to_parent(Event::SubagentUpdate { update });
     }
@@ -85,15 +114,13 @@ impl EventSink for ForwardSink {
                 usage,
                 ..
             } => {
-                let (kind, text) = match state {
-                    EndState::Completed => (UpdateKind::Done, output),
-                    EndState::Cancelled => (UpdateKind::Cancelled, "cancelled".to_string()),
-                    EndState::Failed { error } => (UpdateKind::Error, error),
-                    EndState::LimitReached { limit } => {
-                        (UpdateKind::Error, format!("limit reached ({limit})"))
-                    }
+                let text = match &state {
+                    EndState::Completed => output,
+                    EndState::Cancelled => "cancelled".to_string(),
+                    EndState::Failed { error } => error.clone(),
+                    EndState::LimitReached { limit } => format!("limit reached ({limit})"),
                 };
-                self.update(sid, kind, text, None, Some(usage));
+                self.ended(sid, &state, text, usage);
             }
             // A grandchild's progress, any approval request and the child's own plan travel
             // up unchanged: their envelope names the agent they belong to.

@@ -6,6 +6,7 @@
 mod adoption;
 pub mod agent_policy;
 pub(crate) mod agent_servers;
+mod background_deny;
 mod build;
 pub(crate) mod checkpoint;
 pub(crate) mod child_job;
@@ -43,11 +44,10 @@ use crate::runtime::live::{LiveChild, LiveChildren};
 use crate::runtime::progress::ProgressLine;
 use crate::runtime::spool::Spool;
 use crate::runtime::tracker::{LocalTasks, Registered};
-use async_trait::async_trait;
 use cadre_llm::ProviderRegistry;
 use cadre_store::{LiveChildEntry, StoreError, TaskRecord, TaskStore};
 use cadre_tools::{ApprovalHandler, RunContext, ToolRegistry};
-use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink, TaskStatus};
+use cadre_types::{EventSink, TaskStatus};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
@@ -123,22 +123,6 @@ impl std::fmt::Debug for SubagentRuntime {
         f.debug_struct("SubagentRuntime")
             .field("agents", &self.registry.names())
             .finish_non_exhaustive()
-    }
-}
-
-/// Denies every request of a background child (fail closed), with a reason it sees.
-struct BackgroundDeny;
-
-#[async_trait]
-impl ApprovalHandler for BackgroundDeny {
-    async fn decide(&self, request: ApprovalRequest) -> ApprovalDecision {
-        ApprovalDecision::Refused {
-            policy: "subagents.background_approvals = \"deny\"".into(),
-            feedback: Some(format!(
-                "{} needs approval, and background sub-agents cannot ask for it. Do without it and report what you could not do.",
-                request.tool
-            )),
-        }
     }
 }
 
@@ -503,7 +487,7 @@ impl SubagentRuntime {
         });
         let approvals: Arc<dyn ApprovalHandler> =
             if background && self.cfg.background_approvals == BackgroundApprovals::Deny {
-                Arc::new(BackgroundDeny)
+                Arc::new(background_deny::BackgroundDeny)
             } else {
                 parent.run.approvals.clone()
             };

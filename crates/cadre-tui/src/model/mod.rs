@@ -546,6 +546,7 @@ mod tests {
                 text: String::new(),
                 tool: None,
                 usage: None,
+                end: None,
             },
         }));
         assert_eq!(app.transcript.find_child("task_1"), Some(0));

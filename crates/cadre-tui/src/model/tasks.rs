@@ -296,6 +296,7 @@ mod tests {
             text: text.into(),
             tool: tool.map(str::to_string),
             usage: None,
+            end: None,
         }
     }
 

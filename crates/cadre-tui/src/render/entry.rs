@@ -45,7 +45,7 @@ pub fn task_summary(t: &TaskView, now_ms: u64) -> Vec<Span<'static>> {
                 " · {} · {} tok · {}{}",
                 elapsed(t.elapsed_ms(now_ms)),
                 tokens(t.usage.total()),
-                t.usage.cost_text(),
+                t.usage.task_cost_text(t.status.is_terminal()),
                 if t.background { " · background" } else { "" }
             ),
             dim(),

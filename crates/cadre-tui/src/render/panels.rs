@@ -125,7 +125,10 @@ pub fn tasks(frame: &mut Frame<'_>, app: &App, panel: &TaskPanel, area: Rect) {
                     ),
                     Span::raw(format!("{:>7}  ", elapsed(t.elapsed_ms(app.now_ms)))),
                     Span::raw(format!("{:>7} tok  ", tokens(t.usage.total()))),
-                    Span::styled(format!("{:<12}  ", t.usage.cost_text()), dim()),
+                    Span::styled(
+                        format!("{:<12}  ", t.usage.task_cost_text(t.status.is_terminal())),
+                        dim(),
+                    ),
                     Span::raw(if t.background { "bg  " } else { "fg  " }),
                     Span::styled(short(&t.description, 40), dim()),
                 ]);
