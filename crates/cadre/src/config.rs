@@ -571,7 +571,7 @@ impl Config {
         let t = &self.tools;
         let s = &self.subagents;
         let v = &self.serve;
-        let limits: [(&str, Option<u64>); 17] = [
+        let limits: [(&str, Option<u64>); 19] = [
             ("[limits] max_turns", l.max_turns.map(u64::from)),
             ("[limits] wall_clock_secs", l.wall_clock_secs),
             ("[limits] max_tokens", l.max_tokens),
