@@ -99,18 +99,31 @@ async fn idle_connections_are_closed_after_the_idle_timeout_while_clients_are_se
 }
 
 /// Open a connection whose request head is complete but whose body never comes, so the
-/// server is busy reading it (for up to `request_timeout`).
+/// server is busy reading it (for up to `request_timeout`). Returns once the server has
+/// started reading the body (its `100 Continue` arrived), so the connection is known busy.
 async fn busy_connection(addr: std::net::SocketAddr) -> TcpStream {
     let mut s = TcpStream::connect(addr).await.unwrap();
     let head = format!(
-        "POST /tasks HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+        "POST /tasks HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"
     );
     s.write_all(head.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 256];
+    while !String::from_utf8_lossy(&got).contains("100 Continue") {
+        let n = s.read(&mut chunk).await.unwrap();
+        assert!(
+            n > 0,
+            "closed before 100 Continue: {}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&chunk[..n]);
+    }
+    s.write_all(b"{").await.unwrap();
     s
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "fails: the third connection is served while two bodies are pending; not yet understood"]
+#[ignore = "open: the waiting connection is reset once a busy slot frees, instead of served"]
 async fn connections_beyond_the_cap_wait_for_a_busy_slot_to_free() {
     let n = node();
     let mut opts = options();
@@ -129,12 +142,8 @@ async fn connections_beyond_the_cap_wait_for_a_busy_slot_to_free() {
     });
     // Both slots are answering requests, so the third is not served (a server without a
     // cap answers it at once)...
-    assert!(
-        tokio::time::timeout(Duration::from_millis(500), &mut third)
-            .await
-            .is_err(),
-        "served beyond the cap"
-    );
+    let early = tokio::time::timeout(Duration::from_millis(500), &mut third).await;
+    assert!(early.is_err(), "served beyond the cap: {early:?}");
     // ...until one of the two goes away.
     drop(first);
     let status = tokio::time::timeout(Duration::from_secs(20), third)

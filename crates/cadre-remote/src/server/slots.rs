@@ -169,7 +169,10 @@ impl Slots {
     pub(crate) fn admit(self: &Arc<Self>, peer: IpAddr) -> Result<Slot, Refusal> {
         let peer = peer.to_canonical();
         let mut table = self.lock();
-        let peer_full = table.per_peer.get(&peer).copied().unwrap_or(0) >= self.per_peer;
+        // A per-peer cap as large as the whole table is no cap of its own: such a peer
+        // waits for a slot like everyone else instead of being refused.
+        let peer_full = self.per_peer < self.total
+            && table.per_peer.get(&peer).copied().unwrap_or(0) >= self.per_peer;
         let full = table.entries.len() >= self.total;
         if peer_full || full {
             let Some(id) = table.victim(peer_full.then_some(peer)) else {
@@ -317,7 +320,7 @@ mod tests {
         let mark_a = a.begin_request(false);
         let mark_b = b.begin_request(true);
         assert_eq!(slots.admit(ip(2)).err(), Some(Refusal::Full));
-        assert_eq!(slots.admit(ip(1)).err(), Some(Refusal::PeerFull));
+        assert_eq!(slots.admit(ip(1)).err(), Some(Refusal::Full));
         assert!(!slots.has_room());
         drop(mark_a);
         assert!(slots.has_room());
@@ -326,6 +329,16 @@ mod tests {
         drop(mark_b);
         drop(a);
         assert_eq!(slots.held(), 2);
+    }
+
+    #[test]
+    fn a_peer_whose_capped_slots_are_busy_is_refused_others_admitted() {
+        let slots = Slots::new(3, 2);
+        let a = slots.admit(ip(1)).unwrap();
+        let b = slots.admit(ip(1)).unwrap();
+        let _marks = (a.begin_request(false), b.begin_request(false));
+        assert_eq!(slots.admit(ip(1)).err(), Some(Refusal::PeerFull));
+        assert!(slots.admit(ip(2)).is_ok());
     }
 
     #[test]
