@@ -11,6 +11,7 @@ mod run_cmd;
 mod serve_cmd;
 mod setup;
 mod signals;
+mod stdout;
 mod tasks_cmd;
 mod tui_cmd;
 mod worktrees_cmd;
@@ -112,6 +113,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader of stdout has gone (`cadre tasks list | head`): it wanted no more.
+        Err(e) if stdout::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cadre: {e:#}");
             ExitCode::from(2)
