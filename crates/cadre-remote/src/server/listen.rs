@@ -130,12 +130,17 @@ pub(crate) async fn serve(
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.idle_timeout);
     let mut open = JoinSet::new();
+    // One accept in flight for the whole loop, not one per turn of it: `accept` may hold an
+    // accepted connection while it waits for a busy slot to free, and a connection ending
+    // (which wakes the loop) must not drop that future and with it the waiting connection.
+    let mut next = Box::pin(accept(&listener, &slots));
     loop {
+        // Not `biased`: a run of ending connections must not keep the accept from its turn.
         tokio::select! {
-            biased;
             _ = stop.cancelled() => break,
             Some(_) = open.join_next(), if !open.is_empty() => {}
-            (stream, slot) = accept(&listener, &slots) => {
+            (stream, slot) = next.as_mut() => {
+                next.set(accept(&listener, &slots));
                 let _ = stream.set_nodelay(true);
                 let slot = Arc::new(slot);
                 let service = Marked {
@@ -153,6 +158,8 @@ pub(crate) async fn serve(
             }
         }
     }
+    // Closing the listener refuses what is still in the backlog.
+    drop(next);
     drop(listener);
     while open.join_next().await.is_some() {}
     Ok(())
