@@ -189,22 +189,50 @@ async fn idle_connections_are_shed_to_make_room_unauthenticated_first() {
     srv.stop().await.unwrap();
 }
 
+/// Connect and send a complete GET of the agent card.
+async fn card_request(addr: std::net::SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET /.well-known/agent-card.json HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    s
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_peer_whose_slots_are_all_busy_gets_new_connections_closed() {
+async fn a_peer_whose_slots_are_all_busy_waits_for_one_and_only_so_many_wait() {
     let n = node();
     let mut opts = options();
     opts.max_connections = 10;
     opts.max_connections_per_peer = 2;
     opts.idle_timeout = Duration::from_secs(120);
     let srv = serve(&n, opts).await;
-    let _first = busy_connection(srv.addr).await;
-    let _second = busy_connection(srv.addr).await;
-    let mut third = TcpStream::connect(srv.addr).await.unwrap();
+    let first = busy_connection(srv.addr).await;
+    let second = busy_connection(srv.addr).await;
+    // Two more may wait for the peer's two slots (a peer waits for as many as it may
+    // hold); the fifth is closed at once.
+    let mut third = card_request(srv.addr).await;
+    let mut fourth = card_request(srv.addr).await;
+    let mut fifth = card_request(srv.addr).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     assert!(
-        closed_by(&mut third, deadline).await,
-        "a third slot was given"
+        closed_by(&mut fifth, deadline).await,
+        "a fifth connection was kept"
     );
+    // Another peer (127.0.0.2 is loopback too on Linux) is served meanwhile: the waiting
+    // connections wait apart from the accept loop.
+    let other = tokio::net::TcpSocket::new_v4().unwrap();
+    other.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let mut other = other.connect(srv.addr).await.unwrap();
+    let req = format!(
+        "GET /.well-known/agent-card.json HTTP/1.1\r\nHost: {}\r\n\r\n",
+        srv.addr
+    );
+    other.write_all(req.as_bytes()).await.unwrap();
+    assert_eq!(read_response(&mut other).await, 200);
+    // Once the busy connections go away, both waiting ones are served.
+    drop(first);
+    drop(second);
+    assert_eq!(read_response(&mut third).await, 200);
+    assert_eq!(read_response(&mut fourth).await, 200);
     srv.stop().await.unwrap();
 }
 

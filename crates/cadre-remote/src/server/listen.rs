@@ -12,13 +12,14 @@
 //! - at most [`connection_cap`] connections are open at once, at most
 //!   `max_connections_per_peer` from one address, and when no slot is free an idle
 //!   connection is shed to make room, unauthenticated ones first (see [`super::slots`]);
-//!   when every slot is answering a request, later connections wait in the listen backlog,
-//!   costing the process nothing, until one closes;
+//!   when every slot of a peer is answering a request, its new connections wait apart for
+//!   one (a bounded number of them), and when every slot is, later connections wait in the
+//!   listen backlog, costing the process nothing, until one closes;
 //! - on shutdown every connection finishes the exchange it is in and closes; dropping the
 //!   loop aborts whatever is left.
 
 use super::guard::authorized;
-use super::slots::{Deadline, Refusal, RequestMark, Slot, Slots};
+use super::slots::{Deadline, Parked, Refusal, RequestMark, Slot, Slots};
 use axum::Router;
 use axum::http::{Request, Response};
 use hyper::body::{Body as HttpBody, Incoming};
@@ -81,9 +82,18 @@ pub(crate) struct Limits {
     pub(crate) token: Option<Arc<str>>,
 }
 
+/// A connection taken from the listener.
+enum Accepted {
+    /// It has a slot.
+    Admitted(TcpStream, Slot),
+    /// Its peer's slots are all busy: it waits for one apart from the accept loop.
+    Parked(TcpStream, Parked),
+}
+
 /// Wait for room, then for a connection, and give it a slot. A connection from a peer whose
-/// every slot is busy is closed at once; one that finds every slot busy waits for one.
-async fn accept(listener: &TcpListener, slots: &Arc<Slots>) -> (TcpStream, Slot) {
+/// every slot is busy waits apart for one (or is closed when too many of that peer's wait);
+/// one that finds every slot of the table busy is held here until one frees.
+async fn accept(listener: &TcpListener, slots: &Arc<Slots>) -> Accepted {
     loop {
         slots.room().await;
         let (stream, addr) = match listener.accept().await {
@@ -96,11 +106,14 @@ async fn accept(listener: &TcpListener, slots: &Arc<Slots>) -> (TcpStream, Slot)
         };
         loop {
             match slots.admit(addr.ip()) {
-                Ok(slot) => return (stream, slot),
-                Err(Refusal::PeerFull) => {
-                    tracing::debug!(peer = %addr.ip(), "refused: every slot of this peer is busy");
-                    break;
-                }
+                Ok(slot) => return Accepted::Admitted(stream, slot),
+                Err(Refusal::PeerFull) => match slots.park(addr.ip()) {
+                    Some(parked) => return Accepted::Parked(stream, parked),
+                    None => {
+                        tracing::debug!(peer = %addr.ip(), "refused: every slot of this peer is busy and as many of its connections wait");
+                        break;
+                    }
+                },
                 // Every slot became busy since `room` said otherwise: hold this one
                 // connection (and accept no other) until a slot frees.
                 Err(Refusal::Full) => slots.room().await,
@@ -130,34 +143,52 @@ pub(crate) async fn serve(
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.idle_timeout);
     let mut open = JoinSet::new();
+    // Connections waiting for a slot of their peer; dropped (closed) on shutdown.
+    let mut parked: JoinSet<(TcpStream, Slot)> = JoinSet::new();
     // One accept in flight for the whole loop, not one per turn of it: `accept` may hold an
     // accepted connection while it waits for a busy slot to free, and a connection ending
     // (which wakes the loop) must not drop that future and with it the waiting connection.
     let mut next = Box::pin(accept(&listener, &slots));
     loop {
         // Not `biased`: a run of ending connections must not keep the accept from its turn.
-        tokio::select! {
+        let (stream, slot) = tokio::select! {
             _ = stop.cancelled() => break,
-            Some(_) = open.join_next(), if !open.is_empty() => {}
-            (stream, slot) = next.as_mut() => {
+            Some(_) = open.join_next(), if !open.is_empty() => continue,
+            Some(waited) = parked.join_next(), if !parked.is_empty() => match waited {
+                Ok(admitted) => admitted,
+                Err(_) => continue,
+            },
+            accepted = next.as_mut() => {
                 next.set(accept(&listener, &slots));
-                let _ = stream.set_nodelay(true);
-                let slot = Arc::new(slot);
-                let service = Marked {
-                    inner: TowerToHyperService::new(app.clone()),
-                    slot: slot.clone(),
-                    token: limits.token.clone(),
-                };
-                let conn = http.serve_connection(TokioIo::new(stream), service);
-                open.spawn(run_connection(
-                    conn,
-                    stop.clone(),
-                    slot,
-                    limits.unauthenticated_timeout,
-                ));
+                match accepted {
+                    Accepted::Admitted(stream, slot) => (stream, slot),
+                    Accepted::Parked(stream, wait) => {
+                        parked.spawn(async move { (stream, wait.admitted().await) });
+                        continue;
+                    }
+                }
             }
-        }
+        };
+        let _ = stream.set_nodelay(true);
+        let slot = Arc::new(slot);
+        let service = Marked {
+            inner: TowerToHyperService::new(app.clone()),
+            slot: slot.clone(),
+            token: limits.token.clone(),
+        };
+        let io = Watched {
+            stream,
+            slot: slot.clone(),
+        };
+        let conn = http.serve_connection(TokioIo::new(io), service);
+        open.spawn(run_connection(
+            conn,
+            stop.clone(),
+            slot,
+            limits.unauthenticated_timeout,
+        ));
     }
+    drop(parked);
     // Closing the listener refuses what is still in the backlog.
     drop(next);
     drop(listener);
@@ -221,12 +252,72 @@ impl HttpBody for MarkedBody {
     }
 }
 
+/// A connection's socket, telling its slot whether reads find bytes: a connection is shed
+/// only once a read found nothing, so one whose request is already in the socket (a burst
+/// of connections from one client, say) is read and answered, not closed unread.
+struct Watched {
+    stream: TcpStream,
+    slot: Arc<Slot>,
+}
+
+impl tokio::io::AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        match &polled {
+            std::task::Poll::Pending => self.slot.read_drained(true),
+            std::task::Poll::Ready(Ok(())) => self.slot.read_drained(false),
+            std::task::Poll::Ready(Err(_)) => {}
+        }
+        polled
+    }
+}
+
+impl tokio::io::AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> std::task::Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
 /// Drive one connection; on `stop`, let it finish the exchange it is in. When it is shed it
 /// closes at once, or after the exchange it is in; when it has made no authenticated request
 /// and stays idle for `unauthenticated_timeout`, it closes. The slot is freed once the
 /// socket is closed.
 async fn run_connection<S>(
-    conn: http1::Connection<TokioIo<TcpStream>, S>,
+    conn: http1::Connection<TokioIo<Watched>, S>,
     stop: CancellationToken,
     slot: Arc<Slot>,
     unauthenticated_timeout: Duration,

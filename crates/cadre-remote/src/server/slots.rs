@@ -10,8 +10,10 @@
 //! - when a slot is needed and none is free, an idle connection is shed: one that has not
 //!   yet made an authenticated request before one that has, the one idle longest first;
 //!   a peer at its own cap sheds among its own connections only;
-//! - when every slot is busy answering, a new connection from a peer at its cap is closed at
-//!   once, and otherwise waits in the listen backlog until a slot frees.
+//! - when a peer's every slot is busy answering, a new connection from it waits for one of
+//!   them to free (at most `per_peer` such connections per peer wait; more are closed at
+//!   once); when every slot of the table is busy, new connections wait in the listen
+//!   backlog until one frees.
 //!
 //! So an authenticated client's connection outlives every unauthenticated one, and a new
 //! connection always finds room unless every slot is busy answering requests.
@@ -32,6 +34,9 @@ pub(crate) struct ConnState {
     busy: AtomicBool,
     /// It has made at least one request that passed authentication.
     authenticated: AtomicBool,
+    /// Its last read found nothing to read: it is idle for certain. Until then a connection
+    /// may hold a request nobody has read yet, and is not shed.
+    drained: AtomicBool,
     /// Milliseconds after the table's epoch when it last became idle (opened or answered).
     idle_since_ms: AtomicU64,
     /// Fired when the connection is chosen to make room.
@@ -71,6 +76,8 @@ struct Table {
     next_id: u64,
     entries: HashMap<u64, Entry>,
     per_peer: HashMap<IpAddr, usize>,
+    /// Connections per peer waiting for one of that peer's slots.
+    parked: HashMap<IpAddr, usize>,
 }
 
 impl Table {
@@ -85,16 +92,28 @@ impl Table {
         Some(entry)
     }
 
-    /// The connection to shed: idle, unauthenticated before authenticated, idle longest
-    /// first; only `peer`'s own when given.
+    /// The connection to shed: idle, unauthenticated before authenticated, drained before
+    /// not yet read, idle longest first. Given `peer` (a peer at its cap), only that peer's
+    /// own and only drained ones: the peer's connection waits for one of its slots rather
+    /// than close one of its own that holds an unread request. Otherwise an unauthenticated
+    /// connection may go before its first read, so that sockets opened a moment ago by
+    /// someone without the token cannot push out an authenticated connection.
     fn victim(&self, peer: Option<IpAddr>) -> Option<u64> {
         self.entries
             .iter()
-            .filter(|(_, e)| peer.is_none_or(|p| p == e.peer) && !e.state.busy())
+            .filter(|(_, e)| {
+                let drained = e.state.drained.load(Ordering::Acquire);
+                let sheddable = match peer {
+                    Some(p) => p == e.peer && drained,
+                    None => drained || !e.state.authenticated(),
+                };
+                sheddable && !e.state.busy()
+            })
             // Ties (the same millisecond) go to the older connection.
             .min_by_key(|(id, e)| {
                 (
                     e.state.authenticated(),
+                    !e.state.drained.load(Ordering::Acquire),
                     e.state.idle_since_ms.load(Ordering::Acquire),
                     **id,
                 )
@@ -106,7 +125,8 @@ impl Table {
 /// Why a connection was not given a slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Refusal {
-    /// Its peer holds `per_peer` slots, all answering requests: closed at once.
+    /// Its peer holds `per_peer` slots, all answering requests: it waits apart (see
+    /// [`Slots::park`]) so that other peers are still accepted.
     PeerFull,
     /// Every slot is answering a request: wait for one to free.
     Full,
@@ -192,6 +212,7 @@ impl Slots {
         let state = Arc::new(ConnState {
             busy: AtomicBool::new(false),
             authenticated: AtomicBool::new(false),
+            drained: AtomicBool::new(false),
             idle_since_ms: AtomicU64::new(self.now_ms()),
             shed: CancellationToken::new(),
         });
@@ -210,10 +231,59 @@ impl Slots {
         })
     }
 
+    /// Let a connection from `peer`, whose every slot is busy, wait for one; `None` when as
+    /// many of its connections already wait as it may hold slots (then it is closed).
+    pub(crate) fn park(self: &Arc<Self>, peer: IpAddr) -> Option<Parked> {
+        let peer = peer.to_canonical();
+        let mut table = self.lock();
+        let waiting = table.parked.entry(peer).or_insert(0);
+        if *waiting >= self.per_peer {
+            return None;
+        }
+        *waiting += 1;
+        Some(Parked {
+            slots: self.clone(),
+            peer,
+        })
+    }
+
     /// Slots held now (for tests).
     #[cfg(test)]
     fn held(&self) -> usize {
         self.lock().entries.len()
+    }
+}
+
+/// A connection waiting for a slot of its peer; counted until dropped.
+pub(crate) struct Parked {
+    slots: Arc<Slots>,
+    peer: IpAddr,
+}
+
+impl Parked {
+    /// Wait until the peer can be given a slot, and take it.
+    pub(crate) async fn admitted(self) -> Slot {
+        loop {
+            let changed = self.slots.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            if let Ok(slot) = self.slots.admit(self.peer) {
+                return slot;
+            }
+            changed.await;
+        }
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        let mut table = self.slots.lock();
+        if let Some(n) = table.parked.get_mut(&self.peer) {
+            *n -= 1;
+            if *n == 0 {
+                table.parked.remove(&self.peer);
+            }
+        }
     }
 }
 
@@ -240,6 +310,16 @@ impl Slot {
         RequestMark {
             slots: self.slots.clone(),
             state: self.state.clone(),
+        }
+    }
+
+    /// A read of the connection found nothing (`true`) or found bytes (`false`). Only a
+    /// drained connection is shed, so one whose request is waiting to be read is not.
+    pub(crate) fn read_drained(&self, drained: bool) {
+        let was = self.state.drained.swap(drained, Ordering::AcqRel);
+        if drained && !was {
+            // It has become sheddable.
+            self.slots.changed.notify_waiters();
         }
     }
 
@@ -288,35 +368,54 @@ mod tests {
         IpAddr::from([10, 0, 0, last])
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn idle_unauthenticated_connections_are_shed_first_oldest_first() {
-        let slots = Slots::new(3, 3);
-        let authed = slots.admit(ip(1)).unwrap();
+    /// Admit, and have its first read find nothing (as an idle connection's does).
+    fn idle(slots: &Arc<Slots>, peer: IpAddr) -> Slot {
+        let slot = slots.admit(peer).unwrap();
+        slot.read_drained(true);
+        slot
+    }
+
+    #[test]
+    fn a_peer_at_its_cap_does_not_shed_its_connections_not_yet_read() {
+        let slots = Slots::new(4, 1);
+        let fresh = slots.admit(ip(1)).unwrap();
+        assert_eq!(slots.admit(ip(1)).err(), Some(Refusal::PeerFull));
+        fresh.read_drained(false);
+        assert_eq!(slots.admit(ip(1)).err(), Some(Refusal::PeerFull));
+        fresh.read_drained(true);
+        let _next = slots.admit(ip(1)).unwrap();
+        assert!(fresh.state().shed.is_cancelled());
+    }
+
+    #[test]
+    fn when_full_unread_unauthenticated_connections_go_before_authenticated_ones() {
+        let slots = Slots::new(2, 2);
+        let authed = idle(&slots, ip(1));
         drop(authed.begin_request(true));
-        tokio::time::advance(Duration::from_millis(5)).await;
-        let old = slots.admit(ip(2)).unwrap();
-        tokio::time::advance(Duration::from_millis(5)).await;
-        let young = slots.admit(ip(2)).unwrap();
-        // Full: the oldest unauthenticated one makes room, though the authenticated one
-        // has been idle longer.
-        let fourth = slots.admit(ip(3)).unwrap();
-        assert!(old.state().shed.is_cancelled());
-        assert!(!young.state().shed.is_cancelled());
+        let fresh = slots.admit(ip(2)).unwrap();
+        let _next = slots.admit(ip(3)).unwrap();
+        assert!(fresh.state().shed.is_cancelled());
         assert!(!authed.state().shed.is_cancelled());
-        assert_eq!(slots.held(), 3);
-        // Then the other unauthenticated ones, and only then the authenticated one.
-        let _fifth = slots.admit(ip(3)).unwrap();
-        assert!(young.state().shed.is_cancelled());
-        let _sixth = slots.admit(ip(3)).unwrap();
-        assert!(fourth.state().shed.is_cancelled());
-        assert!(!authed.state().shed.is_cancelled());
+    }
+
+    #[test]
+    fn an_authenticated_connection_holding_an_unread_request_is_not_shed() {
+        let slots = Slots::new(2, 2);
+        let authed = idle(&slots, ip(1));
+        drop(authed.begin_request(true));
+        let unread = idle(&slots, ip(1));
+        drop(unread.begin_request(true));
+        unread.read_drained(false);
+        let _next = slots.admit(ip(3)).unwrap();
+        assert!(authed.state().shed.is_cancelled());
+        assert!(!unread.state().shed.is_cancelled());
     }
 
     #[test]
     fn busy_connections_are_never_shed() {
         let slots = Slots::new(2, 2);
-        let a = slots.admit(ip(1)).unwrap();
-        let b = slots.admit(ip(1)).unwrap();
+        let a = idle(&slots, ip(1));
+        let b = idle(&slots, ip(1));
         let mark_a = a.begin_request(false);
         let mark_b = b.begin_request(true);
         assert_eq!(slots.admit(ip(2)).err(), Some(Refusal::Full));
@@ -324,7 +423,7 @@ mod tests {
         assert!(!slots.has_room());
         drop(mark_a);
         assert!(slots.has_room());
-        let _c = slots.admit(ip(2)).unwrap();
+        let _c = idle(&slots, ip(2));
         assert!(a.state().shed.is_cancelled());
         drop(mark_b);
         drop(a);
@@ -334,20 +433,44 @@ mod tests {
     #[test]
     fn a_peer_whose_capped_slots_are_busy_is_refused_others_admitted() {
         let slots = Slots::new(3, 2);
-        let a = slots.admit(ip(1)).unwrap();
-        let b = slots.admit(ip(1)).unwrap();
+        let a = idle(&slots, ip(1));
+        let b = idle(&slots, ip(1));
         let _marks = (a.begin_request(false), b.begin_request(false));
         assert_eq!(slots.admit(ip(1)).err(), Some(Refusal::PeerFull));
         assert!(slots.admit(ip(2)).is_ok());
     }
 
+    #[tokio::test]
+    async fn a_parked_connection_gets_its_peers_slot_once_one_is_idle() {
+        let slots = Slots::new(3, 1);
+        let a = idle(&slots, ip(1));
+        let mark = a.begin_request(false);
+        assert_eq!(slots.admit(ip(1)).err(), Some(Refusal::PeerFull));
+        let parked = slots.park(ip(1)).unwrap();
+        // As many may wait as the peer may hold.
+        assert!(slots.park(ip(1)).is_none());
+        assert!(slots.park(ip(2)).is_some());
+        let waiting = tokio::spawn(parked.admitted());
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        drop(mark);
+        let slot = tokio::time::timeout(Duration::from_secs(10), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(a.state().shed.is_cancelled());
+        assert!(!slot.state().shed.is_cancelled());
+        // The waiter's place is free again.
+        assert!(slots.park(ip(1)).is_some());
+    }
+
     #[test]
     fn a_peer_at_its_cap_sheds_its_own_connections_only() {
         let slots = Slots::new(4, 2);
-        let other = slots.admit(ip(9)).unwrap();
-        let first = slots.admit(ip(1)).unwrap();
-        let _second = slots.admit(ip(1)).unwrap();
-        let _third = slots.admit(ip(1)).unwrap();
+        let other = idle(&slots, ip(9));
+        let first = idle(&slots, ip(1));
+        let _second = idle(&slots, ip(1));
+        let _third = idle(&slots, ip(1));
         assert!(first.state().shed.is_cancelled());
         assert!(!other.state().shed.is_cancelled());
         assert_eq!(slots.held(), 3);
@@ -356,17 +479,17 @@ mod tests {
     #[test]
     fn ipv4_mapped_addresses_count_as_their_ipv4_peer() {
         let slots = Slots::new(4, 1);
-        let v4 = slots.admit(IpAddr::from([127, 0, 0, 1])).unwrap();
+        let v4 = idle(&slots, IpAddr::from([127, 0, 0, 1]));
         let mapped: IpAddr = "::ffff:127.0.0.1".parse().unwrap();
-        let _m = slots.admit(mapped).unwrap();
+        let _m = idle(&slots, mapped);
         assert!(v4.state().shed.is_cancelled());
     }
 
     #[test]
     fn freed_slots_are_counted_once_even_after_a_shed() {
         let slots = Slots::new(1, 1);
-        let a = slots.admit(ip(1)).unwrap();
-        let b = slots.admit(ip(1)).unwrap();
+        let a = idle(&slots, ip(1));
+        let b = idle(&slots, ip(1));
         assert!(a.state().shed.is_cancelled());
         drop(a);
         assert_eq!(slots.held(), 1);
@@ -377,7 +500,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn unauthenticated_connections_get_a_deadline_authenticated_ones_none() {
         let slots = Slots::new(2, 2);
-        let a = slots.admit(ip(1)).unwrap();
+        let a = idle(&slots, ip(1));
         let t = Duration::from_secs(3);
         let start = Instant::now();
         assert_eq!(a.deadline(t), Deadline::At(start + t));
