@@ -219,8 +219,15 @@ impl hyper::service::Service<Request<Incoming>> for Marked {
             .is_none_or(|t| authorized(req.headers(), t));
         let mark = self.slot.begin_request(authenticated);
         let answer = self.inner.call(req);
+        let slot = self.slot.clone();
         Box::pin(async move {
-            let response = answer.await?;
+            let mut response = answer.await?;
+            if slot.peer_waiting() {
+                response.headers_mut().insert(
+                    hyper::header::CONNECTION,
+                    hyper::header::HeaderValue::from_static("close"),
+                );
+            }
             Ok(response.map(|body| MarkedBody { body, _mark: mark }))
         })
     }

@@ -115,9 +115,11 @@ pub struct ServeOptions {
     /// first, the longest idle first); when every one is answering a request, later ones
     /// wait in the listen backlog until one closes.
     pub max_connections: usize,
-    /// Connections open at once from one IP address (default 256, at most
-    /// `max_connections`). A peer at its cap sheds its own idle connections; when all of
-    /// them are answering requests, its new connections are closed at once.
+    /// Connections open at once from one IP address (default: `max_connections`, so no cap
+    /// of its own; at most `max_connections`). A peer at its cap sheds its own idle
+    /// unauthenticated connections; otherwise its new connections wait for one of its slots.
+    /// Off by default because a burst of one client's new connections cannot be told from
+    /// silent ones before they are read, and all local clients share one address.
     pub max_connections_per_peer: usize,
 }
 
@@ -144,7 +146,7 @@ impl Default for ServeOptions {
             idle_timeout: Duration::from_secs(15),
             unauthenticated_timeout: Duration::from_secs(3),
             max_connections: 512,
-            max_connections_per_peer: 256,
+            max_connections_per_peer: 512,
         }
     }
 }

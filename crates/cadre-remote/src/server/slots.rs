@@ -9,7 +9,9 @@
 //!   the end of its response body) is never closed to make room;
 //! - when a slot is needed and none is free, an idle connection is shed: one that has not
 //!   yet made an authenticated request before one that has, the one idle longest first;
-//!   a peer at its own cap sheds among its own connections only;
+//!   a peer at its own cap sheds among its own unauthenticated connections only, and its
+//!   authenticated ones close after their next response instead (`Connection: close`), so
+//!   a client never reuses a kept-alive connection at the moment it is closed;
 //! - when a peer's every slot is busy answering, a new connection from it waits for one of
 //!   them to free (at most `per_peer` such connections per peer wait; more are closed at
 //!   once); when every slot of the table is busy, new connections wait in the listen
@@ -104,7 +106,9 @@ impl Table {
             .filter(|(_, e)| {
                 let drained = e.state.drained.load(Ordering::Acquire);
                 let sheddable = match peer {
-                    Some(p) => p == e.peer && drained,
+                    // Closing an authenticated client's kept-alive connection while it may be
+                    // sending on it would fail that request: it closes after a response.
+                    Some(p) => p == e.peer && drained && !e.state.authenticated(),
                     None => drained || !e.state.authenticated(),
                 };
                 sheddable && !e.state.busy()
@@ -298,6 +302,13 @@ impl Slot {
     /// What the connection's task and the table share.
     pub(crate) fn state(&self) -> &Arc<ConnState> {
         &self.state
+    }
+
+    /// Whether connections of this one's peer wait for a slot: then this one should close
+    /// after its response, which frees a slot without racing the client's next request.
+    pub(crate) fn peer_waiting(&self) -> bool {
+        let table = self.slots.lock();
+        (table.entries.get(&self.id)).is_some_and(|e| table.parked.contains_key(&e.peer))
     }
 
     /// A request head has been read; `authenticated` if it passed authentication. The
