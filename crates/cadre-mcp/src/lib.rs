@@ -18,6 +18,7 @@ mod result;
 mod serve;
 mod server;
 mod servers;
+mod stdio;
 mod tool;
 
 pub use agent_servers::AgentServerPool;
@@ -30,4 +31,5 @@ pub use result::{MAX_MEDIA_BYTES, MEDIA_DIR};
 pub use serve::{McpSession, ServeContext, http_router, serve_stdio};
 pub use server::{CallError, McpServer, Offer, Progress, ServerState, StartError};
 pub use servers::{McpServers, StartFailure};
+pub use stdio::MAX_LINE_BYTES;
 pub use tool::{McpTool, tools_of};

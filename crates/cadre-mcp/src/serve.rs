@@ -285,80 +285,53 @@ impl ServerHandler for McpSession {
     }
 }
 
-/// Longest line read before the handshake.
-const MAX_PREHANDSHAKE_LINE: u64 = 4 << 20;
-
-/// The answer to a request that comes before `initialize`, or `None` to pass the line on.
-/// Newer clients first probe `server/discover` (and fall back to the handshake on an error);
-/// the server library knows only the handshake, so cadre answers "method not found" itself.
-fn prehandshake_answer(line: &str) -> Option<String> {
-    let msg: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
-    let method = msg.get("method")?.as_str()?;
-    let id = msg.get("id")?;
-    if method == "initialize" {
-        return None;
-    }
-    Some(format!(
-        "{}\n",
-        serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": id,
-            "error": {"code": -32601, "message": format!("method not found before initialize: {method}")}
-        })
-    ))
-}
-
-/// stdin as the server library reads it: requests before `initialize` are answered here
-/// (see [`prehandshake_answer`]), everything from `initialize` on is passed through.
-fn stdin_after_probes() -> tokio::io::DuplexStream {
-    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
-    let (mut to_server, from_pump) = tokio::io::duplex(64 * 1024);
-    tokio::spawn(async move {
-        let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
-        let mut stdout = tokio::io::stdout();
-        loop {
-            let mut line = String::new();
-            let read = (&mut stdin)
-                .take(MAX_PREHANDSHAKE_LINE)
-                .read_line(&mut line)
-                .await;
-            match read {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            }
-            match prehandshake_answer(&line) {
-                Some(answer) => {
-                    if stdout.write_all(answer.as_bytes()).await.is_err() {
-                        return;
-                    }
-                    let _ = stdout.flush().await;
-                }
-                None => {
-                    if to_server.write_all(line.as_bytes()).await.is_err() {
-                        return;
-                    }
-                    break;
-                }
-            }
-        }
-        let _ = tokio::io::copy(&mut stdin, &mut to_server).await;
-    });
-    from_pump
-}
-
 /// Serve one MCP session over this process's stdin and stdout until the client closes it.
 pub async fn serve_stdio(shared: Arc<ServeContext>) -> std::io::Result<()> {
     use rmcp::ServiceExt;
     let session = McpSession::new(shared);
+    let (transport, writing) =
+        crate::stdio::LineTransport::new(tokio::io::stdin(), tokio::io::stdout());
     let running = session
-        .serve((stdin_after_probes(), tokio::io::stdout()))
+        .serve(transport)
         .await
         .map_err(|e| std::io::Error::other(format!("MCP handshake on stdio failed: {e}")))?;
-    running
-        .waiting()
-        .await
-        .map_err(|e| std::io::Error::other(format!("MCP session ended abnormally: {e}")))?;
+    let ended = running.waiting().await;
+    // The transport is gone with the session: let the writer put out what is queued.
+    let _ = writing.await;
+    ended.map_err(|e| std::io::Error::other(format!("MCP session ended abnormally: {e}")))?;
     Ok(())
+}
+
+/// A POST body that is not JSON gets `400` with a JSON-RPC `-32700` reply (a line nested
+/// deeper than the parser's 128 levels is not JSON either); the session is untouched. The
+/// server library would otherwise answer with a plain-text error no JSON-RPC client reads.
+async fn refuse_unparsable(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    if req.method() != axum::http::Method::POST {
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    // The body limit layer outside this one bounds what is buffered here; reading fails
+    // when the body goes past it (or the client goes away, and then reads no answer).
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return axum::http::StatusCode::PAYLOAD_TOO_LARGE.into_response();
+    };
+    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        let reply = serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": null,
+            "error": {"code": -32700, "message": format!("Parse error: {e}")},
+        });
+        return (axum::http::StatusCode::BAD_REQUEST, axum::Json(reply)).into_response();
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
 }
 
 /// The streamable HTTP endpoint `/mcp` (one MCP session per HTTP session), behind `guard`
@@ -380,6 +353,7 @@ pub fn http_router(
     let guard = Arc::new(guard);
     axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(refuse_unparsable))
         .layer(tower_http::limit::RequestBodyLimitLayer::new(
             max_body_bytes,
         ))
@@ -394,23 +368,4 @@ pub fn http_router(
                 }
             },
         ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_requests_before_initialize_are_answered_here() {
-        let probe = prehandshake_answer(
-            r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}"#,
-        )
-        .unwrap();
-        let v: serde_json::Value = serde_json::from_str(&probe).unwrap();
-        assert_eq!(v["id"], 1);
-        assert_eq!(v["error"]["code"], -32601);
-        assert!(prehandshake_answer(r#"{"jsonrpc":"2.0","id":2,"method":"initialize"}"#).is_none());
-        assert!(prehandshake_answer(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#).is_none());
-        assert!(prehandshake_answer("not json").is_none());
-    }
 }

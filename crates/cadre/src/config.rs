@@ -102,6 +102,11 @@ pub struct ServeConfig {
     pub idle_timeout_secs: Option<u64>,
     /// Connections open at once (default 512; never more than half the open-file limit).
     pub max_connections: Option<usize>,
+    /// Connections open at once from one IP address (default 256, at most `max_connections`).
+    pub max_connections_per_peer: Option<usize>,
+    /// Seconds a connection without an authenticated request may take to send a complete
+    /// request head (default 3, at least 1).
+    pub unauthenticated_timeout_secs: Option<u64>,
     /// `[serve.agents.NAME]`: how each agent's answers reach an A2A caller.
     #[serde(default)]
     pub agents: BTreeMap<String, ServeAgentConfig>,
@@ -566,7 +571,7 @@ impl Config {
         let t = &self.tools;
         let s = &self.subagents;
         let v = &self.serve;
-        let limits: [(&str, Option<u64>); 17] = [
+        let limits: [(&str, Option<u64>); 19] = [
             ("[limits] max_turns", l.max_turns.map(u64::from)),
             ("[limits] wall_clock_secs", l.wall_clock_secs),
             ("[limits] max_tokens", l.max_tokens),
@@ -604,6 +609,14 @@ impl Config {
             (
                 "[serve] max_connections",
                 v.max_connections.map(|n| n as u64),
+            ),
+            (
+                "[serve] max_connections_per_peer",
+                v.max_connections_per_peer.map(|n| n as u64),
+            ),
+            (
+                "[serve] unauthenticated_timeout_secs",
+                v.unauthenticated_timeout_secs,
             ),
         ];
         for (key, value) in limits {

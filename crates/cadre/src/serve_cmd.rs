@@ -62,6 +62,12 @@ fn options(cfg: &ServeConfig, token: Option<String>) -> ServeOptions {
             .idle_timeout_secs
             .map_or(d.idle_timeout, |s| Duration::from_secs(s.max(1))),
         max_connections: cfg.max_connections.unwrap_or(d.max_connections),
+        // No cap of its own unless configured (see ServeOptions).
+        max_connections_per_peer: (cfg.max_connections_per_peer)
+            .unwrap_or(cfg.max_connections.unwrap_or(d.max_connections)),
+        unauthenticated_timeout: cfg
+            .unauthenticated_timeout_secs
+            .map_or(d.unauthenticated_timeout, Duration::from_secs),
         answers: cfg
             .agents
             .iter()

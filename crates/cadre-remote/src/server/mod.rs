@@ -28,6 +28,7 @@ mod origin;
 mod request_guard;
 mod rpc;
 mod sink;
+mod slots;
 mod state;
 mod stream;
 mod task_api;
@@ -105,9 +106,21 @@ pub struct ServeOptions {
     /// finishing its previous exchange, else it is closed (default 15 s): this closes idle
     /// keep-alive connections and slow-header clients alike.
     pub idle_timeout: Duration,
-    /// Connections open at once (default 512, never more than half the open-file limit);
-    /// later ones wait in the listen backlog until one closes.
+    /// A connection that has not yet made an authenticated request (one carrying the
+    /// token, or any complete request when no token is set) gets only this long (default
+    /// 3 s) to send a complete request head after opening or after its previous exchange.
+    pub unauthenticated_timeout: Duration,
+    /// Connections open at once (default 512, never more than half the open-file limit).
+    /// When none is free, an idle connection is closed to make room (unauthenticated ones
+    /// first, the longest idle first); when every one is answering a request, later ones
+    /// wait in the listen backlog until one closes.
     pub max_connections: usize,
+    /// Connections open at once from one IP address (default: `max_connections`, so no cap
+    /// of its own; at most `max_connections`). A peer at its cap sheds its own idle
+    /// unauthenticated connections; otherwise its new connections wait for one of its slots.
+    /// Off by default because a burst of one client's new connections cannot be told from
+    /// silent ones before they are read, and all local clients share one address.
+    pub max_connections_per_peer: usize,
 }
 
 impl Default for ServeOptions {
@@ -131,7 +144,9 @@ impl Default for ServeOptions {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             idle_timeout: Duration::from_secs(15),
+            unauthenticated_timeout: Duration::from_secs(3),
             max_connections: 512,
+            max_connections_per_peer: 512,
         }
     }
 }
@@ -252,13 +267,14 @@ impl Server {
         let stop_accepting = tokio_util::sync::CancellationToken::new();
         let stop = stop_accepting.clone();
         let app = self.router();
-        let mut server = tokio::spawn(listen::serve(
-            listener,
-            app,
-            state.opts.idle_timeout,
-            state.opts.max_connections,
-            stop,
-        ));
+        let limits = listen::Limits {
+            idle_timeout: state.opts.idle_timeout,
+            unauthenticated_timeout: state.opts.unauthenticated_timeout,
+            max_connections: state.opts.max_connections,
+            max_connections_per_peer: state.opts.max_connections_per_peer,
+            token: state.opts.token.as_deref().map(Arc::from),
+        };
+        let mut server = tokio::spawn(listen::serve(listener, app, limits, stop));
         tokio::select! {
             ended = &mut server => {
                 return match ended {
