@@ -307,7 +307,7 @@ fn add_web_tools(tools: &mut cadre_tools::ToolRegistry, cfg: &config::ToolsConfi
         let found = WebSearchTool::from_config(
             search,
             |name| tools.get(name).cloned(),
-            |var| std::env::var(var).ok(),
+            |var| cadre_types::process_env::var(var),
         );
         match found {
             Ok(tool) => tools.register(Arc::new(tool)),
