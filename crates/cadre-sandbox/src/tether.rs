@@ -16,6 +16,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use std::collections::BTreeSet;
 use std::io::{BufRead, Write};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -100,6 +101,13 @@ pub fn kill_all() {
     for g in &state.groups {
         let _ = killpg(Pid::from_raw(*g), Signal::SIGKILL);
     }
+}
+
+/// Make this process non-dumpable: other processes of the user (an agent's `bash`) can then
+/// neither read its `/proc` files that expose memory (`mem`, `environ`) nor attach a
+/// debugger. Its children are dumpable again after `exec`. False when the kernel refuses.
+pub fn forbid_inspection() -> bool {
+    nix::sys::prctl::set_dumpable(false).is_ok()
 }
 
 /// Group numbers 0 and 1 mean "my own group" and "every process" to `kill`: never sent.

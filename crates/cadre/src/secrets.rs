@@ -16,7 +16,7 @@ pub fn protect(cli: &Cli) {
     // Not dumpable: other processes of the user (the model's `bash`) cannot open this one's
     // `/proc` files that expose memory (`mem`, `environ`), nor attach a debugger. Children
     // are dumpable again after `exec`. Nothing to do about a kernel that refuses.
-    let _ = nix::sys::prctl::set_dumpable(false);
+    let _ = cadre_sandbox::tether::forbid_inspection();
 }
 
 /// The variables the configuration names as secrets (the serve token's `token_env`, the
