@@ -174,7 +174,7 @@ fn parent_sees(wrap: &[&str]) -> String {
         &script,
         r#"
 [[turns]]
-tool_calls = [{ name = "bash", args = { command = "tr '\\0' '\\n' < /proc/$PPID/environ | grep -c -- -secret; echo environ=$?; head -c 1 /proc/$PPID/mem >/dev/null 2>&1; echo mem=$?; env | grep -c -- -secret" } }]
+tool_calls = [{ name = "bash", args = { command = "tr '\\0' '\\n' < /proc/$PPID/environ | grep -c -- S3CR3T; echo environ=$?; head -c 1 /proc/$PPID/mem >/dev/null 2>&1; echo mem=$?; env | grep -c -- S3CR3T" } }]
 [[turns]]
 text = "saw: {{tool_results}}"
 "#,
@@ -193,9 +193,9 @@ text = "saw: {{tool_results}}"
         .arg("--workspace")
         .arg(dir.path())
         .env("XDG_CONFIG_HOME", dir.path().join(".no-user-config"))
-        .env("CADRE_SERVE_TOKEN", "serve-secret")
-        .env("OPENAI_API_KEY", "sk-openai-secret")
-        .env("REMOTE_TOKEN", "remote-secret")
+        .env("CADRE_SERVE_TOKEN", "serve-S3CR3T")
+        .env("OPENAI_API_KEY", "sk-openai-S3CR3T")
+        .env("REMOTE_TOKEN", "remote-S3CR3T")
         .args(["--model", &format!("scripted:{}", script.display())])
         .args(["run", "--approval", "auto", "look"])
         .output()
@@ -210,11 +210,11 @@ text = "saw: {{tool_results}}"
 }
 
 #[test]
-#[ignore = "fails under `cargo test` (bash sees all three values) while the same run by hand passes; not yet understood"]
 fn cadres_own_environment_block_holds_no_secret() {
     // Even a reader allowed into /proc/PPID/environ (root) finds the values blanked.
     let out = parent_sees(&[]);
-    assert!(!out.contains("-secret"), "{out}");
+    // The checkout path may contain "secret": the values carry a marker of their own.
+    assert!(!out.contains("S3CR3T"), "{out}");
     // `grep -c` printed 0 matches in cadre's block (or it could not be read) and in bash's env.
     assert!(
         !out.contains("environ=0"),
@@ -223,7 +223,6 @@ fn cadres_own_environment_block_holds_no_secret() {
 }
 
 #[test]
-#[ignore = "fails under `cargo test` (bash sees all three values) while the same run by hand passes; not yet understood"]
 fn cadres_memory_and_environment_are_unreadable_to_its_bash() {
     // As root, CAP_SYS_PTRACE would open any process: drop it for cadre and its children.
     let root = nix::unistd::geteuid().is_root();
