@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 const SCRIPT: &str = r#"
 [[turns]]
-tool_calls = [{ name = "bash", args = { command = "echo \"token=[$CADRE_SERVE_TOKEN] openai=[$OPENAI_API_KEY] anthropic=[$ANTHROPIC_API_KEY] provider=[$MY_PROVIDER_KEY] serve=[$MY_SERVE_TOKEN] other=[$UNRELATED_VAR]\"" } }]
+tool_calls = [{ name = "bash", args = { command = "echo \"token=[$CADRE_SERVE_TOKEN] openai=[$OPENAI_API_KEY] anthropic=[$ANTHROPIC_API_KEY] provider=[$MY_PROVIDER_KEY] serve=[$MY_SERVE_TOKEN] other=[$UNRELATED_VAR] remote=[$REMOTE_TOKEN] othertok=[$OTHER_TOKEN]\"" } }]
 [[turns]]
 text = "saw: {{tool_results}}"
 "#;
@@ -249,4 +249,37 @@ fn cadres_memory_and_environment_are_unreadable_to_its_bash() {
     let out = parent_sees(wrap);
     assert!(out.contains("mem=1"), "/proc/$PPID/mem was readable: {out}");
     assert!(!out.contains("environ=0"), "{out}");
+}
+
+#[test]
+fn a_remote_agents_header_variable_does_not_reach_bash() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".cadre/agents")).unwrap();
+    std::fs::write(
+        dir.path().join(".cadre/agents/far.md"),
+        "---\nname: far\ndescription: Runs elsewhere.\nurl: http://127.0.0.1:9\nheaders:\n  Authorization: \"Bearer ${REMOTE_TOKEN}\"\n---\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join(".cadre/config.toml"), "").unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let out = cadre(dir.path())
+        .env("REMOTE_TOKEN", "remote-S3CR3T")
+        .env("UNRELATED_VAR", "visible")
+        .env("OTHER_TOKEN", "other-visible")
+        .args(["--model", &format!("scripted:{}", script.display())])
+        .args(["run", "--approval", "auto", "look"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("other=[visible]"), "{stdout}");
+    assert!(!stdout.contains("S3CR3T"), "{stdout}");
+    assert!(stdout.contains("remote=[]"), "{stdout}");
+    // A credential-like variable that is none of cadre's is given back to bash.
+    assert!(stdout.contains("othertok=[other-visible]"), "{stdout}");
 }
