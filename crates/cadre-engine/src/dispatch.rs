@@ -1,11 +1,13 @@
 //! Running one reply's tool calls: argument parsing, hooks, the permission policy and
 //! approvals, parallel execution under a cap with results in call order, per-tool
-//! timeouts, cancellation, after-hooks and output offload.
+//! timeouts, cancellation, after-hooks and output offload. A call's start is recorded in the
+//! session's journal before its tool runs (a call that cannot be recorded is not run).
 
 use crate::agent::AgentConfig;
 use crate::hooks::{HookDecision, ToolCallInfo};
 use crate::permissions::{ApprovalMode, PolicyDecision};
 use crate::run_loop::Emitter;
+use crate::session::CallJournal;
 use cadre_tools::{
     HiddenPaths, RunContext, Tool, ToolContext, ToolOutput, ToolRegistry, Workspace,
 };
@@ -45,6 +47,8 @@ pub(crate) struct Dispatcher<'a> {
     emitter: Emitter,
     /// What reading tools leave out, from the policy (nothing in bypass mode).
     hidden: Arc<HiddenPaths>,
+    /// Where each call's start is recorded before its tool runs.
+    journal: CallJournal,
 }
 
 /// The result of one call, plus a tool newly approved for the session.
@@ -56,6 +60,7 @@ impl<'a> Dispatcher<'a> {
         run: Arc<RunContext>,
         workspace: Arc<Workspace>,
         approved: Arc<Mutex<HashSet<String>>>,
+        journal: CallJournal,
     ) -> Self {
         let grant = &run.tool_grant;
         let tools = Arc::new(cfg.tools.filtered(|t| grant.allows(t.name())));
@@ -72,6 +77,7 @@ impl<'a> Dispatcher<'a> {
             workspace,
             approved,
             exclusive: RwLock::new(()),
+            journal,
         }
     }
 
@@ -116,6 +122,12 @@ impl<'a> Dispatcher<'a> {
     ) -> tracing::instrument::Instrumented<impl Future<Output = CallResult> + 'c> {
         let span = tracing::info_span!(parent: turn, "tool_call", tool = %c.name, call_id = %c.id);
         self.run_one(c, stop).instrument(span)
+    }
+
+    /// The result of a call of an earlier run that an extension settled: shown and kept
+    /// like the result of a call run here.
+    pub(crate) fn settled(&self, call: &ToolCall, out: ToolOutput) -> Message {
+        self.finish(call, &call.name, out, None).0
     }
 
     fn finish(
@@ -311,6 +323,11 @@ impl<'a> Dispatcher<'a> {
         }
         if stop.is_cancelled() {
             return ToolOutput::error("not run: the run was cancelled");
+        }
+        // Write-ahead: from here the tool may act, so a crash must leave a trace that it
+        // started (a call with none never ran, and is run again on resume).
+        if let Err(e) = self.journal.started(call_id) {
+            return ToolOutput::error(format!("not run: its start could not be recorded: {e}"));
         }
         let call_cancel = stop.child_token();
         let ctx = ToolContext {

@@ -2,7 +2,10 @@
 //! extension contributes a fixed section of the system prompt and appends messages to the
 //! conversation before a model call (live state when it changed, results of finished
 //! background work). When the model answers without tool calls, extensions that still have
-//! outstanding work can hold the run open and give the model another turn.
+//! outstanding work can hold the run open and give the model another turn. When a run takes
+//! up a conversation whose last tool calls started and left no result (their process was
+//! lost), an extension may answer for a call whose work it owns, so that the work is not
+//! done twice.
 //!
 //! The contract keeps a session's requests append-only, so that providers' prompt caches
 //! (automatic prefix caching, Anthropic cache breakpoints) hit on everything but the newest
@@ -11,8 +14,8 @@
 //! earlier history.
 
 use async_trait::async_trait;
-use cadre_tools::RunContext;
-use cadre_types::Message;
+use cadre_tools::{RunContext, ToolOutput};
+use cadre_types::{Message, ToolCall};
 use tokio_util::sync::CancellationToken;
 
 /// Context contributed from outside the engine.
@@ -46,4 +49,31 @@ pub trait TurnExtension: Send + Sync {
     ) -> bool {
         false
     }
+
+    /// What becomes of `call`, a tool call of an earlier run that started and left no
+    /// result (the process running it was lost), when this extension owns the work it
+    /// started: a delegation call whose child is recorded answers with that child's end,
+    /// waiting (until `cancel`) for a child that still runs; a call that may have acted
+    /// although its tool only reads (a message sent to a live child) is
+    /// [`Settled::OutcomeUnknown`]. `None` when this extension knows nothing of the call;
+    /// the engine then runs the call again if its tool only reads or is idempotent, and
+    /// otherwise answers `interrupted: outcome unknown`. Asked once per such call, before
+    /// the run's next model call; the first extension that answers wins.
+    async fn settle_call(
+        &self,
+        _run: &RunContext,
+        _call: &ToolCall,
+        _cancel: &CancellationToken,
+    ) -> Option<Settled> {
+        None
+    }
+}
+
+/// An extension's answer for an interrupted call ([`TurnExtension::settle_call`]).
+#[derive(Debug)]
+pub enum Settled {
+    /// The call's result, known without running it again.
+    Known(ToolOutput),
+    /// It may have acted: not run again, and answered `interrupted: outcome unknown`.
+    OutcomeUnknown,
 }

@@ -9,6 +9,7 @@ mod call_ids;
 mod compaction;
 mod dispatch;
 mod extension;
+mod grant_seal;
 mod hooks;
 mod observer;
 mod offload;
@@ -18,6 +19,9 @@ mod reply_cap;
 mod resume;
 mod run_loop;
 mod session;
+mod settle;
+mod stream;
+mod transcript;
 
 pub use agent::{
     Agent, AgentBuilder, AgentConfig, DEFAULT_MAX_PARALLEL_TOOLS, DEFAULT_TOOL_TIMEOUT, Limits,
@@ -28,7 +32,7 @@ pub use compaction::{
     CompactionError, CompactionPolicy, CompactionReport, DEFAULT_COMPACTION_THRESHOLD,
     DEFAULT_KEEP_RECENT_TURNS, UnknownWindows, estimate_tokens,
 };
-pub use extension::TurnExtension;
+pub use extension::{Settled, TurnExtension};
 pub use hooks::{HookDecision, ToolCallInfo, ToolHook};
 pub use observer::{TurnBoundary, TurnObserver};
 pub use offload::{DEFAULT_OFFLOAD_THRESHOLD, Offloader};

@@ -7,10 +7,11 @@ use crate::dispatch::{Dispatcher, not_run};
 use crate::observer::{TurnBoundary, TurnObserver};
 use crate::resume::Resume;
 use crate::session::Session;
-use cadre_llm::{ModelRequest, RequestMetadata, StreamEvent};
+use crate::settle::Settle;
+use crate::stream::{FailedReply, stream_reply};
+use cadre_llm::{ModelRequest, RequestMetadata};
 use cadre_tools::{Budget, RunContext, Spend, Workspace};
-use cadre_types::{EndState, Event, EventEnvelope, LimitKind, Message, Usage};
-use futures::StreamExt;
+use cadre_types::{EndState, Event, EventEnvelope, LimitKind, Message};
 use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -39,86 +40,6 @@ impl Emitter {
             event,
         });
     }
-}
-
-struct Reply {
-    text: String,
-    thinking: String,
-    signature: Option<String>,
-    calls: Vec<cadre_types::ToolCall>,
-    usage: Usage,
-}
-
-/// A model call that failed, with the text it streamed before failing (part of the run's
-/// output: nothing the model wrote is dropped).
-struct FailedReply {
-    error: cadre_llm::ProviderError,
-    partial_text: String,
-}
-
-async fn stream_reply(
-    cfg: &AgentConfig,
-    request: ModelRequest,
-    emitter: &Emitter,
-) -> Result<Reply, FailedReply> {
-    let mut cap = crate::reply_cap::ReplyCap::new(cfg.max_reply_bytes, cfg.max_output_tokens);
-    let mut stream = cfg.model.provider.stream(request);
-    let mut reply = Reply {
-        text: String::new(),
-        thinking: String::new(),
-        signature: None,
-        calls: Vec::new(),
-        usage: Usage::default(),
-    };
-    while let Some(ev) = stream.next().await {
-        let ev = match ev {
-            Ok(ev) => ev,
-            Err(error) => {
-                return Err(FailedReply {
-                    error,
-                    partial_text: reply.text,
-                });
-            }
-        };
-        if cap.exceeded_by(&ev) {
-            // Dropping the stream closes the connection: nothing more of it is read.
-            return Err(FailedReply {
-                error: cadre_llm::ProviderError::ReplyTooLong {
-                    provider: cfg.model.provider.name().to_string(),
-                    limit: cfg.max_reply_bytes,
-                },
-                partial_text: reply.text,
-            });
-        }
-        match ev {
-            StreamEvent::TextDelta(t) => {
-                reply.text.push_str(&t);
-                emitter.emit(Event::TextDelta { text: t });
-            }
-            StreamEvent::ThinkingDelta(t) => {
-                reply.thinking.push_str(&t);
-                emitter.emit(Event::ThinkingDelta { text: t });
-            }
-            StreamEvent::ThinkingSignature(s) => reply.signature = Some(s),
-            StreamEvent::ToolCall(c) => reply.calls.push(c),
-            StreamEvent::Usage(u) => reply.usage += u,
-            StreamEvent::Restart => {
-                // The provider asks again from the start: what streamed so far is not part
-                // of the reply (it was shown, so say that it is discarded).
-                reply.text.clear();
-                reply.thinking.clear();
-                reply.signature = None;
-                cap = crate::reply_cap::ReplyCap::new(cfg.max_reply_bytes, cfg.max_output_tokens);
-                emitter.emit(Event::Notice {
-                    message: "the reply broke off before any tool call; asking the model again \
-                              (the text above is discarded)"
-                        .into(),
-                });
-            }
-            StreamEvent::Done { .. } => break,
-        }
-    }
-    Ok(reply)
 }
 
 /// The run's system prompt: the base, then each extension's section. Built once per run so
@@ -304,7 +225,13 @@ async fn run_inner(
     let mut turns = 0u32;
     let mut text = RunText::default();
     let mut outstanding_rounds = 0u32;
-    let dispatcher = Dispatcher::new(cfg, run.clone(), workspace, session.approved_tools());
+    let dispatcher = Dispatcher::new(
+        cfg,
+        run.clone(),
+        workspace,
+        session.approved_tools(),
+        session.journal(),
+    );
     // The prefix of every request of this run: fixed for the run (see `TurnExtension`).
     let system = system_prompt(cfg, &run);
     let tools = dispatcher.definitions();
@@ -399,47 +326,30 @@ async fn run_inner(
         Start::Prompt(p) => (p, None),
         Start::Resume(r) => (None, Some(r)),
     };
-    if let Some(p) = prompt
-        && let Err(e) = session.push(Message::user(p))
-    {
-        return finish(session, persist_failed(e), &text, 0);
-    }
     if let Some(resume) = resume {
         // Limits continue from what the earlier run spent and the turns it completed.
         stop.budget.charge(Spend::tokens(resume.spent));
         turns = crate::resume::completed_turns(session.messages());
-        let calls = crate::resume::unanswered(session.messages());
-        if !calls.is_empty() {
-            let again: Vec<_> = calls
-                .iter()
-                .filter(|c| crate::resume::may_rerun(&cfg.tools, c))
-                .cloned()
-                .collect();
-            let turn_span = tracing::info_span!("turn", turn = turns);
-            let mut rerun = dispatcher
-                .run_all(&again, &stop.token, &turn_span)
-                .await
-                .into_iter();
-            for call in &calls {
-                let (msg, approved) = if crate::resume::may_rerun(&cfg.tools, call) {
-                    match rerun.next() {
-                        Some(r) => r,
-                        None => (crate::resume::interrupted(call, &resume.why), None),
-                    }
-                } else {
-                    (crate::resume::interrupted(call, &resume.why), None)
-                };
-                if let Some(tool) = approved
-                    && let Err(e) = session.approve_tool(&tool)
-                {
-                    return finish(session, persist_failed(e), &text, turns);
-                }
-                if let Err(e) = session.push(msg) {
-                    return finish(session, persist_failed(e), &text, turns);
-                }
-            }
-            boundary(observer, &run, session, &stop.budget).await;
-        }
+    }
+    // Calls an earlier run left without results (it was lost while they ran) are settled
+    // before anything else joins the conversation.
+    let settle = Settle {
+        cfg,
+        run: &run,
+        dispatcher: &dispatcher,
+        stop: &stop.token,
+        why: resume.map_or(crate::settle::LOST, |r| r.why.as_str()),
+        all_started: resume.is_some(),
+    };
+    match settle.settle(session, turns).await {
+        Ok(true) => boundary(observer, &run, session, &stop.budget).await,
+        Ok(false) => {}
+        Err(e) => return finish(session, persist_failed(e), &text, turns),
+    }
+    if let Some(p) = prompt
+        && let Err(e) = session.push(Message::user(p))
+    {
+        return finish(session, persist_failed(e), &text, turns);
     }
 
     loop {
@@ -585,7 +495,10 @@ async fn run_inner(
             thinking_signature: reply.signature,
             tool_calls: calls.clone(),
         };
-        if let Err(e) = session.push(assistant) {
+        // The reply is on disk before anything follows it: before its calls start (a
+        // resumed run then knows what it asked for) and before a finished run waits for
+        // background work (its answer survives a crash meanwhile).
+        if let Err(e) = session.push(assistant).and_then(|()| session.flush()) {
             return finish(session, persist_failed(e), &text, turns);
         }
         meter.record(&reply.usage, session.messages().len());
@@ -636,6 +549,9 @@ async fn run_inner(
             if let Err(e) = session.push(msg) {
                 return finish(session, persist_failed(e), &text, turns);
             }
+        }
+        if let Err(e) = session.flush() {
+            return finish(session, persist_failed(e), &text, turns);
         }
         boundary(observer, &run, session, &stop.budget).await;
     }

@@ -2,24 +2,22 @@
 //! appended as JSONL to `<dir>/<session_id>.jsonl` (one record per line) so it can be resumed.
 //!
 //! Records are buffered and written by [`Session::flush`], which the run loop calls before
-//! every model request and when a run ends; dropping a session flushes it too, and
-//! [`flush_open_transcripts`] flushes every session of the process (for an exit that runs
-//! no destructors).
+//! every model request, once a reply is recorded (before any of its tool calls starts, and
+//! before a finished run waits for background work) and when a run ends; dropping a session
+//! flushes it too, and [`flush_open_transcripts`] flushes every session of the process (for
+//! an exit that runs no destructors). A tool call's start is written at once, by the
+//! session's [`CallJournal`]: after a crash, a call with a start and no result may have
+//! acted, and one without a start never ran.
 
+pub use crate::transcript::flush_open_transcripts;
+use crate::transcript::{Transcript, poisoned, write_record};
 use cadre_types::Message;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex, Weak};
-
-/// Buffered records beyond this are written at once, whatever the turn.
-const FLUSH_AT: usize = 64 * 1024;
-/// A buffer that grew larger than this is given back after a flush.
-const KEEP_CAPACITY: usize = 16 * 1024;
+use std::sync::{Arc, Mutex};
 
 /// Why a session could not be created, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -92,9 +90,22 @@ pub struct CompactionRecord {
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Record {
     Meta(SessionMeta),
-    Message { message: Message },
-    Approval { tool: String },
+    Message {
+        message: Message,
+    },
+    /// A tool approved for the rest of the session; honoured on reopening only with a
+    /// seal under the workspace's key (see `grant_seal`).
+    Approval {
+        tool: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seal: Option<String>,
+    },
     Compaction(CompactionRecord),
+    /// A tool call of the reply above started running (its result, when it has one, is a
+    /// later message record).
+    CallStarted {
+        call_id: String,
+    },
 }
 
 /// One conversation.
@@ -110,90 +121,29 @@ pub struct Session {
     reopened: bool,
     /// Compactions applied to the conversation (those replayed on reopening included).
     compactions: u64,
+    /// The tool calls recorded as started (those of the transcript included).
+    started: Arc<Mutex<HashSet<String>>>,
 }
 
-/// A session's JSONL file and the records not written to it yet.
-#[derive(Debug)]
-struct Transcript {
-    path: PathBuf,
-    file: File,
-    pending: Vec<u8>,
-    /// Its entry in [`OPEN`].
-    key: u64,
+/// Records that a tool call starts, before it runs: written to the transcript at once, not
+/// at the next turn boundary, so that a crash while the call runs leaves its start on disk.
+/// Shared by the calls of a turn, which start concurrently.
+#[derive(Debug, Clone)]
+pub(crate) struct CallJournal {
+    file: Option<(PathBuf, Arc<Mutex<Transcript>>)>,
+    started: Arc<Mutex<HashSet<String>>>,
 }
 
-/// Every transcript of the process, for [`flush_open_transcripts`].
-static OPEN: LazyLock<Mutex<HashMap<u64, Weak<Mutex<Transcript>>>>> = LazyLock::new(Mutex::default);
-static NEXT_KEY: AtomicU64 = AtomicU64::new(0);
-
-impl Transcript {
-    /// `file` at `path`, registered as open.
-    fn register(path: PathBuf, file: File) -> Arc<Mutex<Transcript>> {
-        let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
-        let t = Arc::new(Mutex::new(Transcript {
-            path,
-            file,
-            pending: Vec::new(),
-            key,
-        }));
-        if let Ok(mut open) = OPEN.lock() {
-            open.insert(key, Arc::downgrade(&t));
+impl CallJournal {
+    /// Record that the call `call_id` starts now (durable when this returns).
+    pub(crate) fn started(&self, call_id: &str) -> Result<(), SessionError> {
+        if let Ok(mut s) = self.started.lock() {
+            s.insert(call_id.to_string());
         }
-        t
-    }
-
-    fn io(&self, source: std::io::Error) -> SessionError {
-        SessionError::Io {
-            path: self.path.clone(),
-            source,
-        }
-    }
-
-    fn flush(&mut self) -> Result<(), SessionError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let written = self.file.write_all(&self.pending);
-        self.pending.clear();
-        if self.pending.capacity() > KEEP_CAPACITY {
-            self.pending = Vec::new();
-        }
-        written.map_err(|e| self.io(e))
-    }
-}
-
-impl Drop for Transcript {
-    fn drop(&mut self) {
-        if let Err(e) = self.flush() {
-            tracing::warn!("{e}");
-        }
-        if let Ok(mut open) = OPEN.lock() {
-            open.remove(&self.key);
-        }
-    }
-}
-
-/// Write what every open session of this process has buffered: for an exit that runs no
-/// destructors (`std::process::exit`). Errors are logged.
-pub fn flush_open_transcripts() {
-    let open: Vec<_> = match OPEN.lock() {
-        Ok(open) => open.values().filter_map(Weak::upgrade).collect(),
-        Err(_) => return,
-    };
-    for t in open {
-        if let Ok(mut t) = t.lock()
-            && let Err(e) = t.flush()
-        {
-            tracing::warn!("{e}");
-        }
-    }
-}
-
-/// A transcript whose lock a panicking writer left behind.
-fn poisoned(path: &Path) -> SessionError {
-    SessionError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::other("the transcript's writer panicked"),
+        let record = Record::CallStarted {
+            call_id: call_id.to_string(),
+        };
+        write_record(&self.file, &record, true)
     }
 }
 
@@ -221,6 +171,7 @@ impl Session {
             file: None,
             reopened: false,
             compactions: 0,
+            started: Arc::default(),
         }
     }
 
@@ -251,6 +202,7 @@ impl Session {
             file: Some((path, transcript)),
             reopened: false,
             compactions: 0,
+            started: Arc::default(),
         };
         s.write(&Record::Meta(meta))?;
         Ok(s)
@@ -306,8 +258,9 @@ impl Session {
         let reader = BufReader::new(File::open(&path).map_err(io)?);
         let mut meta = None;
         let mut messages = Vec::new();
-        let mut approved = HashSet::new();
+        let mut grants = Vec::new();
         let mut compactions = 0;
+        let mut started = HashSet::new();
         for (i, line) in reader.lines().enumerate() {
             let line = line.map_err(io)?;
             if line.trim().is_empty() {
@@ -321,9 +274,7 @@ impl Session {
             match serde_json::from_str::<Record>(&line).map_err(|e| corrupt(e.to_string()))? {
                 Record::Meta(m) => meta = Some(m),
                 Record::Message { message } => messages.push(message),
-                Record::Approval { tool } => {
-                    approved.insert(tool);
-                }
+                Record::Approval { tool, seal } => grants.push((tool, seal)),
                 Record::Compaction(c) => {
                     if c.replaced > messages.len() {
                         return Err(corrupt(format!(
@@ -335,6 +286,9 @@ impl Session {
                     messages.splice(..c.replaced, [c.summary]);
                     compactions += 1;
                 }
+                Record::CallStarted { call_id } => {
+                    started.insert(call_id);
+                }
             }
         }
         let meta = meta.ok_or_else(|| SessionError::Corrupt {
@@ -342,6 +296,7 @@ impl Session {
             line: 1,
             message: "missing meta record".into(),
         })?;
+        let approved = crate::grant_seal::honoured(dir, &meta.id, grants);
         let file = OpenOptions::new().append(true).open(&path).map_err(io)?;
         let transcript = Transcript::register(path.clone(), file);
         Ok(Self {
@@ -352,6 +307,7 @@ impl Session {
             approved: Arc::new(Mutex::new(approved)),
             file: Some((path, transcript)),
             compactions,
+            started: Arc::new(Mutex::new(started)),
         })
     }
 
@@ -364,26 +320,24 @@ impl Session {
     /// Buffer `record` (written by the next [`flush`](Self::flush), or now when the buffer
     /// is full).
     fn write(&mut self, record: &Record) -> Result<(), SessionError> {
-        let Some((path, transcript)) = &self.file else {
-            return Ok(());
-        };
-        let Ok(mut t) = transcript.lock() else {
-            return Err(poisoned(path));
-        };
-        let start = t.pending.len();
-        if let Err(e) = serde_json::to_writer(&mut t.pending, record) {
-            t.pending.truncate(start);
-            return Err(SessionError::Corrupt {
-                path: path.clone(),
-                line: 0,
-                message: e.to_string(),
-            });
+        write_record(&self.file, record, false)
+    }
+
+    /// The journal the tool calls of this session's runs record their starts in.
+    pub(crate) fn journal(&self) -> CallJournal {
+        CallJournal {
+            file: self.file.clone(),
+            started: self.started.clone(),
         }
-        t.pending.push(b'\n');
-        if t.pending.len() >= FLUSH_AT {
-            t.flush()?;
-        }
-        Ok(())
+    }
+
+    /// True when the tool call `call_id` was recorded as started (in this process or in the
+    /// transcript it was reopened from).
+    pub fn call_started(&self, call_id: &str) -> bool {
+        self.started
+            .lock()
+            .map(|s| s.contains(call_id))
+            .unwrap_or(true)
     }
 
     /// Write the buffered records to the transcript (nothing to do in memory).
@@ -432,9 +386,14 @@ impl Session {
         if let Ok(mut a) = self.approved.lock() {
             a.insert(tool.to_string());
         }
-        if self.persisted_approvals.insert(tool.to_string()) {
+        let dir = (self.file.as_ref()).and_then(|(p, _)| p.parent().map(Path::to_path_buf));
+        if let Some(dir) = dir
+            && self.persisted_approvals.insert(tool.to_string())
+        {
+            let seal = crate::grant_seal::seal_grant(&dir, &self.meta.id, tool);
             self.write(&Record::Approval {
                 tool: tool.to_string(),
+                seal,
             })?;
         }
         Ok(())

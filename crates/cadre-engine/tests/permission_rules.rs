@@ -101,7 +101,7 @@ fn rules_judge_resolved_paths_and_each_simple_command() {
         (write("./src/a.rs"), "allow"),
         (write(&format!("{root}/src/deep/a.rs")), "allow"),
         (write("srclink/a.rs"), "allow"),
-        (write("src/../.cadre/config.toml"), "ask"),
+        (write("src/../.cadre/config.toml"), "refused"),
         (write("src/../../escape"), "refused"),
         (write("docs/x.md"), "ask"),
         // Reading tools: no path means the root; a read_file deny hides the subtree.
@@ -298,4 +298,71 @@ async fn grep_without_a_path_does_not_print_files_a_read_deny_covers() {
     assert!(read.1 && read.0.contains("denied"), "{read:?}");
     assert!(results.iter().all(|(text, _)| !text.contains("hunter2")));
     assert_eq!(h.approvals.count(), 0);
+}
+
+/// Every spelling of a write into an agent directory cadre reads definitions from fails as
+/// the call's result, and the approval channel is never asked (an `AllowOnce` answer would
+/// otherwise have been given, and only then the write refused).
+#[tokio::test]
+async fn protected_writes_fail_before_any_approval_is_asked() {
+    let f = fixture();
+    let root = f.ws_dir.path().canonicalize().unwrap();
+    std::fs::create_dir_all(root.join("subagents")).unwrap();
+    std::os::unix::fs::symlink(root.join("subagents"), root.join("agentlink")).unwrap();
+    let abs = root.join("subagents/abs.md").display().to_string();
+    let paths = [
+        ".gemini/agents/general-purpose.md",
+        "subagents/general-purpose.md",
+        "./subagents/x.md",
+        "a/../subagents/y.md",
+        abs.as_str(),
+        "agentlink/z.md",
+        ".opencode/agents/x.md",
+        ".codex/agents/x.toml",
+        ".harness9/agents/x.md",
+        ".claude/agents/x.md",
+        ".cadre/agents/x.md",
+        "skills/s/SKILL.md",
+        "CLAUDE.md",
+        "AGENTS.md",
+        ".mcp.json",
+    ];
+    let mut calls: Vec<Value> = paths
+        .iter()
+        .map(|p| json!({ "name": "write_file", "args": { "path": p, "content": "---\nsandbox: off\n---\n" } }))
+        .collect();
+    calls.push(json!({ "name": "edit_file", "args": { "path": "AGENTS.md", "old_string": "a", "new_string": "b" } }));
+    let (model, _rec) = scripted(&script_of(&calls));
+    let agent = builder(model)
+        .tools(builtin_tools())
+        .permissions(policy(ApprovalMode::Ask))
+        .build();
+    let h = Harness::with_answer(ApprovalDecision::AllowOnce);
+    let mut session = h.session();
+    let run = h.run_context(&session);
+    let ws = std::sync::Arc::new(Workspace::new(&root).unwrap());
+    let out = agent
+        .run(&mut session, Some("go".into()), run, ws, h.cancel.clone())
+        .await;
+    assert_eq!(out.state, EndState::Completed);
+    let results = tool_results(session.messages());
+    assert_eq!(results.len(), calls.len());
+    for (path, (text, is_error)) in paths.iter().chain(&["AGENTS.md (edit)"]).zip(&results) {
+        assert!(*is_error && text.contains("is protected"), "{path}: {text}");
+    }
+    assert_eq!(
+        h.approvals.count(),
+        0,
+        "a protected write was put to the user"
+    );
+    for p in [
+        "subagents/general-purpose.md",
+        "subagents/x.md",
+        "subagents/y.md",
+        "subagents/abs.md",
+        "subagents/z.md",
+        ".gemini",
+    ] {
+        assert!(!root.join(p).exists(), "{p} was written");
+    }
 }

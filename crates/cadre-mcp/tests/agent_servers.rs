@@ -199,7 +199,7 @@ async fn a_file_the_file_tools_can_write_cannot_declare_a_server() {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
     let pid_file = ws.join("server.pid");
-    // `.gemini/agents/` is read for agents but not protected from the file tools.
+    // `.gemini/agents/` is treated as written by the model: its `mcpServers` is dropped.
     agent_file(
         ws,
         ".gemini/agents/helper.md",
@@ -228,11 +228,12 @@ async fn a_file_the_file_tools_can_write_cannot_declare_a_server() {
         "{child:?}"
     );
     assert!(!pid_file.exists(), "the declared command never ran");
-    let notices = events.notices();
-    assert!(
-        notices
-            .iter()
-            .any(|n| n.contains("agent helper: `mcpServers` ignored") && n.contains(".gemini")),
-        "{notices:?}"
-    );
+    // Dropped when the file loads, so `cadre agents list` and `cadre run` say so.
+    let warned = h.runtime().registry().warnings().iter().any(|w| {
+        w.agent == "helper"
+            && w.message.contains("`mcpServers`")
+            && w.message.contains(cadre_subagents::WRITABLE_NOTE)
+    });
+    assert!(warned, "{:?}", h.runtime().registry().warnings());
+    drop(events);
 }

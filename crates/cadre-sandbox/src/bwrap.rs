@@ -9,20 +9,30 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// What the mounts make of the file system besides the policy's writable roots.
+pub(crate) struct View<'a> {
+    /// The private temp dir (writable).
+    pub tmp: &'a Path,
+    /// Locations covered: nothing to read, nothing to connect to.
+    pub hidden: &'a [PathBuf],
+    /// Existing locations inside writable roots that stay read-only.
+    pub read_only: &'a [PathBuf],
+}
+
 /// `bwrap ARGS -- program`; the caller appends the program's own arguments.
 pub(crate) fn command(
     bwrap: &Path,
     policy: &SandboxPolicy,
-    tmp: &Path,
-    hidden: &[PathBuf],
+    view: &View<'_>,
     program: &OsStr,
 ) -> Command {
     let mut cmd = Command::new(bwrap);
-    cmd.args(args(policy, tmp, hidden)).arg("--").arg(program);
+    cmd.args(args(policy, view)).arg("--").arg(program);
     cmd
 }
 
-fn args(policy: &SandboxPolicy, tmp: &Path, hidden: &[PathBuf]) -> Vec<OsString> {
+fn args(policy: &SandboxPolicy, view: &View<'_>) -> Vec<OsString> {
+    let (tmp, hidden) = (view.tmp, view.hidden);
     let mut a: Vec<OsString> = Vec::new();
     let mut push = |items: &[&OsStr]| a.extend(items.iter().map(|s| s.to_os_string()));
     // A new session keeps the sandbox from pushing input into cadre's terminal (TIOCSTI);
@@ -57,6 +67,11 @@ fn args(policy: &SandboxPolicy, tmp: &Path, hidden: &[PathBuf]) -> Vec<OsString>
     {
         push(&["--bind".as_ref(), w.as_os_str(), w.as_os_str()]);
     }
+    // After the writable binds, so a protected path inside a writable root is read-only
+    // there (a later mount covers an earlier one).
+    for p in view.read_only {
+        push(&["--ro-bind".as_ref(), p.as_os_str(), p.as_os_str()]);
+    }
     // Mounted last, so they also cover credentials inside a writable root.
     for h in hidden {
         match std::fs::symlink_metadata(h) {
@@ -88,7 +103,14 @@ mod tests {
         };
         let tmp = root.join("w");
         let hidden = vec![root.join("w/.ssh"), root.join(".netrc"), root.join(".aws")];
-        let got: Vec<String> = args(&policy, &tmp, &hidden)
+        std::fs::create_dir_all(root.join("w/.cadre")).unwrap();
+        let read_only = vec![root.join("w/.cadre")];
+        let view = View {
+            tmp: &tmp,
+            hidden: &hidden,
+            read_only: &read_only,
+        };
+        let got: Vec<String> = args(&policy, &view)
             .iter()
             .map(|s| s.to_string_lossy().into_owned())
             .collect();
@@ -105,11 +127,16 @@ mod tests {
             "credentials are covered after the binds: {text}"
         );
         assert!(!text.contains(".aws"), "{text}");
+        let ro = format!("--ro-bind {w}/.cadre {w}/.cadre");
+        assert!(
+            text.find(&ro) > text.find(&format!("--bind {w}")),
+            "protected paths are bound read-only over the writable root: {text}"
+        );
         let open = SandboxPolicy {
             network: true,
             ..policy
         };
-        let text: Vec<OsString> = args(&open, &tmp, &hidden);
+        let text: Vec<OsString> = args(&open, &view);
         assert!(!text.iter().any(|a| a == "--unshare-net"));
     }
 }

@@ -21,6 +21,8 @@ const HOME_ONLY: &[&str] = &[
     ".cargo/credentials.toml",
     ".npmrc",
     ".pypirc",
+    // cadre's own keys (the seals on session grants): whoever reads them can forge one.
+    ".local/state/cadre",
 ];
 
 /// The credential locations in `home` (canonicalised, so they match the paths a walk from
@@ -73,10 +75,18 @@ pub(crate) fn service_sockets() -> Vec<PathBuf> {
     out
 }
 
-/// The credential locations of the current `$HOME` (none without one).
+/// The credential locations of the current `$HOME` (none without one), and cadre's state
+/// directory where `$XDG_STATE_HOME` moves it.
 pub(crate) fn current_home_credentials() -> Vec<PathBuf> {
-    std::env::var_os("HOME")
+    let mut out: Vec<PathBuf> = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(|h| home_credentials(Path::new(&h)))
-        .unwrap_or_default()
+        .unwrap_or_default();
+    if let Some(state) = std::env::var_os("XDG_STATE_HOME").map(PathBuf::from)
+        && state.is_absolute()
+    {
+        let dir = state.join("cadre");
+        out.push(dir.canonicalize().unwrap_or(dir));
+    }
+    out
 }

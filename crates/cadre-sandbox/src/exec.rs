@@ -67,6 +67,14 @@ fn launch(args: Vec<OsString>) -> ! {
             );
         }
     }
+    for path in &plan.read_only {
+        if let Err(e) = bind_read_only(path) {
+            fail(
+                SETUP_FAILED,
+                &format!("cannot make {} read-only: {e}", path.display()),
+            );
+        }
+    }
     if let Err(e) = confine(&plan) {
         fail(SETUP_FAILED, &format!("cannot apply Landlock rules: {e}"));
     }
@@ -157,6 +165,51 @@ fn cover(path: &std::path::Path) -> Result<(), String> {
 
 #[cfg(not(target_os = "linux"))]
 fn cover(_path: &std::path::Path) -> Result<(), String> {
+    Err("mounts are a Linux feature".into())
+}
+
+/// Bind `path` over itself read-only in this mount namespace, so nothing below it can be
+/// written, created, renamed or removed, and the name itself cannot be replaced (a mount
+/// point is busy). A path that vanished is fine. The remount keeps the flags the mount it
+/// lies on has (`nosuid`, `nodev`, ...): in a user namespace those are locked, and a
+/// remount that dropped one would be refused.
+#[cfg(target_os = "linux")]
+fn bind_read_only(path: &std::path::Path) -> Result<(), String> {
+    use nix::mount::{MsFlags, mount};
+    use nix::sys::statvfs::{FsFlags, statvfs};
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(());
+    }
+    mount(
+        Some(path),
+        path,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| format!("bind: {}", e.desc()))?;
+    let have = statvfs(path)
+        .map_err(|e| format!("statvfs: {}", e.desc()))?
+        .flags();
+    let mut flags = MsFlags::MS_BIND | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY;
+    for (fs, ms) in [
+        (FsFlags::ST_NOSUID, MsFlags::MS_NOSUID),
+        (FsFlags::ST_NODEV, MsFlags::MS_NODEV),
+        (FsFlags::ST_NOEXEC, MsFlags::MS_NOEXEC),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ] {
+        if have.contains(fs) {
+            flags |= ms;
+        }
+    }
+    mount(None::<&str>, path, None::<&str>, flags, None::<&str>)
+        .map_err(|e| format!("remount: {}", e.desc()))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn bind_read_only(_path: &std::path::Path) -> Result<(), String> {
     Err("mounts are a Linux feature".into())
 }
 

@@ -35,6 +35,10 @@ pub(crate) struct LaunchPlan {
     /// Sockets (bound over with `/dev/null`) and directories (an empty tmpfs on top) to hide
     /// from the process, in the new mount namespace.
     pub cover: Vec<PathBuf>,
+    /// Existing locations inside writable roots to bind read-only over themselves, in the
+    /// new mount namespace (protected configuration and metadata).
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
     /// Forbid signals to processes outside the sandbox (Landlock ABI ≥ 6).
     pub scope_signals: bool,
     /// Forbid abstract UNIX sockets created outside the sandbox (Landlock ABI ≥ 6).
@@ -78,9 +82,40 @@ impl LaunchPlan {
             } else {
                 Vec::new()
             },
+            read_only: Vec::new(),
             scope_signals: support.landlock_scopes,
             scope_abstract_sockets: offline && support.landlock_scopes,
         }
+    }
+}
+
+impl LaunchPlan {
+    /// This plan keeping `protected` (existing, canonical, inside writable roots) read-only:
+    /// with a mount namespace, read-only bind mounts over them, so the writable roots keep
+    /// every other right (creating entries next to them included); without one, Landlock
+    /// alone, by granting writes only around them, which also takes from each directory on
+    /// the way the right to create, remove or rename its own entries.
+    pub fn protecting(
+        mut self,
+        protected: &[PathBuf],
+        policy: &SandboxPolicy,
+        tmp: &Path,
+        hidden: &[PathBuf],
+    ) -> Self {
+        if protected.is_empty() {
+            return self;
+        }
+        if self.new_userns {
+            self.read_only = protected.to_vec();
+            return self;
+        }
+        let around_both: Vec<PathBuf> = hidden.iter().chain(protected).cloned().collect();
+        let (mut write, mut split) = (Vec::new(), Vec::new());
+        for root in policy.writable.iter().map(PathBuf::as_path).chain([tmp]) {
+            around(root, &around_both, &mut write, &mut split);
+        }
+        self.write = write;
+        self
     }
 }
 
@@ -190,5 +225,53 @@ mod tests {
         };
         let p = LaunchPlan::new(&policy, &weak, tmp, &[], &sockets);
         assert!(p.deny_tcp && !p.new_netns && !p.new_userns && p.cover.is_empty());
+    }
+
+    #[test]
+    fn protected_paths_are_mounted_read_only_or_left_out_of_the_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path().canonicalize().unwrap();
+        for d in [".cadre", "src"] {
+            fs::create_dir_all(w.join(d)).unwrap();
+        }
+        fs::write(w.join("README"), "r").unwrap();
+        let policy = SandboxPolicy {
+            mode: crate::SandboxMode::WorkspaceWrite,
+            network: true,
+            writable: vec![w.clone()],
+        };
+        let tmp = Path::new("/tmp/private");
+        let protected = vec![w.join(".cadre")];
+        let mut support = Support {
+            landlock_fs: true,
+            landlock_net: true,
+            landlock_scopes: true,
+            namespaces: true,
+            bwrap: None,
+        };
+        let p = LaunchPlan::new(&policy, &support, tmp, &[], &[]).protecting(
+            &protected,
+            &policy,
+            tmp,
+            &[],
+        );
+        // With namespaces: a mount; the root stays writable as a whole.
+        assert_eq!(p.read_only, protected);
+        assert_eq!(p.write, vec![w.clone(), tmp.to_path_buf()]);
+        support.namespaces = false;
+        let p = LaunchPlan::new(&policy, &support, tmp, &[], &[]).protecting(
+            &protected,
+            &policy,
+            tmp,
+            &[],
+        );
+        // Without: the writes go around it.
+        assert!(p.read_only.is_empty());
+        let mut write = p.write;
+        write.sort();
+        assert_eq!(
+            write,
+            vec![w.join("README"), w.join("src"), tmp.to_path_buf()]
+        );
     }
 }

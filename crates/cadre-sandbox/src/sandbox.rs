@@ -22,6 +22,8 @@ pub struct Sandbox {
     hidden: Vec<PathBuf>,
     /// Sockets its processes cannot connect to.
     sockets: Vec<PathBuf>,
+    /// Locations its processes may read but never write, even inside a writable root.
+    protected: Vec<PathBuf>,
     /// Created with the first sandboxed command, removed when the sandbox is dropped.
     tmp: Mutex<Option<Arc<tempfile::TempDir>>>,
 }
@@ -34,6 +36,7 @@ impl Sandbox {
             policy,
             hidden: current_home_credentials(),
             sockets: service_sockets(),
+            protected: Vec::new(),
             tmp: Mutex::new(None),
         }
     }
@@ -49,6 +52,27 @@ impl Sandbox {
     pub fn cover_sockets(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
         self.sockets.extend(paths);
         self
+    }
+
+    /// Keep these locations (absolute; they need not exist) read-only for the agent's
+    /// processes even where they lie inside a writable root: cadre's configuration, agent
+    /// definitions, sessions and git metadata, which its processes must not rewrite.
+    pub fn protect(mut self, paths: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.protected.extend(paths);
+        self
+    }
+
+    /// The protected locations that exist now inside one of `writable` (canonical, links
+    /// followed, so the mount lands on what a write would reach). One that does not exist is
+    /// left out: a mount needs something to cover.
+    fn read_only(&self, writable: &[PathBuf]) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = (self.protected.iter())
+            .filter_map(|p| p.canonicalize().ok())
+            .filter(|p| writable.iter().any(|w| p.starts_with(w)))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// What the agent's processes may do.
@@ -72,10 +96,16 @@ impl Sandbox {
         self.launcher.check(self.policy.network)?;
         let tmp = self.temp_dir()?;
         let hidden = &self.hidden;
+        let read_only = self.read_only(&self.policy.writable);
         let mut cmd = match self.launcher.effective() {
             Effective::Bwrap(bwrap) => {
                 let covered: Vec<PathBuf> = hidden.iter().chain(&self.sockets).cloned().collect();
-                crate::bwrap::command(bwrap, &self.policy, &tmp, &covered, program)
+                let view = crate::bwrap::View {
+                    tmp: &tmp,
+                    hidden: &covered,
+                    read_only: &read_only,
+                };
+                crate::bwrap::command(bwrap, &self.policy, &view, program)
             }
             Effective::Launcher(exe) => {
                 let plan = LaunchPlan::new(
@@ -84,7 +114,8 @@ impl Sandbox {
                     &tmp,
                     hidden,
                     &self.sockets,
-                );
+                )
+                .protecting(&read_only, &self.policy, &tmp, hidden);
                 let json = serde_json::to_string(&plan).map_err(|_| {
                     let bad = plan
                         .read

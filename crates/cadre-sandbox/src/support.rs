@@ -151,8 +151,11 @@ fn find_bwrap() -> Option<PathBuf> {
             network: false,
             writable: Vec::new(),
         },
-        &tmp,
-        &[],
+        &crate::bwrap::View {
+            tmp: &tmp,
+            hidden: &[],
+            read_only: &[],
+        },
         "true".as_ref(),
     );
     quiet_success(cmd).then_some(bwrap)

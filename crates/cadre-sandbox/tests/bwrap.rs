@@ -28,14 +28,20 @@ fn fixture() -> Fixture {
     }
 }
 
-fn launcher() -> Arc<Launcher> {
+/// The bubblewrap launcher; `None` (after a SKIPPED line, or a failure under CI) when
+/// `bwrap` is not installed.
+fn launcher() -> Option<Arc<Launcher>> {
+    if !cadre_testkit::optional::on_path("bwrap") {
+        cadre_testkit::optional::skip_because("bwrap not installed");
+        return None;
+    }
     let l = Launcher::new(None).backend(Backend::Bwrap).required(true);
     assert!(
         l.support().bwrap.is_some(),
-        "bubblewrap must be installed and working for these tests: {:?}",
+        "bubblewrap is installed but does not work here: {:?}",
         l.gaps()
     );
-    Arc::new(l)
+    Some(Arc::new(l))
 }
 
 fn policy(root: &Path, network: bool) -> SandboxPolicy {
@@ -66,8 +72,9 @@ fn sh(sandbox: &Sandbox, root: &Path, script: &str) -> (bool, String) {
 
 #[test]
 fn writes_stay_inside_the_root_and_the_private_temp_dir() {
+    let Some(launcher) = launcher() else { return };
     let f = fixture();
-    let sandbox = Sandbox::new(launcher(), policy(&f.root, false));
+    let sandbox = Sandbox::new(launcher, policy(&f.root, false));
     let escape = f.outside.join("escaped");
     let (ok, text) = sh(&sandbox, &f.root, &format!("echo x > {}", escape.display()));
     assert!(!ok, "{text}");
@@ -87,8 +94,9 @@ fn writes_stay_inside_the_root_and_the_private_temp_dir() {
 
 #[test]
 fn hidden_locations_cannot_be_read() {
+    let Some(launcher) = launcher() else { return };
     let f = fixture();
-    let sandbox = Sandbox::new(launcher(), policy(&f.root, false)).hide([f.outside.join(".ssh")]);
+    let sandbox = Sandbox::new(launcher, policy(&f.root, false)).hide([f.outside.join(".ssh")]);
     let key = f.outside.join(".ssh/id_ed25519");
     let (ok, text) = sh(&sandbox, &f.root, &format!("cat {}", key.display()));
     assert!(!ok && !text.contains("PRIVATE KEY"), "{text}");
@@ -96,17 +104,18 @@ fn hidden_locations_cannot_be_read() {
 
 #[test]
 fn the_network_is_unreachable_unless_allowed() {
+    let Some(launcher) = launcher() else { return };
     let f = fixture();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
-    let offline = Sandbox::new(launcher(), policy(&f.root, false));
+    let offline = Sandbox::new(launcher.clone(), policy(&f.root, false));
     let (ok, text) = sh(&offline, &f.root, &format!("bash -c '{connect}'"));
     assert!(!ok && !text.contains("connected"), "{text}");
     // The attempt is over, so a connection would be queued by now.
     assert!(listener.accept().is_err(), "the listener saw a connection");
-    let online = Sandbox::new(launcher(), policy(&f.root, true));
+    let online = Sandbox::new(launcher, policy(&f.root, true));
     let (ok, text) = sh(&online, &f.root, &format!("bash -c '{connect}'"));
     assert!(ok && text.contains("connected"), "{text}");
     assert!(listener.accept().is_ok());
@@ -114,6 +123,7 @@ fn the_network_is_unreachable_unless_allowed() {
 
 #[test]
 fn covered_sockets_refuse_connections() {
+    let Some(launcher) = launcher() else { return };
     let f = fixture();
     let path = f.outside.join("daemon.sock");
     let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
@@ -122,12 +132,12 @@ fn covered_sockets_refuse_connections() {
         "python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{}'); print('connected')\"",
         path.display()
     );
-    let plain = Sandbox::new(launcher(), policy(&f.root, false));
+    let plain = Sandbox::new(launcher.clone(), policy(&f.root, false));
     let (ok, text) = sh(&plain, &f.root, &connect);
     // A read-only mount does not stop a connect to a socket file: covering it does.
     assert!(ok && text.contains("connected"), "{text}");
     assert!(listener.accept().is_ok());
-    let covered = Sandbox::new(launcher(), policy(&f.root, true)).cover_sockets([path]);
+    let covered = Sandbox::new(launcher, policy(&f.root, true)).cover_sockets([path]);
     let (ok, text) = sh(&covered, &f.root, &connect);
     assert!(!ok && !text.contains("connected\n"), "{text}");
     assert!(listener.accept().is_err(), "the daemon saw a connection");

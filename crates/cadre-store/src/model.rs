@@ -100,6 +100,9 @@ pub struct NewTask {
     pub on_orphan: OrphanPolicy,
     /// The spawn depth of the task's child (1 below the top-level agent).
     pub depth: u32,
+    /// The id of the parent's tool call this task answers (a `task` call), if it was
+    /// started by one: a parent resumed after a crash finds its child by it.
+    pub parent_call_id: Option<String>,
     /// Create it `running`: its child has its slot already, so it starts without waiting
     /// (one write fewer than `pending`, then `running`).
     pub running: bool,
@@ -122,6 +125,7 @@ impl NewTask {
             remote_headers: BTreeMap::new(),
             on_orphan: OrphanPolicy::Fail,
             depth: 1,
+            parent_call_id: None,
             running: false,
         }
     }
@@ -179,6 +183,7 @@ impl NewTask {
             on_orphan: self.on_orphan,
             resumes: 0,
             depth: Some(self.depth),
+            parent_call_id: self.parent_call_id,
             served: None,
             question: None,
             answer: None,
@@ -278,6 +283,8 @@ pub struct TaskRecord {
     /// The spawn depth of the task's child; `None` for a task stored before the store
     /// recorded it.
     pub depth: Option<u32>,
+    /// The id of the parent's tool call this task answers, if a tool call started it.
+    pub parent_call_id: Option<String>,
     /// What `cadre serve` records of a task it serves; `None` for other tasks.
     pub served: Option<ServedTurn>,
     /// The question (JSON, written by `cadre serve`) the task's agent waits on its caller

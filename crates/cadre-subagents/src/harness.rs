@@ -460,7 +460,7 @@ impl HarnessBuilder {
         let main_sandbox = rc
             .sandbox
             .as_ref()
-            .and_then(|s| rc.sandbox_for(&s.main_policy(&ws)));
+            .and_then(|s| rc.sandbox_for(&s.main_policy(&ws), &file_access, &ws));
         let runtime = SubagentRuntime::new(rc, registry, skills.clone(), providers.clone());
         let delegates = !self.disable_subagents
             && !runtime.registry().is_empty()

@@ -32,6 +32,7 @@ pub use definitions::registry::{
     general_purpose, validate_declaration,
 };
 pub use definitions::skills::{SKILL_DIRS, Skill, SkillSet};
+pub use definitions::writable::WRITABLE_NOTE;
 pub use harness::{Harness, HarnessBuilder, HarnessError, RunOptions};
 pub use runtime::agent_servers::{AgentServers, ServerLease, ServerRequest};
 pub use runtime::child_setup::{

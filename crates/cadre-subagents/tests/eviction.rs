@@ -51,6 +51,7 @@ text = "r"
                     description: format!("job {i}"),
                     background: true,
                     isolation: None,
+                    call_id: None,
                 },
                 &parent,
             )
@@ -128,6 +129,7 @@ async fn a_waiting_delegation_call_holds_little() {
             description: "d".into(),
             background: true,
             isolation: None,
+            call_id: None,
         },
         &parent,
     );

@@ -90,10 +90,13 @@ fn precedence_across_every_directory_with_override_lines() {
     let expected = [
         format!("shared: {user_file} overrides code"),
         format!("shared: .harness9/agents/shared.md overrides {user_file}"),
-        "shared: subagents/shared.md overrides .harness9/agents/shared.md".to_string(),
+        // `subagents/` is writable by the model: its file replaces nothing trusted.
+        "shared: subagents/shared.md not loaded: it would replace a definition from a protected \
+         directory, and the model can write its directory; .harness9/agents/shared.md is kept"
+            .to_string(),
         // Within a directory, files load in name order.
         "general-purpose: .claude/agents/general-purpose.md overrides builtin".to_string(),
-        "shared: .claude/agents/shared.md overrides subagents/shared.md".to_string(),
+        "shared: .claude/agents/shared.md overrides .harness9/agents/shared.md".to_string(),
         "general-purpose: .cadre/agents/general-purpose.md overrides .claude/agents/general-purpose.md"
             .to_string(),
         "shared: .cadre/agents/shared.md overrides .claude/agents/shared.md".to_string(),

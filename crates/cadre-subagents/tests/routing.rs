@@ -133,6 +133,7 @@ async fn depth_cap_stops_a_chain_of_delegating_agents() {
         description: "x".into(),
         background: false,
         isolation: None,
+        call_id: None,
     };
     let err = f.runtime.spawn(req, &parent).await.unwrap_err();
     assert_eq!(err.to_string(), "maximum spawn depth exceeded (max=2)");

@@ -17,6 +17,7 @@
 
 mod anthropic;
 mod openai;
+pub mod optional;
 mod reply;
 mod schema;
 mod server;

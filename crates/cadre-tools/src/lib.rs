@@ -33,6 +33,6 @@ pub use subject::PermissionSubject;
 pub use tool::{ArgumentsError, Tool, ToolError, ToolOutput, decode_arguments, parse_args};
 pub use typed::TypedTool;
 pub use workspace::{
-    AccessPolicy, EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, PathError,
-    Workspace, Written,
+    AccessPolicy, EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, PROTECTED_AT_ROOT,
+    PROTECTED_NAMES, PathError, Workspace, Written, protected_roots,
 };

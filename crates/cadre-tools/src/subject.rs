@@ -29,6 +29,20 @@ impl PermissionSubject {
         Ok(Self::Path(workspace.relative(&abs)))
     }
 
+    /// The subject of a call writing the path `given`: as [`path`](Self::path), and a
+    /// protected path is refused here too, so the call fails before any rule is consulted
+    /// or any approval is asked (the write would be refused anyway).
+    pub fn written_path(workspace: &Workspace, given: &str) -> Result<Self, PathError> {
+        let abs = workspace.resolve(given)?;
+        let rel = workspace.relative(&abs);
+        if workspace.policy().is_protected(&abs, &rel) {
+            return Err(PathError::Protected {
+                path: workspace.display(&abs),
+            });
+        }
+        Ok(Self::Path(rel))
+    }
+
     /// The subject of a call running the shell command line `text`.
     pub fn command(text: &str) -> Self {
         Self::Command(CommandLine::parse(text))

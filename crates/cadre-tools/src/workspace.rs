@@ -7,7 +7,7 @@ mod files;
 mod policy;
 
 pub use files::{EditableFile, FileKind, Opened, OpenedDir, OpenedFile, Opener, Written};
-pub use policy::AccessPolicy;
+pub use policy::{AccessPolicy, PROTECTED_AT_ROOT, PROTECTED_NAMES, protected_roots};
 
 // Credential names, refused wherever they appear in a path (the sandbox owns the list).
 use cadre_sandbox::{CREDENTIAL_DIRS, CREDENTIAL_FILES, Sandbox, SandboxError};

@@ -12,6 +12,7 @@ mod secrets;
 mod serve_cmd;
 mod setup;
 mod signals;
+mod stdout;
 mod tasks_cmd;
 mod tui_cmd;
 mod worktrees_cmd;
@@ -117,6 +118,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // The reader of stdout has gone (`cadre tasks list | head`): it wanted no more.
+        Err(e) if stdout::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("cadre: {e:#}");
             ExitCode::from(2)

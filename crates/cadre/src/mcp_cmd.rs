@@ -6,6 +6,7 @@ use crate::cli::{Cli, McpCommand};
 use crate::config::{self, Config, ServeApprovals};
 use crate::serve_cmd;
 use crate::setup::{Overrides, Setup, workspace_root};
+use crate::stdout::out;
 use anyhow::{Context, Result, bail};
 use cadre_engine::NonInteractiveApprovals;
 use cadre_mcp::ServeContext;
@@ -100,20 +101,18 @@ async fn list(cli: &Cli, json: bool) -> Result<ExitCode> {
     }
     servers.stop_all().await;
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        out!("{}", serde_json::to_string_pretty(&rows)?)?;
     } else if rows.is_empty() {
-        println!(
-            "no MCP servers configured (.mcp.json or [mcp_servers.NAME] in .cadre/config.toml)"
-        );
+        out!("no MCP servers configured (.mcp.json or [mcp_servers.NAME] in .cadre/config.toml)")?;
     } else {
         for r in &rows {
-            println!(
+            out!(
                 "{}  [{}]",
                 r["name"].as_str().unwrap_or(""),
                 r["state"].as_str().unwrap_or("")
-            );
-            println!("  source:    {}", r["source"].as_str().unwrap_or(""));
-            println!("  transport: {}", r["transport"].as_str().unwrap_or(""));
+            )?;
+            out!("  source:    {}", r["source"].as_str().unwrap_or(""))?;
+            out!("  transport: {}", r["transport"].as_str().unwrap_or(""))?;
             let join = |v: &serde_json::Value| {
                 v.as_array()
                     .map(|a| {
@@ -124,12 +123,12 @@ async fn list(cli: &Cli, json: bool) -> Result<ExitCode> {
                     })
                     .unwrap_or_default()
             };
-            println!("  tools:     {}", join(&r["tools"]));
+            out!("  tools:     {}", join(&r["tools"]))?;
             if r["resources"].as_u64().unwrap_or(0) > 0 {
-                println!("  resources: {}", r["resources"]);
+                out!("  resources: {}", r["resources"])?;
             }
             if r["prompts"].as_array().is_some_and(|a| !a.is_empty()) {
-                println!("  prompts:   {}", join(&r["prompts"]));
+                out!("  prompts:   {}", join(&r["prompts"]))?;
             }
         }
     }

@@ -242,10 +242,17 @@ impl Setup {
             eprintln!("cadre: warning: skipped agent file {e}");
         }
         // An agent that will not run the model its file names is worth a line at start-up.
+        // So are settings dropped from a file the model could have written, and every file
+        // that replaces another definition (or the built-in).
         for w in registry.warnings() {
-            if w.message.ends_with(cadre_subagents::FALLBACK_NOTE) {
+            if w.message.ends_with(cadre_subagents::FALLBACK_NOTE)
+                || w.message.contains(cadre_subagents::WRITABLE_NOTE)
+            {
                 eprintln!("cadre: warning: agent {}: {}", w.agent, w.message);
             }
+        }
+        for line in registry.overrides() {
+            eprintln!("cadre: warning: agent {line}");
         }
         Ok(Self {
             harness,

@@ -4,6 +4,7 @@
 use crate::cli::{Cli, TasksCommand};
 use crate::config;
 use crate::setup::{open_store, workspace_root};
+use crate::stdout::out;
 use anyhow::{Result, bail};
 use cadre_store::{TaskFilter, TaskOwner, TaskRecord, TaskStatus};
 use serde_json::{Value, json};
@@ -26,6 +27,7 @@ pub fn record_json(r: &TaskRecord) -> Value {
         "parent_agent_id": r.parent_agent_id,
         "parent_session_id": r.parent_session_id,
         "child_session_id": r.child_session_id,
+        "parent_call_id": r.parent_call_id,
         "user_id": r.user_id,
         "status": r.status.as_str(),
         "end_state": r.end_state,
@@ -197,13 +199,13 @@ pub async fn run(cli: &Cli, cmd: &TasksCommand) -> Result<ExitCode> {
                 .await?;
             if *json {
                 let all: Vec<Value> = records.iter().map(record_json).collect();
-                println!("{}", serde_json::to_string_pretty(&all)?);
+                out!("{}", serde_json::to_string_pretty(&all)?)?;
             } else if records.is_empty() {
                 eprintln!("no tasks");
             } else {
-                println!("{}", list_header());
+                out!("{}", list_header())?;
                 for r in &records {
-                    println!("{}", line(r));
+                    out!("{}", line(r))?;
                 }
             }
         }
@@ -215,12 +217,12 @@ pub async fn run(cli: &Cli, cmd: &TasksCommand) -> Result<ExitCode> {
             if *json {
                 let mut v = record_json(&r);
                 v["owners"] = owners_json(&owners);
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                out!("{}", serde_json::to_string_pretty(&v)?)?;
             } else {
-                print!("{}", readable(&r));
+                crate::stdout::print(&readable(&r))?;
                 if r.resumes > 0 {
                     // Who ran it, epoch by epoch: the lost owners and the adopters.
-                    print!("{}", owners_text(&owners));
+                    crate::stdout::print(&owners_text(&owners))?;
                 }
             }
         }
@@ -230,25 +232,26 @@ pub async fn run(cli: &Cli, cmd: &TasksCommand) -> Result<ExitCode> {
             };
             let status = store.request_cancel(id).await?;
             if status.is_terminal() {
-                println!("{id}: already {status}; nothing to cancel");
+                out!("{id}: already {status}; nothing to cancel")?;
             } else {
                 // The owner notices within a second and stops the child; show the outcome.
                 match store.wait_terminal(id, Duration::from_secs(5)).await? {
-                    Some(r) => println!("{id}: {}", r.status),
-                    None => println!(
+                    Some(r) => out!("{id}: {}", r.status)?,
+                    None => out!(
                         "{id}: cancellation requested; {} (owner {}) has not stopped it yet",
-                        before.status, before.owner_node
-                    ),
+                        before.status,
+                        before.owner_node
+                    )?,
                 }
             }
         }
         TasksCommand::Sweep => {
             let failed = store.sweep(cfg.store.orphan_timeout()).await?;
             if failed.is_empty() {
-                println!("no orphaned tasks");
+                out!("no orphaned tasks")?;
             }
             for id in failed {
-                println!("{id}: failed (executor lost)");
+                out!("{id}: failed (executor lost)")?;
             }
         }
     }

@@ -6,7 +6,9 @@ use crate::config;
 use crate::setup::{open_store, workspace_root};
 use anyhow::{Context, Result};
 use cadre_store::TaskStatus;
-use cadre_subagents::runtime::worktree::{BRANCH_PREFIX, WORKTREES_DIR, commit_all, git};
+use cadre_subagents::runtime::worktree::{
+    BRANCH_PREFIX, Repo, WORKTREES_DIR, check, commit_all, git,
+};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -65,6 +67,8 @@ pub async fn run(cli: &Cli, cmd: &WorktreesCommand) -> Result<ExitCode> {
             }
         }
         WorktreesCommand::Prune => {
+            let repo = Repo::of_workspace(&ws).await?;
+            let mut refused = false;
             for (w, live) in leftovers.iter().zip(&running) {
                 if *live {
                     println!("kept {} (its task is running)", display(&ws, &w.path));
@@ -77,33 +81,43 @@ pub async fn run(cli: &Cli, cmd: &WorktreesCommand) -> Result<ExitCode> {
                     );
                     continue;
                 }
-                prune_worktree(&ws, w).await?;
+                refused |= !prune_worktree(&ws, &repo, w).await?;
             }
-            git(&ws, &["worktree", "prune"]).await?;
+            repo.run(&["worktree", "prune"]).await?;
             for (b, _) in &branches {
                 // A branch whose tip is already in HEAD's history holds nothing of its own.
-                let merged = git(&ws, &["merge-base", "--is-ancestor", b, "HEAD"])
+                let merged = repo
+                    .run(&["merge-base", "--is-ancestor", b, "HEAD"])
                     .await
                     .is_ok();
                 let in_use = leftovers.iter().zip(&running).any(|(w, live)| {
                     (*live || w.is_live_child()) && w.branch.as_deref() == Some(b.as_str())
                 });
                 if merged && !in_use {
-                    git(&ws, &["branch", "-D", "--quiet", b]).await?;
+                    repo.run(&["branch", "-D", "--quiet", b]).await?;
                     println!("deleted branch {b} (no commits of its own)");
                 }
+            }
+            if refused {
+                return Ok(ExitCode::FAILURE);
             }
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Commit what a leftover worktree holds onto its branch, then remove it.
-async fn prune_worktree(ws: &Path, w: &Leftover) -> Result<()> {
-    let git_dir = git(&w.path, &["rev-parse", "--absolute-git-dir"]).await;
-    if let (Ok(gd), Some(branch)) = (git_dir, &w.branch) {
+/// Commit what a leftover worktree holds onto its branch, then remove it; false (and
+/// nothing run in it) when its links are no longer the ones cadre made.
+async fn prune_worktree(ws: &Path, repo: &Repo, w: &Leftover) -> Result<bool> {
+    // The admin directory from the repository's records, never from the worktree's `.git`.
+    let admin = repo.admin_dir(&w.task_id);
+    if let Err(e) = check(repo, &w.path, &admin).await {
+        eprintln!("kept {}: {e}", display(ws, &w.path));
+        return Ok(false);
+    }
+    if let Some(branch) = &w.branch {
         let message = format!("cadre: work left in the worktree of {} (pruned)", w.task_id);
-        let commit = commit_all(Path::new(gd.trim()), &w.path, &message).await?;
+        let commit = commit_all(repo, &admin, &w.path, &message).await?;
         println!(
             "committed what was left in {} on {branch} ({})",
             display(ws, &w.path),
@@ -111,9 +125,9 @@ async fn prune_worktree(ws: &Path, w: &Leftover) -> Result<()> {
         );
     }
     let path = w.path.to_string_lossy().into_owned();
-    git(ws, &["worktree", "remove", "--force", &path]).await?;
+    repo.run(&["worktree", "remove", "--force", &path]).await?;
     println!("removed {}", display(ws, &w.path));
-    Ok(())
+    Ok(true)
 }
 
 /// The worktrees of the repository under `<ws>/.cadre/worktrees/`.

@@ -407,3 +407,43 @@ fn an_alias_without_its_providers_key_inherits_the_same_in_every_view() {
     assert!(stdout.contains("inherit (openai:gpt-main)"), "{stdout}");
     assert_eq!(stdout.matches(warning).count(), 1, "{stdout}");
 }
+
+#[test]
+fn list_warns_about_a_writable_directory_definition_asking_sandbox_off() {
+    let dir = workspace();
+    let widening =
+        |name: &str| format!("---\nname: {name}\ndescription: Widens.\nsandbox: off\n---\nBody.\n");
+    write(dir.path(), "subagents/loose.md", &widening("loose"));
+    write(
+        dir.path(),
+        ".gemini/agents/general-purpose.md",
+        &widening("general-purpose"),
+    );
+    for json in [false, true] {
+        let mut cmd = cadre_with_anthropic(dir.path());
+        cmd.args(["agents", "list"]);
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success());
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.contains("subagents/loose.md: `sandbox: off` dropped: the model can write"),
+            "json={json}: {stderr}"
+        );
+        assert!(
+            stderr.contains(
+                "general-purpose: .gemini/agents/general-purpose.md not loaded: it would replace \
+                 the built-in agent"
+            ),
+            "json={json}: {stderr}"
+        );
+    }
+    let list = json_list(dir.path());
+    let gp = list
+        .iter()
+        .find(|e| e["name"] == "general-purpose")
+        .unwrap();
+    assert_eq!(gp["source"], "builtin");
+}

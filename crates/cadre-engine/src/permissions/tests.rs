@@ -381,3 +381,177 @@ fn a_tilde_word_with_a_quoted_character_is_asked_for_even_when_auto_approving() 
         "deny"
     );
 }
+
+/// Lines hiding code in a construct the walker does not model, by construct class (payload
+/// `touch /tmp/p`). Under allow rules naming every carrier command, none is allowed; under a
+/// deny rule on `touch` in `auto-approve` mode, each asks or is denied.
+const HIDING: &[(&str, &[&str])] = &[
+    (
+        "array subscripts in tests",
+        &[
+            "git status && [[ -v 'a[$(touch /tmp/p)]' ]]",
+            "if [[ -v 'a[$(touch /tmp/p)]' ]]; then git status; fi",
+            "! [[ -v 'a[$(touch /tmp/p)]' ]] || git status",
+            "git status `[[ -v 'a[$(touch /tmp/p)]' ]]`",
+            "git status | tail -1; test -v 'a[$(touch /tmp/p)]'",
+        ],
+    ),
+    (
+        "here-document bodies",
+        &[
+            "git status; cat <<EOF\n$\\\n(touch /tmp/p)\nEOF",
+            "cat <<-EOF\n\t$\\\n(touch /tmp/p)\n\tEOF",
+            "cat <<EOF\n$\\\n{a[$\\\n(touch /tmp/p)]}\nEOF",
+        ],
+    ),
+    (
+        "code on a shell's stdin or sourced",
+        &[
+            "bash <<< 'touch /tmp/p'",
+            "echo 'touch /tmp/p' | bash",
+            "bash -s <<EOF\ntouch /tmp/p\nEOF",
+            ". <(echo 'touch /tmp/p')",
+            "source /dev/stdin <<< 'touch /tmp/p'",
+        ],
+    ),
+    (
+        "names evaluated as arithmetic",
+        &[
+            "printf -v 'a[$(touch /tmp/p)]' x",
+            "declare 'a[$(touch /tmp/p)]=1'",
+            "read 'a[$(touch /tmp/p)]' <<< x",
+            "let 'a[$(touch /tmp/p)]=1'",
+            "unset 'a[$(touch /tmp/p)]'",
+        ],
+    ),
+    (
+        "prompt expansion and code variables",
+        &[
+            "PS4='$(touch /tmp/p)'; set -x; git status",
+            "x='$(touch /tmp/p)'; echo ${x@P}",
+            "x='a[$(touch /tmp/p)]'; echo ${!x}",
+            "mapfile -C 'touch /tmp/p' -c 1 a <<< x",
+            "PROMPT_COMMAND='touch /tmp/p' bash -i",
+            "IFS=/ git status",
+        ],
+    ),
+    (
+        "programs running command strings",
+        &[
+            "git -c alias.x='!touch /tmp/p' x",
+            "git x",
+            "git config core.fsmonitor 'touch /tmp/p'",
+            "awk 'BEGIN{system(\"touch /tmp/p\")}'",
+            "sed 's|x|touch /tmp/p|e' f",
+            "python3 -c 'open(\"/tmp/p\", \"w\")'",
+            "perl -e 'open(F, \">/tmp/p\")'",
+            "node -e 'require(\"fs\").writeFileSync(\"/tmp/p\", \"\")'",
+            "echo 'touch /tmp/p' | xargs -0 bash -c",
+        ],
+    ),
+];
+
+/// Lines whose code is walked: a deny rule sees the command, an allow rule for the carrier
+/// is the user's own choice.
+const WALKED: &[&str] = &[
+    "script -qc 'touch /tmp/p' /dev/null",
+    "trap -- 'touch /tmp/p' EXIT",
+    "bash -c $'touch\\x20/tmp/p'",
+    "$'\\x74ouch' /tmp/p",
+    "eval $'touch /tmp/p'",
+    "env -S 'touch /tmp/p'",
+    "git() { touch /tmp/p; }; git status",
+    "alias git='touch /tmp/p'",
+];
+
+/// Allow rules naming every command the hiding lines are made of.
+const CARRIERS: &[&str] = &[
+    "bash(git *)",
+    "bash(test *)",
+    "bash(tail *)",
+    "bash(cat *)",
+    "bash(echo *)",
+    "bash(bash *)",
+    "bash(. *)",
+    "bash(source *)",
+    "bash(printf *)",
+    "bash(declare *)",
+    "bash(read *)",
+    "bash(let *)",
+    "bash(unset *)",
+    "bash(PS4=*)",
+    "bash(set *)",
+    "bash(x=*)",
+    "bash(mapfile *)",
+    "bash(PROMPT_COMMAND=*)",
+    "bash(IFS=*)",
+    "bash(awk *)",
+    "bash(sed *)",
+    "bash(python3 *)",
+    "bash(perl *)",
+    "bash(node *)",
+    "bash(xargs *)",
+];
+
+#[test]
+fn code_the_walker_cannot_see_is_never_allowed_and_a_deny_rule_asks() {
+    let allowing = policy(ApprovalMode::Ask, CARRIERS, &[], &[]);
+    let denying = policy(ApprovalMode::AutoApprove, &[], &["bash(touch *)"], &[]);
+    let mut failures = Vec::new();
+    for (class, lines) in HIDING {
+        for line in *lines {
+            let allowed = kind(allowing.decide("bash", &cmd(line), false, false));
+            let denied = kind(denying.decide("bash", &cmd(line), false, true));
+            if allowed == "allow" || denied == "allow" {
+                failures.push(format!("{class}: {line:?}: {allowed} / {denied}"));
+            }
+        }
+    }
+    for line in WALKED {
+        let denied = kind(denying.decide("bash", &cmd(line), false, true));
+        if denied == "allow" {
+            failures.push(format!("walked: {line:?}: {denied}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn ordinary_lines_stay_allowed() {
+    let p = policy(
+        ApprovalMode::Ask,
+        &[
+            "bash(git status*)",
+            "bash(git diff *)",
+            "bash(git log *)",
+            "bash(cargo test*)",
+            "bash(ls *)",
+            "bash(head*)",
+            "bash(npm run *)",
+            "bash(sed -n *)",
+            "bash(awk *)",
+            "bash(python3 -m pytest*)",
+        ],
+        &["bash(rm *)"],
+        &[],
+    );
+    for line in [
+        "git status",
+        "git status -s",
+        "cargo test -p x",
+        "ls -la | head",
+        "npm run test",
+        "git diff HEAD~1 -- src/",
+        "git log --oneline -5 | head -3",
+        "sed -n '1,5p' Cargo.toml",
+        "awk '{print $1}' Cargo.toml",
+        "python3 -m pytest -q",
+        "cargo test 2>&1 | head -50",
+    ] {
+        assert_eq!(
+            kind(p.decide("bash", &cmd(line), false, false)),
+            "allow",
+            "{line:?}"
+        );
+    }
+}

@@ -352,6 +352,9 @@ pub enum Item {
         text: Option<String>,
         /// The approval the remote asks for, when it waits for one.
         question: Option<RemoteQuestion>,
+        /// The task's usage so far, when the event's metadata reports it (cadre servers
+        /// report it with every state change, the end included).
+        usage: Option<Usage>,
     },
     /// A piece of an artifact.
     Artifact {
@@ -407,10 +410,7 @@ fn task(v: &Value) -> Option<RemoteTask> {
         })
         .and_then(|m| m.get("parts"))
         .map(parts_text);
-    let usage = v
-        .get("metadata")
-        .and_then(|m| m.get("usage"))
-        .and_then(super::usage::parse_usage);
+    let usage = usage_of(v);
     Some(RemoteTask {
         id,
         context_id: str_field(v, "contextId"),
@@ -423,6 +423,13 @@ fn task(v: &Value) -> Option<RemoteTask> {
     })
 }
 
+/// `metadata.usage` of a task or an event.
+fn usage_of(v: &Value) -> Option<Usage> {
+    v.get("metadata")
+        .and_then(|m| m.get("usage"))
+        .and_then(super::usage::parse_usage)
+}
+
 fn message(v: &Value) -> Item {
     Item::Message {
         text: v.get("parts").map(parts_text).unwrap_or_default(),
@@ -433,6 +440,7 @@ fn message(v: &Value) -> Item {
 fn status_event(v: &Value) -> Item {
     let (state, text, question) = status_of(v);
     Item::Status {
+        usage: usage_of(v),
         question,
         task_id: str_field(v, "taskId"),
         context_id: str_field(v, "contextId"),
@@ -626,6 +634,7 @@ mod tests {
                 state: A2aState::Failed,
                 text: Some("bad".into()),
                 question: None,
+                usage: None,
             })
         );
         let art = json!({"artifactUpdate": {"taskId": "t", "artifact": {"artifactId": "a",

@@ -266,6 +266,13 @@ pub fn task(view: &TaskView, detail: Detail, version: Version) -> Value {
             .collect();
         t.insert("history".into(), Value::Array(history));
     }
+    t.insert("metadata".into(), view_metadata(view));
+    Value::Object(t)
+}
+
+/// A task's metadata: its agent, its usage so far, and once it ended whether it is
+/// complete (and why not), and its resumptions.
+pub fn view_metadata(view: &TaskView) -> Value {
     let mut metadata = json!({"agent": view.agent, "usage": super::usage::usage_json(&view.usage)});
     if let (Some(done), Some(m)) = (view.completeness, metadata.as_object_mut()) {
         m.insert("complete".into(), json!(done.is_ok()));
@@ -276,8 +283,21 @@ pub fn task(view: &TaskView, detail: Detail, version: Version) -> Value {
     if let (Some(r), Some(m)) = (&view.resumed, metadata.as_object_mut()) {
         m.insert("resumed".into(), json!({"times": r.times, "node": r.node}));
     }
-    t.insert("metadata".into(), metadata);
-    Value::Object(t)
+    metadata
+}
+
+/// `event` (a status update of either version) carrying `metadata`, as A2A's
+/// `TaskStatusUpdateEvent.metadata`: the final one carries the task's usage with its end, so
+/// a client never reads an end without the tokens it cost.
+pub fn with_metadata(mut event: Value, metadata: Value) -> Value {
+    let inner = match event.get_mut("statusUpdate") {
+        Some(inner) => inner,
+        None => &mut event,
+    };
+    if let Some(o) = inner.as_object_mut() {
+        o.insert("metadata".into(), metadata);
+    }
+    event
 }
 
 /// The result of `SendMessage` / the first event of a stream: a task, wrapped by kind in v1.0.

@@ -99,24 +99,7 @@ async fn ask(call: &Call<'_>, card: &CardInfo, p: &mut Progress) -> Result<bool,
         d = call.request.approvals.0.decide(request) => d,
         _ = call.cancel.cancelled() => return Err(Stop::Cancelled),
     };
-    let (text, data) = match &decision {
-        ApprovalDecision::AllowOnce | ApprovalDecision::AllowSession => {
-            ("yes".to_string(), json!({"approve": true}))
-        }
-        ApprovalDecision::Deny { feedback } => {
-            let f = feedback.clone().unwrap_or_default();
-            let text = if f.is_empty() {
-                "no".to_string()
-            } else {
-                format!("no: {f}")
-            };
-            (text, json!({"approve": false, "feedback": f}))
-        }
-        ApprovalDecision::Refused { .. } => {
-            let f = decision.refusal_text().unwrap_or_default();
-            (format!("no: {f}"), json!({"approve": false, "feedback": f}))
-        }
-    };
+    let (text, data) = answer(&decision);
     let v = card.version;
     let message = render::said(
         &Said {
@@ -138,6 +121,34 @@ async fn ask(call: &Call<'_>, card: &CardInfo, p: &mut Progress) -> Result<bool,
     )
     .await?;
     Ok(p.apply(reply, call))
+}
+
+/// The answer sent back for `decision`: words for a person and data for a cadre server. A
+/// policy's refusal names the policy, so the remote agent is told who refused (never "the
+/// user" when nobody was asked).
+fn answer(decision: &ApprovalDecision) -> (String, Value) {
+    match decision {
+        ApprovalDecision::AllowOnce | ApprovalDecision::AllowSession => {
+            ("yes".to_string(), json!({"approve": true}))
+        }
+        ApprovalDecision::Deny { feedback } => {
+            let f = feedback.clone().unwrap_or_default();
+            let text = if f.is_empty() {
+                "no".to_string()
+            } else {
+                format!("no: {f}")
+            };
+            (text, json!({"approve": false, "feedback": f}))
+        }
+        ApprovalDecision::Refused { policy, feedback } => {
+            let text = decision.refusal_text().unwrap_or_default();
+            let f = feedback.clone().unwrap_or_default();
+            (
+                format!("no: {text}"),
+                json!({"approve": false, "policy": policy, "feedback": f}),
+            )
+        }
+    }
 }
 
 fn post(call: &Call<'_>, card: &CardInfo, body: &Value) -> reqwest::RequestBuilder {
@@ -231,7 +242,10 @@ pub(crate) async fn run(call: &Call<'_>, card: &CardInfo) -> RemoteOutcome {
         poll(call, card, &mut p).await
     };
     match ended {
-        Ok(()) => p.outcome(call),
+        Ok(()) => {
+            settle_usage(call, card, &mut p).await;
+            p.outcome(call)
+        }
         Err(Stop::Cancelled) => {
             if let Some(id) = &p.task_id {
                 cancel(call, card, id).await;
@@ -239,6 +253,37 @@ pub(crate) async fn run(call: &Call<'_>, card: &CardInfo) -> RemoteOutcome {
             cancelled(p.task_id, p.context_id)
         }
         Err(Stop::Failed(e)) => failed(e, p.task_id, p.context_id),
+    }
+}
+
+/// A task that ended without reporting its usage with the end is read once more (within
+/// the request timeout): its tokens are billed whether or not the end event carried them,
+/// and they count toward the caller's budget. A remote that never reports usage stays at
+/// "cost unknown".
+async fn settle_usage(call: &Call<'_>, card: &CardInfo, p: &mut Progress) {
+    if !p.usage_unsettled() {
+        return;
+    }
+    let Some(id) = p.task_id.clone() else {
+        return;
+    };
+    let got = rpc(
+        call,
+        card,
+        method(card.version, "GetTask", "tasks/get"),
+        json!({"id": id}),
+    )
+    .await;
+    match got {
+        Ok(Item::Task(t)) if t.usage.is_some() => {
+            p.usage = t.usage;
+            p.usage_final = t.state.is_terminal();
+        }
+        Ok(_) => {}
+        Err(Stop::Failed(e)) => {
+            tracing::debug!(url = %call.base, task = %id, error = %e, "cannot read the remote task's usage");
+        }
+        Err(Stop::Cancelled) => {}
     }
 }
 
@@ -468,5 +513,26 @@ pub(crate) async fn check(call: &Call<'_>, card: &CardInfo, id: &str) -> Check {
         }
         Err(Stop::Failed(e)) => Check::Error(e),
         Err(Stop::Cancelled) => Check::Running,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_refusal_is_answered_as_the_policy_not_as_the_user() {
+        let (text, data) = answer(&ApprovalDecision::Refused {
+            policy: "subagents.background_approvals = \"deny\"".into(),
+            feedback: None,
+        });
+        assert_eq!(data["approve"], false);
+        assert_eq!(data["policy"], "subagents.background_approvals = \"deny\"");
+        assert!(!text.contains("user"), "{text}");
+        let (_, person) = answer(&ApprovalDecision::Deny {
+            feedback: Some("not now".into()),
+        });
+        assert!(person.get("policy").is_none());
+        assert_eq!(person["feedback"], "not now");
     }
 }

@@ -19,6 +19,9 @@ pub(crate) struct Progress {
     pub(crate) direct_answer: Option<String>,
     /// As the remote reported it; a remote that reports none has an unknown cost.
     pub(crate) usage: Option<Usage>,
+    /// Whether `usage` came with the task's end (a task or event in a terminal state): only
+    /// then is it the task's whole usage, not what it had spent when last reported.
+    pub(crate) usage_final: bool,
     /// Whether any answer text was passed on as a delta yet.
     pub(crate) streamed: bool,
     /// An approval the remote asks for that has not been answered yet.
@@ -40,6 +43,7 @@ impl Progress {
                 }
                 if let Some(u) = t.usage {
                     self.usage = Some(u);
+                    self.usage_final = t.state.is_terminal();
                 }
                 self.state = Some(t.state);
                 self.consider(t.state, t.question.clone());
@@ -77,7 +81,12 @@ impl Progress {
                 state,
                 text,
                 question,
+                usage,
             } => {
+                if let Some(u) = usage {
+                    self.usage = Some(u);
+                    self.usage_final = state.is_terminal();
+                }
                 let asks = question.is_some();
                 self.consider(state, question);
                 if self.task_id.is_none() {
@@ -165,6 +174,13 @@ impl Progress {
             .clone()
             .or_else(|| self.status_text.clone())
             .unwrap_or_default()
+    }
+
+    /// Whether the run ended on a task whose end came without its usage (a stream's final
+    /// event that carries none, or a remote whose usage lands after its state): the task
+    /// should be read once more for it.
+    pub(crate) fn usage_unsettled(&self) -> bool {
+        self.task_id.is_some() && self.state.is_some_and(A2aState::is_terminal) && !self.usage_final
     }
 
     pub(crate) fn outcome(self, call: &Call<'_>) -> RemoteOutcome {

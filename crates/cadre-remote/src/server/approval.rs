@@ -353,10 +353,15 @@ pub(crate) fn answer_of(message: &IncomingMessage) -> Option<ApprovalDecision> {
                 .map(str::trim)
                 .filter(|f| !f.is_empty())
                 .map(str::to_string);
-            return Some(if approve {
-                ApprovalDecision::AllowOnce
-            } else {
-                ApprovalDecision::Deny { feedback }
+            let policy = d.get("policy").and_then(Value::as_str).map(str::trim);
+            return Some(match (approve, policy) {
+                (true, _) => ApprovalDecision::AllowOnce,
+                // The caller's policy refused, not a person: say so to the agent.
+                (false, Some(policy)) if !policy.is_empty() => ApprovalDecision::Refused {
+                    policy: policy.to_string(),
+                    feedback,
+                },
+                (false, _) => ApprovalDecision::Deny { feedback },
             });
         }
     }
@@ -533,6 +538,18 @@ mod tests {
             Some(deny(Some("no deletes")))
         );
         assert_eq!(answer_of(&msg("", vec![json!({"approve": "yes"})])), None);
+        // A caller's policy refused: the agent is not told a person denied it.
+        let refused = answer_of(&msg(
+            "no: refused by policy (x)",
+            vec![json!({"approve": false, "policy": "subagents.background_approvals = \"deny\""})],
+        ))
+        .unwrap();
+        let text = refused.refusal_text().unwrap();
+        assert!(!text.contains("by the user"), "{text}");
+        assert!(
+            text.starts_with("refused by policy (subagents.background_approvals"),
+            "{text}"
+        );
     }
 
     #[test]

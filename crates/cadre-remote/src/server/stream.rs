@@ -318,14 +318,9 @@ async fn produce(
         if view.state != shown {
             shown = view.state;
             let status = render::view_status(&view, version);
+            let update = render::status_update(&task.id, &task.context_id, status, false, version);
             if !out
-                .send(render::status_update(
-                    &task.id,
-                    &task.context_id,
-                    status,
-                    false,
-                    version,
-                ))
+                .send(render::with_metadata(update, render::view_metadata(&view)))
                 .await
             {
                 return;
@@ -361,14 +356,9 @@ async fn produce(
         return;
     }
     let status = render::view_status(&view, version);
-    out.send(render::status_update(
-        &task.id,
-        &task.context_id,
-        status,
-        true,
-        version,
-    ))
-    .await;
+    let last = render::status_update(&task.id, &task.context_id, status, true, version);
+    out.send(render::with_metadata(last, render::view_metadata(&view)))
+        .await;
 }
 
 #[cfg(test)]

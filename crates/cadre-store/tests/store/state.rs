@@ -285,8 +285,11 @@ async fn fields_and_queries(kind: Kind) {
     t.user_id = Some("u1".into());
     t.description = "explore".into();
     t.depth = 3;
+    t.parent_call_id = Some("call_7".into());
     let rec = store.create(&t).await.unwrap();
     assert_eq!(rec.depth, Some(3));
+    // The parent finds its interrupted call's task by it after a crash.
+    assert_eq!(rec.parent_call_id.as_deref(), Some("call_7"));
     assert_eq!(store.get(&rec.id).await.unwrap().unwrap(), rec);
     assert_eq!(rec.owner_node, "node-a");
     assert!(!rec.delivered || !rec.background);
@@ -385,7 +388,8 @@ async fn schema_is_identical(kind: Kind) {
          delivered created_at updated_at heartbeat_at owner_node owner_instance transport \
          remote_task_id remote_headers input_tokens output_tokens cached_input_tokens \
          cache_write_tokens cost_nano_usd unpriced_calls owner_epoch on_orphan resumes \
-         served_task_id served_turn served_message_id caller_task_id question answer depth";
+         served_task_id served_turn served_message_id caller_task_id question answer depth \
+         parent_call_id";
     assert_eq!(tasks, expected.split_whitespace().collect::<Vec<_>>());
     let checkpoints = store.table_columns("task_checkpoints").await.unwrap();
     assert_eq!(
@@ -408,7 +412,7 @@ async fn schema_is_identical(kind: Kind) {
     // Reopening applies nothing twice.
     drop(store);
     let again = fx.open_sql("node-b").await;
-    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 39);
+    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 40);
 }
 
 async fn concurrent_first_open(kind: Kind) {

@@ -228,6 +228,9 @@ pub struct AgentDefinition {
     pub mcp_servers: Vec<AgentMcpServer>,
     /// Where it came from.
     pub source: DefinitionSource,
+    /// It came from a directory the model can write (`subagents/`, `.gemini/agents/`): it
+    /// may only narrow, and its children's sandbox stays within the default for sub-agents.
+    pub model_writable: bool,
     /// The factory, for `DefinitionSource::Factory` entries.
     pub factory: Option<AgentFactory>,
     /// Non-fatal problems found while loading (unknown keys, dropped tools, missing skills).
@@ -252,6 +255,7 @@ impl std::fmt::Debug for AgentDefinition {
             .field("on_orphan", &self.on_orphan)
             .field("mcp_servers", &self.mcp_servers)
             .field("source", &self.source)
+            .field("model_writable", &self.model_writable)
             .finish_non_exhaustive()
     }
 }
@@ -293,6 +297,7 @@ impl AgentDefinition {
             on_orphan: None,
             mcp_servers: Vec::new(),
             source: DefinitionSource::Code,
+            model_writable: false,
             factory: None,
             warnings: Vec::new(),
         }

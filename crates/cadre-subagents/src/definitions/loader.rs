@@ -111,6 +111,14 @@ impl DirKind {
         }
     }
 
+    /// Whether the model may be able to write this directory, so its files may only narrow
+    /// (see docs/agents.md, "Definitions the model can write"): `subagents/` is a plain
+    /// project folder, and `.gemini/agents/` and `subagents/` were writable by file tools
+    /// in earlier versions, so a file planted there then is not trusted now.
+    pub fn model_writable(self) -> bool {
+        matches!(self, DirKind::Subagents | DirKind::Gemini)
+    }
+
     /// The file extension of its definitions.
     pub fn extension(self) -> &'static str {
         match self {
@@ -272,7 +280,11 @@ pub fn load_file(
         reason,
     };
     let text = read_text(path).map_err(|e| fail(e.to_string()))?;
-    parse_text(path, &text, &opts.context(kind)).map_err(|e| fail(e.to_string()))
+    let mut def = parse_text(path, &text, &opts.context(kind)).map_err(|e| fail(e.to_string()))?;
+    if kind.model_writable() {
+        crate::definitions::writable::narrow_writable(&mut def);
+    }
+    Ok(def)
 }
 
 /// Parse the text of the definition file at `path` in the format of `cx.kind`'s directory:

@@ -14,3 +14,4 @@ pub(crate) mod paths;
 pub(crate) mod registry;
 pub(crate) mod skills;
 pub mod tool_names;
+pub(crate) mod writable;

@@ -377,6 +377,19 @@ impl Merger<'_> {
         } else {
             &mut self.inner.defs
         };
+        if let Some(old) = table.get(&def.name)
+            && let Some(why) = crate::definitions::writable::refuses_replacing(&def, old)
+        {
+            let line = format!(
+                "{}: {} {why}; {} is kept",
+                def.name,
+                display_source(&def.source, ws),
+                display_source(&old.source, ws),
+            );
+            tracing::warn!("{line}");
+            self.inner.overrides.push(line);
+            return;
+        }
         if let Some(old) = table.get(&def.name) {
             let same_dir = match (&def.source, &old.source) {
                 (DefinitionSource::File(a), DefinitionSource::File(b)) => a.parent() == b.parent(),
@@ -396,7 +409,9 @@ impl Merger<'_> {
                 display_source(&def.source, ws),
                 display_source(&old.source, ws),
             );
-            tracing::info!("{line}");
+            // Loud: a file replacing another (or the built-in) changes what every
+            // delegation to this name runs.
+            tracing::warn!("{line}");
             self.inner.overrides.push(line);
         }
         self.spelled.insert(def.name.clone(), spelling);

@@ -277,6 +277,8 @@ impl SubagentRuntime {
             return Ok((agent.clone(), ws.clone()));
         }
         let (built, root, sandbox) = self.prepare(def, parent, decided, root, own)?;
+        let access = self.cfg.file_access(Some(def), &root);
+        let os_sandbox = self.cfg.sandbox_for(&sandbox, &access, &root);
         let workspace = Arc::new(
             Workspace::new(&root)
                 .map_err(|e| {
@@ -286,8 +288,8 @@ impl SubagentRuntime {
                         source: e,
                     })
                 })?
-                .with_policy(self.cfg.file_access(Some(def), &root))
-                .with_sandbox(self.cfg.sandbox_for(&sandbox)),
+                .with_policy(access)
+                .with_sandbox(os_sandbox),
         );
         if let Some(key) = key {
             // The entry pins what its key's `inherited` address points to.

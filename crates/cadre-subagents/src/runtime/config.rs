@@ -207,7 +207,13 @@ impl RuntimeConfig {
             return SandboxPolicy::off();
         };
         let spec = def.sandbox.as_ref().unwrap_or(&settings.subagents);
-        SandboxPolicy::resolve(spec, root).within(parent)
+        let mut policy = SandboxPolicy::resolve(spec, root);
+        if def.model_writable {
+            // A definition the model could have written never gets more than one that
+            // says nothing (the loader drops such requests; this holds whatever it let by).
+            policy = policy.within(&SandboxPolicy::resolve(&settings.subagents, root));
+        }
+        policy.within(parent)
     }
 
     /// The orphan policy of a new task of `def`'s child: `Resume` only for a local child
@@ -227,14 +233,26 @@ impl RuntimeConfig {
         def.and_then(|d| d.on_orphan).unwrap_or(self.on_orphan)
     }
 
-    /// The sandbox object for `policy` (none when it is off).
-    pub fn sandbox_for(&self, policy: &SandboxPolicy) -> Option<Arc<cadre_sandbox::Sandbox>> {
+    /// The sandbox object for `policy` of an agent working in `root` whose file tools
+    /// follow `access` (none when it is off). What those file tools may not write stays
+    /// read-only for its processes too, under its own root and under the main workspace:
+    /// one list, [`AccessPolicy::protected_roots`], for both.
+    pub fn sandbox_for(
+        &self,
+        policy: &SandboxPolicy,
+        access: &AccessPolicy,
+        root: &Path,
+    ) -> Option<Arc<cadre_sandbox::Sandbox>> {
         let settings = self.sandbox.as_ref()?;
+        let mut protected = access.protected_roots(root);
+        if root != self.main_workspace {
+            protected.extend(access.protected_roots(&self.main_workspace));
+        }
         (!policy.is_off()).then(|| {
-            Arc::new(cadre_sandbox::Sandbox::new(
-                settings.launcher.clone(),
-                policy.clone(),
-            ))
+            Arc::new(
+                cadre_sandbox::Sandbox::new(settings.launcher.clone(), policy.clone())
+                    .protect(protected),
+            )
         })
     }
 }

@@ -861,6 +861,7 @@ impl SubagentRuntime {
                     prompt,
                     background: false,
                     isolation: None,
+                    call_id: None,
                 },
                 parent,
             )

@@ -115,9 +115,13 @@ impl SubagentRuntime {
     /// Whether `def` may use `mcpServers`: a definition made in code, or a file the file
     /// tools cannot write, judged where it resolves to (links followed): outside the
     /// workspace, or on a protected path inside it (`.cadre/`, `.claude/`, ...,
-    /// `protected_paths`), like `.mcp.json`. Not `subagents/` or `.gemini/agents/`, which
-    /// the file tools can write.
+    /// `protected_paths`), like `.mcp.json`. Never a file from `subagents/` or
+    /// `.gemini/agents/`, which the model may have written (the loader drops their
+    /// `mcpServers` already; this holds for a definition changed after loading).
     fn may_declare_servers(&self, def: &AgentDefinition) -> bool {
+        if def.model_writable {
+            return false;
+        }
         let DefinitionSource::File(path) = &def.source else {
             return true;
         };

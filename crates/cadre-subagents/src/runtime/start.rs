@@ -33,6 +33,12 @@ struct PreparedJob {
 }
 
 impl PreparedJob {
+    /// The same job, its task recorded as asked for by the parent's tool call `call_id`.
+    fn for_call(mut self, call_id: Option<String>) -> Self {
+        self.task.parent_call_id = call_id;
+        self
+    }
+
     /// What [`SubagentRuntime::launch`] takes once the task is `created`.
     fn start(self, created: TaskRecord, parent: &Parent) -> JobStart<'_> {
         JobStart {
@@ -97,11 +103,18 @@ impl SubagentRuntime {
             let spec = WorktreeSpec::prepare(&parent.root, &self.cfg.main_workspace);
             plan.worktree = Some(Box::pin(spec).await?);
         }
-        self.start_job(
-            JobChild::Planned(plan),
-            req.prompt,
-            req.description,
-            req.background,
+        // The parent finds the task by its call again when it resumes after a crash. The
+        // job is made in the call, not kept in a local: that would hold it twice across
+        // the create's wait.
+        self.create_and_launch(
+            self.prepare_job(
+                JobChild::Planned(plan),
+                req.prompt,
+                req.description,
+                req.background,
+                parent,
+            )
+            .for_call(req.call_id),
             parent,
             None,
         )
@@ -140,12 +153,24 @@ impl SubagentRuntime {
         live: Option<&'a LiveChildEntry>,
     ) -> impl Future<Output = Result<Started, SpawnError>> + 'a {
         let job = self.prepare_job(child, prompt, description, background, parent);
+        self.create_and_launch(job, parent, live)
+    }
+
+    /// Create the task of `job` in the store (with `live`, the live child with it), then
+    /// launch it.
+    fn create_and_launch<'a>(
+        &'a self,
+        job: PreparedJob,
+        parent: &'a Parent,
+        live: Option<&'a LiveChildEntry>,
+    ) -> impl Future<Output = Result<Started, SpawnError>> + 'a {
+        // A database restart is waited out; a store that stays down is the caller's error.
+        let within = self
+            .cfg
+            .store_write_retry
+            .min(cadre_store::CREATE_RETRY_FOR);
+        // Not an `async fn`: that would keep `job` twice, as an argument and in its body.
         async move {
-            // A database restart is waited out; a store that stays down is the caller's error.
-            let within = self
-                .cfg
-                .store_write_retry
-                .min(cadre_store::CREATE_RETRY_FOR);
             let store = self.store.as_ref();
             let created = match live {
                 None => cadre_store::create_retrying(store, &job.task, within).await?,
@@ -207,6 +232,8 @@ impl SubagentRuntime {
             remote_headers,
             on_orphan,
             depth: child.depth(),
+            // Set by the caller that has one (a `task` call).
+            parent_call_id: None,
             running: registered.permit.is_some(),
         };
         PreparedJob {

@@ -100,6 +100,10 @@ pub struct SpawnRequest {
     pub background: bool,
     /// Run the child in its own git worktree (besides definitions that always do).
     pub isolation: Option<crate::Isolation>,
+    /// The parent's tool call that asks for it (a `task` call), recorded with the task so
+    /// that the parent, resumed after a crash, takes this child's end as the call's result
+    /// instead of starting another child.
+    pub call_id: Option<String>,
 }
 
 /// What to create as a live child (`agent_spawn`).

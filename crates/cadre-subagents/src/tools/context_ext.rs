@@ -261,6 +261,28 @@ impl TurnExtension for SubagentContext {
         out
     }
 
+    async fn settle_call(
+        &self,
+        run: &RunContext,
+        call: &cadre_types::ToolCall,
+        cancel: &CancellationToken,
+    ) -> Option<cadre_engine::Settled> {
+        use cadre_tools::TypedTool;
+        if let Some(out) =
+            crate::tools::task::settle_interrupted(&self.runtime, run, &call.id, cancel).await
+        {
+            return Some(cadre_engine::Settled::Known(out));
+        }
+        // Read-only for the permission policy, yet they act on a live child: run again,
+        // they would spawn a second child or send the message twice.
+        let acts = [
+            crate::tools::agents::AgentSpawnTool::NAME,
+            crate::tools::agents::AgentSendTool::NAME,
+        ];
+        acts.contains(&call.name.as_str())
+            .then_some(cadre_engine::Settled::OutcomeUnknown)
+    }
+
     async fn wait_outstanding(
         &self,
         run: &RunContext,

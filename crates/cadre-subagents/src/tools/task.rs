@@ -3,14 +3,15 @@
 
 use crate::Isolation;
 use crate::runtime::results::ShownResult;
-use crate::runtime::{Inherited, Parent, RuntimeRef, SpawnRequest};
+use crate::runtime::{Inherited, Parent, RuntimeRef, SpawnRequest, SubagentRuntime, Waited};
 use cadre_store::TaskRecord;
-use cadre_tools::{ToolContext, ToolError, ToolOutput, TypedTool};
+use cadre_tools::{RunContext, ToolContext, ToolError, ToolOutput, TypedTool};
 use cadre_types::TaskStatus;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 
 /// The `task` tool.
 pub struct TaskTool {
@@ -84,6 +85,57 @@ pub fn render_result(snap: &TaskRecord, shown: &ShownResult) -> ToolOutput {
     }
 }
 
+/// The result of the parent's `task` call `call_id` of an earlier run that was lost while
+/// the call ran, from the task the call started (recorded with the call's id): `None` when
+/// the call started no task (it never reached the store, so running it again starts the
+/// only child). A background task answers as its call did (its end is delivered like any
+/// other); a foreground one with its end, waited for (until `cancel`) when it still runs —
+/// adopted and continued by this process, or failed by restart recovery, per its
+/// `on_orphan`. Never a second child for the same call.
+pub(crate) async fn settle_interrupted(
+    runtime: &SubagentRuntime,
+    run: &RunContext,
+    call_id: &str,
+    cancel: &CancellationToken,
+) -> Option<ToolOutput> {
+    let tasks = match runtime.store().list_by_session(&run.session_id).await {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(call = call_id, error = %e, "store: cannot look for the task of an interrupted call");
+            return None;
+        }
+    };
+    // The newest: a call id reused after its first use was compacted away names the
+    // latest task.
+    let task = tasks
+        .into_iter()
+        .rev()
+        .find(|t| t.parent_call_id.as_deref() == Some(call_id))?;
+    if task.background {
+        return Some(running(&task.id));
+    }
+    let ended = if task.status.is_terminal() {
+        task
+    } else {
+        match runtime.wait_for(&task.id, cancel, None).await {
+            Waited::Done(r) => *r,
+            Waited::Aborted | Waited::TimedOut | Waited::Unknown => {
+                return Some(ToolOutput::error(format!(
+                    "<task id=\"{}\" state=\"{}\"/>\nThe run stopped before the sub-agent \
+                     ended; it was not started again.",
+                    task.id, task.status
+                )));
+            }
+        }
+    };
+    Some(render_result(&ended, &runtime.shown_result(&ended)))
+}
+
+/// What a background `task` call answers at once.
+fn running(task_id: &str) -> ToolOutput {
+    ToolOutput::ok(format!("<task id=\"{task_id}\" state=\"running\"/>"))
+}
+
 impl TypedTool for TaskTool {
     const NAME: &'static str = "task";
     type Args = Args;
@@ -138,6 +190,7 @@ impl TypedTool for TaskTool {
             description,
             background: args.background,
             isolation: args.isolation,
+            call_id: Some(ctx.call_id.clone()),
         };
         // Boxed: its ~1.7 KB is held while it starts the child, not by every foreground
         // call for as long as it waits.
@@ -145,10 +198,7 @@ impl TypedTool for TaskTool {
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         if args.background {
-            return Ok(ToolOutput::ok(format!(
-                "<task id=\"{}\" state=\"running\"/>",
-                started.task_id
-            )));
+            return Ok(running(&started.task_id));
         }
         let timeout = runtime.config().task_timeout;
         // Its end boxed: matched on across the promotion's await, a record in place would be

@@ -48,7 +48,7 @@ impl TypedTool for EditFileTool {
         args: &Args,
         workspace: &Workspace,
     ) -> Result<PermissionSubject, ToolError> {
-        Ok(PermissionSubject::path(workspace, &args.path)?)
+        Ok(PermissionSubject::written_path(workspace, &args.path)?)
     }
 
     async fn run(&self, args: Args, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

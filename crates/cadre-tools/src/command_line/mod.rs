@@ -2,15 +2,23 @@
 //! inside substitutions, subshells, functions, loops and conditions), each word after quote
 //! removal, the spellings a deny rule is matched against (`/bin/rm` as `rm`, wrappers such as
 //! `sudo`, `env` or `nice` stripped), the commands hidden in arguments (`bash -c`, `eval`,
-//! `find -exec`), and whatever cannot be known before the line runs.
+//! `find -exec`), and whatever cannot be known before the line runs. The walker fails
+//! closed: a construct whose effect it does not model makes the line unknown.
 //!
 //! The syntax is brush-parser's; this module only reads its tree. The semantics the policy
 //! builds on these facts are documented in `docs/configuration.md`.
 
+mod builtins;
+mod git;
+mod guards;
+mod programs;
 mod resolve;
+mod sed;
 mod walk;
 mod words;
 
+#[cfg(test)]
+use resolve::MAX_WRAPPED_POSITIONS;
 pub use words::{Word, WordKind};
 
 /// Lines longer than this are not analysed (they count as unknown).
@@ -65,7 +73,8 @@ impl CommandLine {
     }
 
     /// Commands found inside other commands' arguments, which the shell does not parse
-    /// itself: `bash -c CODE`, `eval`, `trap`, `alias`, `watch`, `env -S`, `find -exec`.
+    /// itself: `bash -c CODE`, `eval`, `trap`, `alias`, `watch`, `env -S`, `su -c`,
+    /// `runuser -c`, `flock -c`, `script -c`, `find -exec`, `xargs CMD`.
     pub fn indirect_commands(&self) -> &[SimpleCommand] {
         &self.indirect
     }
@@ -76,8 +85,10 @@ impl CommandLine {
         self.direct.iter().chain(&self.indirect)
     }
 
-    /// Why part of the line cannot be known before it runs (a syntax error, arithmetic,
-    /// a command string built at run time, ...), if it cannot.
+    /// Why part of the line cannot be known before it runs, if it cannot: a syntax error,
+    /// arithmetic, a command string built at run time, or any construct whose effect the
+    /// walker does not model (a subscript a builtin evaluates, prompt expansion, code on a
+    /// shell's standard input, a git alias, ...).
     pub fn unknown(&self) -> Option<&str> {
         self.unknown.as_deref()
     }
@@ -188,5 +199,7 @@ fn join<'a>(words: impl Iterator<Item = &'a Word>) -> String {
     out
 }
 
+#[cfg(test)]
+mod fail_closed_tests;
 #[cfg(test)]
 mod tests;

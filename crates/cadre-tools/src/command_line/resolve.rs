@@ -4,7 +4,7 @@
 
 use super::walk::Walker;
 use super::words::{Word, WordKind};
-use super::{SimpleCommand, Spelling, join};
+use super::{SimpleCommand, Spelling, builtins, join, programs};
 
 /// Programs that run another command given in their arguments. After one of them, every
 /// later word may be the command word, whatever their options are.
@@ -14,8 +14,12 @@ const WRAPPERS: &[&str] = &[
     "timeout", "unbuffer", "unshare", "xargs",
 ];
 
+/// Words after a wrapper checked as the command it runs; a longer wrapped command is
+/// unknown, so the checks (each reads the words after it) stay linear in the line.
+pub(crate) const MAX_WRAPPED_POSITIONS: usize = 32;
+
 /// Shells, whose `-c` takes code.
-const SHELLS: &[&str] = &[
+pub(super) const SHELLS: &[&str] = &[
     "ash", "bash", "dash", "fish", "ksh", "mksh", "posh", "sh", "yash", "zsh",
 ];
 
@@ -98,26 +102,42 @@ pub(super) fn code_in_arguments(cmd: &SimpleCommand, walker: &mut Walker) {
     {
         return;
     }
-    for start in command_positions(&cmd.words) {
+    let positions = command_positions(&cmd.words);
+    if positions.len() > MAX_WRAPPED_POSITIONS {
+        walker.unknown("a wrapped command has too many words to check each as the command it runs");
+    }
+    for start in positions.into_iter().take(MAX_WRAPPED_POSITIONS) {
         let words = &cmd.words[start..];
         let Some(name) = command_name(&words[0]) else {
             continue;
         };
         let args = &words[1..];
         match name {
-            n if SHELLS.contains(&n) => {
-                if let Some(code) = shell_code(args) {
-                    code_word(code, n, walker);
+            n if SHELLS.contains(&n) => match shell_input(args) {
+                ShellInput::Code(code) => code_word(code, n, walker),
+                ShellInput::Script(file) => builtins::code_file(file, n, walker),
+                ShellInput::Stdin => {
+                    walker.unknown(format!("{n} reads code from its standard input"))
                 }
-            }
-            "su" => {
+                ShellInput::Nothing => {}
+            },
+            "su" | "runuser" | "flock" => {
                 if let Some(code) = option_value(args, "-c", "--command") {
                     code_word(&code, name, walker);
                 }
             }
+            "script" => match script_command(args) {
+                Some(code) => code_word(&code, name, walker),
+                None => walker.unknown("script runs a shell reading its standard input"),
+            },
             "env" => {
                 if let Some(code) = option_value(args, "-S", "--split-string") {
                     code_word(&code, name, walker);
+                }
+                for arg in args {
+                    if let Some((var, _)) = arg.text.split_once('=') {
+                        builtins::assigned(var, walker);
+                    }
                 }
             }
             "eval" | "watch" => {
@@ -132,6 +152,10 @@ pub(super) fn code_in_arguments(cmd: &SimpleCommand, walker: &mut Walker) {
                 }
             }
             "trap" => {
+                let args = match args.first() {
+                    Some(w) if w.text == "--" => &args[1..],
+                    _ => args,
+                };
                 if let Some(code) = args.first().filter(|w| !w.text.starts_with('-'))
                     && args.len() > 1
                 {
@@ -146,27 +170,50 @@ pub(super) fn code_in_arguments(cmd: &SimpleCommand, walker: &mut Walker) {
                 }
             }
             "find" => find_exec(args, walker),
+            "xargs" => {
+                if let Some(target) = xargs_target(args)
+                    && programs::runs_arguments_as_code(target)
+                {
+                    walker.unknown(format!(
+                        "xargs hands words read at run time to {target}, which runs them as code"
+                    ));
+                }
+                // xargs appends arguments read at run time to whatever command follows it.
+                walker.push_indirect(SimpleCommand::new(Vec::new(), args.to_vec(), false, true));
+            }
             _ => {}
         }
-        if name == "xargs" {
-            // xargs appends arguments read at run time to whatever command follows it.
-            walker.push_indirect(SimpleCommand::new(Vec::new(), args.to_vec(), false, true));
-        }
+        builtins::check(name, args, walker);
+        programs::check(name, args, walker);
     }
 }
 
 /// Walk a word that a program runs as shell code.
 fn code_word(code: &Word, program: &str, walker: &mut Walker) {
-    if code.kind == WordKind::Expanded {
+    // A pattern (`{}` of `find -exec`, a glob) is code only known at run time too.
+    if code.kind != WordKind::Literal {
         walker.unknown(format!("{program} runs code only known at run time"));
     } else {
         walker.nested(&code.text, false);
     }
 }
 
-/// The code operand of a shell invoked with `-c` (`bash -lc CODE`), if any.
-fn shell_code(args: &[Word]) -> Option<&Word> {
+/// Where a shell started with these arguments reads its code from.
+enum ShellInput<'a> {
+    /// The `-c` string.
+    Code(&'a Word),
+    /// A script file (or stream) named.
+    Script(&'a Word),
+    /// Its standard input: no script is named, or `-s`.
+    Stdin,
+    /// Nothing runs (`--version`, `-c` without a string).
+    Nothing,
+}
+
+/// Where the shell started with `args` (`bash -lc CODE`, `sh -s`, `bash x.sh`) reads code.
+fn shell_input(args: &[Word]) -> ShellInput<'_> {
     let mut with_c = false;
+    let mut with_s = false;
     let mut skip_next = false;
     for arg in args {
         if skip_next {
@@ -176,12 +223,66 @@ fn shell_code(args: &[Word]) -> Option<&Word> {
         let t = arg.text.as_str();
         if matches!(t, "-o" | "+o" | "-O" | "+O" | "--rcfile" | "--init-file") {
             skip_next = true;
+        } else if matches!(t, "--version" | "--help") {
+            return ShellInput::Nothing;
         } else if t == "--" {
             continue;
         } else if t.len() > 1 && (t.starts_with('-') || t.starts_with('+')) {
             with_c |= !t.starts_with("--") && t.contains('c');
+            with_s |= !t.starts_with("--") && t.contains('s');
+        } else if with_c {
+            return ShellInput::Code(arg);
+        } else if with_s {
+            return ShellInput::Stdin;
         } else {
-            return with_c.then_some(arg);
+            return ShellInput::Script(arg);
+        }
+    }
+    if with_c {
+        ShellInput::Nothing
+    } else {
+        ShellInput::Stdin
+    }
+}
+
+/// The command `script` runs: `-c CMD`, `-qc CMD`, `--command CMD` or `--command=CMD`.
+fn script_command(args: &[Word]) -> Option<Word> {
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        let t = arg.text.as_str();
+        if t == "--command" {
+            return iter.next().cloned();
+        }
+        if let Some(v) = t.strip_prefix("--command=") {
+            return Some(Word::new(v, arg.kind));
+        }
+        if t.len() > 1
+            && t.starts_with('-')
+            && !t.starts_with("--")
+            && let Some(at) = t.find('c')
+        {
+            let rest = &t[at + 1..];
+            return if rest.is_empty() {
+                iter.next().cloned()
+            } else {
+                Some(Word::new(rest, arg.kind))
+            };
+        }
+    }
+    None
+}
+
+/// The name of the command `xargs ARGS` runs (`echo` when none is given).
+fn xargs_target(args: &[Word]) -> Option<&str> {
+    let mut k = 0;
+    while let Some(w) = args.get(k) {
+        let t = w.text.as_str();
+        if matches!(t, "-I" | "-d" | "-E" | "-L" | "-n" | "-P" | "-s" | "-a") {
+            k += 2;
+        } else if t.starts_with('-') {
+            k += 1;
+        } else {
+            return command_name(w).or(Some(""));
         }
     }
     None

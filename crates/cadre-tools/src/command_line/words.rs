@@ -2,7 +2,9 @@
 //! the line runs. Command substitutions found in a word are handed back to the walker.
 
 use super::walk::Walker;
-use brush_parser::word::{WordPiece, WordPieceWithSource};
+use brush_parser::word::{
+    Parameter, ParameterExpr, ParameterTransformOp, WordPiece, WordPieceWithSource,
+};
 
 /// How much of a word's value is known before the line runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -93,11 +95,12 @@ fn add_pieces(
                 word.text.push('~');
                 word.text.push_str(user);
             }
-            WordPiece::ParameterExpansion(_) => {
+            WordPiece::ParameterExpansion(expr) => {
                 // Defaults, alternatives and subscripts can hold code or arithmetic.
-                if ["$(", "`", "[", "<(", ">("]
-                    .iter()
-                    .any(|c| source.contains(c))
+                if !modelled(expr)
+                    || ["$(", "`", "[", "<(", ">("]
+                        .iter()
+                        .any(|c| source.contains(c))
                 {
                     walker.unknown(format!("the expansion {source}"));
                 }
@@ -126,9 +129,109 @@ fn add_pieces(
     }
 }
 
+/// Whether the walker models what a parameter expansion does: reading a variable's value
+/// (with a default, an alternative, a length, a pattern removed or replaced, a case change,
+/// a quoting transform). Not modelled: a subscript (arithmetic), an offset (`${x:1}`,
+/// arithmetic), prompt expansion (`${x@P}`, which runs command substitutions), and
+/// indirection (`${!x}`: the name it reads can hold a subscript).
+fn modelled(expr: &ParameterExpr) -> bool {
+    use ParameterExpr as E;
+    let (parameter, indirect) = match expr {
+        E::Parameter {
+            parameter,
+            indirect,
+        }
+        | E::UseDefaultValues {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::AssignDefaultValues {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::IndicateErrorIfNullOrUnset {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::UseAlternativeValue {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::ParameterLength {
+            parameter,
+            indirect,
+        }
+        | E::RemoveSmallestSuffixPattern {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::RemoveLargestSuffixPattern {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::RemoveSmallestPrefixPattern {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::RemoveLargestPrefixPattern {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::UppercaseFirstChar {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::UppercasePattern {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::LowercaseFirstChar {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::LowercasePattern {
+            parameter,
+            indirect,
+            ..
+        }
+        | E::ReplaceSubstring {
+            parameter,
+            indirect,
+            ..
+        } => (parameter, *indirect),
+        E::Transform {
+            parameter,
+            indirect,
+            op,
+        } => {
+            if matches!(op, ParameterTransformOp::PromptExpand) {
+                return false;
+            }
+            (parameter, *indirect)
+        }
+        E::Substring { .. } | E::VariableNames { .. } | E::MemberKeys { .. } => return false,
+    };
+    !indirect && !matches!(parameter, Parameter::NamedWithIndex { .. })
+}
+
 /// Unquoted text that globbing or brace expansion would change.
 fn is_pattern(text: &str) -> bool {
-    text.contains(['*', '?', '[', '('])
+    // A `[` without a later `]` matches only itself (the command `[`).
+    text.contains(['*', '?', '('])
+        || text
+            .find('[')
+            .is_some_and(|at| text[at + 1..].contains(']'))
         || (text.contains('{') && text.contains('}') && (text.contains(',') || text.contains("..")))
 }
 

@@ -6,8 +6,9 @@ use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
 /// Names protected from writing wherever they appear in a path: agent-harness configuration
-/// and state, MCP server lists and git metadata (hooks and config run code).
-const PROTECTED_NAMES: &[&str] = &[
+/// and state (every hidden directory cadre reads agent definitions, skills or settings
+/// from), MCP server lists and git metadata (hooks and config run code).
+pub const PROTECTED_NAMES: &[&str] = &[
     ".cadre",
     ".mcp.json",
     ".git",
@@ -15,7 +16,22 @@ const PROTECTED_NAMES: &[&str] = &[
     ".harness9",
     ".opencode",
     ".codex",
+    ".gemini",
 ];
+
+/// Paths protected from writing only directly below the workspace root: files and folders
+/// cadre reads (definitions, skills, injected instructions) whose names are too ordinary to
+/// refuse at any depth (`src/skills/` or `docs/AGENTS.md` are plain project files).
+pub const PROTECTED_AT_ROOT: &[&str] = &["subagents", "skills", "AGENTS.md", "CLAUDE.md"];
+
+/// The protected paths of `workspace`, as absolute paths: every name of [`PROTECTED_NAMES`]
+/// and [`PROTECTED_AT_ROOT`] directly below the root, and cadre's user configuration
+/// directory. Whether they exist or not; deeper occurrences of [`PROTECTED_NAMES`]
+/// (`sub/.git`) are not listed, since they can only be found by walking the tree. This is
+/// the set a sandbox mounts read-only over the agent's writable roots.
+pub fn protected_roots(workspace: &Path) -> Vec<PathBuf> {
+    AccessPolicy::default().protected_roots(workspace)
+}
 
 /// File names of the task store under `.cadre/` that are never read (SQLite and its journals).
 const STORE_FILES: &[&str] = &[
@@ -122,11 +138,31 @@ impl AccessPolicy {
     pub fn is_protected(&self, abs: &Path, rel: &Path) -> bool {
         self.protect
             && (rel.components().any(|c| is_one_of(c, PROTECTED_NAMES))
+                || rel
+                    .components()
+                    .find(|c| matches!(c, Component::Normal(_)))
+                    .is_some_and(|c| is_one_of(c, PROTECTED_AT_ROOT))
                 || self
                     .extra
                     .iter()
                     .chain(&self.user_config)
                     .any(|p| abs.starts_with(p)))
+    }
+
+    /// The protected locations an OS sandbox must keep read-only for processes working in
+    /// `root` (absolute): each protected name directly under `root`, the extra protected
+    /// paths and the user configuration, whether or not they exist yet. The one list both
+    /// the file tools and the sandbox follow; names deeper in the tree are the file tools'
+    /// alone. Empty when nothing is protected (`bypass`).
+    pub fn protected_roots(&self, root: &Path) -> Vec<PathBuf> {
+        if !self.protect {
+            return Vec::new();
+        }
+        (PROTECTED_NAMES.iter().chain(PROTECTED_AT_ROOT))
+            .map(|n| root.join(n))
+            .chain(self.extra.iter().cloned())
+            .chain(self.user_config.iter().cloned())
+            .collect()
     }
 
     /// Why reading `rel` (canonical, below the root) by session `session` is refused, if it is.
@@ -197,8 +233,15 @@ mod tests {
             ".harness9/x",
             ".opencode/x",
             ".codex/config.toml",
+            ".gemini/agents/general-purpose.md",
+            "subagents/general-purpose.md",
+            "./subagents/x.md",
+            "skills/x/SKILL.md",
+            "AGENTS.md",
+            "CLAUDE.md",
             "sub/.git/hooks/post-checkout",
             ".GIT/config",
+            ".Gemini/agents/x.md",
         ] {
             assert!(refused(rel), "{rel}");
         }
@@ -207,11 +250,63 @@ mod tests {
             ".gitignore",
             ".github/workflows/ci.yml",
             "cadre/x",
+            "src/subagents/x.md",
+            "src/skills/x.md",
+            "docs/AGENTS.md",
+            "subagents.md",
         ] {
             assert!(!refused(rel), "{rel}");
         }
         let open = AccessPolicy::default().unprotected();
         assert!(!open.is_protected(Path::new("/w/.git/config"), Path::new(".git/config")));
+    }
+
+    #[test]
+    fn protected_roots_list_every_protected_name_below_the_root() {
+        let roots = protected_roots(Path::new("/w"));
+        for rel in [
+            ".cadre",
+            ".git",
+            ".mcp.json",
+            ".gemini",
+            "subagents",
+            "CLAUDE.md",
+        ] {
+            assert!(roots.contains(&Path::new("/w").join(rel)), "{rel}");
+        }
+        // Each listed root is one `is_protected` refuses.
+        let p = AccessPolicy::default();
+        for r in roots.iter().filter(|r| r.starts_with("/w")) {
+            let rel = r.strip_prefix("/w").unwrap_or(r);
+            assert!(p.is_protected(r, rel), "{}", r.display());
+        }
+    }
+
+    #[test]
+    fn protected_roots_list_the_names_under_a_root_and_the_extra_paths() {
+        let p = AccessPolicy {
+            user_config: Some(PathBuf::from("/home/u/.config/cadre")),
+            ..AccessPolicy::default()
+        }
+        .protect_paths(Path::new("/w"), &["deploy/"]);
+        let got = p.protected_roots(Path::new("/w"));
+        for want in [
+            "/w/.cadre",
+            "/w/.git",
+            "/w/.claude",
+            "/w/.mcp.json",
+            "/w/deploy",
+        ] {
+            assert!(got.contains(&PathBuf::from(want)), "{want}: {got:?}");
+        }
+        assert!(got.contains(&PathBuf::from("/home/u/.config/cadre")));
+        // Each of them is what the file tools refuse too.
+        for abs in &got {
+            if let Ok(rel) = abs.strip_prefix("/w") {
+                assert!(p.is_protected(abs, rel), "{abs:?}");
+            }
+        }
+        assert!(p.unprotected().protected_roots(Path::new("/w")).is_empty());
     }
 
     #[test]

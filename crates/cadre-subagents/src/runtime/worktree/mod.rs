@@ -3,20 +3,26 @@
 //! working tree and index are never touched: every command that changes something runs on
 //! the child's worktree (its own index) or on refs.
 //!
-//! cadre runs `git` itself, outside any sandbox, on a tree a model wrote: hooks and the
-//! file-system monitor are turned off, and the worktree's own commands name its git
-//! directory explicitly instead of following the `.git` file the child could have replaced.
+//! cadre runs `git` itself, outside any sandbox, on a tree a model wrote: every run is
+//! hardened ([`git`](mod@git)), and the worktree's commands name its git directory from
+//! cadre's records after checking its links ([`link`]), never following a `.git` file the
+//! child could have replaced.
 
+mod git;
+mod link;
+mod report;
+
+pub use git::{Repo, Target, git};
+pub use link::{check, commit_all};
+pub use report::WorktreeReport;
+
+use git::failed;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use tokio::io::AsyncReadExt;
 
 /// Where worktrees go, under the main workspace.
 pub const WORKTREES_DIR: &str = ".cadre/worktrees";
 /// The prefix of worktree branches: `cadre/<agent>/<short id>`.
 pub const BRANCH_PREFIX: &str = "cadre/";
-/// Bytes of `git` output kept (a diffstat of a huge change is cut here).
-const MAX_OUTPUT: usize = 16 * 1024;
 /// Files a diffstat lists before summarising.
 const STAT_FILES: &str = "--stat-count=40";
 
@@ -82,6 +88,18 @@ pub enum WorktreeError {
     /// The repository has no commit to branch from.
     #[error("isolation: worktree needs a commit to branch from; {0} has none yet")]
     NoCommit(PathBuf),
+    /// The worktree's links are not those cadre made: a child rewrote its `.git` file (or
+    /// git's record of it). cadre runs nothing in it.
+    #[error(
+        "the worktree {path} no longer links to the git directory cadre made for it ({why}); \
+         cadre refuses to commit, diff or remove it and ran nothing in it"
+    )]
+    Tampered {
+        /// The worktree.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
     /// A git command failed.
     #[error("git {command} failed: {message}")]
     Git {
@@ -96,6 +114,11 @@ pub enum WorktreeError {
 /// outside git gets its error at once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorktreeSpec {
+    /// The repository, as the main workspace names it.
+    pub repo: Repo,
+    /// The git directory the parent's HEAD is read from (a worktree's admin directory for
+    /// a nested child).
+    pub parent_git_dir: PathBuf,
     /// The top level of the parent's checkout (a worktree itself for a nested child).
     pub toplevel: PathBuf,
     /// The parent's HEAD commit.
@@ -111,28 +134,64 @@ impl WorktreeSpec {
     /// The spec for a child of a parent working in `parent_root`, with worktrees under
     /// `main` (the main workspace).
     pub async fn prepare(parent_root: &Path, main: &Path) -> Result<Self, WorktreeError> {
-        let toplevel = git(parent_root, &["rev-parse", "--show-toplevel"])
-            .await
-            .map_err(|_| WorktreeError::NotGit(parent_root.to_path_buf()))?;
-        let toplevel = PathBuf::from(toplevel.trim())
-            .canonicalize()
-            .map_err(|_| WorktreeError::NotGit(parent_root.to_path_buf()))?;
-        let base = git(&toplevel, &["rev-parse", "--verify", "HEAD^{commit}"])
+        let not_git = || WorktreeError::NotGit(parent_root.to_path_buf());
+        let repo = Repo::of_workspace(main).await.map_err(|_| not_git())?;
+        let root = parent_root.canonicalize().map_err(|_| not_git())?;
+        let (toplevel, parent_git_dir) = match in_worktree(main, &root) {
+            // A nested child: its parent works in a worktree cadre made, whose links are
+            // checked (the parent could have rewritten its `.git`).
+            Some((toplevel, name)) => {
+                let admin = repo.admin_dir(&name);
+                check(&repo, &toplevel, &admin).await?;
+                (toplevel, admin)
+            }
+            None => {
+                let top = git(
+                    main,
+                    &["rev-parse", "--show-toplevel", "--absolute-git-dir"],
+                )
+                .await
+                .map_err(|_| not_git())?;
+                let mut lines = top.lines();
+                let toplevel = lines.next().map(|l| PathBuf::from(l.trim()));
+                let git_dir = lines.next().map(|l| PathBuf::from(l.trim()));
+                match (toplevel.and_then(|t| t.canonicalize().ok()), git_dir) {
+                    (Some(t), Some(g)) => (t, g),
+                    _ => return Err(not_git()),
+                }
+            }
+        };
+        let head = Target {
+            git_dir: &parent_git_dir,
+            work_tree: None,
+        };
+        let base = repo
+            .run_on(head, &["rev-parse", "--verify", "HEAD^{commit}"])
             .await
             .map_err(|_| WorktreeError::NoCommit(toplevel.clone()))?
             .trim()
             .to_string();
-        let rel = parent_root
+        let rel = root
             .strip_prefix(&toplevel)
             .map(Path::to_path_buf)
             .unwrap_or_default();
         Ok(Self {
+            repo,
+            parent_git_dir,
             toplevel,
             base,
             rel,
             main: main.to_path_buf(),
         })
     }
+}
+
+/// The worktree cadre made that `root` lies in (its top level and name), if any.
+fn in_worktree(main: &Path, root: &Path) -> Option<(PathBuf, String)> {
+    let dir = main.join(WORKTREES_DIR).canonicalize().ok()?;
+    let name = root.strip_prefix(&dir).ok()?.components().next()?;
+    let name = name.as_os_str().to_str()?.to_string();
+    Some((dir.join(&name), name))
 }
 
 /// A child's worktree. A one-off child's lasts for its task ([`finish`](Self::finish)); a
@@ -143,103 +202,13 @@ pub struct Worktree {
     spec: WorktreeSpec,
     /// `<main>/.cadre/worktrees/<name>`.
     path: PathBuf,
-    /// Its git directory (`.git/worktrees/<name>` of the repository).
+    /// Its admin directory (`.git/worktrees/<name>` of the repository), from cadre's
+    /// records: never read from the worktree's `.git` file.
     git_dir: PathBuf,
     /// `cadre/<agent>/<short id>`.
     branch: String,
     /// Set once the worktree is closed: no task may run in it any more.
     closed: std::sync::atomic::AtomicBool,
-}
-
-/// What became of a worktree when its child ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WorktreeReport {
-    /// The child changed files: they are committed on `branch`, and the worktree is gone.
-    Committed {
-        /// The branch.
-        branch: String,
-        /// Its new tip.
-        commit: String,
-        /// The parent's HEAD it started from.
-        base: String,
-        /// `git diff --stat base commit`.
-        diffstat: String,
-    },
-    /// Nothing changed: worktree and branch are removed.
-    Unchanged,
-    /// A live child's task changed nothing, and neither did any before it: the worktree
-    /// stays for its next message, the branch is still its base.
-    NothingYet {
-        /// The branch.
-        branch: String,
-    },
-    /// A live child was closed: its worktree is removed, and its commits stay on `branch`.
-    Closed {
-        /// The branch.
-        branch: String,
-        /// Its tip.
-        commit: String,
-        /// The parent's HEAD it started from.
-        base: String,
-    },
-    /// The child was cancelled or failed: its work (committed if there was any) stays on
-    /// `branch`.
-    Kept {
-        /// The branch.
-        branch: String,
-        /// Its tip.
-        commit: String,
-        /// The parent's HEAD it started from.
-        base: String,
-        /// Why it ended.
-        reason: String,
-    },
-    /// Cleaning up failed; what is left is where it says.
-    Failed(String),
-}
-
-impl WorktreeReport {
-    /// The report as the parent reads it, appended to the child's result (plain text: the
-    /// result is escaped into the task envelope).
-    pub fn render(&self) -> String {
-        match self {
-            Self::Committed {
-                branch,
-                commit,
-                base,
-                diffstat,
-            } => format!(
-                "Worktree: the changes are committed on branch `{branch}` (commit {commit}, based \
-                 on {base}); your files are untouched.\n{}",
-                diffstat.trim_end()
-            ),
-            Self::Unchanged => {
-                "Worktree: no files changed; the worktree and its branch were removed.".to_string()
-            }
-            Self::NothingYet { branch } => format!(
-                "Worktree: no files changed yet; the sub-agent keeps working in its worktree on \
-                 branch `{branch}`."
-            ),
-            Self::Closed {
-                branch,
-                commit,
-                base,
-            } => format!(
-                "Worktree: removed; the sub-agent's commits stay on branch `{branch}` (commit \
-                 {commit}, based on {base}); your files are untouched."
-            ),
-            Self::Kept {
-                branch,
-                commit,
-                base,
-                reason,
-            } => format!(
-                "Worktree: the sub-agent {reason}; its work is kept on branch `{branch}` (commit \
-                 {commit}, based on {base})."
-            ),
-            Self::Failed(why) => format!("Worktree: cleaning up failed: {why}"),
-        }
-    }
 }
 
 impl Worktree {
@@ -264,24 +233,25 @@ impl Worktree {
         let path = dir.join(name);
         let branch = branch_of(name, agent);
         let path_arg = path.to_string_lossy().into_owned();
-        git(
-            &spec.toplevel,
-            &[
+        spec.repo
+            .run(&[
                 "worktree", "add", "--quiet", "-b", &branch, &path_arg, &spec.base,
-            ],
-        )
-        .await?;
-        let git_dir = git(&path, &["rev-parse", "--absolute-git-dir"]).await?;
+            ])
+            .await?;
         let path = path
             .canonicalize()
             .map_err(|e| failed("worktree add", e.to_string()))?;
-        Ok(Self {
+        let worktree = Self {
             spec: spec.clone(),
             path,
-            git_dir: PathBuf::from(git_dir.trim()),
+            git_dir: spec.repo.admin_dir(name),
             branch,
             closed: Default::default(),
-        })
+        };
+        // git names the admin directory after the worktree's directory; one of another
+        // name (a stale entry in the way) is not the record cadre keeps.
+        worktree.check().await?;
+        Ok(worktree)
     }
 
     /// The worktree `name` of a live child, made by [`create`](Self::create) in an earlier
@@ -297,18 +267,17 @@ impl Worktree {
         let branch = branch_of(name, agent);
         let reference = format!("refs/heads/{branch}");
         if !path.is_dir()
-            && git(
-                &spec.toplevel,
-                &["rev-parse", "--verify", "--quiet", &reference],
-            )
-            .await
-            .is_err()
+            && spec
+                .repo
+                .run(&["rev-parse", "--verify", "--quiet", &reference])
+                .await
+                .is_err()
         {
             return Ok(None);
         }
         let worktree = Self {
             spec: spec.clone(),
-            git_dir: spec.toplevel.join(".git"),
+            git_dir: spec.repo.admin_dir(name),
             path,
             branch,
             closed: Default::default(),
@@ -317,25 +286,29 @@ impl Worktree {
     }
 
     /// Make sure the worktree's directory exists (it is added back on its branch when
-    /// `cadre worktrees prune` or a person removed it), and learn its git directory.
+    /// `cadre worktrees prune` or a person removed it), and that its links are still the
+    /// ones git made: a worktree whose `.git` a child rewrote is refused, not followed.
     async fn ensure(mut self) -> Result<Self, WorktreeError> {
         if !self.path.is_dir() {
             // A removed worktree is still registered until git prunes it.
-            git(&self.spec.toplevel, &["worktree", "prune"]).await?;
+            self.spec.repo.run(&["worktree", "prune"]).await?;
             let path_arg = self.path.to_string_lossy().into_owned();
-            git(
-                &self.spec.toplevel,
-                &["worktree", "add", "--quiet", &path_arg, &self.branch],
-            )
-            .await?;
+            self.spec
+                .repo
+                .run(&["worktree", "add", "--quiet", &path_arg, &self.branch])
+                .await?;
         }
-        let git_dir = git(&self.path, &["rev-parse", "--absolute-git-dir"]).await?;
-        self.git_dir = PathBuf::from(git_dir.trim());
         self.path = self
             .path
             .canonicalize()
             .map_err(|e| failed("worktree add", e.to_string()))?;
+        self.check().await?;
         Ok(self)
+    }
+
+    /// Refuse a worktree whose links are not the ones cadre made.
+    async fn check(&self) -> Result<(), WorktreeError> {
+        check(&self.spec.repo, &self.path, &self.git_dir).await
     }
 
     /// Where the child works: the parent's root's place in the worktree.
@@ -390,7 +363,8 @@ impl Worktree {
     pub async fn close(&self, message: &str) -> WorktreeReport {
         self.mark_closed();
         let closed = async {
-            let commit = commit_all(&self.git_dir, &self.path, message).await?;
+            self.check().await?;
+            let commit = commit_all(&self.spec.repo, &self.git_dir, &self.path, message).await?;
             self.close_now().await?;
             if commit == self.spec.base {
                 self.drop_branch().await?;
@@ -422,7 +396,8 @@ impl Worktree {
         failure: Option<&str>,
         message: &str,
     ) -> Result<WorktreeReport, WorktreeError> {
-        let commit = commit_all(&self.git_dir, &self.path, message).await?;
+        self.check().await?;
+        let commit = commit_all(&self.spec.repo, &self.git_dir, &self.path, message).await?;
         let base = &self.spec.base;
         if let Some(reason) = failure {
             return Ok(WorktreeReport::Kept {
@@ -435,11 +410,20 @@ impl Worktree {
         if commit == *base {
             return Ok(WorktreeReport::Unchanged);
         }
-        let diffstat = git(
-            &self.spec.toplevel,
-            &["diff", "--stat", STAT_FILES, base, &commit],
-        )
-        .await?;
+        let diffstat = self
+            .spec
+            .repo
+            .run(&[
+                "diff",
+                "--stat",
+                STAT_FILES,
+                "--no-ext-diff",
+                "--no-textconv",
+                "--ignore-submodules=all",
+                base,
+                &commit,
+            ])
+            .await?;
         Ok(WorktreeReport::Committed {
             branch: self.branch.clone(),
             commit,
@@ -451,8 +435,13 @@ impl Worktree {
     /// A report, or where a failed clean-up left things.
     fn or_left(&self, done: Result<WorktreeReport, WorktreeError>) -> WorktreeReport {
         done.unwrap_or_else(|e| {
+            // A tampered worktree is refused by prune too: a person has to look at it.
+            let next = match e {
+                WorktreeError::Tampered { .. } => "review it before removing it by hand",
+                _ => "`cadre worktrees prune` removes it",
+            };
             WorktreeReport::Failed(format!(
-                "{e}; the worktree is left at {} on branch {} (`cadre worktrees prune` removes it)",
+                "{e}; the worktree is left at {} on branch {} ({next})",
                 self.path.display(),
                 self.branch
             ))
@@ -460,22 +449,23 @@ impl Worktree {
     }
 
     async fn drop_branch(&self) -> Result<(), WorktreeError> {
-        git(
-            &self.spec.toplevel,
-            &["branch", "-D", "--quiet", &self.branch],
-        )
-        .await
-        .map(drop)
+        self.spec
+            .repo
+            .run(&["branch", "-D", "--quiet", &self.branch])
+            .await
+            .map(drop)
     }
 
     async fn close_now(&self) -> Result<(), WorktreeError> {
         self.mark_closed();
+        self.check().await?;
         let path = self.path.to_string_lossy().into_owned();
-        git(
-            &self.spec.toplevel,
-            &["worktree", "remove", "--force", &path],
-        )
-        .await?;
+        // `--force` also skips git's own check that the worktree is clean, which would run
+        // `git status` in it with the worktree's attributes.
+        self.spec
+            .repo
+            .run(&["worktree", "remove", "--force", &path])
+            .await?;
         Ok(())
     }
 }
@@ -505,161 +495,12 @@ pub fn live_name(key: &str) -> String {
     format!("agent_{safe}")
 }
 
-/// Commit everything in the worktree at `work_tree` (if anything changed) and return HEAD.
-pub async fn commit_all(
-    git_dir: &Path,
-    work_tree: &Path,
-    message: &str,
-) -> Result<String, WorktreeError> {
-    let gd = format!("--git-dir={}", git_dir.display());
-    let wt = format!("--work-tree={}", work_tree.display());
-    let on_tree = |args: &[&str]| -> Vec<String> {
-        [gd.as_str(), wt.as_str()]
-            .iter()
-            .chain(args)
-            .map(std::string::ToString::to_string)
-            .collect()
-    };
-    // cadre's own state in the child's root (offloaded tool outputs) is not the child's work.
-    git_owned(
-        work_tree,
-        on_tree(&["add", "--all", "--", ".", ":(exclude,glob)**/.cadre/**"]),
-    )
-    .await?;
-    let status = git_owned(
-        work_tree,
-        on_tree(&["status", "--porcelain", "--untracked-files=no"]),
-    )
-    .await?;
-    if !status.trim().is_empty() {
-        // A repository without an identity still gets the commit, under cadre's name.
-        let anonymous = git_owned(work_tree, on_tree(&["config", "user.email"]))
-            .await
-            .is_err();
-        let identity: &[&str] = if anonymous {
-            &["-c", "user.name=cadre", "-c", "user.email=cadre@localhost"]
-        } else {
-            &[]
-        };
-        let mut args: Vec<&str> = identity.to_vec();
-        args.extend(["commit", "--quiet", "--no-verify", "-m", message]);
-        git_owned(work_tree, on_tree(&args)).await?;
-    }
-    Ok(git_owned(work_tree, on_tree(&["rev-parse", "HEAD"]))
-        .await?
-        .trim()
-        .to_string())
-}
-
-async fn git_owned(dir: &Path, args: Vec<String>) -> Result<String, WorktreeError> {
-    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-    git(dir, &refs).await
-}
-
-/// Held while a `git worktree` command runs: `worktree add`, `remove` and `prune` read
-/// every worktree's entry under `.git/worktrees/`, and two at once in one repository race
-/// (one reads the other's half-written entry and fails: "failed to read .../commondir").
-static WORKTREE_LIST: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Run `git args` in `dir` with hooks and the file-system monitor off and git's own
-/// environment variables cleared; stdout (bounded) on success. `git worktree` commands of
-/// this process run one at a time.
-pub async fn git(dir: &Path, args: &[&str]) -> Result<String, WorktreeError> {
-    let _one_at_a_time = match args.first() {
-        Some(&"worktree") => Some(WORKTREE_LIST.lock().await),
-        _ => None,
-    };
-    let command = args
-        .iter()
-        .find(|a| !a.starts_with('-'))
-        .copied()
-        .unwrap_or("")
-        .to_string();
-    let mut cmd = tokio::process::Command::new("git");
-    cmd.arg("-C")
-        .arg(dir)
-        .args([
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "core.fsmonitor=false",
-        ])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    for var in [
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_OBJECT_DIRECTORY",
-        "GIT_COMMON_DIR",
-        "GIT_CONFIG",
-        "GIT_CONFIG_PARAMETERS",
-    ] {
-        cmd.env_remove(var);
-    }
-    let mut child = cmd.spawn().map_err(|e| failed(&command, e.to_string()))?;
-    let (out, err) = tokio::join!(bounded(child.stdout.take()), bounded(child.stderr.take()));
-    let status = child
-        .wait()
-        .await
-        .map_err(|e| failed(&command, e.to_string()))?;
-    if status.success() {
-        Ok(String::from_utf8_lossy(&out).into_owned())
-    } else {
-        Err(failed(
-            &command,
-            String::from_utf8_lossy(&err).trim().to_string(),
-        ))
-    }
-}
-
-/// Everything `pipe` yields, of which the first [`MAX_OUTPUT`] bytes are kept (reading on,
-/// so git never blocks on a full pipe).
-async fn bounded<R: tokio::io::AsyncRead + Unpin>(pipe: Option<R>) -> Vec<u8> {
-    let mut kept = Vec::new();
-    let Some(mut pipe) = pipe else {
-        return kept;
-    };
-    // On the heap: a buffer in the future would be held by every future that may run git,
-    // twice (stdout and stderr), as a `task` call waiting for its record (17 KB of its
-    // 18 KB; 10 000 waiting calls held 155 MB).
-    let mut buf = vec![0u8; 8192];
-    while let Ok(n) = pipe.read(&mut buf).await {
-        if n == 0 {
-            break;
-        }
-        let room = MAX_OUTPUT.saturating_sub(kept.len()).min(n);
-        kept.extend_from_slice(&buf[..room]);
-    }
-    kept
-}
-
-fn failed(command: &str, message: String) -> WorktreeError {
-    WorktreeError::Git {
-        command: command.to_string(),
-        message,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn running_git_holds_a_small_future() {
-        // Every future that may run git holds this one: a fan-out's waiting `task` calls
-        // did (18 KB each, with two 8 KB read buffers in it).
-        let size = std::mem::size_of_val(&git(Path::new("."), &["status"]));
-        assert!(size < 2048, "running git holds {size} bytes");
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn many_worktrees_made_and_removed_at_once_in_one_repository_all_succeed() {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path();
+    /// Makes `path` a repository with one empty commit, `base`.
+    pub(super) async fn init_repo(path: &Path) {
         for args in [
             &["init", "--quiet"][..],
             &[
@@ -674,8 +515,23 @@ mod tests {
                 "base",
             ],
         ] {
-            git(repo, args).await.unwrap();
+            git(path, args).await.unwrap();
         }
+    }
+
+    #[test]
+    fn running_git_holds_a_small_future() {
+        // Every future that may run git holds this one: a fan-out's waiting `task` calls
+        // did (18 KB each, with two 8 KB read buffers in it).
+        let size = std::mem::size_of_val(&git(Path::new("."), &["status"]));
+        assert!(size < 2048, "running git holds {size} bytes");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn many_worktrees_made_and_removed_at_once_in_one_repository_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        init_repo(repo).await;
         let spec = WorktreeSpec::prepare(repo, repo).await.unwrap();
         let made = futures::future::join_all((0..48).map(|i| {
             let spec = spec.clone();
