@@ -5,7 +5,10 @@
 //! model runs can read neither `/proc/<cadre>/environ` nor `/proc/<cadre>/mem`.
 
 use crate::cli::Cli;
+use crate::config::Config;
+use cadre_tools::SecretEnv;
 use std::io::{Read, Write};
+use std::path::Path;
 
 /// Protect the secrets of this process. Call it from `main` while the process is still
 /// single-threaded (before the async runtime or anything else starts a thread).
@@ -19,17 +22,57 @@ pub fn protect(cli: &Cli) {
     let _ = cadre_sandbox::tether::forbid_inspection();
 }
 
-/// The variables the configuration names as secrets (the serve token's `token_env`, the
-/// providers' `api_key_env`, even passed ones: a child is given those back explicitly).
-/// A configuration that cannot be read names none here; the run reports it later.
+/// The variables the configuration names as secrets ([`child_secrets`], even passed ones:
+/// a child is given those back explicitly). A configuration that cannot be read names none
+/// here; the run reports it later.
 fn configured_secrets(cli: &Cli) -> Vec<String> {
     let Ok(ws) = crate::setup::workspace_root(cli) else {
         return Vec::new();
     };
     match crate::config::load(&ws, cli.config.as_deref()) {
-        Ok(config) => config.secret_env().secrets().map(str::to_string).collect(),
+        Ok(config) => child_secrets(&ws, &config)
+            .secrets()
+            .map(str::to_string)
+            .collect(),
         Err(_) => Vec::new(),
     }
+}
+
+/// Every variable of cadre's secrets in workspace `ws`, which the processes it starts do
+/// not inherit (`[tools] pass_env` aside): those of [`Config::secret_env`], the credential
+/// variables of the configured MCP servers and of the servers agent definitions declare
+/// ([`cadre_mcp::ServerEntry::secret_vars`]), and those remote agents' `headers` name. A
+/// server whose own entry names one sets it explicitly, so it reaches that server only.
+pub fn child_secrets(ws: &Path, config: &Config) -> SecretEnv {
+    let (entries, _) = crate::mcp_cmd::configured_entries(ws, config);
+    let agents = cadre_subagents::AgentRegistry::builder()
+        .workspace(ws)
+        .user_dir(crate::config::user_dir().map(|d| d.join("agents")))
+        .load();
+    let declared = agents
+        .list()
+        .flat_map(|d| d.mcp_servers.iter())
+        .filter_map(|s| match s {
+            cadre_subagents::AgentMcpServer::Inline { entry, .. } => {
+                serde_json::from_value::<cadre_mcp::ServerEntry>(entry.clone()).ok()
+            }
+            cadre_subagents::AgentMcpServer::Named(_) => None,
+        });
+    let servers: Vec<String> = (entries.into_iter().map(|(_, e, _)| e))
+        .chain(declared)
+        .flat_map(|e| e.secret_vars())
+        .collect();
+    let headers: Vec<String> = agents
+        .list()
+        .filter_map(|d| d.remote.as_ref())
+        .flat_map(|r| r.headers.values())
+        .flat_map(|v| cadre_types::env_ref::referenced_names(v))
+        .map(str::to_string)
+        .collect();
+    config
+        .secret_env()
+        .with_secrets(servers)
+        .with_secrets(headers)
 }
 
 /// Remove `names` from the live environment.

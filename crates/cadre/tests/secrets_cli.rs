@@ -283,3 +283,87 @@ fn a_remote_agents_header_variable_does_not_reach_bash() {
     // A credential-like variable that is none of cadre's is given back to bash.
     assert!(stdout.contains("othertok=[other-visible]"), "{stdout}");
 }
+
+/// The plain-Python fixture server with an `env` tool.
+fn writer() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/writer_mcp.py")
+        .canonicalize()
+        .unwrap()
+}
+
+#[test]
+fn an_mcp_servers_token_reaches_that_server_only_and_a_remote_agents_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    let writer = writer().display().to_string();
+    // `a` names two credentials (one of a plain-looking name); `b` names none.
+    std::fs::write(
+        ws.join(".mcp.json"),
+        format!(
+            r#"{{"mcpServers": {{
+                "a": {{"command": "python3", "args": [{writer:?}],
+                       "env": {{"GITHUB_TOKEN": "${{GITHUB_TOKEN}}", "GITHUB_PERSONAL_ACCESS_TOKEN": "${{GH_PAT}}"}}}},
+                "b": {{"command": "python3", "args": [{writer:?}]}},
+                "h": {{"url": "http://127.0.0.1:9/mcp", "headers": {{"X-Key": "${{HDR_VALUE}}"}}, "enabled": false}}
+            }}}}"#
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(ws.join(".cadre/agents")).unwrap();
+    std::fs::write(
+        ws.join(".cadre/agents/far.md"),
+        "---\nname: far\ndescription: Runs elsewhere.\nurl: http://127.0.0.1:9\nheaders:\n  Authorization: \"Bearer ${REMOTE_TOKEN}\"\n---\n",
+    )
+    .unwrap();
+    std::fs::write(ws.join(".cadre/config.toml"), "").unwrap();
+    let names =
+        "GITHUB_TOKEN GH_PAT GITHUB_PERSONAL_ACCESS_TOKEN HDR_VALUE REMOTE_TOKEN UNRELATED_VAR";
+    let echo: String = names
+        .split(' ')
+        .map(|n| format!("{n}=[${n}]"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let script = ws.join("script.toml");
+    std::fs::write(
+        &script,
+        format!(
+            r#"
+[[turns]]
+tool_calls = [
+  {{ name = "mcp__a__env", args = {{ label = "a", names = "{names}" }} }},
+  {{ name = "mcp__b__env", args = {{ label = "b", names = "{names}" }} }},
+  {{ name = "bash", args = {{ command = "echo \"bash: {echo}\"" }} }},
+]
+[[turns]]
+text = "saw: {{{{tool_results}}}}"
+"#,
+        ),
+    )
+    .unwrap();
+    let out = cadre(ws)
+        .env("GITHUB_TOKEN", "gh-S3CR3T")
+        .env("GH_PAT", "pat-S3CR3T")
+        .env("HDR_VALUE", "hdr-S3CR3T")
+        .env("REMOTE_TOKEN", "remote-S3CR3T")
+        .env("UNRELATED_VAR", "visible")
+        .args(["--model", &format!("scripted:{}", script.display())])
+        .args(["run", "--approval", "auto", "look"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let nothing = "GITHUB_TOKEN=[] GH_PAT=[] GITHUB_PERSONAL_ACCESS_TOKEN=[] HDR_VALUE=[] REMOTE_TOKEN=[] UNRELATED_VAR=[visible]";
+    assert!(
+        stdout.contains(
+            "a: GITHUB_TOKEN=[gh-S3CR3T] GH_PAT=[] GITHUB_PERSONAL_ACCESS_TOKEN=[pat-S3CR3T] HDR_VALUE=[] REMOTE_TOKEN=[] UNRELATED_VAR=[visible]"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("b: {nothing}")), "{stdout}");
+    assert!(stdout.contains(&format!("bash: {nothing}")), "{stdout}");
+}
