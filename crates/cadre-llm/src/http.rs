@@ -99,9 +99,9 @@ pub(crate) fn insert_header(
     Ok(())
 }
 
-/// The value of environment variable `var`, when set and not blank.
+/// The value of environment variable `var` (as cadre started with it), when set and not blank.
 pub(crate) fn env_value(var: &str) -> Option<String> {
-    std::env::var(var).ok().filter(|v| !v.trim().is_empty())
+    cadre_types::process_env::var(var).filter(|v| !v.trim().is_empty())
 }
 
 /// Turns SSE events of one reply into [`StreamEvent`]s.

@@ -121,6 +121,10 @@ pub struct ServerConfig {
     pub secrets: SecretEnv,
     /// The sandbox a stdio server runs in (none: unsandboxed).
     pub sandbox: Option<cadre_sandbox::SandboxPolicy>,
+    /// Locations a sandboxed stdio server may read but never write, even inside its
+    /// writable roots (cadre's configuration, definitions, git metadata): by default the
+    /// protected roots of the workspace, as for `bash`.
+    pub protected: Vec<PathBuf>,
 }
 
 /// A configuration that cannot be used.
@@ -226,7 +230,32 @@ impl ServerEntry {
                 .as_ref()
                 .map(|s| cadre_sandbox::SandboxPolicy::resolve(s, workspace))
                 .filter(|p| !p.is_off()),
+            protected: cadre_tools::protected_roots(workspace),
         })
+    }
+
+    /// The variables this entry takes credentials from, which no other process cadre starts
+    /// may inherit: every `${VAR}` of its `headers`, its `bearer_token_env_var`, and each
+    /// `${VAR}` of an `env` value where the variable set or the one referenced looks like a
+    /// credential ([`cadre_types::process_env::looks_secret`]; `PATH = "${PATH}"` is none).
+    pub fn secret_vars(&self) -> Vec<String> {
+        use cadre_types::env_ref::referenced_names;
+        use cadre_types::process_env::looks_secret;
+        let headers = self.headers.values().flat_map(|v| referenced_names(v));
+        let env = self.env.iter().flat_map(|(k, v)| {
+            referenced_names(v)
+                .into_iter()
+                .filter(move |name| looks_secret(k) || looks_secret(name))
+        });
+        let mut out: Vec<String> = headers
+            .chain(env)
+            .chain(self.bearer_token_env_var.as_deref())
+            .filter(|name| !name.is_empty())
+            .map(str::to_string)
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 }
 
@@ -310,6 +339,23 @@ mod tests {
         assert_eq!(headers["Authorization"], "Bearer ${TOK}");
         assert_eq!(headers["X"], "1");
         assert_eq!(c.tool_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn the_variables_credentials_come_from_are_secret_and_plain_ones_are_not() {
+        let entry: ServerEntry = serde_json::from_str(
+            r#"{"command": "srv", "args": ["${HOME}/x"],
+                "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": "${GH_PAT}", "PATH": "${PATH}",
+                        "BASE": "${BASE_URL}", "K": "pre-${MY_API_KEY}-post"},
+                "headers": {"X-Auth": "${HDR} and $NOT_A_REF"},
+                "bearer_token_env_var": "BEARER"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            entry.secret_vars(),
+            ["BEARER", "GH_PAT", "HDR", "MY_API_KEY"]
+        );
+        assert!(ServerEntry::default().secret_vars().is_empty());
     }
 
     #[test]

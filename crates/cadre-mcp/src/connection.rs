@@ -112,6 +112,7 @@ impl Connection {
         if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
             use nix::sys::signal::{Signal, killpg};
             let _ = killpg(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+            cadre_sandbox::tether::release_group(pid.unsigned_abs());
         }
     }
 }
@@ -231,6 +232,10 @@ async fn connect_stdio(
             reason: e.to_string(),
         })?;
     let pid = transport.id();
+    // Its group dies with cadre, even when cadre is killed.
+    if let Some(pid) = pid {
+        cadre_sandbox::tether::watch_group(pid);
+    }
     let tail = Arc::new(Mutex::new(StderrTail::default()));
     if let Some(stderr) = stderr {
         let tail = tail.clone();

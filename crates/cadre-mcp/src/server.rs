@@ -191,9 +191,11 @@ impl McpServer {
     ) -> Arc<Self> {
         let offer = cache.as_deref().and_then(crate::cache::load);
         let sandbox = match (&cfg.sandbox, launcher) {
-            (Some(policy), Some(l)) => {
-                Some(Arc::new(cadre_sandbox::Sandbox::new(l, policy.clone())))
-            }
+            // The protected paths stay read-only for the server as they do for `bash`: a
+            // server in a writable sandbox must not rewrite cadre's configuration either.
+            (Some(policy), Some(l)) => Some(Arc::new(
+                cadre_sandbox::Sandbox::new(l, policy.clone()).protect(cfg.protected.clone()),
+            )),
             _ => None,
         };
         let unsandboxable = cfg.sandbox.is_some() && sandbox.is_none();

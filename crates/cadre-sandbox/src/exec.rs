@@ -18,7 +18,8 @@ const SETUP_FAILED: i32 = 125;
 const EXEC_FAILED: i32 = 127;
 
 /// If this process was started as the sandbox launcher, confine it and execute the program
-/// (or answer the probe); this never returns then. Otherwise it returns at once.
+/// (or answer the probe, or be the [`tether`](crate::tether) watchdog); this never returns
+/// then. Otherwise it returns at once.
 ///
 /// Call it first thing in `main`, before any thread is started: entering a user namespace
 /// needs a single-threaded process.
@@ -26,6 +27,7 @@ pub fn run_launcher_if_requested() {
     let mut args = std::env::args_os().skip(1);
     match args.next() {
         Some(a) if a == LAUNCH_ARG => launch(args.collect()),
+        Some(a) if a == crate::tether::WATCHDOG_ARG => crate::tether::run_watchdog(),
         Some(a) if a == PROBE_ARG => std::process::exit(match enter_namespaces(true) {
             Ok(()) => 0,
             Err(_) => 1,

@@ -11,6 +11,9 @@
 //!   No `unsafe` and no `pre_exec` hook: the restrictions are applied by a fresh process
 //!   before `exec`.
 //! - `bwrap`: bubblewrap builds the same view of the file system with bind mounts.
+//!
+//! [`tether`] ties those processes' groups to cadre's life (a watchdog kills them when cadre
+//! dies).
 
 mod bwrap;
 mod credentials;
@@ -21,6 +24,7 @@ mod plan;
 mod policy;
 mod sandbox;
 mod support;
+pub mod tether;
 mod watch;
 
 pub use credentials::{CREDENTIAL_DIRS, CREDENTIAL_FILES, home_credentials};

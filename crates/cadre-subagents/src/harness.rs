@@ -387,9 +387,10 @@ impl HarnessBuilder {
             None => None,
         };
         let sessions_dir = self.persist_sessions.then(|| Harness::sessions_dir_of(&ws));
+        let custom_tools = self.tools.is_some();
         let mut base_tools = self
             .tools
-            .unwrap_or_else(|| builtin_tools_with_secrets(secrets));
+            .unwrap_or_else(|| builtin_tools_with_secrets(secrets.clone()));
         for t in self.extra_tools {
             base_tools.register(t);
         }
@@ -418,6 +419,19 @@ impl HarnessBuilder {
             }
         }
         let registry = registry.load();
+        // The variables remote agents' headers name are secrets too: `bash` does not see them.
+        let header_vars: Vec<String> = registry
+            .list()
+            .filter_map(|d| d.remote.as_ref())
+            .flat_map(|r| r.headers.values())
+            .flat_map(|v| cadre_types::env_ref::referenced_names(v))
+            .map(str::to_string)
+            .collect();
+        if !custom_tools && !header_vars.is_empty() {
+            base_tools.register(Arc::new(cadre_tools::builtin::BashTool::new(
+                secrets.with_secrets(header_vars),
+            )));
+        }
 
         let store = self.store.unwrap_or_else(|| {
             Arc::new(cadre_store::MemoryStore::new(cadre_store::NodeId::detect(

@@ -1,6 +1,10 @@
-//! cadre's own secrets in the environment (the serve token, the providers' API keys), which
-//! processes the model controls must not inherit: `bash` and stdio MCP servers start without
-//! them.
+//! cadre's own secrets in the environment (the serve token, the providers' API keys, the
+//! variables remote agents' and MCP servers' headers name), which processes the model
+//! controls must not inherit: `bash` and stdio MCP servers start without them.
+//!
+//! The `cadre` binary also takes every credential-like variable out of its own environment
+//! at start ([`cadre_types::process_env`]); [`SecretEnv::apply`] gives a child back those
+//! that are not cadre's secrets (or are passed), so what a child sees does not change.
 
 use std::collections::BTreeSet;
 
@@ -69,9 +73,29 @@ impl SecretEnv {
             .map(String::as_str)
     }
 
+    /// Also remove each of `names`.
+    pub fn with_secrets<I, S>(self, names: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        names.into_iter().fold(self, Self::with_secret)
+    }
+
+    /// Every secret, passed or not, sorted.
+    pub fn secrets(&self) -> impl Iterator<Item = &str> {
+        self.secrets.iter().map(String::as_str)
+    }
+
     /// Remove the secrets from the environment `cmd` passes to its child (a tokio command's
-    /// `as_std_mut()` works too).
+    /// `as_std_mut()` works too), and give it back the variables cadre took out of its own
+    /// environment at start that are not removed here.
     pub fn apply(&self, cmd: &mut std::process::Command) {
+        for (name, value) in cadre_types::process_env::scrubbed() {
+            if !self.is_removed(name) {
+                cmd.env(name, value);
+            }
+        }
         for name in self.removed() {
             cmd.env_remove(name);
         }

@@ -114,9 +114,9 @@ pub fn expand_with(
     Ok(out)
 }
 
-/// [`expand_with`] from the process environment.
+/// [`expand_with`] from the environment cadre started with ([`crate::process_env::var`]).
 pub fn expand_env(value: &str) -> Result<String, EnvRefError> {
-    expand_with(value, |name| std::env::var(name).ok())
+    expand_with(value, |name| crate::process_env::var(name))
 }
 
 #[cfg(test)]

@@ -1,12 +1,14 @@
 //! Plain data shared by every cadre crate: messages, tool definitions and calls,
 //! usage, the typed event stream, task states, approval requests, ids and the `${VAR}` reference syntax.
-//! No I/O lives here.
+//! No I/O lives here (the environment snapshot of [`process_env`] only reads the process's own
+//! environment).
 
 mod approval;
 pub mod env_ref;
 mod event;
 mod ids;
 mod message;
+pub mod process_env;
 mod task;
 mod tool;
 mod usage;

@@ -379,9 +379,9 @@ impl ToolsConfig {
         match &self.web_search {
             Some(c)
                 if cadre_tools::builtin::mcp_target(c).is_some()
-                    || c.api_key_env
-                        .as_deref()
-                        .is_none_or(|v| std::env::var(v).is_ok_and(|k| !k.is_empty())) =>
+                    || c.api_key_env.as_deref().is_none_or(|v| {
+                        cadre_types::process_env::var(v).is_some_and(|k| !k.is_empty())
+                    }) =>
             {
                 vec![cadre_tools::builtin::WEB_SEARCH.to_string()]
             }

@@ -8,6 +8,7 @@ mod mcp_cmd;
 mod output;
 mod repl_cmd;
 mod run_cmd;
+mod secrets;
 mod serve_cmd;
 mod setup;
 mod signals;
@@ -85,6 +86,10 @@ fn main() -> ExitCode {
     // sandboxed program; it must happen before any thread exists.
     cadre_sandbox::run_launcher_if_requested();
     let cli = cli::Cli::parse();
+    // Also before any thread: the secrets leave the environment, and the processes started
+    // for agents are tied to this one's life.
+    secrets::protect(&cli);
+    cadre_sandbox::tether::enable_current_exe();
     if cli.version {
         println!("cadre {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;

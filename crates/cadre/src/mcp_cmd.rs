@@ -15,14 +15,16 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-/// The servers configured for `ws`, not started; their processes never see cadre's secrets
-/// (those of [`Config::secret_env`]) unless their own `env` sets them, and those with a
-/// `sandbox` go through `launcher`.
-pub fn configured_servers(
+/// The server entries configured for `ws` as `(name, entry, origin)`, and the errors of
+/// `.mcp.json`: its entries, minus those the configuration redefines, then the
+/// configuration's.
+pub fn configured_entries(
     ws: &Path,
     config: &Config,
-    launcher: Option<Arc<cadre_sandbox::Launcher>>,
-) -> McpServers {
+) -> (
+    Vec<(String, cadre_mcp::ServerEntry, String)>,
+    Vec<cadre_mcp::ConfigError>,
+) {
     let (from_json, json_errors) = cadre_mcp::load_mcp_json(ws);
     let mut entries: Vec<(String, cadre_mcp::ServerEntry, String)> = from_json
         .into_iter()
@@ -36,7 +38,20 @@ pub fn configured_servers(
             .unwrap_or_else(|| "configuration".into());
         entries.push((name.clone(), entry.clone(), origin));
     }
-    let servers = McpServers::from_entries_with(entries, ws, &config.secret_env(), launcher);
+    (entries, json_errors)
+}
+
+/// The servers configured for `ws`, not started; their processes never see the secrets
+/// of `secrets` (cadre's, see [`crate::secrets::child_secrets`]) unless their own `env`
+/// sets them, and those with a `sandbox` go through `launcher`.
+pub fn configured_servers(
+    ws: &Path,
+    config: &Config,
+    secrets: &cadre_tools::SecretEnv,
+    launcher: Option<Arc<cadre_sandbox::Launcher>>,
+) -> McpServers {
+    let (entries, json_errors) = configured_entries(ws, config);
+    let servers = McpServers::from_entries_with(entries, ws, secrets, launcher);
     for e in json_errors.iter().chain(servers.errors()) {
         eprintln!("cadre: warning: skipped {e}");
     }
@@ -45,13 +60,15 @@ pub fn configured_servers(
 
 /// The configured servers of `ws` for a session, those it needs at once started
 /// (`startup = "eager"`, or tools not seen yet; the others start on their first call); each
-/// that fails is a warning naming it. Those with a `sandbox` go through `launcher`.
+/// that fails is a warning naming it. Their processes start without `secrets`; those with a
+/// `sandbox` go through `launcher`.
 pub async fn start_servers(
     ws: &Path,
     config: &Config,
+    secrets: &cadre_tools::SecretEnv,
     launcher: Option<Arc<cadre_sandbox::Launcher>>,
 ) -> McpServers {
-    let servers = configured_servers(ws, config, launcher);
+    let servers = configured_servers(ws, config, secrets, launcher);
     for failure in servers.start_session().await {
         eprintln!("cadre: warning: {failure}");
     }
@@ -76,7 +93,8 @@ async fn list(cli: &Cli, json: bool) -> Result<ExitCode> {
     let ws = workspace_root(cli)?;
     let config = config::load(&ws, cli.config.as_deref())?;
     let launcher = crate::setup::launcher(&config.sandbox)?;
-    let servers = configured_servers(&ws, &config, Some(launcher));
+    let secrets = crate::secrets::child_secrets(&ws, &config);
+    let servers = configured_servers(&ws, &config, &secrets, Some(launcher));
     for failure in servers.start_all().await {
         eprintln!("cadre: warning: {failure}");
     }

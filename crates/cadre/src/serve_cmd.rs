@@ -17,7 +17,7 @@ const TOKEN_ENV: &str = "CADRE_SERVE_TOKEN";
 /// The token and where it came from (for the banner; the value is never printed).
 pub(crate) fn token(cfg: &ServeConfig) -> (Option<String>, String) {
     let var = cfg.token_env.clone().unwrap_or_else(|| TOKEN_ENV.into());
-    if let Some(t) = std::env::var(&var).ok().filter(|t| !t.trim().is_empty()) {
+    if let Some(t) = cadre_types::process_env::var(&var).filter(|t| !t.trim().is_empty()) {
         return (Some(t.trim().to_string()), format!("${var}"));
     }
     match cfg

@@ -105,6 +105,7 @@ impl Setup {
             policy.mode = mode.parse().map_err(anyhow::Error::msg)?;
         }
         let sandbox = sandbox_settings(&config.sandbox, overrides.sandbox)?;
+        let secrets = crate::secrets::child_secrets(&ws, &config);
         let limits = Limits {
             max_turns: overrides
                 .max_turns
@@ -123,7 +124,7 @@ impl Setup {
                     .allow_hardlink_reads(config.tools.allow_hardlink_reads)
                     .protect_paths(&ws, &config.permissions.protected_paths),
             )
-            .secret_env(config.secret_env())
+            .secret_env(secrets.clone())
             .limits(limits)
             .user_agents_dir(config::user_dir().map(|d| d.join("agents")))
             .model_aliases(config.models.aliases.clone())
@@ -155,7 +156,9 @@ impl Setup {
         b = b.compaction(policy, config.compaction.model.clone());
         // MCP tools join the built-in ones; children narrow from them like from any tool.
         // The tools hold their servers, which stop when the harness is dropped.
-        let mcp = crate::mcp_cmd::start_servers(&ws, &config, Some(sandbox.launcher.clone())).await;
+        let mcp =
+            crate::mcp_cmd::start_servers(&ws, &config, &secrets, Some(sandbox.launcher.clone()))
+                .await;
         // Configured web tools join them (a `web_search` backed by an MCP tool finds it
         // among the MCP tools).
         let mut extra = cadre_tools::ToolRegistry::new();
@@ -169,7 +172,7 @@ impl Setup {
             Arc::new(cadre_mcp::AgentServerPool::new(
                 mcp.clone(),
                 &ws,
-                config.secret_env(),
+                secrets,
                 Some(sandbox.launcher.clone()),
             ));
         b = b.extra_tools(extra.iter().cloned());
@@ -314,7 +317,7 @@ fn add_web_tools(tools: &mut cadre_tools::ToolRegistry, cfg: &config::ToolsConfi
         let found = WebSearchTool::from_config(
             search,
             |name| tools.get(name).cloned(),
-            |var| std::env::var(var).ok(),
+            |var| cadre_types::process_env::var(var),
         );
         match found {
             Ok(tool) => tools.register(Arc::new(tool)),

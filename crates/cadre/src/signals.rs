@@ -1,13 +1,17 @@
 //! The signals that stop cadre: SIGINT (Ctrl-C), SIGTERM (a service manager, `kill`) and
 //! SIGHUP (the terminal went away) all cancel the run the same way, so that child process
 //! groups are killed, tasks record why they ended and sessions are complete. A second one
-//! exits at once. `cadre run`, the line REPL and the full-screen UI share [`SignalStop`].
+//! kills every process group at once and exits as soon as the tasks have recorded their
+//! ends (within 1.5 s). `cadre run`, the line REPL and the full-screen UI share [`SignalStop`].
 
 use cadre_subagents::SubagentRuntime;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_util::sync::CancellationToken;
+
+/// How long a second signal waits for cancelled tasks to store their ends before exiting.
+const SECOND_SIGNAL_GRACE: std::time::Duration = std::time::Duration::from_millis(1500);
 
 /// A signal asking cadre to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +126,16 @@ impl SignalStop {
             runtime.set_shutdown_reason(format!("cadre received {}", first.name()));
             cancel.cancel();
             let second = signals.next().await;
-            // No destructor runs past `exit`: the transcripts are written here.
+            // No destructor runs past `exit`: every command's process group is killed here
+            // (the watchdog would do it too, a moment after the exit), then the tasks the
+            // first signal cancelled get a short while to record their ends, which they do
+            // at once now that their commands are gone. A third signal does not wait.
+            cadre_sandbox::tether::kill_all();
+            tokio::select! {
+                _ = tokio::time::timeout(SECOND_SIGNAL_GRACE, runtime.wait_idle()) => {}
+                _ = signals.next() => {}
+            }
+            // The transcripts are written here.
             cadre_engine::flush_open_transcripts();
             (on.before_exit)();
             std::process::exit(i32::from(second.exit_code()));

@@ -198,3 +198,91 @@ fn bwrap_installed() -> bool {
     }
     found
 }
+
+/// The main agent calls the fixture MCP server's `write` on each of `paths`, the server
+/// running in a `workspace-write` sandbox (backend of `config`); what the calls answered.
+fn sandboxed_server_writes(case: &Case, paths: &[PathBuf]) -> String {
+    let writer = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/writer_mcp.py")
+        .canonicalize()
+        .unwrap();
+    std::fs::write(
+        case.ws.join(".mcp.json"),
+        format!(
+            r#"{{"mcpServers": {{"writer": {{"command": "python3", "args": [{:?}], "sandbox": "workspace-write"}}}}}}"#,
+            writer.display().to_string()
+        ),
+    )
+    .unwrap();
+    let calls: Vec<String> = paths
+        .iter()
+        .map(|p| {
+            format!(
+                "{{ name = \"mcp__writer__write\", args = {{ path = {:?} }} }}",
+                p.display().to_string()
+            )
+        })
+        .collect();
+    let script = case.home.join("script.toml");
+    std::fs::write(
+        &script,
+        format!(
+            "[[turns]]\ntool_calls = [{}]\n[[turns]]\ntext = \"{{{{tool_results}}}}\"\n",
+            calls.join(", ")
+        ),
+    )
+    .unwrap();
+    let out = Command::cargo_bin("cadre")
+        .unwrap()
+        .arg("--workspace")
+        .arg(&case.ws)
+        .env_remove("CADRE_MODEL")
+        .env_remove("CADRE_SANDBOX_SIMULATE_MISSING")
+        .env("XDG_CONFIG_HOME", case.home.join(".config"))
+        .env("XDG_STATE_HOME", case.home.join(".state"))
+        .env("HOME", &case.home)
+        .args(["--model", &format!("scripted:{}", script.display())])
+        .args(["run", "--permission-mode", "auto-approve", "go"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn a_sandboxed_mcp_server_cannot_rewrite_protected_paths(config: &str) {
+    let c = case(config);
+    let config_file = c.ws.join(".cadre/config.toml");
+    let before = std::fs::read(&config_file).unwrap();
+    let hook = c.ws.join(".git/hooks/pre-commit");
+    let inside = c.ws.join("inside.txt");
+    let out = sandboxed_server_writes(&c, &[config_file.clone(), hook.clone(), inside.clone()]);
+    assert_eq!(std::fs::read(&config_file).unwrap(), before, "{out}");
+    assert!(!hook.exists(), "{out}");
+    assert!(out.contains("cannot write"), "{out}");
+    // The rest of the workspace stays writable for it.
+    assert_eq!(
+        std::fs::read_to_string(&inside).unwrap(),
+        "escaped\n",
+        "{out}"
+    );
+}
+
+#[test]
+fn a_sandboxed_mcp_server_cannot_rewrite_cadres_configuration() {
+    a_sandboxed_mcp_server_cannot_rewrite_protected_paths("[sandbox]\nrequired = true\n");
+}
+
+#[test]
+fn a_sandboxed_mcp_server_cannot_rewrite_cadres_configuration_with_bwrap() {
+    if !bwrap_installed() {
+        return;
+    }
+    a_sandboxed_mcp_server_cannot_rewrite_protected_paths(
+        "[sandbox]\nbackend = \"bwrap\"\nrequired = true\n",
+    );
+}

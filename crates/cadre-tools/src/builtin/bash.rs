@@ -131,7 +131,9 @@ impl TypedTool for BashTool {
             .id()
             .and_then(|id| i32::try_from(id).ok())
             .ok_or_else(|| ToolError::Failed("bash exited before it could be tracked".into()))?;
-        // From here on, dropping this call (an outer timeout) still kills the whole group.
+        // From here on, dropping this call (an outer timeout) still kills the whole group,
+        // and so does cadre's death, however it dies.
+        cadre_sandbox::tether::watch_group(pid.unsigned_abs());
         let mut group = GroupGuard(Some(Pid::from_raw(pid)));
         let mut stdout = child.stdout.take();
         let mut stderr = child.stderr.take();
@@ -213,7 +215,8 @@ impl TypedTool for BashTool {
     }
 }
 
-/// Kills a process group when dropped, unless disarmed.
+/// Kills a process group when dropped, unless disarmed. A disarmed group that still has
+/// processes (background jobs with their output redirected) stays tied to cadre's life.
 struct GroupGuard(Option<Pid>);
 
 impl GroupGuard {
@@ -221,11 +224,14 @@ impl GroupGuard {
         if let Some(pgid) = self.0.take() {
             // ESRCH (the group is already gone) is fine.
             let _ = killpg(pgid, Signal::SIGKILL);
+            cadre_sandbox::tether::release_group(pgid.as_raw().unsigned_abs());
         }
     }
 
     fn disarm(&mut self) {
-        self.0 = None;
+        if let Some(pgid) = self.0.take() {
+            cadre_sandbox::tether::release_group_if_empty(pgid.as_raw().unsigned_abs());
+        }
     }
 }
 
