@@ -115,6 +115,7 @@ async fn held_at_the_gate(script: &str) -> Held {
                     }))
                     .with(Arc::new(Side(s)));
                 c.checkpoints = true;
+                c.on_orphan = cadre_store::OrphanPolicy::Resume;
                 c.orphan_timeout = ORPHAN_TIMEOUT;
                 c.max_parallel_tools = 1;
             }),
@@ -139,10 +140,11 @@ async fn held_at_the_gate(script: &str) -> Held {
 /// Another node adopts the task (its epoch moves on), as it would once the heartbeat of a
 /// paused node is older than the orphan timeout.
 async fn adopted_elsewhere(store: &dyn TaskStore, id: &str) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    // The heartbeat of the task must be older than "now" by a millisecond of wall time.
+    // Wall time (the store's clock; the test's is paused): the heartbeat of the task must
+    // be older than "now" by a millisecond.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while store.adopt(id, 0, Duration::ZERO).await.unwrap().is_none() {
-        assert!(tokio::time::Instant::now() < deadline, "never adopted");
+        assert!(std::time::Instant::now() < deadline, "never adopted");
         tokio::task::yield_now().await;
     }
 }
