@@ -486,14 +486,11 @@ const NOT_OURS: &str = "this node no longer owns the task";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_node_whose_task_was_adopted_runs_nothing_when_it_resumes() {
     let Some(db) = database().await else { return };
-    // The side effects of both nodes go to one file: each node's bash call appends its
-    // letter. Node A's first request is answered a second late (A is paused by then) with
-    // the call that appends `A`; the adopting node B is answered at once with the call
-    // that appends `B`, then with its answer.
-    let side = tempfile::tempdir().unwrap();
-    let file = side.path().join("side-effects");
-    let append = |who: &str| format!("echo {who} >> '{}'", file.display());
-    let (on_a, on_b) = (append("A"), append("B"));
+    // Each node's bash call appends its letter to `side-effects` in its workspace (where
+    // the sandbox lets it write). Node A's first request is answered a second late (A is
+    // paused by then) with the call that appends `A`; the adopting node B is answered at
+    // once with the call that appends `B`, then with its answer.
+    let (on_a, on_b) = ("echo A >> side-effects", "echo B >> side-effects");
     let first_turns = Arc::new(AtomicUsize::new(0));
     let seen = first_turns.clone();
     let mock = MockServer::start_with(Arc::new(move |r: &RecordedRequest| {
@@ -507,8 +504,8 @@ async fn a_paused_node_whose_task_was_adopted_runs_nothing_when_it_resumes() {
     }))
     .await
     .unwrap();
-    let (_a_ws, mut a) = node(&db, &mock);
-    let (_b_ws, b) = node(&db, &mock);
+    let (a_ws, mut a) = node(&db, &mock);
+    let (b_ws, b) = node(&db, &mock);
 
     let id = submit(&a.url, "act once").await;
     until("node A's model call", Duration::from_secs(30), || {
@@ -543,11 +540,14 @@ async fn a_paused_node_whose_task_was_adopted_runs_nothing_when_it_resumes() {
     // Once A has exited, nothing more can come from it: it ran no tool call and made no
     // model call after resuming.
     a.terminate(Duration::from_secs(30));
-    assert_eq!(
-        std::fs::read_to_string(&file).unwrap(),
-        "B\n",
+    assert!(
+        !a_ws.path().join("side-effects").exists(),
         "node A ran its tool call after resuming\n{}",
         a.stderr()
+    );
+    assert_eq!(
+        std::fs::read_to_string(b_ws.path().join("side-effects")).unwrap(),
+        "B\n"
     );
     assert_eq!(
         mock.requests().len(),
