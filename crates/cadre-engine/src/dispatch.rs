@@ -5,6 +5,7 @@
 
 use crate::agent::AgentConfig;
 use crate::hooks::{HookDecision, ToolCallInfo};
+use crate::observer::{Step, TurnObserver};
 use crate::permissions::{ApprovalMode, PolicyDecision};
 use crate::run_loop::Emitter;
 use crate::session::CallJournal;
@@ -86,12 +87,15 @@ impl<'a> Dispatcher<'a> {
         self.tools.definitions()
     }
 
-    /// Run all calls, at most `max_parallel_tools` at once; results in call order.
+    /// Run all calls, at most `max_parallel_tools` at once; results in call order. Each
+    /// call starts only if `gate` lets it: one it holds back is not run, and stops the
+    /// others (`stop` is cancelled).
     pub(crate) async fn run_all(
         &self,
         calls: &[ToolCall],
         stop: &CancellationToken,
         turn: &tracing::Span,
+        gate: &dyn TurnObserver,
     ) -> Vec<CallResult> {
         // A call's future is made when it may start, not all up front: a 10 000-call turn
         // held room for every call not started yet (and the vector that built them, until
@@ -101,27 +105,38 @@ impl<'a> Dispatcher<'a> {
         let mut waiting = calls.iter();
         let mut running = futures::stream::FuturesOrdered::new();
         for c in waiting.by_ref().take(limit) {
-            running.push_back(self.call(c, stop, turn));
+            running.push_back(self.call(c, stop, turn, gate));
         }
         let mut results = Vec::with_capacity(calls.len());
         while let Some(done) = running.next().await {
             results.push(done);
             if let Some(c) = waiting.next() {
-                running.push_back(self.call(c, stop, turn));
+                running.push_back(self.call(c, stop, turn, gate));
             }
         }
         results
     }
 
-    /// The future of one call, in its span.
+    /// The future of one call, in its span: it asks `gate` first, as the call would start.
     fn call<'c>(
         &'c self,
         c: &'c ToolCall,
         stop: &'c CancellationToken,
         turn: &tracing::Span,
+        gate: &'c dyn TurnObserver,
     ) -> tracing::instrument::Instrumented<impl Future<Output = CallResult> + 'c> {
         let span = tracing::info_span!(parent: turn, "tool_call", tool = %c.name, call_id = %c.id);
-        self.run_one(c, stop).instrument(span)
+        async move {
+            if !gate.may_proceed(&self.run, Step::ToolCall(c)).await {
+                stop.cancel();
+                return (
+                    not_run(c, "the run was stopped before this call could run"),
+                    None,
+                );
+            }
+            self.run_one(c, stop).await
+        }
+        .instrument(span)
     }
 
     /// The result of a call of an earlier run that an extension settled: shown and kept

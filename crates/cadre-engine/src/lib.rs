@@ -34,7 +34,7 @@ pub use compaction::{
 };
 pub use extension::{Settled, TurnExtension};
 pub use hooks::{HookDecision, ToolCallInfo, ToolHook};
-pub use observer::{TurnBoundary, TurnObserver};
+pub use observer::{Step, TurnBoundary, TurnObserver};
 pub use offload::{DEFAULT_OFFLOAD_THRESHOLD, Offloader};
 pub use permissions::{ApprovalMode, PermissionPolicy, PermissionRules, PolicyDecision, RuleError};
 pub use resume::Resume;

@@ -1,10 +1,13 @@
 //! Turn observers: what sees a run's conversation at each turn boundary, to keep a durable
 //! copy of it somewhere else (the sub-agent runtime checkpoints its children in the task
-//! store this way). The engine says when and what; where it goes is not its concern.
+//! store this way). The engine says when and what; where it goes is not its concern. An
+//! observer may also hold the run back: before each model request and each tool call the
+//! engine asks it whether the run may take that step (a durable child asks whether its
+//! node still owns its task).
 
 use async_trait::async_trait;
 use cadre_tools::RunContext;
-use cadre_types::{Message, Usage};
+use cadre_types::{Message, ToolCall, Usage};
 
 /// The conversation at a turn boundary.
 #[derive(Debug, Clone, Copy)]
@@ -21,11 +24,29 @@ pub struct TurnBoundary<'a> {
 /// Sees a run's conversation at each turn boundary: before each model call (the request
 /// about to be sent), after a reply with tool calls is recorded (before the calls run), and
 /// after their results are recorded. The run waits for it, so what it keeps is complete
-/// before the next step begins; it cannot stop or change the run.
+/// before the next step begins; it cannot change the run, only stop it
+/// ([`may_proceed`](Self::may_proceed)).
 #[async_trait]
 pub trait TurnObserver: Send + Sync {
     /// A turn boundary was reached.
     async fn turn_boundary(&self, run: &RunContext, boundary: TurnBoundary<'_>);
+
+    /// Whether the run may take `step` now. Asked before each model request and before each
+    /// tool call starts, so it sits on the hot path: an answer should cost a clock read,
+    /// not a round trip, in the common case. False stops the run at once: the step is not
+    /// taken, calls still running are cancelled, and the run ends `cancelled`.
+    async fn may_proceed(&self, _run: &RunContext, _step: Step<'_>) -> bool {
+        true
+    }
+}
+
+/// A step a run is about to take ([`TurnObserver::may_proceed`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Step<'a> {
+    /// A model request.
+    ModelCall,
+    /// A tool call.
+    ToolCall(&'a ToolCall),
 }
 
 /// The observer of runs nobody observes.

@@ -4,7 +4,7 @@
 use crate::agent::{AgentConfig, RunOutcome};
 use crate::compaction::{Compaction, CompactionError, ContextMeter};
 use crate::dispatch::{Dispatcher, not_run};
-use crate::observer::{TurnBoundary, TurnObserver};
+use crate::observer::{Step, TurnBoundary, TurnObserver};
 use crate::resume::Resume;
 use crate::session::Session;
 use crate::settle::Settle;
@@ -340,6 +340,7 @@ async fn run_inner(
         stop: &stop.token,
         why: resume.map_or(crate::settle::LOST, |r| r.why.as_str()),
         all_started: resume.is_some(),
+        gate: observer,
     };
     match settle.settle(session, turns).await {
         Ok(true) => boundary(observer, &run, session, &stop.budget).await,
@@ -406,6 +407,10 @@ async fn run_inner(
             return finish(session, persist_failed(e), &text, turns);
         }
         boundary(observer, &run, session, &stop.budget).await;
+        if !observer.may_proceed(&run, Step::ModelCall).await {
+            stop.token.cancel();
+            return finish(session, EndState::Cancelled, &text, turns);
+        }
         turns += 1;
         emitter.emit(Event::TurnStarted { turn: turns });
         let request = ModelRequest {
@@ -534,7 +539,9 @@ async fn run_inner(
 
         // The reply is kept before its calls run: a copy taken now knows they were asked for.
         boundary(observer, &run, session, &stop.budget).await;
-        let results = dispatcher.run_all(&calls, &stop.token, &turn_span).await;
+        let results = dispatcher
+            .run_all(&calls, &stop.token, &turn_span, observer)
+            .await;
         for (msg, approved) in results {
             if let Some(tool) = approved
                 && let Err(e) = session.approve_tool(&tool)

@@ -8,6 +8,7 @@
 use crate::agent::AgentConfig;
 use crate::dispatch::Dispatcher;
 use crate::extension::Settled;
+use crate::observer::TurnObserver;
 use crate::resume::{interrupted, may_rerun, unanswered};
 use crate::session::{Session, SessionError};
 use cadre_tools::RunContext;
@@ -28,6 +29,8 @@ pub(crate) struct Settle<'a> {
     /// Count every unanswered call as started: the conversation comes from a copy that does
     /// not record starts (a checkpoint).
     pub(crate) all_started: bool,
+    /// Asked before each call that runs again ([`TurnObserver::may_proceed`]).
+    pub(crate) gate: &'a dyn TurnObserver,
 }
 
 /// What becomes of one unanswered call.
@@ -63,7 +66,7 @@ impl Settle<'_> {
         let turn_span = tracing::info_span!("turn", turn);
         let mut rerun = self
             .dispatcher
-            .run_all(&again, self.stop, &turn_span)
+            .run_all(&again, self.stop, &turn_span, self.gate)
             .await
             .into_iter();
         for (call, plan) in calls.iter().zip(plans) {

@@ -609,6 +609,18 @@ impl TaskStore for MemoryStore {
         Ok(n)
     }
 
+    async fn renew_owned(&self, id: &str, epoch: u64) -> StoreResult<bool> {
+        let mut g = self.lock();
+        let Some(r) = g.tasks.get_mut(id) else {
+            return Ok(false);
+        };
+        if r.owner_epoch != epoch || r.status.is_terminal() {
+            return Ok(false);
+        }
+        r.heartbeat_at = Some(now());
+        Ok(true)
+    }
+
     async fn sweep(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>> {
         let cutoff =
             now().saturating_sub(u64::try_from(orphan_timeout.as_millis()).unwrap_or(u64::MAX));

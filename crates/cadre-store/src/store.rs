@@ -153,6 +153,22 @@ pub trait TaskStore: Send + Sync {
     /// Beat every non-terminal task this process created under this handle's node.
     async fn heartbeat_owned(&self) -> StoreResult<u64>;
 
+    /// Beat task `id` only if it is still active and owned at `epoch`: the cheap proof a
+    /// running child asks for that no other node has adopted its task. True when it was
+    /// beaten (nobody can adopt it for the orphan timeout from now); false when it ended or
+    /// another node adopted it (its epoch moved on). By default a read then a beat, which a
+    /// store overrides with one conditional write.
+    async fn renew_owned(&self, id: &str, epoch: u64) -> StoreResult<bool> {
+        let Some(r) = self.get(id).await? else {
+            return Ok(false);
+        };
+        if r.owner_epoch != epoch || r.status.is_terminal() {
+            return Ok(false);
+        }
+        let node = NodeId::new(r.owner_node.as_str());
+        Ok(self.heartbeat(&node, &[id.to_string()]).await? == 1)
+    }
+
     /// Fail local pending/running tasks whose last heartbeat (or creation, if never beaten)
     /// is older than `orphan_timeout`, with `executor lost: no heartbeat since <time>`.
     /// Remote-transport tasks are never swept, nor tasks whose orphan policy is `resume`

@@ -479,3 +479,79 @@ async fn a_killed_run_resumed_gets_both_background_results_exactly_once() {
         assert!(shown.contains("\n  epoch 1 "), "{shown}");
     }
 }
+
+/// What node A logs when it finds, on resuming, that node B adopted its task.
+const NOT_OURS: &str = "this node no longer owns the task";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_node_whose_task_was_adopted_runs_nothing_when_it_resumes() {
+    let Some(db) = database().await else { return };
+    // Each node's bash call appends its letter to `side-effects` in its workspace (where
+    // the sandbox lets it write). Node A's first request is answered a second late (A is
+    // paused by then) with the call that appends `A`; the adopting node B is answered at
+    // once with the call that appends `B`, then with its answer.
+    let (on_a, on_b) = ("echo A >> side-effects", "echo B >> side-effects");
+    let first_turns = Arc::new(AtomicUsize::new(0));
+    let seen = first_turns.clone();
+    let mock = MockServer::start_with(Arc::new(move |r: &RecordedRequest| {
+        if !first_turn(r) {
+            return answer("done by B");
+        }
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            return call("bash", json!({"command": on_a})).delayed(Duration::from_secs(1));
+        }
+        call("bash", json!({"command": on_b}))
+    }))
+    .await
+    .unwrap();
+    let (a_ws, mut a) = node(&db, &mock);
+    let (b_ws, b) = node(&db, &mock);
+
+    let id = submit(&a.url, "act once").await;
+    until("node A's model call", Duration::from_secs(30), || {
+        first_turns.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    // Paused mid-turn, waiting for its reply, past the orphan timeout: B adopts the task
+    // and finishes it while A is stopped.
+    a.signal("STOP");
+    let rec = ended(&b, &id).await;
+    assert_eq!(rec["status"], "success", "{rec}\n{}", b.stderr());
+    assert_eq!(rec["result"], "done by B", "{rec}");
+    let requests_by_b = mock.requests().len();
+    assert_eq!(requests_by_b, 3, "A's first turn, then B's two");
+
+    // A resumes: it reads the reply it was waiting for, finds the task is not its own any
+    // more, and stops there.
+    a.signal("CONT");
+    until("node A's note", Duration::from_secs(30), || {
+        a.stderr().contains(NOT_OURS)
+    })
+    .await;
+    // A's end is not recorded: the task is B's, as B left it, on A too.
+    let on_a: Value = reqwest::get(format!("{}/tasks/{id}", a.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(on_a["status"], "success", "{on_a}\n{}", a.stderr());
+    assert_eq!(on_a["result"], "done by B", "{on_a}");
+    // Once A has exited, nothing more can come from it: it ran no tool call and made no
+    // model call after resuming.
+    a.terminate(Duration::from_secs(30));
+    assert!(
+        !a_ws.path().join("side-effects").exists(),
+        "node A ran its tool call after resuming\n{}",
+        a.stderr()
+    );
+    assert_eq!(
+        std::fs::read_to_string(b_ws.path().join("side-effects")).unwrap(),
+        "B\n"
+    );
+    assert_eq!(
+        mock.requests().len(),
+        requests_by_b,
+        "node A made a model call"
+    );
+}

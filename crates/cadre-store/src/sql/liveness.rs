@@ -69,6 +69,21 @@ impl SqlStore {
             .await?)
     }
 
+    /// One conditional `UPDATE`: the epoch it matches is the fence, so a task another node
+    /// adopted (or that ended) is left alone and answers false.
+    pub(super) async fn renew_task(&self, id: &str, epoch: u64) -> StoreResult<bool> {
+        let epoch = i64::try_from(epoch).unwrap_or(i64::MAX);
+        let args = vec![Arg::from(id), epoch.into()];
+        let n = on_writer!(&self.db, args, |p, args| p
+            .execute(
+                "UPDATE tasks SET heartbeat_at = $1 WHERE id = $2 AND owner_epoch = $3 \
+                 AND status IN ('pending', 'running')",
+                &beaten_now(args),
+            )
+            .await?)?;
+        Ok(n == 1)
+    }
+
     pub(super) async fn sweep_orphans(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>> {
         let cutoff = now_ms().saturating_sub(millis(orphan_timeout));
         let candidates: Vec<(String, i64)> = self

@@ -113,6 +113,10 @@ impl TaskStore for SqlStore {
         self.heartbeat_owned_tasks().await
     }
 
+    async fn renew_owned(&self, id: &str, epoch: u64) -> StoreResult<bool> {
+        self.renew_task(id, epoch).await
+    }
+
     async fn sweep(&self, orphan_timeout: Duration) -> StoreResult<Vec<String>> {
         let swept = self.sweep_orphans(orphan_timeout).await?;
         self.purge_ended_checkpoints_logged().await;

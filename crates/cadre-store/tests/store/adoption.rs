@@ -214,4 +214,37 @@ async fn stale_owner_writes_are_refused(kind: Kind) {
     );
 }
 
-both_backends!(racing_adopters_one_wins, stale_owner_writes_are_refused);
+async fn a_renewal_holds_only_at_the_current_epoch(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let a = fx.open("node-a").await;
+    let b = fx.open("node-b").await;
+    let id = running(a.as_ref(), OrphanPolicy::Resume).await;
+    // The owner's renewal beats the task: it is no orphan right after.
+    wait_orphaned(a.as_ref(), std::slice::from_ref(&id)).await;
+    assert!(a.renew_owned(&id, 0).await.unwrap());
+    let beaten = a.get(&id).await.unwrap().unwrap().heartbeat_at;
+    assert!(beaten.is_some());
+    // A wrong epoch (and an unknown task) is not renewed, and beats nothing.
+    assert!(!a.renew_owned(&id, 1).await.unwrap());
+    assert!(!a.renew_owned("no-such-task", 0).await.unwrap());
+    assert_eq!(a.get(&id).await.unwrap().unwrap().heartbeat_at, beaten);
+
+    // Once B adopted it, A's renewal at epoch 0 is refused; B's at 1 holds.
+    wait_orphaned(a.as_ref(), std::slice::from_ref(&id)).await;
+    assert!(b.adopt(&id, 0, Duration::ZERO).await.unwrap().is_some());
+    assert!(!a.renew_owned(&id, 0).await.unwrap());
+    assert!(b.renew_owned(&id, 1).await.unwrap());
+    // An ended task is nobody's to renew.
+    b.transition(&id, Transition::completed("done").fenced(1))
+        .await
+        .unwrap();
+    assert!(!b.renew_owned(&id, 1).await.unwrap());
+}
+
+both_backends!(
+    racing_adopters_one_wins,
+    stale_owner_writes_are_refused,
+    a_renewal_holds_only_at_the_current_epoch
+);

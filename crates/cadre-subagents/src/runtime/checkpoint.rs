@@ -8,8 +8,11 @@
 //! conversation. A write the store fails is not lost: the next boundary appends from where
 //! the stored copy ends, so it carries the missed messages too. The run never waits on a
 //! refusal: the task ended, or another node owns it now, and nothing more is written.
+//! Before each model call and tool call the checkpointer asks the child's lease whether this
+//! node still owns the task, and stops the run when it does not.
 
-use cadre_engine::{TurnBoundary, TurnObserver};
+use crate::runtime::lease::OwnerLease;
+use cadre_engine::{Step, TurnBoundary, TurnObserver};
 use cadre_store::{StoreError, TaskStore};
 use cadre_tools::RunContext;
 use cadre_types::Message;
@@ -38,6 +41,8 @@ pub(crate) struct Checkpointer {
     /// The owner epoch this run holds the task at (its writes are fenced with it).
     epoch: u64,
     stored: Mutex<Stored>,
+    /// Whether this node still owns the task; none: the run is never held back.
+    lease: Option<Arc<OwnerLease>>,
 }
 
 impl Checkpointer {
@@ -48,7 +53,15 @@ impl Checkpointer {
             task_id: task_id.to_string(),
             epoch,
             stored: Mutex::default(),
+            lease: None,
         }
+    }
+
+    /// The same, with every model call and tool call of the run held back once `lease`
+    /// says another node owns the task.
+    pub(crate) fn leased(mut self, lease: Arc<OwnerLease>) -> Self {
+        self.lease = Some(lease);
+        self
     }
 
     /// Checkpoints of an adopted task, owned now at `epoch`, whose stored copy holds the
@@ -73,6 +86,7 @@ impl Checkpointer {
                 refused: false,
                 any: true,
             }),
+            lease: None,
         }
     }
 
@@ -107,7 +121,17 @@ impl Checkpointer {
 #[async_trait::async_trait]
 impl TurnObserver for Checkpointer {
     async fn turn_boundary(&self, _run: &RunContext, b: TurnBoundary<'_>) {
+        if self.lease.as_ref().is_some_and(|l| l.is_lost()) {
+            return;
+        }
         self.record(b).await;
+    }
+
+    async fn may_proceed(&self, _run: &RunContext, _step: Step<'_>) -> bool {
+        match &self.lease {
+            Some(lease) => lease.holds().await,
+            None => true,
+        }
     }
 }
 
@@ -147,6 +171,25 @@ impl Checkpointer {
             }
         }
     }
+}
+
+// Put a checkpoint's conversation into the adopted child's session. A fresh session (on
+/// another node) takes it whole; a transcript reopened here (the lost process shared this
+/// workspace) that the checkpoint extends is extended. True when the session's history now
+/// extends the stored copy; false when the transcript holds more or something else (it
+/// is kept: what it holds ran here), and the next checkpoint starts a new generation.
+pub(crate) fn restore(
+    session: &mut cadre_engine::Session,
+    messages: &[Message],
+) -> Result<bool, cadre_engine::SessionError> {
+    let have = session.messages().len();
+    if !messages.starts_with(session.messages()) {
+        return Ok(false);
+    }
+    for m in &messages[have..] {
+        session.push(m.clone())?;
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

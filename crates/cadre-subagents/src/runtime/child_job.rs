@@ -174,6 +174,12 @@ impl ChildJob {
                 wanted
             }
         };
+        self.release(status, stored).await;
+    }
+
+    /// Tell this process the task is over here, as `status` (`stored` when the store gave
+    /// its record back).
+    pub(crate) async fn release(&self, status: TaskStatus, stored: Option<Box<TaskRecord>>) {
         if self.one_off {
             // The session is over: what it spawned goes with it, before anyone is told.
             let dropped = self.live.drop_session(self.child.session_id());
@@ -185,7 +191,7 @@ impl ChildJob {
                 }
             }
         }
-        self.local.finish_with(id, status, stored);
+        self.local.finish_with(&self.task_id, status, stored);
     }
 
     /// End a task that never started: cancelled, or failed because its child could not be
@@ -280,6 +286,9 @@ impl ChildJob {
                 _ = self.cancel.cancelled() => None,
             },
         };
+        // Ownership is proven as of now by the write below (or the creation just before);
+        // an adopted task's first step asks the store.
+        let proven = self.resumed.is_none().then(tokio::time::Instant::now);
         let started = match session {
             // Created `running` with its slot: nothing to write.
             Some(session) if self.created_running() && !self.cancel.is_cancelled() => Some(session),
@@ -340,6 +349,7 @@ impl ChildJob {
             None => (UpdateKind::Start, self.prompt.clone()),
         };
         self.forward.update(sid, kind, start_note, None, None);
+        let lease = self.lease(proven);
         let restored = match self.resumed.take() {
             Some(r) => r.checkpoint,
             None => None,
@@ -347,7 +357,7 @@ impl ChildJob {
         let outcome = match (&child.runner, restored) {
             (ChildRunner::Local { agent, workspace }, Some(cp)) => {
                 let (ws, cancel) = (workspace.clone(), self.cancel.clone());
-                match restore(&mut session, &cp.messages) {
+                match super::checkpoint::restore(&mut session, &cp.messages) {
                     Ok(extends) => {
                         let (generation, stored) = if extends {
                             (cp.generation, cp.messages.len())
@@ -361,7 +371,8 @@ impl ChildJob {
                             generation,
                             session.compactions(),
                             stored,
-                        );
+                        )
+                        .leased(lease.clone());
                         let resume = cadre_engine::Resume {
                             spent: cp.usage,
                             why: LOST.to_string(),
@@ -384,7 +395,8 @@ impl ChildJob {
                 let prompt = Some(std::mem::take(&mut self.prompt));
                 let (ws, cancel) = (workspace.clone(), self.cancel.clone());
                 if self.checkpoints {
-                    let observer = Checkpointer::new(self.store.clone(), id, self.epoch);
+                    let observer =
+                        Checkpointer::new(self.store.clone(), id, self.epoch).leased(lease.clone());
                     agent
                         .run_observed(&mut session, prompt, run, ws, cancel, &observer)
                         .await
@@ -458,6 +470,9 @@ impl ChildJob {
             }
         };
         drop(session);
+        if lease.is_lost() {
+            return self.abandon().await;
+        }
         let mut output = outcome.output;
         if let Some(report) = self.settle_worktree(&child, &outcome.state).await {
             if !output.is_empty() {
@@ -467,25 +482,6 @@ impl ChildJob {
         }
         self.end(&outcome.state, output, outcome.usage).await;
     }
-}
-
-/// Put a checkpoint's conversation into the adopted child's session. A fresh session (on
-/// another node) takes it whole; a transcript reopened here (the lost process shared this
-/// workspace) that the checkpoint extends is extended. True when the session's history now
-/// extends the stored copy; false when the transcript holds more or something else (it
-/// is kept: what it holds ran here), and the next checkpoint starts a new generation.
-fn restore(
-    session: &mut cadre_engine::Session,
-    messages: &[Message],
-) -> Result<bool, cadre_engine::SessionError> {
-    let have = session.messages().len();
-    if !messages.starts_with(session.messages()) {
-        return Ok(false);
-    }
-    for m in &messages[have..] {
-        session.push(m.clone())?;
-    }
-    Ok(true)
 }
 
 /// What a cancelled task records as its reason: why the process is shutting down, when

@@ -13,6 +13,7 @@ pub(crate) mod child_job;
 pub(crate) mod child_setup;
 mod config;
 pub(crate) mod forward;
+mod lease;
 pub mod live;
 pub(crate) mod narrowing;
 pub mod progress;

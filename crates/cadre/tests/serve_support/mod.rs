@@ -178,6 +178,16 @@ impl Served {
         let _ = self.child.wait();
     }
 
+    /// Send `signal` (`STOP`, `CONT`, …) to the server, as `kill -SIGNAL` does.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), pid])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{signal} failed");
+    }
+
     /// SIGTERM, then wait (bounded) for the exit; returns whether it exited successfully.
     pub fn terminate(&mut self, within: Duration) -> bool {
         let pid = self.child.id().to_string();
