@@ -229,7 +229,7 @@ fn commands_follow_ups_escalations_and_resuming() {
     let end = tmux.with_history();
     assert!(
         end.contains(&format!("resume with: {} ", env!("CARGO_BIN_EXE_cadre")))
-            && end.contains(&format!(" --resume {first} (or ")),
+            && end.contains(&format!(" --resume {first}")),
         "{end}"
     );
     drop(tmux);
