@@ -9,6 +9,7 @@ pub mod commands;
 pub mod first_run;
 pub mod keys;
 pub mod model;
+pub mod paste;
 pub mod render;
 pub mod shell;
 pub mod text;

@@ -166,7 +166,11 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
         let dirty = shell.dirty;
         tokio::select! {
             ev = input.recv() => match ev {
-                Some(ev) => shell.on_terminal(ev),
+                Some(batch) => {
+                    for ev in crate::paste::coalesce(batch) {
+                        shell.on_terminal(ev);
+                    }
+                }
                 None => shell.exit = true,
             },
             Some(env) = events.recv() => {
@@ -248,7 +252,7 @@ impl Shell {
                 a
             }
             TermEvent::Paste(text) => {
-                self.app.input.insert_str(&text.replace("\r\n", "\n"));
+                crate::paste::on_paste(&mut self.app, &text);
                 Vec::new()
             }
             TermEvent::Mouse(m) => {
