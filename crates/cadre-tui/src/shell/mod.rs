@@ -3,6 +3,7 @@
 //! returns; and draws at most [`FRAME_INTERVAL`] apart, only when something changed.
 
 mod channels;
+mod delivery;
 pub mod history;
 mod terminal;
 
@@ -107,6 +108,10 @@ struct Shell {
     save_allow_rule: SaveAllowRule,
     /// Actions from keys and events, carried out after the event that produced them.
     pending: Vec<Action>,
+    /// The running turn is one of its own for background results ([`delivery`]).
+    delivering: bool,
+    /// A delivery turn failed: the next results wait for the person's next prompt.
+    deliveries_paused: bool,
     dirty: bool,
     exit: bool,
 }
@@ -116,6 +121,9 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
     let (sink, mut events) = ChannelSink::new();
     let (approvals, mut asks) = DialogApprovals::new();
     let h = opts.harness;
+    // The conversation stays open while background children run: their results come with
+    // the next turn, or a turn of their own (`delivery`).
+    h.runtime().release_top_level();
     let mut agents: Vec<String> = h
         .runtime()
         .registry()
@@ -146,6 +154,8 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
         history_file: opts.history_file,
         save_allow_rule: opts.save_allow_rule,
         pending: Vec::new(),
+        delivering: false,
+        deliveries_paused: false,
         dirty: true,
         exit: false,
     };
@@ -331,12 +341,14 @@ impl Shell {
         if self.turn.is_some() || self.app.tasks.counts().0 > 0 || self.app.flash.is_some() {
             self.dirty = true;
         }
+        self.deliver_when_idle().await;
     }
 
     async fn on_turn_end(&mut self, session: Session, end: TurnEnd) {
         self.session = Some(session);
         match end {
             TurnEnd::Prompt(out) => {
+                self.delivery_ended(matches!(out.state, cadre_types::EndState::Completed));
                 if !matches!(out.state, cadre_types::EndState::Completed) {
                     self.app.error(format!("the turn ended: {}", out.state));
                 }
@@ -458,9 +470,11 @@ impl Shell {
                     cancel: cancel.clone(),
                     user_id: std::env::var("USER").ok(),
                 };
-                let prompt = prompt.unwrap_or_default();
                 tokio::spawn(async move {
-                    let out = h.run_in(&mut session, &prompt, opts).await;
+                    let out = match prompt {
+                        Some(p) => h.run_in(&mut session, &p, opts).await,
+                        None => h.deliver_in(&mut session, opts).await,
+                    };
                     (session, TurnEnd::Prompt(out))
                 })
             }
@@ -553,6 +567,7 @@ impl Shell {
         self.dirty = true;
         match action {
             Action::Prompt(p) => {
+                self.deliveries_paused = false;
                 if !self.refused_without_key() {
                     self.start_turn(Some(p), None);
                 }
