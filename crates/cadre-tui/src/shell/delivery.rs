@@ -1,4 +1,5 @@
-//! Background results while the conversation is idle. The main agent's turn ends when its
+//! What reaches the conversation outside a turn: log lines (shown as notices), and
+//! background results while the conversation is idle. The main agent's turn ends when its
 //! model is done, whatever its background children still do; their results go into the
 //! next turn's first request, or, when nothing is typed, into a turn of their own started
 //! here. The store hands each result out once, so each is delivered exactly once.
@@ -39,6 +40,19 @@ impl Shell {
     pub(super) fn delivery_ended(&mut self, completed: bool) {
         if std::mem::take(&mut self.delivering) && !completed {
             self.deliveries_paused = true;
+        }
+    }
+
+    /// Log lines kept while the UI holds the terminal ([`crate::logs`]), as notices.
+    pub(super) fn show_log_lines(&mut self) {
+        let (lines, dropped) = crate::logs::take_lines();
+        if dropped > 0 {
+            self.app
+                .notice(format!("⚠ {dropped} older log lines dropped"));
+        }
+        for line in lines {
+            self.app.notice(format!("⚠ {line}"));
+            self.dirty = true;
         }
     }
 }

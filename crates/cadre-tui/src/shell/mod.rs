@@ -8,7 +8,9 @@ pub mod history;
 mod terminal;
 
 pub use channels::{ChannelSink, DialogApprovals};
-pub use terminal::restore_terminal;
+#[cfg(test)]
+pub use terminal::set_holds_terminal_for_test;
+pub use terminal::{holds_terminal, restore_terminal};
 
 use crate::keys;
 use crate::model::approvals::PendingApproval;
@@ -230,6 +232,10 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
     shell.harness.runtime().shutdown();
     drop(term);
     drop(guard);
+    // What was logged since the last tick, now that standard error is the terminal again.
+    for line in crate::logs::take_lines().0 {
+        eprintln!("{line}");
+    }
     let saved = !shell.session.as_ref().is_some_and(discard_if_empty);
     Ok(TuiExit {
         session_id: shell.session_id,
@@ -341,6 +347,7 @@ impl Shell {
         if self.turn.is_some() || self.app.tasks.counts().0 > 0 || self.app.flash.is_some() {
             self.dirty = true;
         }
+        self.show_log_lines();
         self.deliver_when_idle().await;
     }
 

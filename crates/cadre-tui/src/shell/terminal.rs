@@ -25,6 +25,17 @@ static ENHANCED: AtomicBool = AtomicBool::new(false);
 /// The terminal type the UI draws on.
 pub type Term = Terminal<CrosstermBackend<Stdout>>;
 
+/// Whether the UI holds the terminal now (log output must not be written onto it).
+pub fn holds_terminal() -> bool {
+    HELD.load(Ordering::SeqCst)
+}
+
+/// Pretend the UI holds the terminal (or not), for tests of what depends on it.
+#[cfg(test)]
+pub fn set_holds_terminal_for_test(held: bool) {
+    HELD.store(held, Ordering::SeqCst);
+}
+
 /// Restores the terminal when dropped.
 pub struct TerminalGuard {
     enhanced: bool,
