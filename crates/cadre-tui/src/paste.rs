@@ -49,13 +49,18 @@ pub fn coalesce(batch: Vec<Event>) -> Vec<Event> {
     if !text.is_empty() {
         // Text typed quickly and then Enter (one line, one line break at its end) is sent,
         // as typed; a paste of several lines is not.
-        match text.strip_suffix('\n') {
-            Some(line) if !line.contains(['\n', '\r']) => {
+        // Likewise a Tab that ends the burst completes what was typed.
+        match (text.strip_suffix('\n'), text.strip_suffix('\t')) {
+            (Some(line), _) if !line.contains(['\n', '\r']) => {
                 out.push(Event::Paste(line.to_string()));
                 out.push(Event::Key(KeyEvent::new(
                     KeyCode::Enter,
                     KeyModifiers::NONE,
                 )));
+            }
+            (_, Some(word)) if !word.contains(['\n', '\r']) => {
+                out.push(Event::Paste(word.to_string()));
+                out.push(Event::Key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE)));
             }
             _ => out.push(Event::Paste(text)),
         }
@@ -142,6 +147,10 @@ mod tests {
         let mut expect = vec![Event::Paste("first prompt".into())];
         expect.extend(typed("\r"));
         assert_eq!(coalesce(typed("first prompt\r")), expect);
+        let tab = Event::Key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+        let mut batch = typed("@expl");
+        batch.push(tab.clone());
+        assert_eq!(coalesce(batch), [Event::Paste("@expl".into()), tab]);
         // The rest of a paste read past crossterm joins the keys before it.
         let mut batch = typed("one\rtw");
         batch.push(Event::Paste("o\rthree\r".into()));
