@@ -679,6 +679,29 @@ impl Harness {
             .await
     }
 
+    /// A run of its own for what arrived while the conversation was idle (results of
+    /// background tasks): no new prompt; the run's first request carries the results, each
+    /// delivered once.
+    pub async fn deliver_in(&self, session: &mut Session, opts: RunOptions) -> RunOutcome {
+        let cancel = opts.cancel.clone();
+        let run = self.top_run(session, opts);
+        match self.open_workspace() {
+            Ok(ws) => {
+                self.agent
+                    .run(session, None, run, Arc::new(ws), cancel)
+                    .await
+            }
+            Err(e) => RunOutcome {
+                state: cadre_types::EndState::Failed {
+                    error: format!("workspace {}: {e}", self.workspace.display()),
+                },
+                output: String::new(),
+                turns: 0,
+                usage: Default::default(),
+            },
+        }
+    }
+
     /// Compact `session` now (`/compact`), whether or not compaction is automatic:
     /// the older turns are summarised with the configured policy, `instructions` added to
     /// the summary prompt. The `compaction` event goes to `opts.events`.

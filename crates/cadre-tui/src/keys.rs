@@ -133,7 +133,7 @@ fn complete(app: &mut App) {
 
 fn ctrl_c(app: &mut App) -> Vec<Action> {
     if app.busy {
-        app.queued.clear();
+        app.take_back_queued();
         return vec![Action::CancelTurn];
     }
     if let Overlay::Tasks(_) | Overlay::Resume { .. } = app.overlay {
@@ -178,11 +178,8 @@ pub fn submit(app: &mut App, line: &str) -> Vec<Action> {
             ));
             app.input.set(line);
         } else {
+            // The hint line shows the queue (see `render::status::hint_text`).
             app.queued.push_back(line.to_string());
-            app.flash = Some(format!(
-                "queued ({}): sent when the turn ends",
-                app.queued.len()
-            ));
         }
         return Vec::new();
     }
@@ -424,6 +421,43 @@ mod tests {
 
     fn app() -> App {
         App::new(Status::default(), vec!["explorer".into()], Vec::new())
+    }
+
+    #[test]
+    fn ctrl_c_puts_the_queued_messages_back_in_the_input_box_and_the_hint_goes() {
+        let mut a = app();
+        typed(&mut a, "first");
+        on_key(&mut a, key(KeyCode::Enter), 10);
+        for line in ["second", "third"] {
+            typed(&mut a, line);
+            assert!(on_key(&mut a, key(KeyCode::Enter), 10).is_empty());
+        }
+        assert!(crate::render::hint_text(&a).starts_with("queued (2)"));
+        typed(&mut a, "draft");
+        assert_eq!(on_key(&mut a, ctrl('c'), 10), [Action::CancelTurn]);
+        assert!(a.queued.is_empty());
+        assert_eq!(a.input.text(), "second\nthird\ndraft", "nothing is lost");
+        assert!(!crate::render::hint_text(&a).contains("queued"));
+        // The turn ends cancelled: nothing is sent by itself; Enter sends what was queued.
+        assert_eq!(a.end_turn(), None);
+        assert_eq!(
+            on_key(&mut a, key(KeyCode::Enter), 10),
+            [Action::Prompt("second\nthird\ndraft".into())]
+        );
+    }
+
+    #[test]
+    fn the_queued_hint_is_gone_once_the_queued_message_is_sent() {
+        let mut a = app();
+        typed(&mut a, "first");
+        on_key(&mut a, key(KeyCode::Enter), 10);
+        typed(&mut a, "second");
+        on_key(&mut a, key(KeyCode::Enter), 10);
+        assert!(crate::render::hint_text(&a).contains("queued (1)"));
+        let next = a.end_turn().unwrap();
+        submit(&mut a, &next);
+        assert!(a.busy);
+        assert!(!crate::render::hint_text(&a).contains("queued"));
     }
 
     #[test]

@@ -8,9 +8,12 @@
 pub mod commands;
 pub mod first_run;
 pub mod keys;
+pub mod logs;
 pub mod model;
+pub mod paste;
 pub mod render;
 pub mod shell;
 pub mod text;
 
+pub use logs::LogWriter;
 pub use shell::{SaveAllowRule, TuiError, TuiExit, TuiOptions, restore_terminal, run};

@@ -44,7 +44,9 @@ fn init_logging(log_file: Option<&std::path::Path>) -> anyhow::Result<()> {
         }
         None => builder
             .with_ansi(colour_on_stderr())
-            .with_writer(std::io::stderr)
+            // Standard error, but not while the TUI draws on it: there the lines become
+            // notices in its transcript.
+            .with_writer(cadre_tui::LogWriter::new)
             .init(),
     }
     Ok(())

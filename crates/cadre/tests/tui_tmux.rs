@@ -101,13 +101,14 @@ fn the_full_screen_ui_drives_sub_agents_tasks_and_approvals() {
         "the second write ran without asking"
     );
 
-    // A background task is cancelled from the panel; input typed meanwhile waits its turn.
+    // A background task is cancelled from the panel; input typed while it runs is answered
+    // at once (background work does not hold the turn).
     tmux.text("start the slow audit");
     tmux.keys(&["Enter"]);
     tmux.wait_for("The slow audit runs in the background.");
     tmux.text("after the audit");
     tmux.keys(&["Enter"]);
-    tmux.wait_for("queued: after the audit");
+    tmux.wait_for("You said: after the audit");
     tmux.keys(&["C-t"]);
     tmux.wait("the slow audit in the panel", |s| {
         s.contains("Tasks — Enter open") && s.contains("slow audit")

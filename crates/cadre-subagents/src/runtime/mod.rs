@@ -69,6 +69,8 @@ const CLOSE_WAIT: Duration = Duration::from_secs(30);
 pub struct SubagentRuntime {
     store: Arc<dyn TaskStore>,
     detached: std::sync::atomic::AtomicBool,
+    /// Top-level runs end when their model is done; see [`SubagentRuntime::release_top_level`].
+    top_released: std::sync::atomic::AtomicBool,
     /// Why the process is shutting down (`cadre received SIGTERM`), once it is: the reason
     /// the tasks it cancels record.
     shutdown_reason: std::sync::OnceLock<String>,
@@ -151,6 +153,7 @@ impl SubagentRuntime {
             spool,
             store,
             detached: std::sync::atomic::AtomicBool::new(false),
+            top_released: std::sync::atomic::AtomicBool::new(false),
             shutdown_reason: std::sync::OnceLock::new(),
             cfg,
             registry,
@@ -411,6 +414,20 @@ impl SubagentRuntime {
     /// True after [`detach_background`](Self::detach_background).
     pub fn is_detached(&self) -> bool {
         self.detached.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Stop holding top-level runs (depth 0) open for their background tasks, while
+    /// sub-agents still wait for theirs: for a conversation that goes on (the TUI), whose
+    /// next run, or a run of its own ([`crate::Harness::deliver_in`]), takes the results.
+    pub fn release_top_level(&self) {
+        self.top_released
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether a finished run at `depth` is held open for its background tasks.
+    pub fn holds_for_background(&self, depth: u32) -> bool {
+        let released = self.top_released.load(std::sync::atomic::Ordering::SeqCst);
+        !self.is_detached() && (depth > 0 || !released)
     }
 
     /// What top-level parents pass down to their children.

@@ -289,7 +289,7 @@ impl TurnExtension for SubagentContext {
         cancel: &CancellationToken,
         round: u32,
     ) -> bool {
-        if self.runtime.is_detached() {
+        if !self.runtime.holds_for_background(run.depth) {
             return false;
         }
         let session = run.session_id.as_str();

@@ -6,6 +6,8 @@
 pub const MAX_INPUT_CHARS: usize = 100_000;
 /// History entries kept.
 pub const MAX_HISTORY: usize = 1_000;
+/// A single-line paste longer than this many characters is shown collapsed too.
+pub const COLLAPSE_CHARS: usize = 1_000;
 
 /// A reverse history search in progress.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,6 +30,9 @@ pub struct InputBox {
     draft: String,
     /// The reverse search, while active.
     pub search: Option<Search>,
+    /// Pastes shown collapsed: the marker in the buffer and the text it stands for, in
+    /// the order they were pasted.
+    pastes: Vec<(String, String)>,
 }
 
 impl Default for InputBox {
@@ -40,6 +45,7 @@ impl Default for InputBox {
             browsing: None,
             draft: String::new(),
             search: None,
+            pastes: Vec::new(),
         }
     }
 }
@@ -55,13 +61,27 @@ impl InputBox {
         b
     }
 
-    /// The text.
+    /// The text, with each collapsed paste expanded to what was pasted.
     pub fn text(&self) -> String {
-        self.lines
+        let shown = self
+            .lines
             .iter()
             .map(|l| l.iter().collect::<String>())
             .collect::<Vec<_>>()
-            .join("\n")
+            .join("\n");
+        // Markers are looked for in order, each after the previous one, so a pasted text
+        // that happens to hold a marker's spelling is never expanded again.
+        let mut out = String::with_capacity(shown.len());
+        let mut rest = shown.as_str();
+        for (marker, full) in &self.pastes {
+            if let Some(i) = rest.find(marker.as_str()) {
+                out.push_str(&rest[..i]);
+                out.push_str(full);
+                rest = &rest[i + marker.len()..];
+            }
+        }
+        out.push_str(rest);
+        out
     }
 
     /// The lines, for rendering.
@@ -96,6 +116,7 @@ impl InputBox {
         }
         self.row = self.lines.len() - 1;
         self.col = self.lines[self.row].len();
+        self.pastes.clear();
     }
 
     /// Empty the box and leave history browsing.
@@ -139,11 +160,38 @@ impl InputBox {
         }
     }
 
-    /// Insert text (a paste).
+    /// Insert text as typed.
     pub fn insert_str(&mut self, s: &str) {
         for c in s.chars() {
             self.insert(c);
         }
+    }
+
+    /// Insert a paste: every line break (CR, LF or CRLF) becomes a new line, and a paste of
+    /// several lines (or a very long one) is shown as one `[pasted N lines]` marker while
+    /// [`InputBox::text`] gives the whole text. A paste never submits.
+    pub fn paste(&mut self, s: &str) {
+        let text = s.replace("\r\n", "\n").replace('\r', "\n");
+        let room = MAX_INPUT_CHARS.saturating_sub(self.text().chars().count());
+        let text: String = text.chars().take(room).collect();
+        let lines = text.lines().count();
+        if lines <= 1 && text.chars().count() <= COLLAPSE_CHARS && !text.contains('\n') {
+            self.insert_str(&text);
+            return;
+        }
+        let count = match lines {
+            1 => "1 line".to_string(),
+            n => format!("{n} lines"),
+        };
+        let marker = match self.pastes.len() {
+            0 => format!("[pasted {count}]"),
+            n => format!("[pasted #{} {count}]", n + 1),
+        };
+        for c in marker.chars() {
+            self.lines[self.row].insert(self.col, c);
+            self.col += 1;
+        }
+        self.pastes.push((marker, text));
     }
 
     /// Delete before the cursor.
@@ -356,6 +404,46 @@ fn find_older(history: &[String], query: &str, before: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_paste_keeps_every_line_break_and_is_shown_collapsed() {
+        let lines: Vec<String> = (1..=200).map(|i| format!("line {i}")).collect();
+        // tmux sends CR between lines; other terminals LF or CRLF.
+        for sep in ["\r", "\n", "\r\n"] {
+            let mut b = InputBox::default();
+            b.insert_str("look: ");
+            b.paste(&lines.join(sep));
+            assert_eq!(b.lines(), ["look: [pasted 200 lines]"], "{sep:?}");
+            assert_eq!(b.text(), format!("look: {}", lines.join("\n")), "{sep:?}");
+            let taken = b.take();
+            assert_eq!(taken.lines().count(), 200);
+            assert!(b.is_empty());
+            assert_eq!(
+                b.history().last(),
+                Some(&taken),
+                "the history keeps the whole text"
+            );
+        }
+    }
+
+    #[test]
+    fn pastes_expand_in_order_and_a_short_one_is_inserted_as_is() {
+        let mut b = InputBox::default();
+        b.paste("a\rb");
+        b.insert(' ');
+        // A pasted text that spells a marker is not expanded again.
+        b.paste("[pasted 2 lines]\nc");
+        b.insert(' ');
+        b.paste("short");
+        assert_eq!(b.lines(), ["[pasted 2 lines] [pasted #2 2 lines] short"]);
+        assert_eq!(b.text(), "a\nb [pasted 2 lines]\nc short");
+        // A marker the person deleted takes its text with it.
+        let mut b = InputBox::default();
+        b.paste("x\ny");
+        b.kill_to_start();
+        b.insert_str("typed");
+        assert_eq!(b.text(), "typed");
+    }
 
     #[test]
     fn editing_multi_line_text() {

@@ -405,6 +405,19 @@ impl App {
         self.scroll = 0;
     }
 
+    /// Put the queued inputs back into the input box, oldest first and before what is being
+    /// typed, so a cancelled turn loses none of them.
+    pub fn take_back_queued(&mut self) {
+        if self.queued.is_empty() {
+            return;
+        }
+        let mut parts: Vec<String> = self.queued.drain(..).collect();
+        if !self.input.is_empty() {
+            parts.push(self.input.text());
+        }
+        self.input.set(&parts.join("\n"));
+    }
+
     /// The turn ended; returns the next queued input, if any.
     pub fn end_turn(&mut self) -> Option<String> {
         self.busy = false;

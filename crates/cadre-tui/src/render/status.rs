@@ -145,8 +145,23 @@ pub fn status_bar(frame: &mut Frame<'_>, app: &App, area: Rect) {
 
 /// The key hints for what the screen shows now (or a transient message).
 pub fn hints(frame: &mut Frame<'_>, app: &App, area: Rect) {
-    let text = if let Some(f) = &app.flash {
+    let text = hint_text(app);
+    frame.render_widget(
+        Paragraph::new(Line::styled(format!(" {text}"), dim())),
+        area,
+    );
+}
+
+/// The hint line's text. The queue's hint is derived from the queue, so it is gone as soon
+/// as the queue is empty (sent, or taken back with Ctrl+C).
+pub fn hint_text(app: &App) -> String {
+    if let Some(f) = &app.flash {
         f.clone()
+    } else if app.busy && !app.queued.is_empty() && app.approvals.is_empty() {
+        format!(
+            "queued ({}): sent when the turn ends · Ctrl+C cancel the turn and take it back",
+            app.queued.len()
+        )
     } else if !app.approvals.is_empty() {
         "y once · s this session · a always · n deny · f deny with feedback · ←/→ + Enter".into()
     } else if app.input.search.is_some() {
@@ -155,9 +170,5 @@ pub fn hints(frame: &mut Frame<'_>, app: &App, area: Rect) {
         "Ctrl+C cancel the turn · Enter queue a message · Ctrl+T tasks · Ctrl+O unfold".into()
     } else {
         "Enter send · Alt+Enter new line · Tab complete · Ctrl+R history · Ctrl+T tasks · Ctrl+O unfold · /help".into()
-    };
-    frame.render_widget(
-        Paragraph::new(Line::styled(format!(" {text}"), dim())),
-        area,
-    );
+    }
 }

@@ -3,11 +3,14 @@
 //! returns; and draws at most [`FRAME_INTERVAL`] apart, only when something changed.
 
 mod channels;
+mod delivery;
 pub mod history;
 mod terminal;
 
 pub use channels::{ChannelSink, DialogApprovals};
-pub use terminal::restore_terminal;
+#[cfg(test)]
+pub use terminal::set_holds_terminal_for_test;
+pub use terminal::{holds_terminal, restore_terminal};
 
 use crate::keys;
 use crate::model::approvals::PendingApproval;
@@ -107,6 +110,10 @@ struct Shell {
     save_allow_rule: SaveAllowRule,
     /// Actions from keys and events, carried out after the event that produced them.
     pending: Vec<Action>,
+    /// The running turn is one of its own for background results ([`delivery`]).
+    delivering: bool,
+    /// A delivery turn failed: the next results wait for the person's next prompt.
+    deliveries_paused: bool,
     dirty: bool,
     exit: bool,
 }
@@ -116,6 +123,9 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
     let (sink, mut events) = ChannelSink::new();
     let (approvals, mut asks) = DialogApprovals::new();
     let h = opts.harness;
+    // The conversation stays open while background children run: their results come with
+    // the next turn, or a turn of their own (`delivery`).
+    h.runtime().release_top_level();
     let mut agents: Vec<String> = h
         .runtime()
         .registry()
@@ -146,6 +156,8 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
         history_file: opts.history_file,
         save_allow_rule: opts.save_allow_rule,
         pending: Vec::new(),
+        delivering: false,
+        deliveries_paused: false,
         dirty: true,
         exit: false,
     };
@@ -166,7 +178,11 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
         let dirty = shell.dirty;
         tokio::select! {
             ev = input.recv() => match ev {
-                Some(ev) => shell.on_terminal(ev),
+                Some(batch) => {
+                    for ev in crate::paste::coalesce(batch) {
+                        shell.on_terminal(ev);
+                    }
+                }
                 None => shell.exit = true,
             },
             Some(env) = events.recv() => {
@@ -216,6 +232,10 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
     shell.harness.runtime().shutdown();
     drop(term);
     drop(guard);
+    // What was logged since the last tick, now that standard error is the terminal again.
+    for line in crate::logs::take_lines().0 {
+        eprintln!("{line}");
+    }
     let saved = !shell.session.as_ref().is_some_and(discard_if_empty);
     Ok(TuiExit {
         session_id: shell.session_id,
@@ -248,7 +268,7 @@ impl Shell {
                 a
             }
             TermEvent::Paste(text) => {
-                self.app.input.insert_str(&text.replace("\r\n", "\n"));
+                crate::paste::on_paste(&mut self.app, &text);
                 Vec::new()
             }
             TermEvent::Mouse(m) => {
@@ -327,12 +347,15 @@ impl Shell {
         if self.turn.is_some() || self.app.tasks.counts().0 > 0 || self.app.flash.is_some() {
             self.dirty = true;
         }
+        self.show_log_lines();
+        self.deliver_when_idle().await;
     }
 
     async fn on_turn_end(&mut self, session: Session, end: TurnEnd) {
         self.session = Some(session);
         match end {
             TurnEnd::Prompt(out) => {
+                self.delivery_ended(matches!(out.state, cadre_types::EndState::Completed));
                 if !matches!(out.state, cadre_types::EndState::Completed) {
                     self.app.error(format!("the turn ended: {}", out.state));
                 }
@@ -454,9 +477,11 @@ impl Shell {
                     cancel: cancel.clone(),
                     user_id: std::env::var("USER").ok(),
                 };
-                let prompt = prompt.unwrap_or_default();
                 tokio::spawn(async move {
-                    let out = h.run_in(&mut session, &prompt, opts).await;
+                    let out = match prompt {
+                        Some(p) => h.run_in(&mut session, &p, opts).await,
+                        None => h.deliver_in(&mut session, opts).await,
+                    };
                     (session, TurnEnd::Prompt(out))
                 })
             }
@@ -549,6 +574,7 @@ impl Shell {
         self.dirty = true;
         match action {
             Action::Prompt(p) => {
+                self.deliveries_paused = false;
                 if !self.refused_without_key() {
                     self.start_turn(Some(p), None);
                 }

@@ -4,8 +4,8 @@
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use ratatui::crossterm::event::{
-    DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture, Event,
-    KeyboardEnhancementFlags, PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
+    self, DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+    Event, KeyboardEnhancementFlags, PopKeyboardEnhancementFlags, PushKeyboardEnhancementFlags,
 };
 use ratatui::crossterm::execute;
 use ratatui::crossterm::terminal::{
@@ -14,6 +14,7 @@ use ratatui::crossterm::terminal::{
 };
 use std::io::Stdout;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// Whether the UI holds the terminal (raw mode, alternate screen), and with the keyboard
@@ -23,6 +24,17 @@ static ENHANCED: AtomicBool = AtomicBool::new(false);
 
 /// The terminal type the UI draws on.
 pub type Term = Terminal<CrosstermBackend<Stdout>>;
+
+/// Whether the UI holds the terminal now (log output must not be written onto it).
+pub fn holds_terminal() -> bool {
+    HELD.load(Ordering::SeqCst)
+}
+
+/// Pretend the UI holds the terminal (or not), for tests of what depends on it.
+#[cfg(test)]
+pub fn set_holds_terminal_for_test(held: bool) {
+    HELD.store(held, Ordering::SeqCst);
+}
 
 /// Restores the terminal when dropped.
 pub struct TerminalGuard {
@@ -96,15 +108,22 @@ pub fn draw(term: &mut Term, f: impl FnOnce(&mut ratatui::Frame<'_>)) -> std::io
     drawn
 }
 
-/// Read terminal input on a thread and send it to the UI loop. The thread ends when the
-/// receiver is gone (after its next event) or input fails.
-pub fn input_events() -> mpsc::Receiver<Event> {
+/// Once a read holds a burst of keys (a paste typed by the terminal), how long to wait for
+/// the rest of it, which the terminal may write in several pieces.
+const BURST_TAIL: Duration = Duration::from_millis(20);
+/// Events in one batch at most.
+const MAX_BATCH: usize = 1 << 18;
+
+/// Read terminal input on a thread and send it to the UI loop, in batches: the events that
+/// had arrived together (see [`crate::paste::coalesce`]). The thread ends when the receiver
+/// is gone (after its next event) or input fails.
+pub fn input_events() -> mpsc::Receiver<Vec<Event>> {
     let (tx, rx) = mpsc::channel(1024);
     let spawned = std::thread::Builder::new()
         .name("cadre-tui-input".into())
         .spawn(move || {
-            while let Ok(ev) = ratatui::crossterm::event::read() {
-                if tx.blocking_send(ev).is_err() {
+            while let Ok(ev) = event::read() {
+                if tx.blocking_send(read_batch(ev)).is_err() {
                     return;
                 }
             }
@@ -113,4 +132,58 @@ pub fn input_events() -> mpsc::Receiver<Event> {
         tracing::error!(error = %e, "cannot start the terminal input thread");
     }
     rx
+}
+
+/// `first` and the events already waiting behind it (a zero-timeout poll, so a single typed
+/// key is passed on at once); once that is a burst, also what follows within
+/// [`BURST_TAIL`].
+fn read_batch(first: Event) -> Vec<Event> {
+    let mut batch = vec![first];
+    let mut wait = Duration::ZERO;
+    while batch.len() < MAX_BATCH && event::poll(wait).unwrap_or(false) {
+        match event::read() {
+            Ok(ev) => batch.push(ev),
+            Err(_) => break,
+        }
+        if crate::paste::key_presses(&batch) >= crate::paste::BURST_KEYS {
+            wait = BURST_TAIL;
+        }
+    }
+    if wait == BURST_TAIL {
+        take_stranded(&mut batch);
+    }
+    batch
+}
+
+/// crossterm reads the terminal 1 KiB at a time and, once it has parsed an event, waits for
+/// the terminal to become readable again; a burst larger than that (a paste typed by the
+/// terminal) leaves the rest unread until the next key. After a burst, what still waits on
+/// the terminal is read here, as pasted text.
+fn take_stranded(batch: &mut Vec<Event>) {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use std::io::IsTerminal;
+    let stdin = std::io::stdin();
+    // crossterm reads standard input when it is the terminal (else /dev/tty, left alone).
+    if !stdin.is_terminal() {
+        return;
+    }
+    let tail = Timespec {
+        tv_sec: 0,
+        tv_nsec: BURST_TAIL.as_nanos() as i64,
+    };
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    while raw.len() < MAX_BATCH {
+        let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
+        if !matches!(poll(&mut fds, Some(&tail)), Ok(n) if n > 0) {
+            break;
+        }
+        match rustix::io::read(&stdin, &mut buf) {
+            Ok(n) if n > 0 => raw.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    if !raw.is_empty() {
+        batch.push(Event::Paste(String::from_utf8_lossy(&raw).into_owned()));
+    }
 }

@@ -3,6 +3,8 @@
 //! screen shows what it must.
 #![allow(dead_code)]
 
+pub mod mock_ui;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
