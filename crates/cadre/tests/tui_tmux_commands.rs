@@ -21,6 +21,8 @@ tool_calls = [{ name = "agent_spawn", args = { agent_id = "helper", label = "h",
 [[scripts.turns]]
 text = "spawned the helper"
 [[scripts.turns]]
+text = "the follow-up is in"
+[[scripts.turns]]
 tool_calls = [{ name = "task", args = { subagent_type = "writer", description = "background write", background = true, prompt = "write bg.txt" } }]
 [[scripts.turns]]
 text = "writing in the background"
@@ -161,6 +163,8 @@ fn commands_follow_ups_escalations_and_resuming() {
         s.lines()
             .any(|l| l.contains("more please") && l.contains("completed"))
     });
+    // The follow-up ran in the background: its end is delivered in a turn of its own
+    // (the script's "the follow-up is in"), behind the panel.
     pick(&tmux, "more please");
     tmux.keys(&["Enter"]);
     tmux.wait_for("helper again: more please");
