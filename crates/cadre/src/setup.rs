@@ -20,6 +20,9 @@ use std::time::Duration;
 pub struct Setup {
     /// The main agent with its sub-agent runtime.
     pub harness: Harness,
+    /// What start-up found worth a warning (skipped agent files, fallback models, settings
+    /// dropped from model-writable files, overridden definitions), one line each.
+    pub warnings: Vec<String>,
     /// Heartbeats and the orphan sweeper of the task store; they stop when this is dropped.
     _maintenance: cadre_store::Maintenance,
 }
@@ -86,6 +89,12 @@ impl Setup {
         Self::with_min_concurrent(cli, overrides, 0).await
     }
 
+    /// As [`Setup::new`], for the full-screen UI: the start-up warnings are kept in
+    /// `warnings` for it to show, not printed where the screen would cover them.
+    pub async fn for_screen(cli: &Cli, overrides: &Overrides) -> Result<Self> {
+        Self::build(cli, overrides, 0).await
+    }
+
     /// As [`Setup::new`], with at least `min_concurrent` children running at once per parent
     /// session (`cadre serve` runs all its tasks under one parent, up to its own cap).
     pub async fn with_min_concurrent(
@@ -93,6 +102,14 @@ impl Setup {
         overrides: &Overrides,
         min_concurrent: usize,
     ) -> Result<Self> {
+        let setup = Self::build(cli, overrides, min_concurrent).await?;
+        for w in &setup.warnings {
+            eprintln!("cadre: warning: {w}");
+        }
+        Ok(setup)
+    }
+
+    async fn build(cli: &Cli, overrides: &Overrides, min_concurrent: usize) -> Result<Self> {
         let ws = workspace_root(cli)?;
         let config = config::load(&ws, cli.config.as_deref())?;
         let model = overrides
@@ -241,9 +258,9 @@ impl Setup {
         });
         let harness = b.build()?;
         let registry = harness.runtime().registry();
-        for e in registry.errors() {
-            eprintln!("cadre: warning: skipped agent file {e}");
-        }
+        let mut warnings: Vec<String> = (registry.errors().iter())
+            .map(|e| format!("skipped agent file {e}"))
+            .collect();
         // An agent that will not run the model its file names is worth a line at start-up.
         // So are settings dropped from a file the model could have written, and every file
         // that replaces another definition (or the built-in).
@@ -251,14 +268,18 @@ impl Setup {
             if w.message.ends_with(cadre_subagents::FALLBACK_NOTE)
                 || w.message.contains(cadre_subagents::WRITABLE_NOTE)
             {
-                eprintln!("cadre: warning: agent {}: {}", w.agent, w.message);
+                warnings.push(format!("agent {}: {}", w.agent, w.message));
             }
         }
-        for line in registry.overrides() {
-            eprintln!("cadre: warning: agent {line}");
-        }
+        warnings.extend(
+            registry
+                .overrides()
+                .into_iter()
+                .map(|l| format!("agent {l}")),
+        );
         Ok(Self {
             harness,
+            warnings,
             _maintenance: maintenance,
         })
     }

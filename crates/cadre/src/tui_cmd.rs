@@ -27,7 +27,8 @@ fn mode_name(mode: ApprovalMode) -> &'static str {
 
 /// Run the full-screen UI.
 pub async fn run(cli: &Cli) -> Result<ExitCode> {
-    let setup = Setup::new(cli, &Overrides::default()).await?;
+    let mut setup = Setup::for_screen(cli, &Overrides::default()).await?;
+    let warnings = std::mem::take(&mut setup.warnings);
     let session = open_session(cli, &setup.harness)?;
     let ws = setup.harness.workspace().to_path_buf();
     let approval_mode = mode_name(setup.harness.agent().config().permissions.mode).to_string();
@@ -53,6 +54,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
             config::add_allow_rule(&rules_ws, rule).map_err(Into::into)
         }),
         stop,
+        warnings,
     })
     .await?;
     if let Some(s) = signals.received() {

@@ -55,3 +55,30 @@ fn a_failing_provider_leaves_the_input_line_and_status_bar_intact() {
     assert!(mock.request_count() >= 2, "the call was retried");
     assert_eq!(quit(&tmux), 0);
 }
+
+#[test]
+fn agent_file_warnings_at_start_show_as_notices() {
+    if !tmux_available() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mock = rt.block_on(MockServer::start()).unwrap();
+    let ws = workspace(&mock);
+    let agents = ws.path().join(".claude/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(
+        agents.join("general-purpose.md"),
+        "---\nname: general-purpose\ndescription: Mine.\n---\nYou help.\n",
+    )
+    .unwrap();
+    std::fs::write(agents.join("broken.md"), "---\nname: [unclosed\n---\n").unwrap();
+    let tmux = start_ui("tui-agent-warnings", ws.path(), Some("sk-test"));
+    // Printed before the screen opened they were covered by it; now they are notices.
+    let screen = tmux.wait("the start-up warnings as notices", |s| {
+        s.contains("⚠ agent general-purpose: .claude/agents/general-purpose.md overrides builtin")
+            && s.contains("⚠ skipped agent file")
+            && s.contains("broken.md")
+    });
+    assert!(bottom(&screen).is_some(), "{screen}");
+    assert_eq!(quit(&tmux), 0);
+}

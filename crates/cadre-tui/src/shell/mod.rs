@@ -59,6 +59,9 @@ pub struct TuiOptions {
     /// Cancelled to leave (SIGTERM, SIGHUP): the running turn is cancelled and waited for,
     /// open questions are refused, and the terminal is restored, as on `/exit`.
     pub stop: CancellationToken,
+    /// What start-up found worth a warning (agent files skipped or overridden, fallback
+    /// models): shown as notices when the UI opens.
+    pub warnings: Vec<String>,
 }
 
 /// How the UI ended.
@@ -142,6 +145,9 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
     app.first_run = crate::first_run::message(&h.agent().config().model);
     app.now_ms = unix_millis();
     app.load_history(opts.session.messages());
+    for w in opts.warnings {
+        app.notice(format!("⚠ {w}"));
+    }
     let mut shell = Shell {
         harness: Arc::new(h),
         session_id: opts.session.id().to_string(),
