@@ -271,12 +271,7 @@ impl Setup {
                 warnings.push(format!("agent {}: {}", w.agent, w.message));
             }
         }
-        warnings.extend(
-            registry
-                .overrides()
-                .into_iter()
-                .map(|l| format!("agent {l}")),
-        );
+        warnings.extend(registry.overrides().iter().map(|l| format!("agent {l}")));
         Ok(Self {
             harness,
             warnings,
