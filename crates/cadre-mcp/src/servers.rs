@@ -10,7 +10,7 @@ use crate::server::McpServer;
 use crate::tool::tools_of;
 use cadre_tools::{SecretEnv, Tool};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A server that could not be started, for the warning.
@@ -45,16 +45,19 @@ impl McpServers {
         workspace: &Path,
         secrets: &SecretEnv,
     ) -> Self {
-        Self::from_entries_with(entries, workspace, secrets, None)
+        let protected = cadre_tools::protected_roots(workspace);
+        Self::from_entries_with(entries, workspace, secrets, None, protected)
     }
 
     /// As [`from_entries`](Self::from_entries), with the launcher that applies the sandbox of
-    /// servers that ask for one (without it, such a server refuses to start).
+    /// servers that ask for one (without it, such a server refuses to start), and the
+    /// locations that stay read-only inside it (the built-in ones and any configured).
     pub fn from_entries_with(
         entries: impl IntoIterator<Item = (String, ServerEntry, String)>,
         workspace: &Path,
         secrets: &SecretEnv,
         launcher: Option<Arc<cadre_sandbox::Launcher>>,
+        protected: Vec<PathBuf>,
     ) -> Self {
         let mut out = Self::default();
         let mut parts: HashMap<String, String> = HashMap::new();
@@ -62,6 +65,7 @@ impl McpServers {
             let cfg = match entry.resolve(&name, &origin, workspace) {
                 Ok(c) => ServerConfig {
                     secrets: secrets.clone(),
+                    protected: protected.clone(),
                     ..c
                 },
                 Err(e) => {

@@ -51,7 +51,9 @@ pub fn configured_servers(
     launcher: Option<Arc<cadre_sandbox::Launcher>>,
 ) -> McpServers {
     let (entries, json_errors) = configured_entries(ws, config);
-    let servers = McpServers::from_entries_with(entries, ws, secrets, launcher);
+    // Sandboxed servers keep the configured protected paths too, not only the built-in ones.
+    let protected = crate::setup::file_access(ws, config).protected_roots(ws);
+    let servers = McpServers::from_entries_with(entries, ws, secrets, launcher, protected);
     for e in json_errors.iter().chain(servers.errors()) {
         eprintln!("cadre: warning: skipped {e}");
     }

@@ -12,7 +12,7 @@ use cadre_sandbox::{Launcher, Mechanism, SandboxMode, SandboxSpec};
 use cadre_subagents::SandboxSettings;
 use cadre_subagents::{BackgroundApprovals, Harness, RemoteExecutor, ToolSurface};
 use cadre_tools::AccessPolicy;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +25,14 @@ pub struct Setup {
     pub warnings: Vec<String>,
     /// Heartbeats and the orphan sweeper of the task store; they stop when this is dropped.
     _maintenance: cadre_store::Maintenance,
+}
+
+/// What the file tools may touch in `ws`, and what stays protected (for every process
+/// cadre starts for a model: bash, sandboxed MCP servers), as the configuration says.
+pub fn file_access(ws: &Path, config: &Config) -> AccessPolicy {
+    AccessPolicy::default()
+        .allow_hardlink_reads(config.tools.allow_hardlink_reads)
+        .protect_paths(ws, &config.permissions.protected_paths)
 }
 
 /// The resolved workspace root.
@@ -136,11 +144,7 @@ impl Setup {
             .model(model)
             .workspace(&ws)
             .permissions(policy)
-            .file_access(
-                AccessPolicy::default()
-                    .allow_hardlink_reads(config.tools.allow_hardlink_reads)
-                    .protect_paths(&ws, &config.permissions.protected_paths),
-            )
+            .file_access(file_access(&ws, &config))
             .secret_env(secrets.clone())
             .limits(limits)
             .user_agents_dir(config::user_dir().map(|d| d.join("agents")))

@@ -255,13 +255,28 @@ fn sandboxed_server_writes(case: &Case, paths: &[PathBuf]) -> String {
 }
 
 fn a_sandboxed_mcp_server_cannot_rewrite_protected_paths(config: &str) {
-    let c = case(config);
+    // A configured protected path holds for MCP servers as for bash, not only the built-in ones.
+    let c = case(&format!(
+        "{config}[permissions]\nprotected_paths = [\"deploy/\"]\n"
+    ));
     let config_file = c.ws.join(".cadre/config.toml");
     let before = std::fs::read(&config_file).unwrap();
     let hook = c.ws.join(".git/hooks/pre-commit");
     let inside = c.ws.join("inside.txt");
-    let out = sandboxed_server_writes(&c, &[config_file.clone(), hook.clone(), inside.clone()]);
+    std::fs::create_dir_all(c.ws.join("deploy")).unwrap();
+    let deploy = c.ws.join("deploy/app.toml");
+    std::fs::write(&deploy, "KEEP\n").unwrap();
+    let out = sandboxed_server_writes(
+        &c,
+        &[
+            config_file.clone(),
+            hook.clone(),
+            deploy.clone(),
+            inside.clone(),
+        ],
+    );
     assert_eq!(std::fs::read(&config_file).unwrap(), before, "{out}");
+    assert_eq!(std::fs::read_to_string(&deploy).unwrap(), "KEEP\n", "{out}");
     assert!(!hook.exists(), "{out}");
     assert!(out.contains("cannot write"), "{out}");
     // The rest of the workspace stays writable for it.
