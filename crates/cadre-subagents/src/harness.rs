@@ -400,7 +400,7 @@ impl HarnessBuilder {
             .workspace(&ws)
             .user_dir(self.user_dir)
             .providers(providers.clone())
-            .aliases(self.aliases)
+            .aliases(self.aliases.clone())
             .skills(skills.clone())
             // Definitions may list any tool this harness has (a configured `web_search`).
             .known_tools(base_tools.names().into_iter().map(str::to_string));
@@ -514,6 +514,7 @@ impl HarnessBuilder {
             sessions_dir,
             runtime,
             agent: b.build(),
+            aliases: self.aliases,
         })
     }
 }
@@ -555,6 +556,8 @@ pub struct Harness {
     sessions_dir: Option<PathBuf>,
     runtime: Arc<SubagentRuntime>,
     agent: Agent,
+    /// Model aliases, for `/model sonnet` as for definition files.
+    aliases: HashMap<String, String>,
 }
 
 impl Harness {
@@ -568,12 +571,13 @@ impl Harness {
         &self.agent
     }
 
-    /// Run the main agent on `spec` (`provider:model`) from the next run on; children that
-    /// inherit the model follow it.
-    pub fn set_model(&mut self, spec: &str) -> Result<(), HarnessError> {
-        let model = self.providers.resolve(spec)?;
+    /// Run the main agent on `spec` (`provider:model`, or an alias such as `sonnet`) from
+    /// the next run on; children that inherit the model follow it. Returns the spec chosen.
+    pub fn set_model(&mut self, spec: &str) -> Result<String, HarnessError> {
+        let spec = crate::main_model_spec(spec, &self.aliases);
+        let model = self.providers.resolve(&spec)?;
         self.agent = self.agent.with_model(model);
-        Ok(())
+        Ok(spec)
     }
 
     /// The sub-agent runtime.

@@ -21,7 +21,7 @@ pub use definitions::definition_file::{
 pub use definitions::error::DefinitionError;
 pub use definitions::loader::{DirKind, FileFormat, LoadError, default_user_agents_dir};
 pub use definitions::model_spec::{
-    BUILTIN_ALIASES, FALLBACK_NOTE, ModelChoice, ModelDialect, resolve_model,
+    BUILTIN_ALIASES, FALLBACK_NOTE, ModelChoice, ModelDialect, main_model_spec, resolve_model,
 };
 pub use definitions::paths::{
     WorkspacePathError, check_relative_path, display_path, display_source, prompt_file,

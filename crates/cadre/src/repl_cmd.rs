@@ -278,7 +278,7 @@ impl Repl {
                 println!("{}", self.h().agent().config().model.spec)
             }
             SlashCommand::Model(Some(spec)) => match self.setup.harness.set_model(&spec) {
-                Ok(()) => match first_run::message(&self.h().agent().config().model) {
+                Ok(spec) => match first_run::message(&self.h().agent().config().model) {
                     Some(msg) => eprintln!("cadre: {msg}"),
                     None => eprintln!("model: {spec} from the next prompt on"),
                 },

@@ -23,6 +23,8 @@ pub struct Setup {
     /// What start-up found worth a warning (skipped agent files, fallback models, settings
     /// dropped from model-writable files, overridden definitions), one line each.
     pub warnings: Vec<String>,
+    /// Which model an alias given for the main agent chose (`model sonnet is anthropic:…`).
+    pub model_note: Option<String>,
     /// Heartbeats and the orphan sweeper of the task store; they stop when this is dropped.
     _maintenance: cadre_store::Maintenance,
 }
@@ -48,13 +50,19 @@ pub fn workspace_root(cli: &Cli) -> Result<PathBuf> {
         .with_context(|| format!("cannot resolve workspace {}", dir.display()))
 }
 
-/// The model spec in force: `--model`, then `CADRE_MODEL`, then the config, then the default.
-pub fn model_spec(cli: &Cli, config: &Config) -> String {
+/// The model as named: `--model`, then `CADRE_MODEL`, then the config, then the default.
+fn named_model(cli: &Cli, config: &Config) -> String {
     cli.model
         .clone()
         .or_else(|| std::env::var("CADRE_MODEL").ok().filter(|s| !s.is_empty()))
         .or_else(|| config.model.clone())
         .unwrap_or_else(|| config::DEFAULT_MODEL.to_string())
+}
+
+/// The model spec in force: the model as named, an alias (`sonnet`, `[models.aliases]`)
+/// resolved the way definition files resolve it.
+pub fn model_spec(cli: &Cli, config: &Config) -> String {
+    cadre_subagents::main_model_spec(&named_model(cli, config), &config.models.aliases)
 }
 
 /// Check, before anything is opened, that the model in force names a provider that exists
@@ -111,6 +119,9 @@ impl Setup {
         min_concurrent: usize,
     ) -> Result<Self> {
         let setup = Self::build(cli, overrides, min_concurrent).await?;
+        if let Some(note) = &setup.model_note {
+            eprintln!("cadre: {note}");
+        }
         for w in &setup.warnings {
             eprintln!("cadre: warning: {w}");
         }
@@ -124,6 +135,9 @@ impl Setup {
             .model
             .clone()
             .unwrap_or_else(|| model_spec(cli, &config));
+        let named = named_model(cli, &config);
+        let model_note = (overrides.model.is_none() && named.trim() != model)
+            .then(|| format!("model {named} is {model}"));
         preflight(&config, &model)?;
         let mut policy: PermissionPolicy = config.permissions.policy()?;
         if let Some(mode) = &overrides.permission_mode {
@@ -279,6 +293,7 @@ impl Setup {
         Ok(Self {
             harness,
             warnings,
+            model_note,
             _maintenance: maintenance,
         })
     }

@@ -104,6 +104,41 @@ async fn run_against_a_mock_openai_server() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn model_sonnet_on_the_command_line_is_the_anthropic_model_it_means() {
+    // As a Claude Code user types it: not sent to the default provider as "sonnet".
+    let mock = MockServer::start().await.unwrap();
+    mock.push_anthropic(
+        AnthropicStream::new()
+            .start(40, 0)
+            .text(&["Hi."])
+            .stop("end_turn", 5)
+            .into_reply(),
+    );
+    let ws = workspace();
+    let out = cadre_run(
+        ws.path(),
+        "sonnet",
+        "hi",
+        &[
+            ("ANTHROPIC_BASE_URL", mock.base_url()),
+            ("ANTHROPIC_API_KEY", "test-key".into()),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9".into()),
+        ],
+    )
+    .await;
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {stderr}");
+    assert!(
+        stderr.contains("cadre: model sonnet is anthropic:claude-sonnet-4-5"),
+        "{stderr}"
+    );
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 1);
+    assert_eq!(reqs[0].path, "/v1/messages");
+    assert_eq!(reqs[0].body["model"], "claude-sonnet-4-5");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn run_against_a_mock_anthropic_server() {
     let mock = MockServer::start().await.unwrap();
     mock.push_anthropic(

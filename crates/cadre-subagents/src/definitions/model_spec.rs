@@ -62,6 +62,17 @@ fn alias<'a>(raw: &str, aliases: &'a HashMap<String, String>) -> Option<&'a str>
         })
 }
 
+/// The main agent's model as a user names it (`--model`, `CADRE_MODEL`, `/model`): an alias
+/// (`[models.aliases]` first, then `sonnet`, `opus`, `haiku`) becomes the spec it stands for,
+/// as in definition files; anything else is kept as written.
+pub fn main_model_spec(raw: &str, aliases: &HashMap<String, String>) -> String {
+    let raw = raw.trim();
+    match alias(raw, aliases) {
+        Some(spec) if !raw.contains(':') => spec.to_string(),
+        _ => raw.to_string(),
+    }
+}
+
 /// The provider cadre guesses for a bare or slashed name, if any.
 fn implied(raw: &str, dialect: ModelDialect) -> Option<String> {
     if raw.contains(':') {
@@ -144,6 +155,27 @@ mod tests {
         aliases.insert("fast".to_string(), "openai:gpt-4o-mini".to_string());
         aliases.insert("opus".to_string(), "local:big".to_string());
         resolve_model(raw, &aliases, dialect, reg)
+    }
+
+    #[test]
+    fn the_main_model_takes_the_aliases_of_definition_files() {
+        let mut aliases = HashMap::new();
+        aliases.insert("fast".to_string(), "openai:gpt-4o-mini".to_string());
+        aliases.insert("opus".to_string(), "local:big".to_string());
+        assert_eq!(
+            main_model_spec("sonnet", &aliases),
+            "anthropic:claude-sonnet-4-5"
+        );
+        assert_eq!(
+            main_model_spec(" Haiku ", &aliases),
+            "anthropic:claude-haiku-4-5"
+        );
+        // Configured aliases come first and may replace a built-in one.
+        assert_eq!(main_model_spec("fast", &aliases), "openai:gpt-4o-mini");
+        assert_eq!(main_model_spec("opus", &aliases), "local:big");
+        // A spec or an unknown name is kept as written.
+        assert_eq!(main_model_spec("openai:sonnet", &aliases), "openai:sonnet");
+        assert_eq!(main_model_spec("gpt-4o", &aliases), "gpt-4o");
     }
 
     #[test]

@@ -656,7 +656,7 @@ impl Shell {
                 }
                 match Arc::get_mut(&mut self.harness) {
                     Some(h) => match h.set_model(&spec) {
-                        Ok(()) => {
+                        Ok(spec) => {
                             self.app.status.model = spec.clone();
                             self.app.first_run =
                                 crate::first_run::message(&h.agent().config().model);
