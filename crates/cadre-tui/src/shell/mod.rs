@@ -242,7 +242,10 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
     for line in crate::logs::take_lines().0 {
         eprintln!("{line}");
     }
-    let saved = !shell.session.as_ref().is_some_and(discard_if_empty);
+    let saved = !shell
+        .session
+        .as_ref()
+        .is_some_and(Session::discard_if_empty);
     Ok(TuiExit {
         session_id: shell.session_id,
         saved,
@@ -251,13 +254,6 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
 
 /// Remove `session`'s file when it holds nothing (nothing was ever sent in it): it is not
 /// worth resuming, and `--continue` would take it for the latest. True when removed.
-fn discard_if_empty(session: &Session) -> bool {
-    session.messages().is_empty()
-        && session
-            .path()
-            .is_some_and(|p| std::fs::remove_file(p).is_ok())
-}
-
 impl Shell {
     fn on_terminal(&mut self, ev: TermEvent) {
         self.dirty = true;
@@ -546,7 +542,7 @@ impl Shell {
     }
 
     fn replace_session(&mut self, session: Session) {
-        let discarded = self.session.as_ref().is_some_and(discard_if_empty);
+        let discarded = self.session.as_ref().is_some_and(Session::discard_if_empty);
         let old = std::mem::replace(&mut self.session_id, session.id().to_string());
         self.session = Some(session);
         self.app.transcript.clear();
