@@ -28,8 +28,9 @@ pub struct AgentServerPool {
     launcher: Option<Arc<cadre_sandbox::Launcher>>,
     /// Declared servers by name and entry as written; kept (with what they offered) after
     /// their last holder ends, so the next child starts the same one.
-    /// Keyed by the sandbox too: children in different sandboxes get different processes.
-    declared: Mutex<HashMap<(String, Option<SandboxPolicy>), Declared>>,
+    /// Keyed by the sandbox and protected paths too: children in different sandboxes get
+    /// different processes.
+    declared: Mutex<HashMap<DeclaredKey, Declared>>,
 }
 
 impl std::fmt::Debug for AgentServerPool {
@@ -37,6 +38,9 @@ impl std::fmt::Debug for AgentServerPool {
         f.debug_struct("AgentServerPool").finish_non_exhaustive()
     }
 }
+
+/// A declared server as written, with the sandbox and protected paths it runs under.
+type DeclaredKey = (String, Option<SandboxPolicy>, Vec<PathBuf>);
 
 #[derive(Clone)]
 struct Declared {
@@ -106,21 +110,26 @@ impl AgentServerPool {
         let cfg = ServerConfig {
             secrets: self.secrets.clone(),
             sandbox,
+            protected: request.protected.to_vec(),
             ..cfg
         };
-        if let Some(same) = self
-            .configured
-            .get(name)
-            .filter(|c| c.config().transport == cfg.transport && c.config().sandbox == cfg.sandbox)
-        {
+        if let Some(same) = self.configured.get(name).filter(|c| {
+            let c = c.config();
+            c.transport == cfg.transport && c.sandbox == cfg.sandbox && c.protected == cfg.protected
+        }) {
             return Ok(same.clone());
         }
-        let key = (format!("{name}\u{0}{entry}"), cfg.sandbox.clone());
+        // Children with other protected lists (other roots) get their own process.
+        let key = (
+            format!("{name}\u{0}{entry}"),
+            cfg.sandbox.clone(),
+            cfg.protected.clone(),
+        );
         let mut declared = self.declared.lock().map_err(|_| "poisoned".to_string())?;
         if !declared.contains_key(&key) {
             // The same server for children in other sandboxes (other worktrees): those no
             // child holds go, so the pool does not grow with every sandbox there was.
-            declared.retain(|(k, _), d| *k != key.0 || d.holders.load(Ordering::SeqCst) > 0);
+            declared.retain(|(k, _, _), d| *k != key.0 || d.holders.load(Ordering::SeqCst) > 0);
         }
         let d = declared
             .entry(key)

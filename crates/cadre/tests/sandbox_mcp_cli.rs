@@ -242,3 +242,57 @@ fn a_grandchild_narrower_than_the_server_does_not_inherit_its_tools() {
         "{out}"
     );
 }
+
+#[test]
+fn a_declared_server_keeps_the_configured_and_the_definitions_protected_paths_read_only() {
+    // `worker` runs in the default sub-agent sandbox (workspace-write): its server may write
+    // the workspace, but not what `[permissions] protected_paths` or its own
+    // `protected_paths` keep from the file tools, nor cadre's config.
+    let c = case(&[(
+        "worker",
+        format!(
+            "tools: [mcp__writer]\nprotected_paths: [\"keep/\"]\n{}",
+            writer_entry("")
+        ),
+    )]);
+    let config = c.ws.join(".cadre/config.toml");
+    std::fs::write(
+        &config,
+        "[sandbox]\nrequired = true\n[permissions]\nprotected_paths = [\"deploy/\"]\n",
+    )
+    .unwrap();
+    let before = std::fs::read(&config).unwrap();
+    for dir in ["deploy", "keep"] {
+        std::fs::create_dir_all(c.ws.join(dir)).unwrap();
+        std::fs::write(c.ws.join(dir).join("app.toml"), "KEEP\n").unwrap();
+    }
+    for target in [
+        c.ws.join("deploy/app.toml"),
+        c.ws.join("keep/app.toml"),
+        config.clone(),
+    ] {
+        let (ok, out, err) = run(
+            &c,
+            &(delegates("main", "worker") + &writes("worker", &target)),
+        );
+        assert!(ok, "{out}\n{err}");
+        assert!(
+            out.contains("cannot write"),
+            "{}: {out}\n{err}",
+            target.display()
+        );
+    }
+    for dir in ["deploy", "keep"] {
+        let kept = std::fs::read_to_string(c.ws.join(dir).join("app.toml")).unwrap();
+        assert_eq!(kept, "KEEP\n", "{dir}/app.toml was rewritten by the server");
+    }
+    assert_eq!(std::fs::read(&config).unwrap(), before);
+    // The rest of the workspace stays writable for it.
+    let inside = c.ws.join("inside.txt");
+    let (ok, out, err) = run(
+        &c,
+        &(delegates("main", "worker") + &writes("worker", &inside)),
+    );
+    assert!(ok, "{out}\n{err}");
+    assert!(inside.exists(), "{out}\n{err}");
+}

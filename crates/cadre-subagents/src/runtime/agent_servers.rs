@@ -8,6 +8,7 @@ use crate::definitions::definition::AgentMcpServer;
 use async_trait::async_trait;
 use cadre_sandbox::SandboxPolicy;
 use cadre_tools::Tool;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 /// What a child of a definition with `mcpServers` asks for.
@@ -23,6 +24,9 @@ pub struct ServerRequest<'a> {
     /// The sandbox the child runs in: a server the definition declares runs within it
     /// (in it, when the server asks for none).
     pub sandbox: &'a SandboxPolicy,
+    /// What stays read-only for the child's processes (under its root and the main
+    /// workspace, configured paths included): its servers keep it read-only too.
+    pub protected: &'a [PathBuf],
 }
 
 /// The tools of a definition's servers for one child, holding those servers while it lives.

@@ -233,6 +233,17 @@ impl RuntimeConfig {
         def.and_then(|d| d.on_orphan).unwrap_or(self.on_orphan)
     }
 
+    /// What stays read-only for the processes of an agent working in `root` whose file
+    /// tools follow `access`: what those tools may not write under its own root and under
+    /// the main workspace. One list for its `bash` and for the MCP servers it starts.
+    pub(crate) fn protected_for(&self, access: &AccessPolicy, root: &Path) -> Vec<PathBuf> {
+        let mut protected = access.protected_roots(root);
+        if root != self.main_workspace {
+            protected.extend(access.protected_roots(&self.main_workspace));
+        }
+        protected
+    }
+
     /// The sandbox object for `policy` of an agent working in `root` whose file tools
     /// follow `access` (none when it is off). What those file tools may not write stays
     /// read-only for its processes too, under its own root and under the main workspace:
@@ -244,10 +255,9 @@ impl RuntimeConfig {
         root: &Path,
     ) -> Option<Arc<cadre_sandbox::Sandbox>> {
         let settings = self.sandbox.as_ref()?;
-        let mut protected = access.protected_roots(root);
+        let protected = self.protected_for(access, root);
         let mut owned = vec![root.join(".cadre")];
         if root != self.main_workspace {
-            protected.extend(access.protected_roots(&self.main_workspace));
             owned.push(self.main_workspace.join(".cadre"));
         }
         // cadre writes its own `.cadre/` (sessions, tool outputs) while a command runs, so

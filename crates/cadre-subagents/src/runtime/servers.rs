@@ -10,7 +10,7 @@ use crate::runtime::child_setup::plan_workspace;
 use crate::{ServerLease, ServerRequest};
 use cadre_sandbox::{SandboxMode, SandboxPolicy};
 use cadre_types::{Event, EventEnvelope};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Where a child about to be built will work, for the sandbox of its declared servers.
@@ -68,13 +68,16 @@ impl SubagentRuntime {
             ));
             return None;
         }
-        let sandbox = self.servers_bound(def, parent, root);
+        let (sandbox, at) = self.servers_bound(def, parent, root);
+        let access = self.cfg.file_access(Some(def), &at);
+        let protected = self.cfg.protected_for(&access, &at);
         let lease = servers
             .acquire(ServerRequest {
                 agent: &def.name,
                 origin: &origin,
                 servers: &def.mcp_servers,
                 sandbox: &sandbox,
+                protected: &protected,
             })
             .await;
         for w in &lease.warnings {
@@ -93,23 +96,27 @@ impl SubagentRuntime {
         def: &AgentDefinition,
         parent: &Parent,
         root: ChildRoot<'_>,
-    ) -> SandboxPolicy {
+    ) -> (SandboxPolicy, PathBuf) {
         let bound = &parent.inherited.sandbox;
         if let ChildRoot::At(root) = root {
-            return self.cfg.sandbox_policy(def, root, bound);
+            return (
+                self.cfg.sandbox_policy(def, root, bound),
+                root.to_path_buf(),
+            );
         }
         let Ok(plan) = plan_workspace(def, &self.cfg.main_workspace) else {
-            return SandboxPolicy {
+            let nothing = SandboxPolicy {
                 mode: SandboxMode::ReadOnly,
                 network: false,
                 writable: Vec::new(),
             };
+            return (nothing, self.cfg.main_workspace.clone());
         };
         let mut policy = self.cfg.sandbox_policy(def, &plan.root, bound);
         if matches!(root, ChildRoot::WorktreeToBe) && !policy.is_off() {
             policy.writable.retain(|d| !d.starts_with(&plan.root));
         }
-        policy
+        (policy, plan.root)
     }
 
     /// Whether `def` may use `mcpServers`: a definition made in code, or a file the file
