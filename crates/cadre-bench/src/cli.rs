@@ -31,6 +31,9 @@ pub enum Command {
     /// Loading agent definition directories: many ordinary files, many hostile ones, and
     /// single worst cases (deep nesting, size limits, sparse files).
     Loader(LoaderArgs),
+    /// `cadre serve` under a flood of hostile idle connections: how long an authenticated
+    /// request takes while they churn.
+    ServeChurn(ServeChurnArgs),
     /// The mock model server of `fanout`, run as its own process (used by `fanout`).
     #[command(hide = true)]
     MockServer(MockServerArgs),
@@ -266,6 +269,23 @@ pub struct LoaderArgs {
     #[arg(long, default_value_t = 5)]
     pub runs: usize,
     /// Where to write the JSON result (default target/bench/loader.json).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Options of `serve-churn`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeChurnArgs {
+    /// The `cadre` binary to serve with (build it with `cargo build --release -p cadre`).
+    #[arg(long)]
+    pub cadre: PathBuf,
+    /// Hostile connections kept open (each reopened as soon as the server closes it).
+    #[arg(long, default_value_t = 600)]
+    pub connections: usize,
+    /// Authenticated requests timed (half on a fresh connection, half on a kept one).
+    #[arg(long, default_value_t = 200)]
+    pub requests: usize,
+    /// Where to write the JSON result (default target/bench/serve-churn.json).
     #[arg(long)]
     pub json: Option<PathBuf>,
 }

@@ -11,6 +11,8 @@
 //! * `tui` — frame times of the full-screen UI: a 20 000-line transcript scrolled, 200
 //!   deltas/s streamed while keys are typed.
 //! * `loader` — loading definition directories of ordinary and hostile files.
+//! * `serve-churn` — authenticated requests to `cadre serve` while hostile idle connections
+//!   churn through its connection slots.
 //!
 //! See BENCHMARKS.md at the repository root for the commands and the current figures, and
 //! docs/benchmarks-history.md for every measurement taken.
@@ -25,6 +27,7 @@ mod floor;
 mod loader;
 mod responder;
 mod scenario;
+mod serve_churn;
 mod server;
 mod stats;
 mod sweep;
@@ -42,6 +45,7 @@ fn main() -> anyhow::Result<()> {
         cli::Command::Cache(args) => cache::run(args),
         cli::Command::Tui(args) => tui::run(args),
         cli::Command::Loader(args) => loader::run(args),
+        cli::Command::ServeChurn(args) => serve_churn::run(args),
         cli::Command::MockServer(args) => {
             server::serve(args.variant, args.latency_ms, args.jitter_ms)
         }
