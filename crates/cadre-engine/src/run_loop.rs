@@ -331,6 +331,9 @@ async fn run_inner(
         stop.budget.charge(Spend::tokens(resume.spent));
         turns = crate::resume::completed_turns(session.messages());
     }
+    for ext in &cfg.extensions {
+        ext.run_starts(&run, &cancel).await;
+    }
     // Calls an earlier run left without results (it was lost while they ran) are settled
     // before anything else joins the conversation.
     let settle = Settle {
