@@ -505,6 +505,7 @@ impl SubagentRuntime {
             local: self.local.clone(),
             // A resumed task's log says where it went, whoever waits for it.
             log: background || resumed.is_some(),
+            lease: std::sync::OnceLock::new(),
         });
         let approvals: Arc<dyn ApprovalHandler> =
             if background && self.cfg.background_approvals == BackgroundApprovals::Deny {
