@@ -229,7 +229,8 @@ impl Agent {
     /// replies count as turns; the calls of its last reply without a result are run again
     /// when their tool only reads or is idempotent, and otherwise answered with
     /// `interrupted: outcome unknown (<resume.why>)`. Then the loop goes on as in
-    /// [`run`](Self::run).
+    /// [`run`](Self::run). A conversation that ends with a reply asking for nothing was
+    /// answered already: the run completes with that reply, without a model call.
     pub async fn resume_observed(
         &self,
         session: &mut Session,

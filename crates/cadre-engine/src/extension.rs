@@ -30,6 +30,13 @@ pub trait TurnExtension: Send + Sync {
         None
     }
 
+    /// Called once when a run starts, before its conversation is settled or its prompt
+    /// added, with the run's own context (its node of the budget) and its caller's
+    /// cancellation. Work the run takes up from an earlier run of its session (children
+    /// adopted after a crash) starts here, so that it spends from this run's budget and
+    /// counts in its totals like work the run started itself.
+    async fn run_starts(&self, _run: &RunContext, _cancel: &CancellationToken) {}
+
     /// Messages to append to the conversation before the next model call. `history` is the
     /// conversation so far — the record of what the model has been told — so an extension
     /// can append live state only when it differs from the last state it reported there.

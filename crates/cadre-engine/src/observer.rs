@@ -22,8 +22,8 @@ pub struct TurnBoundary<'a> {
 }
 
 /// Sees a run's conversation at each turn boundary: before each model call (the request
-/// about to be sent), after a reply with tool calls is recorded (before the calls run), and
-/// after their results are recorded. The run waits for it, so what it keeps is complete
+/// about to be sent), after each reply is recorded (before its calls run, before the run
+/// ends or waits on its final answer), and after a reply's call results are recorded. The run waits for it, so what it keeps is complete
 /// before the next step begins; it cannot change the run, only stop it
 /// ([`may_proceed`](Self::may_proceed)).
 #[async_trait]

@@ -28,6 +28,19 @@ pub(crate) fn completed_turns(history: &[Message]) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// The text of the conversation's last message when it is a model reply that asked for
+/// nothing: the run that wrote it had answered.
+pub(crate) fn final_answer(history: &[Message]) -> Option<&str> {
+    match history.last() {
+        Some(Message::Assistant {
+            content,
+            tool_calls,
+            ..
+        }) if tool_calls.is_empty() => Some(content),
+        _ => None,
+    }
+}
+
 /// The calls of the last model reply that have no result after it, in call order.
 pub(crate) fn unanswered(history: &[Message]) -> Vec<ToolCall> {
     let Some(last) = history

@@ -331,6 +331,9 @@ async fn run_inner(
         stop.budget.charge(Spend::tokens(resume.spent));
         turns = crate::resume::completed_turns(session.messages());
     }
+    for ext in &cfg.extensions {
+        ext.run_starts(&run, &cancel).await;
+    }
     // Calls an earlier run left without results (it was lost while they ran) are settled
     // before anything else joins the conversation.
     let settle = Settle {
@@ -346,6 +349,14 @@ async fn run_inner(
         Ok(true) => boundary(observer, &run, session, &stop.budget).await,
         Ok(false) => {}
         Err(e) => return finish(session, persist_failed(e), &text, turns),
+    }
+    // The copy ends with the final answer: the earlier run completed its last turn and was
+    // lost before it could say so. Its answer stands; asking again would redo that turn.
+    if resume.is_some()
+        && let Some(answer) = crate::resume::final_answer(session.messages())
+    {
+        text.add(answer);
+        return finish(session, EndState::Completed, &text, turns);
     }
     if let Some(p) = prompt
         && let Err(e) = session.push(Message::user(p))
@@ -501,6 +512,10 @@ async fn run_inner(
         if let Err(e) = session.push(assistant).and_then(|()| session.flush()) {
             return finish(session, persist_failed(e), &text, turns);
         }
+        // A copy kept elsewhere holds the reply before anything follows it too: its calls
+        // start, the run ends or the next request goes out only once it is kept, so a run
+        // continued from that copy never asks for this turn again.
+        boundary(observer, &run, session, &stop.budget).await;
         meter.record(&reply.usage, session.messages().len());
         overflow_retried = false;
 
@@ -537,8 +552,6 @@ async fn run_inner(
             return finish(session, EndState::LimitReached { limit }, &text, turns);
         }
 
-        // The reply is kept before its calls run: a copy taken now knows they were asked for.
-        boundary(observer, &run, session, &stop.budget).await;
         let results = dispatcher
             .run_all(&calls, &stop.token, &turn_span, observer)
             .await;

@@ -177,6 +177,38 @@ async fn a_child_whose_task_was_adopted_does_not_run_its_next_tool_call() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_child_whose_task_was_adopted_does_not_say_the_task_ended_here() {
+    let h = held_at_the_gate(GATE_THEN_SIDE).await;
+    let store = h.f.runtime.store();
+    adopted_elsewhere(store.as_ref(), &h.id).await;
+    tokio::time::advance(ORPHAN_TIMEOUT).await;
+    h.open.notify_one();
+    idle(&h.f).await;
+    let ends: Vec<_> =
+        h.f.events
+            .updates()
+            .into_iter()
+            .filter(|u| u.end.is_some() || u.kind == cadre_types::UpdateKind::Cancelled)
+            .collect();
+    assert!(ends.is_empty(), "an end of the task here: {ends:?}");
+    let notices: Vec<String> =
+        h.f.events
+            .all()
+            .into_iter()
+            .filter_map(|e| match e.event {
+                cadre_types::Event::Notice { message } => Some(message),
+                _ => None,
+            })
+            .collect();
+    assert!(
+        notices
+            .iter()
+            .any(|m| m.contains(&h.id) && m.contains("taken over by another node")),
+        "{notices:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_child_whose_task_was_adopted_makes_no_next_model_request() {
     let h = held_at_the_gate(GATE_ONLY).await;
     let store = h.f.runtime.store();

@@ -168,10 +168,10 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             let workspace = Arc::new(h.open_workspace()?);
             let run = run_for(session.id().to_string(), events.clone());
             if args.resume.is_some() {
-                // Its background tasks a killed run left: taken up here, so this run waits
-                // for them and gets their results.
-                let parent = h.main_parent(run.clone(), cancel.clone());
-                h.runtime().reattach(&parent).await;
+                // Its tasks a killed run left: taken up when this run starts, as its own
+                // children, so it waits for them, gets their results, and counts their
+                // usage in its totals and against its limits.
+                h.runtime().reattach_when_run_starts(session.id());
             }
             if let Some(instructions) = &args.compact_now {
                 compact_now(h, &mut session, instructions.as_deref(), &run, &cancel).await;

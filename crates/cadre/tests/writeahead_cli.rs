@@ -34,6 +34,23 @@ text = "the final answer, given while waiting"
 text = "the third turn"
 
 [[scripts]]
+agent = "main"
+prompt_contains = "spend"
+[[scripts.turns]]
+tool_calls = [{ id = "call_spender", name = "task", args = { subagent_type = "spender", description = "spend", prompt = "spend tokens" } }]
+[[scripts.turns]]
+text = "parent saw: {{tool_results}}"
+
+[[scripts]]
+agent = "spender"
+[[scripts.turns]]
+usage = { input_tokens = 3000, output_tokens = 300 }
+tool_calls = [{ name = "bash", args = { command = "echo spent >> side.txt" } }]
+[[scripts.turns]]
+delay_ms = 1500
+text = "child spent"
+
+[[scripts]]
 agent = "writer"
 [[scripts.turns]]
 tool_calls = [{ name = "bash", args = { command = "echo once >> side.txt" } }]
@@ -50,6 +67,8 @@ text = "woke up"
 
 const WRITER: &str =
     "---\nname: writer\ndescription: Writes.\nworkspace: {mode: shared}\n---\nYou write.\n";
+const SPENDER: &str =
+    "---\nname: spender\ndescription: Spends.\nworkspace: {mode: shared}\n---\nYou spend.\n";
 const SLEEPER: &str =
     "---\nname: sleeper\ndescription: Sleeps.\nworkspace: {mode: shared}\n---\nYou sleep.\n";
 
@@ -62,6 +81,7 @@ fn workspace(on_orphan: &str) -> (tempfile::TempDir, String) {
     std::fs::create_dir_all(&agents).unwrap();
     std::fs::write(agents.join("writer.md"), WRITER).unwrap();
     std::fs::write(agents.join("sleeper.md"), SLEEPER).unwrap();
+    std::fs::write(agents.join("spender.md"), SPENDER).unwrap();
     std::fs::write(
         dir.path().join(".cadre/config.toml"),
         format!(
@@ -283,5 +303,42 @@ fn a_final_reply_given_while_waiting_for_a_background_child_survives_a_kill() {
             .iter()
             .any(|m| m["content"].as_str() == Some(final_reply)),
         "{replies:?}"
+    );
+}
+
+#[test]
+fn an_adopted_childs_usage_counts_in_the_resumed_runs_totals_and_budget() {
+    let (dir, model) = workspace("resume");
+    let ws = dir.path();
+    let run = Running::start(ws, &model, "spend it");
+    let id = run.session_id();
+    wait_until("the child's side effect", || {
+        std::fs::read_to_string(ws.join("side.txt")).is_ok_and(|s| s == "spent\n")
+    });
+    run.kill();
+    // The resumed run may spend 1500 tokens; the child it adopts has spent 3300.
+    let config = ws.join(".cadre/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[limits]\nmax_tokens = 1500\n");
+    std::fs::write(&config, text).unwrap();
+    let out = cadre(ws, &model)
+        .args(["run", "--output", "jsonl", "--resume", &id, "carry on"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    let done = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|e| e["type"] == "done" && e["agent"] == "main")
+        .unwrap_or_else(|| panic!("no done event: {stdout}"));
+    assert_eq!(done["state"], "limit_reached", "{done}");
+    let tokens =
+        |u: &Value| u["input_tokens"].as_u64().unwrap() + u["output_tokens"].as_u64().unwrap();
+    assert!(tokens(&done["usage"]) >= 3300, "{done}");
+    // The child's side effect was not repeated.
+    assert_eq!(
+        std::fs::read_to_string(ws.join("side.txt")).unwrap(),
+        "spent\n"
     );
 }

@@ -132,6 +132,31 @@ impl SubagentRuntime {
         adopted
     }
 
+    /// Have the next top-level run of `session` [`reattach`](Self::reattach) the session's
+    /// lost tasks when it starts, as children of that run: their usage (what they spent
+    /// before and spend now) is then in the run's totals and charged to its budget, like
+    /// that of the children it starts itself (`cadre run --resume`).
+    pub fn reattach_when_run_starts(&self, session: &str) {
+        if let Ok(mut pending) = self.reattach_pending.lock() {
+            pending.insert(session.to_string());
+        }
+    }
+
+    /// The start of a run ([`TurnExtension::run_starts`](cadre_engine::TurnExtension)):
+    /// a top-level run of a session marked by
+    /// [`reattach_when_run_starts`](Self::reattach_when_run_starts) takes up its lost tasks.
+    pub(crate) async fn run_starts(&self, run: &RunContext, cancel: &CancellationToken) {
+        let marked = run.depth == 0
+            && self
+                .reattach_pending
+                .lock()
+                .is_ok_and(|mut p| p.remove(&run.session_id));
+        if marked {
+            let parent = self.top_level_parent(Arc::new(run.clone()), cancel.clone());
+            self.reattach(&parent).await;
+        }
+    }
+
     /// What the parent `run`, holding itself open for its session's background tasks, sees
     /// of those that run neither here nor wait in the spool (another node or process runs
     /// them), after adopting the lost ones among them as in [`reattach`](Self::reattach),

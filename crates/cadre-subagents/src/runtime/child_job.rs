@@ -350,6 +350,7 @@ impl ChildJob {
         };
         self.forward.update(sid, kind, start_note, None, None);
         let lease = self.lease(proven);
+        self.forward.leased(lease.clone());
         let restored = match self.resumed.take() {
             Some(r) => r.checkpoint,
             None => None,

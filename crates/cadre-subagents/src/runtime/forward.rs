@@ -1,10 +1,12 @@
 //! Turns a child's events into sub-agent updates in the parent's event stream and previews
 //! of them in the task's small progress log. Approval requests and plans pass through unchanged,
-//! so the parent's UI sees which sub-agent asks or plans.
+//! so the parent's UI sees which sub-agent asks or plans. A durable child whose task another
+//! node took over ends here with a notice saying so, not with an end of the task.
 
+use crate::runtime::lease::OwnerLease;
 use crate::runtime::tracker::LocalTasks;
 use cadre_types::{EndState, Event, EventEnvelope, EventSink, SubagentUpdate, UpdateKind};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// The event sink given to a child run.
 pub(crate) struct ForwardSink {
@@ -19,9 +21,21 @@ pub(crate) struct ForwardSink {
     pub local: LocalTasks,
     /// Background tasks log their progress; foreground ones only forward it.
     pub log: bool,
+    /// The lease of a durable child's task, once its run holds one.
+    pub lease: OnceLock<Arc<OwnerLease>>,
 }
 
 impl ForwardSink {
+    /// The run holds its task under `lease`: once the lease is lost (another node adopted
+    /// the task), the run's end here is not the task's end and is not forwarded as one.
+    pub(crate) fn leased(&self, lease: Arc<OwnerLease>) {
+        let _ = self.lease.set(lease);
+    }
+
+    fn handed_over(&self) -> bool {
+        self.lease.get().is_some_and(|l| l.is_lost())
+    }
+
     pub(crate) fn update(
         &self,
         session_id: &str,
@@ -108,6 +122,15 @@ impl EventSink for ForwardSink {
                 };
                 self.update(sid, UpdateKind::ToolResult, text, Some(tool), None)
             }
+            // The task is another node's now: the run stopped here because of that, and
+            // the task's end will be that node's. Whoever watches hears that it moved.
+            Event::Done { .. } if self.handed_over() => self.to_parent(Event::Notice {
+                message: format!(
+                    "[{}] task {} was taken over by another node: its run here stopped, and \
+                     its end will come from that node",
+                    self.agent, self.task_id
+                ),
+            }),
             Event::Done {
                 state,
                 output,

@@ -87,6 +87,8 @@ pub struct SubagentRuntime {
     top_inherited: Arc<Inherited>,
     /// Ends the store could not take, kept until it can (and read here meanwhile).
     spool: Arc<Spool>,
+    /// Sessions whose lost tasks the next top-level run of the session takes up.
+    reattach_pending: Mutex<std::collections::HashSet<String>>,
     me: Weak<SubagentRuntime>,
 }
 
@@ -161,6 +163,7 @@ impl SubagentRuntime {
             providers,
             local: LocalTasks::default(),
             root_cancel: CancellationToken::new(),
+            reattach_pending: Mutex::default(),
             live: Arc::default(),
             built: Mutex::new(HashMap::new()),
             top_inherited,
@@ -502,6 +505,7 @@ impl SubagentRuntime {
             local: self.local.clone(),
             // A resumed task's log says where it went, whoever waits for it.
             log: background || resumed.is_some(),
+            lease: std::sync::OnceLock::new(),
         });
         let approvals: Arc<dyn ApprovalHandler> =
             if background && self.cfg.background_approvals == BackgroundApprovals::Deny {

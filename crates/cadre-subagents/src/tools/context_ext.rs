@@ -217,6 +217,10 @@ impl TurnExtension for SubagentContext {
         Some(self.section.clone())
     }
 
+    async fn run_starts(&self, run: &RunContext, cancel: &CancellationToken) {
+        self.runtime.run_starts(run, cancel).await;
+    }
+
     async fn take_injections(&self, run: &RunContext, history: &[Message]) -> Vec<Message> {
         let store = self.runtime.store();
         // The store hands each completion out once, across processes and restarts.
