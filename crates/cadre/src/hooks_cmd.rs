@@ -26,6 +26,17 @@ pub fn load(ws: &Path, explicit: Option<&Path>) -> (HookSet, Vec<String>) {
     HookSet::load(&standard_sources(home.as_deref(), ws, &tomls))
 }
 
+/// The `permission_mode` hooks are told, in Claude Code's words for cadre's modes.
+pub fn claude_mode(mode: cadre_engine::ApprovalMode) -> &'static str {
+    use cadre_engine::ApprovalMode;
+    match mode {
+        ApprovalMode::Ask => "default",
+        ApprovalMode::AutoApprove => "acceptEdits",
+        ApprovalMode::ReadOnly => "plan",
+        ApprovalMode::Bypass => "bypassPermissions",
+    }
+}
+
 /// Run `cadre hooks ...`.
 pub fn run(cli: &Cli, cmd: &HooksCommand) -> Result<ExitCode> {
     let HooksCommand::List { json } = cmd;

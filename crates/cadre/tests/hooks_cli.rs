@@ -92,3 +92,262 @@ fn hooks_list_shows_every_source_event_matcher_and_command() {
     assert_eq!(rows[1]["timeout_secs"], 5.0);
     assert_eq!(rows[1]["disabled"], true);
 }
+
+/// A `--output jsonl` run's events.
+fn events(stdout: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The final output of a jsonl run.
+fn final_output(events: &[serde_json::Value]) -> String {
+    events
+        .iter()
+        .rev()
+        .find(|e| e["type"] == "done")
+        .and_then(|e| e["output"].as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+const GUARD: &str = r#"input=$(cat)
+case "$input" in
+  *'"command":"rm '*) echo "hook says: no rm in $CLAUDE_PROJECT_DIR" >&2; exit 2 ;;
+esac
+exit 0
+"#;
+
+const BLOCK_SCRIPT: &str = r#"
+[[scripts]]
+agent = "main"
+
+[[scripts.turns]]
+tool_calls = [
+  { name = "bash", id = "call-rm", args = { command = "rm -f victim.txt" } },
+  { name = "bash", id = "call-echo", args = { command = "echo hi" } },
+]
+
+[[scripts.turns]]
+text = "saw: {{tool_results}}"
+"#;
+
+#[test]
+fn pre_tool_use_blocks_rm_post_tool_use_gets_the_json_and_prompt_context_is_appended() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = &d.path().canonicalize().unwrap();
+    write(ws, ".claude/guard.sh", GUARD);
+    write(ws, "victim.txt", "keep me");
+    write(
+        ws,
+        ".claude/settings.json",
+        r#"{"hooks": {
+          "PreToolUse": [{"matcher": "Bash", "hooks": [
+            {"type": "command", "command": "sh \"$CLAUDE_PROJECT_DIR/.claude/guard.sh\""}]}],
+          "PostToolUse": [{"matcher": "Bash", "hooks": [
+            {"type": "command", "command": "cat >> \"$CADRE_WORKSPACE/post.jsonl\"; echo >> \"$CADRE_WORKSPACE/post.jsonl\""}]}],
+          "UserPromptSubmit": [{"hooks": [{"type": "command",
+            "command": "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"UserPromptSubmit\", \"additionalContext\": \"CTX-FROM-HOOK\"}}'"}]}]
+        }}"#,
+    );
+    write(ws, "s.toml", BLOCK_SCRIPT);
+    let model = format!("scripted:{}", ws.join("s.toml").display());
+    let out = cadre(ws)
+        .args(["--model", &model, "run", "--permission-mode", "bypass"])
+        .args(["--output", "jsonl", "the prompt"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let ev = events(&out.stdout);
+    // The call was blocked and the model read the hook's stderr.
+    assert!(ws.join("victim.txt").exists(), "rm was blocked");
+    let said = final_output(&ev);
+    assert!(
+        said.contains(&format!("hook says: no rm in {}", ws.display())),
+        "{said}"
+    );
+    // PostToolUse ran for the call that ran, with Claude Code's fields.
+    let post = std::fs::read_to_string(ws.join("post.jsonl")).unwrap();
+    let lines: Vec<&str> = post.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "{post}");
+    let j: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    let session = ev[0]["session_id"].as_str().unwrap();
+    let obj = j.as_object().unwrap();
+    let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "cadre_tool_name",
+            "cwd",
+            "hook_event_name",
+            "permission_mode",
+            "session_id",
+            "tool_input",
+            "tool_name",
+            "tool_response",
+            "tool_use_id",
+            "transcript_path"
+        ]
+    );
+    assert_eq!(j["session_id"], session);
+    let transcript = ws.join(format!(".cadre/sessions/{session}.jsonl"));
+    assert_eq!(j["transcript_path"], transcript.display().to_string());
+    assert!(transcript.exists());
+    assert_eq!(j["cwd"], ws.display().to_string());
+    assert_eq!(j["permission_mode"], "bypassPermissions");
+    assert_eq!(j["hook_event_name"], "PostToolUse");
+    assert_eq!(j["tool_name"], "Bash");
+    assert_eq!(j["cadre_tool_name"], "bash");
+    assert_eq!(j["tool_input"], serde_json::json!({"command": "echo hi"}));
+    assert_eq!(j["tool_use_id"], "call-echo");
+    assert!(j["tool_response"].as_str().unwrap().contains("hi"), "{j}");
+    // The prompt's context follows the prompt, which is unchanged.
+    let text = std::fs::read_to_string(&transcript).unwrap();
+    let at_prompt = text.find("\"the prompt\"").expect("the prompt verbatim");
+    let at_ctx = text
+        .find("\"CTX-FROM-HOOK\"")
+        .expect("the context verbatim");
+    assert!(at_prompt < at_ctx, "{text}");
+}
+
+#[test]
+fn broken_hooks_are_warnings_and_the_run_goes_on() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = &d.path().canonicalize().unwrap();
+    write(
+        ws,
+        ".claude/settings.json",
+        r#"{"hooks": {"PreToolUse": [{"hooks": [
+            {"type": "command", "command": "sleep 30", "timeout": 1},
+            {"type": "command", "command": "printf '{\"a\": \"'; head -c 1048576 /dev/zero | tr '\\0' x"},
+            {"type": "command", "command": "echo boom >&2; exit 1"},
+            {"type": "command", "command": "echo '{\"hookSpecificOutput\": {'"}
+        ]}]}}"#,
+    );
+    write(
+        ws,
+        "s.toml",
+        "[[scripts]]\n[[scripts.turns]]\ntool_calls = [{ name = \"write_file\", args = { path = \"out.txt\", content = \"made\" } }]\n\
+         [[scripts.turns]]\ntext = \"done\"\n",
+    );
+    let model = format!("scripted:{}", ws.join("s.toml").display());
+    let started = std::time::Instant::now();
+    let out = cadre(ws)
+        .args([
+            "--model",
+            &model,
+            "run",
+            "--permission-mode",
+            "bypass",
+            "go",
+        ])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(std::fs::read_to_string(ws.join("out.txt")).unwrap(), "made");
+    assert!(stderr.contains("hook `sleep 30` timed out"), "{stderr}");
+    assert!(stderr.contains("exited with 1: boom"), "{stderr}");
+    assert_eq!(
+        stderr.matches("printed malformed JSON").count(),
+        2,
+        "{stderr}"
+    );
+    assert!(
+        stderr.len() < 20_000,
+        "the megabyte is not echoed: {}",
+        stderr.len()
+    );
+}
+
+#[test]
+fn a_hook_allow_skips_the_ask_but_not_a_deny_rule_and_stop_can_ask_for_more() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = &d.path().canonicalize().unwrap();
+    write(
+        ws,
+        ".claude/settings.json",
+        r#"{"hooks": {
+          "PreToolUse": [{"matcher": "Write", "hooks": [{"type": "command",
+            "command": "echo '{\"hookSpecificOutput\": {\"hookEventName\": \"PreToolUse\", \"permissionDecision\": \"allow\"}}'"}]}],
+          "Stop": [{"hooks": [{"type": "command",
+            "command": "grep -q '\"stop_hook_active\":true' && exit 0; echo '{\"decision\": \"block\", \"reason\": \"now write the summary\"}'"}]}]
+        }}"#,
+    );
+    write(
+        ws,
+        ".cadre/config.toml",
+        "[permissions]\ndeny = [\"write_file(locked/**)\"]\n",
+    );
+    write(
+        ws,
+        "s.toml",
+        r#"
+[[scripts]]
+[[scripts.turns]]
+tool_calls = [
+  { name = "write_file", args = { path = "free.txt", content = "ok" } },
+  { name = "write_file", args = { path = "locked/x.txt", content = "no" } },
+]
+[[scripts.turns]]
+text = "first answer"
+[[scripts.turns]]
+text = "told: {{user}}"
+"#,
+    );
+    let model = format!("scripted:{}", ws.join("s.toml").display());
+    // The default mode asks for writes, and `cadre run` answers a question with deny.
+    let out = cadre(ws)
+        .args(["--model", &model, "run", "--output", "jsonl", "go"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(std::fs::read_to_string(ws.join("free.txt")).unwrap(), "ok");
+    assert!(!ws.join("locked/x.txt").exists(), "the deny rule holds");
+    let ev = events(&out.stdout);
+    assert!(
+        !ev.iter().any(|e| e["type"] == "approval_required"),
+        "nothing was asked"
+    );
+    // The Stop hook gave the model one more turn, then let it stop.
+    assert_eq!(final_output(&ev), "told: now write the summary");
+}
+
+#[test]
+fn a_prompt_blocked_by_user_prompt_submit_is_not_sent() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = &d.path().canonicalize().unwrap();
+    write(
+        ws,
+        ".claude/settings.json",
+        r#"{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command",
+            "command": "grep -q password && { echo 'no secrets in prompts' >&2; exit 2; }; exit 0"}]}]}}"#,
+    );
+    write(
+        ws,
+        "s.toml",
+        "[[scripts]]\n[[scripts.turns]]\ntext = \"answered\"\n",
+    );
+    let model = format!("scripted:{}", ws.join("s.toml").display());
+    let out = cadre(ws)
+        .args(["--model", &model, "run", "my password is hunter2"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(stderr.contains("no secrets in prompts"), "{stderr}");
+    assert!(!stdout.contains("answered"), "{stdout}");
+    let out = cadre(ws)
+        .args(["--model", &model, "run", "hello"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("answered"));
+}
