@@ -293,6 +293,7 @@ fn a_hook_allow_skips_the_ask_but_not_a_deny_rule_and_stop_can_ask_for_more() {
 tool_calls = [
   { name = "write_file", args = { path = "free.txt", content = "ok" } },
   { name = "write_file", args = { path = "locked/x.txt", content = "no" } },
+  { name = "write_file", args = { path = ".claude/settings.json", content = "{}" } },
 ]
 [[scripts.turns]]
 text = "first answer"
@@ -310,6 +311,11 @@ text = "told: {{user}}"
     assert!(out.status.success(), "{stderr}");
     assert_eq!(std::fs::read_to_string(ws.join("free.txt")).unwrap(), "ok");
     assert!(!ws.join("locked/x.txt").exists(), "the deny rule holds");
+    let settings = std::fs::read_to_string(ws.join(".claude/settings.json")).unwrap();
+    assert!(
+        settings.contains("PreToolUse"),
+        "a protected path stays protected"
+    );
     let ev = events(&out.stdout);
     assert!(
         !ev.iter().any(|e| e["type"] == "approval_required"),
