@@ -167,6 +167,7 @@ impl Setup {
             .model_aliases(config.models.aliases.clone())
             .prices(config.models.price_table()?)
             .sandbox(sandbox.clone());
+        let mut claude_hooks = None;
         if !hooks.is_empty() {
             let env = cadre_subagents::hooks::RunnerEnv {
                 workspace: ws.clone(),
@@ -179,7 +180,9 @@ impl Setup {
                 claude_mode,
                 sessions,
             );
-            b = b.hook(Arc::new(hooks));
+            let hooks = Arc::new(hooks);
+            claude_hooks = Some(hooks.clone());
+            b = b.hook(hooks);
         }
         if let Some(files) = &config.project_memory {
             b = b.project_memory(files.clone());
@@ -269,6 +272,7 @@ impl Setup {
                 .unwrap_or(rc.max_concurrent)
                 .max(min_concurrent);
             rc.remote = Some(remote);
+            rc.claude_hooks = claude_hooks;
             rc.agent_servers = Some(agent_servers);
             rc.store_write_retry = write_retry;
             rc.orphan_timeout = orphan_timeout;

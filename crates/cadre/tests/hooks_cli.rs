@@ -357,3 +357,93 @@ fn a_prompt_blocked_by_user_prompt_submit_is_not_sent() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("answered"));
 }
+
+const BACKGROUND_CHILD: &str = r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "bg", description = "bg job", prompt = "look", background = true } }]
+[[scripts.turns]]
+text = "waiting"
+[[scripts.turns]]
+text = "main got: {{user}}"
+
+[[scripts]]
+agent = "bg"
+[[scripts.turns]]
+tool_calls = [{ name = "list_dir", args = { path = "." } }]
+[[scripts.turns]]
+text = "bg saw: {{user}}"
+"#;
+
+#[test]
+fn subagent_start_and_stop_fire_once_for_a_background_child_whose_tool_events_name_it() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = &d.path().canonicalize().unwrap();
+    write(
+        ws,
+        ".cadre/agents/bg.md",
+        "---\nname: bg\ndescription: Works in the background.\ntools: list_dir\n---\nYou work.\n",
+    );
+    let log = |file: &str| {
+        format!(
+            "{{\"type\": \"command\", \"command\": \"cat >> \\\"$CADRE_WORKSPACE/{file}\\\"; echo >> \\\"$CADRE_WORKSPACE/{file}\\\"\"}}"
+        )
+    };
+    write(
+        ws,
+        ".claude/settings.json",
+        &format!(
+            r#"{{"hooks": {{
+              "SubagentStart": [{{"matcher": "bg", "hooks": [{start},
+                 {{"type": "command", "command": "echo START-CONTEXT"}}]}},
+                 {{"matcher": "other", "hooks": [{never}]}}],
+              "SubagentStop": [{{"hooks": [{stop}]}}],
+              "PreToolUse": [{{"matcher": "LS", "hooks": [{pre}]}}]
+            }}}}"#,
+            start = log("start.jsonl"),
+            never = log("never.jsonl"),
+            stop = log("stop.jsonl"),
+            pre = log("pre.jsonl"),
+        ),
+    );
+    write(ws, "s.toml", BACKGROUND_CHILD);
+    let model = format!("scripted:{}", ws.join("s.toml").display());
+    let out = cadre(ws)
+        .args(["--model", &model, "run", "--output", "jsonl", "go"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let read = |f: &str| -> Vec<serde_json::Value> {
+        std::fs::read_to_string(ws.join(f))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let (start, stop, pre) = (read("start.jsonl"), read("stop.jsonl"), read("pre.jsonl"));
+    assert_eq!(start.len(), 1, "{start:?}");
+    assert_eq!(stop.len(), 1, "{stop:?}");
+    assert!(read("never.jsonl").is_empty());
+    let task = start[0]["agent_id"].as_str().unwrap();
+    assert!(!task.is_empty());
+    for j in [&start[0], &stop[0]] {
+        assert_eq!(j["agent_id"], task);
+        assert_eq!(j["agent_type"], "bg");
+    }
+    assert_eq!(start[0]["hook_event_name"], "SubagentStart");
+    assert_eq!(stop[0]["hook_event_name"], "SubagentStop");
+    assert_eq!(stop[0]["complete"], true);
+    assert_eq!(stop[0]["state"], "completed");
+    // The child's prompt got the start hook's context, after the prompt.
+    let last = stop[0]["last_assistant_message"].as_str().unwrap();
+    assert_eq!(last, "bg saw: look\n\nSTART-CONTEXT");
+    // Inside the child, tool events carry the child's task and definition.
+    assert_eq!(pre.len(), 1, "{pre:?}");
+    assert_eq!(pre[0]["agent_id"], task);
+    assert_eq!(pre[0]["agent_type"], "bg");
+    assert_eq!(pre[0]["tool_name"], "LS");
+    assert_eq!(pre[0]["cadre_tool_name"], "list_dir");
+}
