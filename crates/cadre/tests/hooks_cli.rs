@@ -362,7 +362,10 @@ const BACKGROUND_CHILD: &str = r#"
 [[scripts]]
 agent = "main"
 [[scripts.turns]]
-tool_calls = [{ name = "task", args = { subagent_type = "bg", description = "bg job", prompt = "look", background = true } }]
+tool_calls = [
+  { name = "task", args = { subagent_type = "bg", description = "bg job", prompt = "look", background = true } },
+  { name = "task", args = { subagent_type = "bg", description = "fg job", prompt = "look" } },
+]
 [[scripts.turns]]
 text = "waiting"
 [[scripts.turns]]
@@ -377,7 +380,8 @@ text = "bg saw: {{user}}"
 "#;
 
 #[test]
-fn subagent_start_and_stop_fire_once_for_a_background_child_whose_tool_events_name_it() {
+fn subagent_start_and_stop_fire_once_per_background_and_foreground_child_whose_tool_events_name_it()
+{
     let d = tempfile::tempdir().unwrap();
     let ws = &d.path().canonicalize().unwrap();
     write(
@@ -387,7 +391,7 @@ fn subagent_start_and_stop_fire_once_for_a_background_child_whose_tool_events_na
     );
     let log = |file: &str| {
         format!(
-            "{{\"type\": \"command\", \"command\": \"cat >> \\\"$CADRE_WORKSPACE/{file}\\\"; echo >> \\\"$CADRE_WORKSPACE/{file}\\\"\"}}"
+            "{{\"type\": \"command\", \"command\": \"cat > \\\"$CADRE_WORKSPACE/{file}-$$.json\\\"\"}}"
         )
     };
     write(
@@ -401,10 +405,10 @@ fn subagent_start_and_stop_fire_once_for_a_background_child_whose_tool_events_na
               "SubagentStop": [{{"hooks": [{stop}]}}],
               "PreToolUse": [{{"matcher": "LS", "hooks": [{pre}]}}]
             }}}}"#,
-            start = log("start.jsonl"),
-            never = log("never.jsonl"),
-            stop = log("stop.jsonl"),
-            pre = log("pre.jsonl"),
+            start = log("start"),
+            never = log("never"),
+            stop = log("stop"),
+            pre = log("pre"),
         ),
     );
     write(ws, "s.toml", BACKGROUND_CHILD);
@@ -415,35 +419,61 @@ fn subagent_start_and_stop_fire_once_for_a_background_child_whose_tool_events_na
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    let read = |f: &str| -> Vec<serde_json::Value> {
-        std::fs::read_to_string(ws.join(f))
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).unwrap())
+    // One file per hook run (children run at once: their hooks too).
+    let read = |prefix: &str| -> Vec<serde_json::Value> {
+        std::fs::read_dir(ws)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                name.starts_with(&format!("{prefix}-")) && name.ends_with(".json")
+            })
+            .map(|p| serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap())
             .collect()
     };
-    let (start, stop, pre) = (read("start.jsonl"), read("stop.jsonl"), read("pre.jsonl"));
-    assert_eq!(start.len(), 1, "{start:?}");
-    assert_eq!(stop.len(), 1, "{stop:?}");
-    assert!(read("never.jsonl").is_empty());
-    let task = start[0]["agent_id"].as_str().unwrap();
-    assert!(!task.is_empty());
-    for j in [&start[0], &stop[0]] {
-        assert_eq!(j["agent_id"], task);
+    let (start, stop, pre) = (read("start"), read("stop"), read("pre"));
+    // One background and one foreground child: one start and one stop each.
+    assert_eq!(start.len(), 2, "{start:?}");
+    assert_eq!(stop.len(), 2, "{stop:?}");
+    assert!(read("never").is_empty());
+    let mut started: Vec<&str> = start
+        .iter()
+        .map(|j| j["agent_id"].as_str().unwrap())
+        .collect();
+    let mut stopped: Vec<&str> = stop
+        .iter()
+        .map(|j| j["agent_id"].as_str().unwrap())
+        .collect();
+    started.sort_unstable();
+    stopped.sort_unstable();
+    assert_eq!(started, stopped);
+    assert_ne!(started[0], started[1]);
+    for j in start.iter().chain(&stop) {
         assert_eq!(j["agent_type"], "bg");
     }
-    assert_eq!(start[0]["hook_event_name"], "SubagentStart");
-    assert_eq!(stop[0]["hook_event_name"], "SubagentStop");
-    assert_eq!(stop[0]["complete"], true);
-    assert_eq!(stop[0]["state"], "completed");
-    // The child's prompt got the start hook's context, after the prompt.
-    let last = stop[0]["last_assistant_message"].as_str().unwrap();
-    assert_eq!(last, "bg saw: look\n\nSTART-CONTEXT");
-    // Inside the child, tool events carry the child's task and definition.
-    assert_eq!(pre.len(), 1, "{pre:?}");
-    assert_eq!(pre[0]["agent_id"], task);
-    assert_eq!(pre[0]["agent_type"], "bg");
-    assert_eq!(pre[0]["tool_name"], "LS");
-    assert_eq!(pre[0]["cadre_tool_name"], "list_dir");
+    assert!(
+        start
+            .iter()
+            .all(|j| j["hook_event_name"] == "SubagentStart")
+    );
+    for j in &stop {
+        assert_eq!(j["hook_event_name"], "SubagentStop");
+        assert_eq!(j["complete"], true);
+        assert_eq!(j["state"], "completed");
+        // The child's prompt got the start hook's context, after the prompt.
+        assert_eq!(j["last_assistant_message"], "bg saw: look\n\nSTART-CONTEXT");
+    }
+    // Inside the children, tool events carry the child's task and definition.
+    assert_eq!(pre.len(), 2, "{pre:?}");
+    let mut pre_ids: Vec<&str> = pre
+        .iter()
+        .map(|j| j["agent_id"].as_str().unwrap())
+        .collect();
+    pre_ids.sort_unstable();
+    assert_eq!(pre_ids, started);
+    for j in &pre {
+        assert_eq!(j["agent_type"], "bg");
+        assert_eq!(j["tool_name"], "LS");
+        assert_eq!(j["cadre_tool_name"], "list_dir");
+    }
 }
