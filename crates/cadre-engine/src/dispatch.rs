@@ -194,9 +194,16 @@ impl<'a> Dispatcher<'a> {
             args,
         };
         let mut ask: Option<(String, RiskLevel)> = None;
+        let mut hook_approved = false;
         for hook in &self.cfg.hooks {
             match hook.before(&info, &self.run).await {
                 HookDecision::Allow => {}
+                HookDecision::Approve(args) => {
+                    hook_approved = true;
+                    if let Some(v) = args {
+                        info.args = v;
+                    }
+                }
                 HookDecision::Deny(reason) => {
                     let msg = format!("blocked: {reason}");
                     return self.finish(call, &call.name, ToolOutput::error(msg), None);
@@ -229,6 +236,8 @@ impl<'a> Dispatcher<'a> {
                     None,
                 );
             }
+            // A hook's approval answers the policy's question, not a hook's.
+            PolicyDecision::Ask(_) if hook_approved && ask.is_none() => {}
             PolicyDecision::Ask(reason) => {
                 let risk = if tool.is_read_only() {
                     RiskLevel::Low

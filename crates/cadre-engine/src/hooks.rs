@@ -1,6 +1,9 @@
-//! Hooks around every tool call. Before-hooks may allow, deny, ask for approval or rewrite
-//! the arguments; after-hooks may rewrite the result. Hooks run in registration order;
-//! the first deny stops the chain, rewritten arguments are what later hooks see.
+//! Hooks around every tool call and at the points of a run's life. Before-hooks may allow,
+//! deny, ask for approval or rewrite the arguments; after-hooks may rewrite the result.
+//! Hooks run in registration order; the first deny stops the chain, rewritten arguments
+//! are what later hooks see. A run also asks its hooks about the user's prompt before it
+//! joins the conversation, whether the run may end when the model has finished, and
+//! before each model call whether one of them asked for the run to stop.
 
 use async_trait::async_trait;
 use cadre_tools::{RunContext, ToolOutput};
@@ -33,6 +36,20 @@ pub enum HookDecision {
     },
     /// Run with these arguments instead.
     ModifyArgs(serde_json::Value),
+    /// No objection, and no approval needed (with these arguments instead, if given): the
+    /// permission policy's *ask* is skipped, unless another hook asks. The policy's deny
+    /// rules and refused paths still apply.
+    Approve(Option<serde_json::Value>),
+}
+
+/// What hooks say about a prompt about to join the conversation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptVerdict {
+    /// Go on; each text is appended to the conversation after the prompt, so the bytes of
+    /// the request before it do not change.
+    Proceed(Vec<String>),
+    /// Do not send the prompt; the run ends failed with this reason.
+    Block(String),
 }
 
 /// A hook around tool calls. Both methods default to doing nothing.
@@ -50,6 +67,30 @@ pub trait ToolHook: Send + Sync {
         _output: &ToolOutput,
         _run: &RunContext,
     ) -> Option<ToolOutput> {
+        None
+    }
+
+    /// Called before the user's `prompt` joins the conversation.
+    async fn prompt_submitted(&self, _prompt: &str, _run: &RunContext) -> PromptVerdict {
+        PromptVerdict::Proceed(Vec::new())
+    }
+
+    /// Called when the model has answered without tool calls and nothing else holds the
+    /// run open. `Some(reason)` gives the model another turn with `reason` as its next
+    /// instruction; `active` is true when a hook already did that in this run, so a hook
+    /// can avoid holding the run open for ever.
+    async fn stopping(
+        &self,
+        _last_reply: &str,
+        _active: bool,
+        _run: &RunContext,
+    ) -> Option<String> {
+        None
+    }
+
+    /// Checked before each model call: `Some(reason)` ends the run, cancelled, because a
+    /// hook asked for it to stop.
+    fn halt(&self, _run: &RunContext) -> Option<String> {
         None
     }
 }

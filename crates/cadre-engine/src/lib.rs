@@ -10,6 +10,7 @@ mod compaction;
 mod dispatch;
 mod extension;
 mod grant_seal;
+mod hook_points;
 mod hooks;
 mod observer;
 mod offload;
@@ -33,7 +34,7 @@ pub use compaction::{
     DEFAULT_KEEP_RECENT_TURNS, UnknownWindows, estimate_tokens,
 };
 pub use extension::{Settled, TurnExtension};
-pub use hooks::{HookDecision, ToolCallInfo, ToolHook};
+pub use hooks::{HookDecision, PromptVerdict, ToolCallInfo, ToolHook};
 pub use observer::{Step, TurnBoundary, TurnObserver};
 pub use offload::{DEFAULT_OFFLOAD_THRESHOLD, Offloader};
 pub use permissions::{ApprovalMode, PermissionPolicy, PermissionRules, PolicyDecision, RuleError};

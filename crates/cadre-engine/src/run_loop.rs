@@ -359,13 +359,17 @@ async fn run_inner(
         return finish(session, EndState::Completed, &text, turns);
     }
     if let Some(p) = prompt
-        && let Err(e) = session.push(Message::user(p))
+        && let Err(state) = crate::hook_points::submit_prompt(cfg, &run, session, p).await
     {
-        return finish(session, persist_failed(e), &text, turns);
+        return finish(session, state, &text, turns);
     }
+    let mut stop_hook_active = false;
 
     loop {
         if let Some(state) = stop.state(&cancel) {
+            return finish(session, state, &text, turns);
+        }
+        if let Some(state) = crate::hook_points::halted(cfg, &run, &emitter) {
             return finish(session, state, &text, turns);
         }
         if turns >= cfg.limits.max_turns {
@@ -528,6 +532,11 @@ async fn run_inner(
             }
             if let Some(state) = stop.state(&cancel) {
                 return finish(session, state, &text, turns);
+            }
+            match crate::hook_points::keep_going(cfg, &run, session, &mut stop_hook_active).await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(state) => return finish(session, state, &text, turns),
             }
             return finish(session, EndState::Completed, &text, turns);
         }

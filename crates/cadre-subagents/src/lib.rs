@@ -5,6 +5,7 @@
 
 pub mod definitions;
 mod harness;
+pub mod hooks;
 pub mod runtime;
 pub mod tools;
 

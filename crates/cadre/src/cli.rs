@@ -56,6 +56,20 @@ pub enum Command {
     /// MCP: the configured servers, and cadre's sub-agents served as MCP tools.
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Hooks from `.claude/settings*.json` and `config.toml` (see docs/hooks.md).
+    #[command(subcommand)]
+    Hooks(HooksCommand),
+}
+
+/// `cadre hooks ...`.
+#[derive(Debug, Subcommand)]
+pub enum HooksCommand {
+    /// Every configured handler: its source, event, matcher and command.
+    List {
+        /// Print a JSON array instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `cadre mcp ...`.

@@ -54,6 +54,12 @@ pub struct Config {
     /// Context compaction.
     #[serde(default)]
     pub compaction: CompactionConfig,
+    /// `[[hooks.<Event>]]` handler groups (documented in `docs/hooks.md`). Each file's are
+    /// read on their own by [`crate::hooks_cmd::load`], since they add up rather than
+    /// replace each other; here they are only accepted.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub hooks: Option<toml::Value>,
     /// The file each of `mcp_servers` comes from (the last one that sets it).
     #[serde(skip)]
     pub mcp_origins: BTreeMap<String, PathBuf>,

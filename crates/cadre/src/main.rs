@@ -3,6 +3,7 @@
 mod agents_cmd;
 mod cli;
 mod config;
+mod hooks_cmd;
 mod interactive;
 mod mcp_cmd;
 mod output;
@@ -108,6 +109,7 @@ fn main() -> ExitCode {
         Some(cli::Command::Tasks(cmd)) => block_on(tasks_cmd::run(&cli, cmd)),
         Some(cli::Command::Worktrees(cmd)) => block_on(worktrees_cmd::run(&cli, cmd)),
         Some(cli::Command::Mcp(cmd)) => block_on(mcp_cmd::run(&cli, cmd)),
+        Some(cli::Command::Hooks(cmd)) => hooks_cmd::run(&cli, cmd),
         None => {
             use std::io::IsTerminal;
             let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();

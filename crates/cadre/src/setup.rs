@@ -154,6 +154,8 @@ impl Setup {
             max_tokens: config.limits.max_tokens,
             max_cost_usd: config.limits.cost_budget()?,
         };
+        let (hooks, hook_warnings) = crate::hooks_cmd::load(&ws, cli.config.as_deref());
+        let claude_mode = crate::hooks_cmd::claude_mode(policy.mode);
         let mut b = Harness::builder()
             .model(model)
             .workspace(&ws)
@@ -165,6 +167,23 @@ impl Setup {
             .model_aliases(config.models.aliases.clone())
             .prices(config.models.price_table()?)
             .sandbox(sandbox.clone());
+        let mut claude_hooks = None;
+        if !hooks.is_empty() {
+            let env = cadre_subagents::hooks::RunnerEnv {
+                workspace: ws.clone(),
+                secrets: secrets.clone(),
+            };
+            let sessions = ws.join(".cadre").join("sessions");
+            let hooks = cadre_subagents::hooks::ClaudeHooks::new(
+                Arc::new(hooks),
+                env,
+                claude_mode,
+                sessions,
+            );
+            let hooks = Arc::new(hooks);
+            claude_hooks = Some(hooks.clone());
+            b = b.hook(hooks);
+        }
         if let Some(files) = &config.project_memory {
             b = b.project_memory(files.clone());
         }
@@ -253,6 +272,7 @@ impl Setup {
                 .unwrap_or(rc.max_concurrent)
                 .max(min_concurrent);
             rc.remote = Some(remote);
+            rc.claude_hooks = claude_hooks;
             rc.agent_servers = Some(agent_servers);
             rc.store_write_retry = write_retry;
             rc.orphan_timeout = orphan_timeout;
@@ -279,6 +299,7 @@ impl Setup {
         let mut warnings: Vec<String> = (registry.errors().iter())
             .map(|e| format!("skipped agent file {e}"))
             .collect();
+        warnings.extend(hook_warnings);
         // An agent that will not run the model its file names is worth a line at start-up.
         // So are settings dropped from a file the model could have written, and every file
         // that replaces another definition (or the built-in).

@@ -355,6 +355,9 @@ impl ChildJob {
             Some(r) => r.checkpoint,
             None => None,
         };
+        let hook_run = run.clone();
+        let context = super::child_hooks::started(&self.runtime, &hook_run).await;
+        super::child_hooks::add_context(&mut self.prompt, context);
         let outcome = match (&child.runner, restored) {
             (ChildRunner::Local { agent, workspace }, Some(cp)) => {
                 let (ws, cancel) = (workspace.clone(), self.cancel.clone());
@@ -471,6 +474,7 @@ impl ChildJob {
             }
         };
         drop(session);
+        super::child_hooks::stopped(&self.runtime, &hook_run, &outcome).await;
         if lease.is_lost() {
             return self.abandon().await;
         }

@@ -81,6 +81,9 @@ pub struct RuntimeConfig {
     pub base_tools: ToolRegistry,
     /// Hooks every child runs with (the parent's).
     pub hooks: Vec<Arc<dyn ToolHook>>,
+    /// The configured Claude Code hooks, whose `SubagentStart` and `SubagentStop` fire
+    /// around every child (their tool events run through `hooks`).
+    pub claude_hooks: Option<Arc<crate::hooks::ClaudeHooks>>,
     /// The parent's approval mode and rules; children inherit them.
     pub permissions: PermissionPolicy,
     /// What file tools may do in a workspace (protected paths added by the configuration,
@@ -154,6 +157,7 @@ impl RuntimeConfig {
             sessions_dir: None,
             base_tools: ToolRegistry::new(),
             hooks: Vec::new(),
+            claude_hooks: None,
             permissions: PermissionPolicy::default(),
             file_access: AccessPolicy::default(),
             parent_limits: Limits::default(),

@@ -9,6 +9,7 @@ pub(crate) mod agent_servers;
 mod background_deny;
 mod build;
 pub(crate) mod checkpoint;
+pub(crate) mod child_hooks;
 pub(crate) mod child_job;
 pub(crate) mod child_setup;
 mod config;

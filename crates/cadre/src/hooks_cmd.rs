@@ -1,0 +1,89 @@
+//! The hooks of a workspace: where they are read from (Claude Code's settings files and
+//! cadre's `config.toml` files, in that order) and `cadre hooks list`.
+
+use crate::cli::{Cli, HooksCommand};
+use crate::config;
+use crate::setup::workspace_root;
+use anyhow::Result;
+use cadre_subagents::hooks::{HookSet, standard_sources};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The hooks configured for `ws`, and a warning for each file or group skipped.
+pub fn load(ws: &Path, explicit: Option<&Path>) -> (HookSet, Vec<String>) {
+    let mut tomls: Vec<PathBuf> = Vec::new();
+    if let Some(dir) = config::user_dir() {
+        tomls.push(dir.join("config.toml"));
+    }
+    tomls.push(config::project_file(ws));
+    if let Some(p) = explicit {
+        tomls.push(p.to_path_buf());
+    }
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    HookSet::load(&standard_sources(home.as_deref(), ws, &tomls))
+}
+
+/// The `permission_mode` hooks are told, in Claude Code's words for cadre's modes.
+pub fn claude_mode(mode: cadre_engine::ApprovalMode) -> &'static str {
+    use cadre_engine::ApprovalMode;
+    match mode {
+        ApprovalMode::Ask => "default",
+        ApprovalMode::AutoApprove => "acceptEdits",
+        ApprovalMode::ReadOnly => "plan",
+        ApprovalMode::Bypass => "bypassPermissions",
+    }
+}
+
+/// Run `cadre hooks ...`.
+pub fn run(cli: &Cli, cmd: &HooksCommand) -> Result<ExitCode> {
+    let HooksCommand::List { json } = cmd;
+    let ws = workspace_root(cli)?;
+    let (set, warnings) = load(&ws, cli.config.as_deref());
+    for w in &warnings {
+        eprintln!("cadre: warning: {w}");
+    }
+    let mut out = std::io::stdout().lock();
+    if *json {
+        let rows: Vec<serde_json::Value> = set
+            .entries()
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "source": e.source,
+                    "event": e.event.as_str(),
+                    "matcher": e.matcher_text,
+                    "handler": e.handler.describe(),
+                    "timeout_secs": e.handler.timeout.map(|t| t.as_secs_f64()),
+                    "disabled": set.is_disabled(),
+                })
+            })
+            .collect();
+        writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if set.entries().is_empty() {
+        writeln!(out, "no hooks configured")?;
+    }
+    if set.is_disabled() {
+        writeln!(out, "all hooks are off (disableAllHooks)")?;
+    }
+    for e in set.entries() {
+        let matcher = if e.matcher_text.is_empty() {
+            "*"
+        } else {
+            &e.matcher_text
+        };
+        writeln!(
+            out,
+            "{}\t{}\t{}\t{}",
+            e.source,
+            e.event,
+            matcher,
+            e.handler.describe()
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
