@@ -6,9 +6,11 @@
 
 mod expand;
 mod resolve;
+mod turn;
 
 pub use expand::{Piece, expand, render};
 pub use resolve::{HarnessResolver, Resolve};
+pub use turn::narrowed;
 
 use cadre_subagents::definitions::frontmatter;
 use std::path::{Path, PathBuf};
@@ -111,6 +113,42 @@ impl CommandSet {
             warnings: Vec::new(),
         }
     }
+}
+
+/// The command `line` invokes and its arguments, when `line` is `/name …` and `set` has
+/// `name`.
+pub fn invoked<'a>(set: &'a CommandSet, line: &str) -> Option<(&'a CustomCommand, String)> {
+    let (name, args) = split_invocation(line)?;
+    set.get(name).map(|c| (c, args.to_string()))
+}
+
+/// The prompt `cmd` runs with `args`: its body expanded, shell lines and files filled in
+/// by `harness`'s main agent (see [`HarnessResolver`]).
+pub async fn prompt_for(
+    harness: &cadre_subagents::Harness,
+    cmd: &CustomCommand,
+    args: &str,
+    cancel: tokio_util::sync::CancellationToken,
+) -> std::io::Result<String> {
+    let resolver = HarnessResolver::new(harness, cancel)?;
+    Ok(render(&expand(&cmd.body, args), &resolver).await)
+}
+
+/// The custom commands as `/help` lists them (empty without any), one line each.
+pub fn help_text(set: &CommandSet) -> String {
+    let mut s = String::new();
+    for c in set.iter() {
+        if s.is_empty() {
+            s.push_str("Custom commands:\n");
+        }
+        let head = match &c.argument_hint {
+            Some(h) => format!("/{} {h}", c.name),
+            None => format!("/{}", c.name),
+        };
+        let help = c.description.as_deref().unwrap_or("(custom command)");
+        s.push_str(&format!("  {head:<24} {help}\n"));
+    }
+    s
 }
 
 /// `/name rest` split into the name and its arguments, when `line` is a slash command.
