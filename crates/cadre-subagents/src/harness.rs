@@ -663,6 +663,18 @@ impl Harness {
         prompt: &str,
         opts: RunOptions,
     ) -> RunOutcome {
+        self.run_in_as(&self.agent, session, prompt, opts).await
+    }
+
+    /// [`Harness::run_in`] with `agent` in place of the main agent for this one run (the
+    /// main agent narrowed for a slash command's `allowed-tools`).
+    pub async fn run_in_as(
+        &self,
+        agent: &Agent,
+        session: &mut Session,
+        prompt: &str,
+        opts: RunOptions,
+    ) -> RunOutcome {
         let cancel = opts.cancel.clone();
         let run = self.top_run(session, opts);
         let ws = match self.open_workspace() {
@@ -678,7 +690,7 @@ impl Harness {
                 };
             }
         };
-        self.agent
+        agent
             .run(session, Some(prompt.to_string()), run, ws, cancel)
             .await
     }

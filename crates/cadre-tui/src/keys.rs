@@ -127,6 +127,12 @@ fn select_entry(app: &mut App, step: isize) {
 fn complete(app: &mut App) {
     let mut candidates: Vec<String> = app.agents.iter().map(|a| format!("@{a}")).collect();
     candidates.extend(commands().iter().map(|c| c.name.to_string()));
+    let custom: Vec<String> = app.custom.iter().map(|c| format!("/{}", c.name)).collect();
+    for c in custom {
+        if !candidates.contains(&c) {
+            candidates.push(c);
+        }
+    }
     let matches = app.input.complete(&candidates);
     app.flash = (matches.len() > 1).then(|| matches.join("  "));
 }
@@ -154,23 +160,31 @@ fn ctrl_c(app: &mut App) -> Vec<Action> {
 /// Handle a submitted line (typed, or taken from the queue after a turn).
 pub fn submit(app: &mut App, line: &str) -> Vec<Action> {
     let parsed = match parse_line(line) {
-        Ok(p) => p,
+        Ok(p) => Some(p),
+        // A custom command only where no built-in one has the name.
+        Err(LineError::UnknownCommand(_))
+            if crate::custom_commands::invoked(&app.custom, line).is_some() =>
+        {
+            None
+        }
         Err(e @ (LineError::UnknownCommand(_) | LineError::MissingAgent)) => {
             app.error(e.to_string());
             return Vec::new();
         }
     };
-    let needs_idle = matches!(
-        parsed,
-        Line::Prompt(_)
-            | Line::Direct { .. }
-            | Line::Command(
-                SlashCommand::Model(Some(_))
-                    | SlashCommand::Clear
-                    | SlashCommand::Resume(_)
-                    | SlashCommand::Compact(_)
-            )
-    );
+    let needs_idle = parsed.as_ref().is_none_or(|parsed| {
+        matches!(
+            parsed,
+            Line::Prompt(_)
+                | Line::Direct { .. }
+                | Line::Command(
+                    SlashCommand::Model(Some(_))
+                        | SlashCommand::Clear
+                        | SlashCommand::Resume(_)
+                        | SlashCommand::Compact(_)
+                )
+        )
+    });
     if needs_idle && app.busy {
         if app.queued.len() >= MAX_QUEUED {
             app.error(format!(
@@ -183,6 +197,10 @@ pub fn submit(app: &mut App, line: &str) -> Vec<Action> {
         }
         return Vec::new();
     }
+    let Some(parsed) = parsed else {
+        app.start_turn(line.trim());
+        return vec![Action::Custom(line.trim().to_string())];
+    };
     match parsed {
         Line::Empty => Vec::new(),
         Line::Prompt(p) => {
@@ -204,7 +222,8 @@ pub fn submit(app: &mut App, line: &str) -> Vec<Action> {
 fn command(app: &mut App, cmd: SlashCommand) -> Vec<Action> {
     match cmd {
         SlashCommand::Help => {
-            let text = format!("{}{KEYS_HELP}", help_text());
+            let custom = crate::custom_commands::help_text(&app.custom);
+            let text = format!("{}{custom}{KEYS_HELP}", help_text());
             app.notice(text);
         }
         SlashCommand::Agents => {

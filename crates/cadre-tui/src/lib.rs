@@ -6,6 +6,7 @@
 //! part that owns the terminal, the session and the channels to the engine.
 
 pub mod commands;
+pub mod custom_commands;
 pub mod first_run;
 pub mod keys;
 pub mod logs;

@@ -1,6 +1,7 @@
 //! The `cadre` binary: parse the command line, set up logging, run the subcommand.
 
 mod agents_cmd;
+mod claude_settings;
 mod cli;
 mod config;
 mod hooks_cmd;

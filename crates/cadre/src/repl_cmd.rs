@@ -16,7 +16,8 @@ use async_trait::async_trait;
 use cadre_engine::Session;
 use cadre_subagents::{Harness, Parent, RunOptions};
 use cadre_tools::{ApprovalHandler, RunContext};
-use cadre_tui::commands::{Line, SlashCommand, help_text, parse_line};
+use cadre_tui::commands::{Line, LineError, SlashCommand, help_text, parse_line};
+use cadre_tui::custom_commands::{self, CommandSet};
 use cadre_tui::first_run;
 use cadre_types::{ApprovalDecision, ApprovalRequest, EventSink, new_session_id};
 use std::io::{IsTerminal, Write};
@@ -142,12 +143,18 @@ struct Repl {
     spent: cadre_types::Usage,
     /// How to resume, for the hint when a session is left.
     resume: String,
+    /// The custom slash commands of the workspace.
+    commands: CommandSet,
 }
 
 /// Run the REPL.
 pub async fn run(cli: &Cli) -> Result<ExitCode> {
     let setup = Setup::new(cli, &Overrides::default()).await?;
     let session = open_session(cli, &setup.harness)?;
+    let commands = CommandSet::load(setup.harness.workspace());
+    for w in &commands.warnings {
+        eprintln!("cadre: warning: {w}");
+    }
     let input: Input = Arc::new(Mutex::new(BufReader::new(tokio::io::stdin()).lines()));
     let mut repl = Repl {
         setup,
@@ -161,6 +168,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         stop: CancellationToken::new(),
         spent: Default::default(),
         resume: resume_command(cli),
+        commands,
     };
     let signals = SignalStop::spawn(
         StopSignals::install_terminating().context("cannot listen for signals")?,
@@ -215,6 +223,8 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         };
         last_interrupt = None;
         match parse_line(&line) {
+            // A custom command only where no built-in one has the name.
+            Err(LineError::UnknownCommand(_)) if repl.custom(&line).await => {}
             Err(e) => eprintln!("cadre: {e}"),
             Ok(Line::Empty) => {}
             Ok(Line::Command(SlashCommand::Exit)) => break,
@@ -259,7 +269,11 @@ impl Repl {
 
     async fn command(&mut self, cmd: SlashCommand) {
         match cmd {
-            SlashCommand::Help => eprint!("{}", help_text()),
+            SlashCommand::Help => eprint!(
+                "{}{}",
+                help_text(),
+                custom_commands::help_text(&self.commands)
+            ),
             SlashCommand::Agents => {
                 for d in self.h().runtime().registry().list() {
                     println!("{}: {}", d.name, d.description.trim());
@@ -417,10 +431,66 @@ impl Repl {
         }
     }
 
+    /// Run `line` if it invokes a custom command; false when it names none.
+    async fn custom(&mut self, line: &str) -> bool {
+        let Some((cmd, args)) = custom_commands::invoked(&self.commands, line) else {
+            return false;
+        };
+        let cmd = cmd.clone();
+        if self.refused_without_key() {
+            return true;
+        }
+        let previous = self.h().agent().config().model.spec.clone();
+        if let Some(model) = &cmd.model
+            && let Err(e) = self.setup.harness.set_model(model)
+        {
+            eprintln!("cadre: /{}: {e}", cmd.name);
+            return true;
+        }
+        let cancel = self.stop.child_token();
+        match custom_commands::prompt_for(self.h(), &cmd, &args, cancel).await {
+            Ok(prompt) => {
+                let agent = match &cmd.allowed_tools {
+                    Some(allowed) => {
+                        let mut warnings = Vec::new();
+                        let narrowed =
+                            custom_commands::narrowed(self.h().agent(), allowed, &mut warnings);
+                        for w in warnings {
+                            eprintln!("cadre: warning: /{}: {w}", cmd.name);
+                        }
+                        narrowed
+                            .map_err(|e| eprintln!("cadre: /{}: {e}", cmd.name))
+                            .ok()
+                    }
+                    None => Some(self.h().agent().clone()),
+                };
+                if let Some(agent) = agent {
+                    self.turn(&agent, &prompt).await;
+                }
+            }
+            Err(e) => eprintln!("cadre: /{}: {e}", cmd.name),
+        }
+        if cmd.model.is_some()
+            && let Err(e) = self.setup.harness.set_model(&previous)
+        {
+            eprintln!("cadre: cannot go back to {previous}: {e}");
+        }
+        true
+    }
+
     async fn prompt(&mut self, prompt: &str) {
+        let agent = self.h().agent().clone();
+        self.turn(&agent, prompt).await;
+    }
+
+    /// One turn of `agent` (the main agent, or it narrowed for a command) on `prompt`.
+    async fn turn(&mut self, agent: &cadre_engine::Agent, prompt: &str) {
         let cancel = self.stop.child_token();
         let opts = self.run_options(&cancel);
-        let run = self.setup.harness.run_in(&mut self.session, prompt, opts);
+        let run = self
+            .setup
+            .harness
+            .run_in_as(agent, &mut self.session, prompt, opts);
         let out = self
             .interrupts
             .cancelling(run, &cancel, "cancelling the turn…")

@@ -4,9 +4,10 @@ use crate::cli::{ApprovalAnswer, Cli, OutputFormat, RunArgs};
 use crate::setup::{Overrides, Setup, workspace_root};
 use crate::signals::{OnSignal, SignalStop, StopSignals};
 use anyhow::{Context, Result, bail};
-use cadre_engine::{NonInteractiveApprovals, Session};
+use cadre_engine::{Agent, NonInteractiveApprovals, Session};
 use cadre_subagents::{Harness, TaskStatus};
 use cadre_tools::RunContext;
+use cadre_tui::custom_commands::{self, CommandSet, CustomCommand};
 use cadre_types::{EndState, Event, EventEnvelope, EventSink, Message, new_session_id};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -84,7 +85,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         (Some(id), None) => Some(recorded_model(cli, id)?),
         _ => None,
     };
-    let setup = Setup::new(
+    let mut setup = Setup::new(
         cli,
         &Overrides {
             max_turns: args.max_turns,
@@ -94,6 +95,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         },
     )
     .await?;
+    let custom = custom_command(&mut setup, &args.prompt)?;
     let h = &setup.harness;
     // Without a key nothing can succeed: say so once rather than retry a refusing host.
     // (`--agent` with a model of its own: that model is not checked here.)
@@ -140,6 +142,10 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             before_exit: || {},
         },
     );
+    let (prompt, agent) = match &custom {
+        Some((cmd, cmd_args)) => command_turn(h, cmd, cmd_args, &cancel).await?,
+        None => (args.prompt.clone(), h.agent().clone()),
+    };
     // The session to name at the end, if it holds something to resume.
     let mut resumable = None;
     let (state, session_id) = match &args.agent {
@@ -151,7 +157,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             let state = direct(
                 &setup,
                 name,
-                &args.prompt,
+                &prompt,
                 run,
                 cancel.clone(),
                 &calls,
@@ -176,11 +182,10 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             if let Some(instructions) = &args.compact_now {
                 compact_now(h, &mut session, instructions.as_deref(), &run, &cancel).await;
             }
-            let outcome = h
-                .agent()
+            let outcome = agent
                 .run(
                     &mut session,
-                    Some(args.prompt.clone()),
+                    Some(prompt.clone()),
                     run,
                     workspace,
                     cancel.clone(),
@@ -213,6 +218,45 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
         eprintln!("session: {id} (resume with --resume {id})");
     }
     Ok(signals.exit_code(exit_for(&state)))
+}
+
+/// The custom command `prompt` invokes (`/review src`), if it names one; its `model`, if it
+/// has one, becomes the run's. Broken command files are warnings.
+fn custom_command(setup: &mut Setup, prompt: &str) -> Result<Option<(CustomCommand, String)>> {
+    let commands = CommandSet::load(setup.harness.workspace());
+    for w in &commands.warnings {
+        eprintln!("cadre: warning: {w}");
+    }
+    let Some((cmd, cmd_args)) = custom_commands::invoked(&commands, prompt) else {
+        return Ok(None);
+    };
+    if let Some(model) = &cmd.model {
+        let chosen = setup.harness.set_model(model)?;
+        eprintln!("cadre: /{} runs on {chosen}", cmd.name);
+    }
+    Ok(Some((cmd.clone(), cmd_args)))
+}
+
+/// The prompt a custom command runs and the main agent narrowed to its `allowed-tools`.
+async fn command_turn(
+    h: &Harness,
+    cmd: &CustomCommand,
+    cmd_args: &str,
+    cancel: &CancellationToken,
+) -> Result<(String, Agent)> {
+    let prompt = custom_commands::prompt_for(h, cmd, cmd_args, cancel.clone()).await?;
+    let agent = match &cmd.allowed_tools {
+        Some(allowed) => {
+            let mut warnings = Vec::new();
+            let agent = custom_commands::narrowed(h.agent(), allowed, &mut warnings)?;
+            for w in warnings {
+                eprintln!("cadre: warning: /{}: {w}", cmd.name);
+            }
+            agent
+        }
+        None => h.agent().clone(),
+    };
+    Ok((prompt, agent))
 }
 
 /// `--compact-now`: compact the session before the prompt. What it did is the `compaction`

@@ -139,7 +139,11 @@ impl Setup {
         let model_note = (overrides.model.is_none() && named.trim() != model)
             .then(|| format!("model {named} is {model}"));
         preflight(&config, &model)?;
-        let mut policy: PermissionPolicy = config.permissions.policy()?;
+        // Claude Code's settings add their rules to cadre's own (deny from anywhere wins).
+        let claude = crate::claude_settings::load(&ws)?;
+        let mut permissions = config.permissions.clone();
+        claude.apply_to(&mut permissions);
+        let mut policy: PermissionPolicy = permissions.policy()?;
         if let Some(mode) = &overrides.permission_mode {
             policy.mode = mode.parse().map_err(anyhow::Error::msg)?;
         }
@@ -311,6 +315,7 @@ impl Setup {
             }
         }
         warnings.extend(registry.overrides().iter().map(|l| format!("agent {l}")));
+        warnings.extend(claude.warnings);
         Ok(Self {
             harness,
             warnings,

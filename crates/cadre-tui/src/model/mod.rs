@@ -30,6 +30,8 @@ pub enum Action {
         /// The job.
         job: String,
     },
+    /// Run the custom slash command this line invokes (`/review src`).
+    Custom(String),
     /// Cancel the running turn.
     CancelTurn,
     /// Cancel a task.
@@ -154,6 +156,8 @@ pub struct App {
     pub now_ms: u64,
     /// Sub-agent names for `@` completion.
     pub agents: Vec<String>,
+    /// The workspace's custom slash commands, for `/help`, completion and submitting.
+    pub custom: crate::custom_commands::CommandSet,
     /// The first-run message: the provider has no key; shown until a key is there.
     pub first_run: Option<String>,
     /// A transient message in the hint line.

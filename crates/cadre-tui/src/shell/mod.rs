@@ -3,6 +3,7 @@
 //! returns; and draws at most [`FRAME_INTERVAL`] apart, only when something changed.
 
 mod channels;
+mod custom;
 mod delivery;
 pub mod history;
 mod terminal;
@@ -145,7 +146,9 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
     app.first_run = crate::first_run::message(&h.agent().config().model);
     app.now_ms = unix_millis();
     app.load_history(opts.session.messages());
-    for w in opts.warnings {
+    app.custom = crate::custom_commands::CommandSet::load(h.workspace());
+    let command_warnings = app.custom.warnings.clone();
+    for w in opts.warnings.iter().chain(&command_warnings) {
         app.notice(format!("⚠ {w}"));
     }
     let mut shell = Shell {
@@ -579,6 +582,12 @@ impl Shell {
                 self.deliveries_paused = false;
                 if !self.refused_without_key() {
                     self.start_turn(Some(p), None);
+                }
+            }
+            Action::Custom(line) => {
+                self.deliveries_paused = false;
+                if !self.refused_without_key() {
+                    self.start_custom(&line);
                 }
             }
             Action::Direct { agent, job } => {
