@@ -133,8 +133,13 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
         );
     }
     let opts = options(&cfg, token);
-    let setup =
-        Setup::with_min_concurrent(cli, &Overrides::default(), opts.max_concurrent_tasks).await?;
+    // A submission waits for its task's creation no longer than the store's connect
+    // timeout: a store that is down is a quick 503, and the caller tries another node.
+    let overrides = Overrides {
+        store_create_retry: Some(store_cfg.connect_timeout()),
+        ..Overrides::default()
+    };
+    let setup = Setup::with_min_concurrent(cli, &overrides, opts.max_concurrent_tasks).await?;
     let h = &setup.harness;
     // A server whose model has no key could only fail every task it accepts.
     if let Some(line) = cadre_tui::first_run::one_line(&h.agent().config().model) {

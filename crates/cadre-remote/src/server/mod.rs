@@ -22,6 +22,7 @@
 mod approval;
 mod book;
 mod guard;
+mod health;
 mod launch;
 mod listen;
 mod origin;
@@ -242,6 +243,8 @@ impl Server {
             ));
         let mut app = Router::new()
             .route(CARD_PATH, get(rpc::card))
+            .route("/healthz", get(health::healthz))
+            .route("/readyz", get(health::readyz))
             .merge(protected);
         if let Some(cors) = self.state.site.cors() {
             app = app.layer(cors);
@@ -275,6 +278,7 @@ impl Server {
             token: state.opts.token.as_deref().map(Arc::from),
         };
         let mut server = tokio::spawn(listen::serve(listener, app, limits, stop));
+        let prober = AbortOnDrop(tokio::spawn(health::probe_loop(state.clone())));
         tokio::select! {
             ended = &mut server => {
                 return match ended {
@@ -305,6 +309,7 @@ impl Server {
             state.hard_stop.cancel();
             let _ = tokio::time::timeout(Duration::from_secs(5), state.wait_idle()).await;
         }
+        drop(prober);
         // Connections still open (a stream whose client went quiet) get a short last chance.
         match tokio::time::timeout(Duration::from_secs(5), &mut server).await {
             Ok(Ok(r)) => r.map_err(ServeError::Io),
@@ -314,5 +319,14 @@ impl Server {
                 Ok(())
             }
         }
+    }
+}
+
+/// A spawned task that ends with its owner (the store probe ends with `serve`).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
