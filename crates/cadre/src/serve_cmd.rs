@@ -132,7 +132,10 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
             "refusing to serve on {addr} without a bearer token: set {token_source} (or serve.token), or listen on a loopback address"
         );
     }
-    let opts = options(&cfg, token);
+    let mut opts = options(&cfg, token);
+    if let Some(secs) = args.drain_grace_secs {
+        opts.grace = Duration::from_secs(secs);
+    }
     // A submission waits for its task's creation no longer than the store's connect
     // timeout: a store that is down is a quick 503, and the caller tries another node.
     let overrides = Overrides {
@@ -151,7 +154,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     };
     let server = Server::new(h.runtime().clone(), &h.agent().config().model.spec, opts)?;
     // Tasks of a lost node whose policy is `resume` are taken over and finished here.
-    let _adopter = h.runtime().start_adopting(
+    let adopter = h.runtime().start_adopting(
         server.adopting_parent(),
         store_cfg.sweep_interval(),
         store_cfg.orphan_timeout(),
@@ -171,7 +174,12 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
         server.default_agent()
     );
     eprintln!("cadre: listening on http://{local}/ (A2A JSON-RPC at /, task protocol at /tasks)");
-    server.serve(listener, shutdown_signal()).await?;
+    // A draining node adopts nothing more: it would take back the tasks it hands over.
+    let signal = async move {
+        shutdown_signal().await;
+        drop(adopter);
+    };
+    server.serve(listener, signal).await?;
     h.runtime().shutdown();
     eprintln!("cadre: stopped");
     Ok(ExitCode::SUCCESS)

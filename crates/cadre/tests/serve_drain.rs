@@ -47,6 +47,24 @@ fn start(ws: &std::path::Path, db: &str, mock: &MockServer) -> Served {
     )
 }
 
+fn messages(r: &RecordedRequest) -> Vec<Value> {
+    r.body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+fn first_turn(r: &RecordedRequest) -> bool {
+    !messages(r).iter().any(|m| m["role"] == "assistant")
+}
+
+fn call(name: &str, args: Value) -> MockReply {
+    OpenAiStream::new()
+        .role()
+        .tool_call(0, "call_1", name, &args.to_string())
+        .finish("tool_calls")
+        .usage(30, 10, 0)
+        .done()
+        .into_reply()
+}
+
 fn answer(text: &str) -> MockReply {
     OpenAiStream::new()
         .role()
@@ -193,4 +211,92 @@ async fn readiness_follows_the_store_and_a_store_down_is_a_quick_503_every_time(
     );
     let (status, _, body) = submit(&node.url, "after the outage").await;
     assert_eq!(status, 200, "{body}\n{}", node.stderr());
+}
+
+/// A model whose first turn reads the notes, whose first second turn (the draining node's)
+/// does not answer in the test's time, and whose next one does; and the second turns.
+async fn slow_second_turn_model() -> (MockServer, Arc<AtomicUsize>) {
+    let second_turns = Arc::new(AtomicUsize::new(0));
+    let seen = second_turns.clone();
+    let mock = MockServer::start_with(Arc::new(move |r: &RecordedRequest| {
+        if first_turn(r) {
+            return call("read_file", json!({"path": "notes.txt"}));
+        }
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            return answer("never said").delayed(Duration::from_secs(600));
+        }
+        answer("the answer is 42")
+    }))
+    .await
+    .unwrap();
+    (mock, second_turns)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_node_refuses_new_work_and_hands_its_durable_task_to_another_node() {
+    let Some(db) = database().await else { return };
+    let (mock, second_turns) = slow_second_turn_model().await;
+    // Adoption after the orphan timeout would take 30 s; a handed-over task is taken at the
+    // next look (every second).
+    let liveness = "heartbeat_secs = 1\nsweep_secs = 1\norphan_timeout_secs = 30";
+    let (a_ws, b_ws) = (workspace_with(liveness), workspace_with(liveness));
+    let mut a = start(a_ws.path(), &db, &mock);
+    let b = start(b_ws.path(), &db, &mock);
+    ready_becomes(&a.url, 200, Duration::from_secs(10)).await;
+
+    let (status, _, v) = submit(&a.url, "what do the notes say?").await;
+    assert_eq!(status, 200, "{v}");
+    let id = v["task_id"].as_str().unwrap().to_string();
+    let t0 = Instant::now();
+    while second_turns.load(Ordering::SeqCst) == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(30), "no second turn");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    a.signal("TERM");
+    let drained_at = Instant::now();
+    let (took, body) = ready_becomes(&a.url, 503, Duration::from_secs(5)).await;
+    assert!(
+        took < Duration::from_secs(1),
+        "not ready only after {took:?}"
+    );
+    assert_eq!(body["reason"], "draining", "{body}");
+    let (status, retry, body) = submit(&a.url, "too late").await;
+    assert_eq!((status, retry.is_some()), (503, true), "{body}");
+    let (status, retry, body) = send_message(&a.url, "too late too").await;
+    assert_eq!((status, retry.is_some()), (503, true), "{body}");
+    assert!(a.wait_exit(Duration::from_secs(20)), "{}", a.stderr());
+
+    // B adopts it at once and finishes it from its checkpoint.
+    let rec = loop {
+        let v: Value = authed(reqwest::Client::new().get(format!("{}/tasks/{id}", b.url)))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if v.get("complete").is_some() {
+            break v;
+        }
+        assert!(
+            drained_at.elapsed() < Duration::from_secs(20),
+            "not adopted: {v}\n{}\n{}",
+            a.stderr(),
+            b.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let adopted_after = drained_at.elapsed();
+    assert_eq!(rec["status"], "success", "{rec}\n{}", b.stderr());
+    assert!(rec["result"].as_str().unwrap().contains("42"), "{rec}");
+    assert_eq!(rec["resumed"]["times"], 1, "{rec}");
+    assert!(
+        adopted_after < Duration::from_secs(15),
+        "finished only {adopted_after:?} after the drain"
+    );
+    let firsts = mock.requests().iter().filter(|r| first_turn(r)).count();
+    assert_eq!(firsts, 1, "the task's first turn was asked again");
+    assert_eq!(second_turns.load(Ordering::SeqCst), 2);
+    eprintln!("handed over and finished {adopted_after:?} after SIGTERM");
 }

@@ -192,6 +192,11 @@ impl Served {
     pub fn terminate(&mut self, within: Duration) -> bool {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        self.wait_exit(within)
+    }
+
+    /// Wait (bounded) for the exit, after a signal sent already; whether it succeeded.
+    pub fn wait_exit(&mut self, within: Duration) -> bool {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
