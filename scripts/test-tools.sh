@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the optional tools the tests use, the same way .ci/run does: the A2A and MCP Python
-# SDKs (venvs under target/), server-everything (npm, under target/), and PostgreSQL, tmux and
+# SDKs (venvs under target/), server-everything (npm, under target/), and PostgreSQL, HAProxy, tmux and
 # bubblewrap from Debian (as root, after apt-get update). Without them `cargo test --workspace`
 # still passes: the tests that need one say SKIPPED (except under CI=true).
 set -euo pipefail
@@ -47,6 +47,13 @@ if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update
   apt-get install -y postgresql
+fi
+
+echo "== HAProxy (for the cluster test behind a load balancer, crates/cadre/tests/cluster_haproxy.rs)"
+if ! command -v haproxy >/dev/null && [ ! -x /usr/sbin/haproxy ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y haproxy
 fi
 
 echo "== tmux (for the end-to-end test of the full-screen UI)"

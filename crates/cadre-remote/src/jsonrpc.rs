@@ -94,6 +94,10 @@ pub(crate) struct RpcError {
     pub data: Value,
     #[serde(skip)]
     pub kind: ErrorKind,
+    /// A refusal to try again later, elsewhere: answered with this HTTP status (not 200)
+    /// and `Retry-After: secs`, so a load balancer can send the request to another node.
+    #[serde(skip)]
+    pub refusal: Option<(u16, &'static str)>,
 }
 
 impl RpcError {
@@ -108,6 +112,7 @@ impl RpcError {
                 "metadata": {},
             }]),
             kind,
+            refusal: None,
         }
     }
 

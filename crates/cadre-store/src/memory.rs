@@ -729,6 +729,28 @@ impl TaskStore for MemoryStore {
         Ok(Some(adopted))
     }
 
+    async fn release_owned(&self) -> StoreResult<Vec<String>> {
+        let mut g = self.lock();
+        let active: Vec<String> = g.active.iter().cloned().collect();
+        let mut released = Vec::new();
+        for id in active {
+            if let Some(r) = g.tasks.get_mut(&id)
+                && r.owner_node == self.node.as_str()
+                && r.owner_instance.as_deref() == Some(self.instance.as_str())
+                && !r.status.is_terminal()
+                && r.transport.is_local()
+                && r.on_orphan == OrphanPolicy::Resume
+            {
+                r.owner_epoch += 1;
+                r.owner_instance = None;
+                r.heartbeat_at = Some(0);
+                r.updated_at = now();
+                released.push(id);
+            }
+        }
+        Ok(released)
+    }
+
     async fn owners(&self, id: &str) -> StoreResult<Vec<TaskOwner>> {
         let g = self.lock();
         if let Some(h) = g.owners.get(id) {

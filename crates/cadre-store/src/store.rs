@@ -25,6 +25,12 @@ pub trait TaskStore: Send + Sync {
     /// The node this handle creates tasks for.
     fn node_id(&self) -> &NodeId;
 
+    /// One cheap round trip to the database (`SELECT 1`): `Ok` when the store answers now.
+    /// Readiness probes ask it; by default a read of a task that does not exist.
+    async fn ping(&self) -> StoreResult<()> {
+        self.get("").await.map(|_| ())
+    }
+
     /// Insert a `pending` (or `running`) task owned by this node (headers redacted on the
     /// way in). Borrowed: a caller that tries again keeps its one copy.
     async fn create(&self, task: &NewTask) -> StoreResult<TaskRecord>;
@@ -193,6 +199,17 @@ pub trait TaskStore: Send + Sync {
         seen_epoch: u64,
         orphan_timeout: Duration,
     ) -> StoreResult<Option<TaskRecord>>;
+
+    /// Hand this process's running durable tasks (local, policy `resume`) to the other
+    /// nodes, for a draining node: each becomes an orphan at once, at the next owner epoch
+    /// (so this process's later writes to it, its end included, are refused), owned by no
+    /// process (so no heartbeat of this one renews it) and never beaten (so the first node
+    /// that looks adopts it, without waiting for the orphan timeout). Checkpoints stay.
+    /// Returns the released ids. By default none: such a store's tasks are adopted after
+    /// the orphan timeout.
+    async fn release_owned(&self) -> StoreResult<Vec<String>> {
+        Ok(Vec::new())
+    }
 
     /// The task's owners over time, by epoch: each node and process that ran it, and since
     /// when. A task never adopted has one, the owner its record names; an unknown task none.

@@ -140,6 +140,10 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8080")]
     pub addr: String,
+    /// On SIGTERM, how long running tasks may finish before durable ones are handed to
+    /// another node and the rest cancelled (default `[serve] grace_secs`, else 10).
+    #[arg(long, value_name = "SECS")]
+    pub drain_grace_secs: Option<u64>,
 }
 
 /// `cadre agents ...`.

@@ -92,6 +92,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             permission_mode: args.permission_mode.clone(),
             model,
             sandbox: args.sandbox,
+            ..Overrides::default()
         },
     )
     .await?;

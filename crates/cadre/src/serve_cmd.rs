@@ -132,9 +132,17 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
             "refusing to serve on {addr} without a bearer token: set {token_source} (or serve.token), or listen on a loopback address"
         );
     }
-    let opts = options(&cfg, token);
-    let setup =
-        Setup::with_min_concurrent(cli, &Overrides::default(), opts.max_concurrent_tasks).await?;
+    let mut opts = options(&cfg, token);
+    if let Some(secs) = args.drain_grace_secs {
+        opts.grace = Duration::from_secs(secs);
+    }
+    // A submission waits for its task's creation no longer than the store's connect
+    // timeout: a store that is down is a quick 503, and the caller tries another node.
+    let overrides = Overrides {
+        store_create_retry: Some(store_cfg.connect_timeout()),
+        ..Overrides::default()
+    };
+    let setup = Setup::with_min_concurrent(cli, &overrides, opts.max_concurrent_tasks).await?;
     let h = &setup.harness;
     // A server whose model has no key could only fail every task it accepts.
     if let Some(line) = cadre_tui::first_run::one_line(&h.agent().config().model) {
@@ -146,7 +154,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     };
     let server = Server::new(h.runtime().clone(), &h.agent().config().model.spec, opts)?;
     // Tasks of a lost node whose policy is `resume` are taken over and finished here.
-    let _adopter = h.runtime().start_adopting(
+    let adopter = h.runtime().start_adopting(
         server.adopting_parent(),
         store_cfg.sweep_interval(),
         store_cfg.orphan_timeout(),
@@ -166,7 +174,12 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
         server.default_agent()
     );
     eprintln!("cadre: listening on http://{local}/ (A2A JSON-RPC at /, task protocol at /tasks)");
-    server.serve(listener, shutdown_signal()).await?;
+    // A draining node adopts nothing more: it would take back the tasks it hands over.
+    let signal = async move {
+        shutdown_signal().await;
+        drop(adopter);
+    };
+    server.serve(listener, signal).await?;
     h.runtime().shutdown();
     eprintln!("cadre: stopped");
     Ok(ExitCode::SUCCESS)

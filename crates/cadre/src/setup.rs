@@ -92,6 +92,8 @@ pub struct Overrides {
     pub model: Option<String>,
     /// `--sandbox`.
     pub sandbox: Option<SandboxMode>,
+    /// How long creating a task is retried over a failing store (default 10 s).
+    pub store_create_retry: Option<std::time::Duration>,
 }
 
 impl Setup {
@@ -248,6 +250,7 @@ impl Setup {
             );
         }
         let write_retry = config.store.write_retry();
+        let create_retry = overrides.store_create_retry;
         let orphan_timeout = config.store.orphan_timeout();
         let maintenance = cadre_store::start_maintenance(
             store.clone(),
@@ -279,6 +282,7 @@ impl Setup {
             rc.claude_hooks = claude_hooks;
             rc.agent_servers = Some(agent_servers);
             rc.store_write_retry = write_retry;
+            rc.store_create_retry = create_retry.unwrap_or(rc.store_create_retry);
             rc.orphan_timeout = orphan_timeout;
             rc.default_max_turns = sub.max_turns.unwrap_or(rc.default_max_turns);
             rc.background_approvals = match sub.background_approvals {

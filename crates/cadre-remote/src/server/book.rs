@@ -341,6 +341,11 @@ impl TaskBook {
         self.limit
     }
 
+    /// Task slots free now.
+    pub(crate) fn free_slots(&self) -> usize {
+        self.slots.available_permits()
+    }
+
     /// A slot for one more running task, if there is one.
     pub(crate) fn try_admit(&self) -> Option<OwnedSemaphorePermit> {
         self.slots.clone().try_acquire_owned().ok()

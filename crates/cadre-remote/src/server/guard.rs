@@ -161,10 +161,17 @@ pub(crate) async fn guard(
     }
     match tokio::time::timeout(budget, next.run(req)).await {
         Ok(r) => r,
-        Err(_) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the request took longer than serve.request_timeout_secs",
-        ),
+        Err(_) => {
+            let mut r = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the request took longer than serve.request_timeout_secs",
+            );
+            r.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from_static(super::health::RETRY_AFTER_SECS),
+            );
+            r
+        }
     }
 }
 

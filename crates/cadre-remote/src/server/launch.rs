@@ -56,6 +56,18 @@ pub(crate) enum LaunchError {
 }
 
 impl LaunchError {
+    /// The `Retry-After` seconds of a refusal the caller should try again (elsewhere),
+    /// answered with 429 or 503.
+    pub(crate) fn retry_after(&self) -> Option<&'static str> {
+        match self {
+            LaunchError::Busy { .. } | LaunchError::Draining => {
+                Some(super::health::RETRY_AFTER_SECS)
+            }
+            LaunchError::StoreUnavailable(_) => Some("5"),
+            _ => None,
+        }
+    }
+
     /// A sentence for the caller.
     pub(crate) fn message(&self) -> String {
         match self {
@@ -229,6 +241,11 @@ fn plan(
 pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, LaunchError> {
     if state.draining.is_cancelled() {
         return Err(LaunchError::Draining);
+    }
+    // Work this node cannot record is refused at once, not after the store's timeouts:
+    // the caller (or its load balancer) tries another node.
+    if let Some(why) = state.health.store_down() {
+        return Err(LaunchError::StoreUnavailable(why));
     }
     let limit = state.opts.max_input_bytes;
     if l.text.len() > limit {

@@ -6,9 +6,11 @@
 //! the [`SubagentRuntime`], so it is an ordinary task of the runtime's tracker. Every request
 //! must name this server as its `Host` and may carry only an allowed `Origin` (web pages are
 //! kept out); requests other than the card need the bearer token when one is configured and
-//! POSTs need a JSON body; connections, bodies, waits and running tasks are bounded; on
-//! shutdown the server stops accepting, lets running tasks finish for a grace period and
-//! then cancels the rest.
+//! POSTs need a JSON body; connections, bodies, waits and running tasks are bounded.
+//! `/healthz` and `/readyz` answer load balancers without a token. On shutdown the server
+//! drains: not ready, new tasks refused, running tasks given a grace period; then durable
+//! tasks are handed to other nodes through the store, the rest cancelled, and it stops
+//! accepting.
 //!
 //! ```no_run
 //! # async fn demo(runtime: std::sync::Arc<cadre_subagents::SubagentRuntime>) -> Result<(), cadre_remote::ServeError> {
@@ -22,6 +24,7 @@
 mod approval;
 mod book;
 mod guard;
+mod health;
 mod launch;
 mod listen;
 mod origin;
@@ -242,6 +245,8 @@ impl Server {
             ));
         let mut app = Router::new()
             .route(CARD_PATH, get(rpc::card))
+            .route("/healthz", get(health::healthz))
+            .route("/readyz", get(health::readyz))
             .merge(protected);
         if let Some(cors) = self.state.site.cors() {
             app = app.layer(cors);
@@ -253,8 +258,10 @@ impl Server {
         .with_state(self.state.clone())
     }
 
-    /// Serve on `listener` until `shutdown` resolves; then stop accepting, let running tasks
-    /// finish within the grace period, cancel the rest and return once they have ended.
+    /// Serve on `listener` until `shutdown` resolves; then drain: refuse new tasks (still
+    /// answering everything else), let running tasks finish within the grace period, hand
+    /// the durable ones still running to other nodes, cancel the rest, stop accepting and
+    /// return once they have ended.
     pub async fn serve(
         self,
         listener: TcpListener,
@@ -275,6 +282,7 @@ impl Server {
             token: state.opts.token.as_deref().map(Arc::from),
         };
         let mut server = tokio::spawn(listen::serve(listener, app, limits, stop));
+        let prober = AbortOnDrop(tokio::spawn(health::probe_loop(state.clone())));
         tokio::select! {
             ended = &mut server => {
                 return match ended {
@@ -288,10 +296,12 @@ impl Server {
         tracing::info!(
             running,
             grace_secs = state.opts.grace.as_secs(),
-            "shutting down: no new connections"
+            "draining: not ready, new tasks refused, running ones may finish"
         );
+        // Still listening while draining: a load balancer's probe hears 503 at once, new
+        // submissions get 503 with Retry-After (it sends them elsewhere), and callers of
+        // running tasks can still follow them.
         state.draining.cancel();
-        stop_accepting.cancel();
         // Nobody will answer the questions now: deny them so their tasks can finish.
         for task in state.book.list() {
             task.gate.close();
@@ -300,11 +310,14 @@ impl Server {
             .await
             .is_err()
         {
+            hand_over(&state).await;
             let left = state.unfinished().len();
             tracing::warn!(left, "grace period over: cancelling the remaining tasks");
             state.hard_stop.cancel();
             let _ = tokio::time::timeout(Duration::from_secs(5), state.wait_idle()).await;
         }
+        stop_accepting.cancel();
+        drop(prober);
         // Connections still open (a stream whose client went quiet) get a short last chance.
         match tokio::time::timeout(Duration::from_secs(5), &mut server).await {
             Ok(Ok(r)) => r.map_err(ServeError::Io),
@@ -314,5 +327,27 @@ impl Server {
                 Ok(())
             }
         }
+    }
+}
+
+/// At the end of the grace period: the durable tasks (`on_orphan = "resume"`) this process
+/// still runs are released in the store, so another node adopts each at once from its
+/// checkpoint; their cancellation here is then refused by the store (fenced), not recorded.
+async fn hand_over(state: &State) {
+    match state.runtime.store().release_owned().await {
+        Ok(ids) if ids.is_empty() => {}
+        Ok(ids) => tracing::info!(count = ids.len(), "handed over to other nodes: {ids:?}"),
+        Err(e) => {
+            tracing::warn!(error = %e, "store: cannot hand the running tasks over; they are adopted after the orphan timeout")
+        }
+    }
+}
+
+/// A spawned task that ends with its owner (the store probe ends with `serve`).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }

@@ -183,11 +183,24 @@ fn reply(id: Option<&RpcId>, outcome: Result<Value, RpcError>) -> Response {
     let Some(id) = id else {
         return StatusCode::NO_CONTENT.into_response();
     };
-    let body = match outcome {
-        Ok(result) => jsonrpc::success(id, result),
-        Err(e) => jsonrpc::failure(id, &e),
+    match outcome {
+        Ok(result) => Json(jsonrpc::success(id, result)).into_response(),
+        Err(e) => failure(id, &e),
+    }
+}
+
+/// A JSON-RPC error response: HTTP 200, or for a refusal to retry elsewhere its status
+/// (503) and `Retry-After`.
+pub(crate) fn failure(id: &RpcId, e: &RpcError) -> Response {
+    let body = Json(jsonrpc::failure(id, e));
+    let Some((status, secs)) = e.refusal else {
+        return body.into_response();
     };
-    Json(body).into_response()
+    let mut r = body.into_response();
+    *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static(secs));
+    r
 }
 
 /// The JSON-RPC error for refused send parameters.
@@ -281,7 +294,18 @@ pub(crate) fn launch_error(e: &LaunchError) -> RpcError {
         LaunchError::CannotContinue(_) => ErrorKind::UnsupportedOperation,
         LaunchError::Finished(_) | LaunchError::Spawn(_) => ErrorKind::Internal,
     };
-    RpcError::new(kind, e.message())
+    let mut rpc = RpcError::new(kind, e.message());
+    // A node that is draining or has lost its store says so in the HTTP status too: a load
+    // balancer retries only what it can see failed. A full node keeps the JSON-RPC answer
+    // (its readiness says so to the balancer) and says when to come back.
+    rpc.refusal = match e {
+        LaunchError::Draining | LaunchError::StoreUnavailable(_) => {
+            e.retry_after().map(|secs| (503, secs))
+        }
+        LaunchError::Busy { .. } => e.retry_after().map(|secs| (200, secs)),
+        _ => None,
+    };
+    rpc
 }
 
 /// The task a message names with `taskId`, if it may take the message: it exists (else

@@ -50,6 +50,8 @@ pub(crate) struct State {
     pub started_at: u64,
     /// Who answers the agents' approval requests.
     pub approvals: ApprovalPolicy,
+    /// Whether the task store answered its last probe (readiness, fast refusals).
+    pub health: super::health::Health,
 }
 
 impl State {
@@ -159,6 +161,7 @@ impl State {
             local_addr: OnceLock::new(),
             started_at: cadre_types::unix_millis(),
             approvals: policy,
+            health: super::health::Health::new(),
         }))
     }
 

@@ -27,7 +27,6 @@ use crate::a2a::parts::{AnswerForm, render_parts};
 use crate::a2a::render::{self, Detail, Role};
 use crate::a2a::{A2aState, Version};
 use crate::jsonrpc::{self, RpcId, RpcResponse};
-use axum::Json;
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use cadre_types::{SubagentUpdate, UpdateKind, unix_millis};
@@ -50,7 +49,7 @@ pub(crate) async fn respond(
 ) -> Response {
     let launched = match start(&state, &params, true).await {
         Ok(l) => l,
-        Err(e) => return Json(jsonrpc::failure(&id, &e)).into_response(),
+        Err(e) => return super::rpc::failure(&id, &e),
     };
     let sub = launched
         .follow

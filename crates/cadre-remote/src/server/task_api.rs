@@ -141,12 +141,7 @@ pub(crate) async fn submit(AxumState(state): AxumState<Arc<State>>, body: Bytes)
                 LaunchError::Spawn(_) => StatusCode::INTERNAL_SERVER_ERROR,
             };
             let mut r = error(status, &e.message());
-            let retry_after = match &e {
-                LaunchError::Busy { .. } => Some("1"),
-                LaunchError::StoreUnavailable(_) => Some("5"),
-                _ => None,
-            };
-            if let Some(secs) = retry_after {
+            if let Some(secs) = e.retry_after() {
                 r.headers_mut()
                     .insert(header::RETRY_AFTER, HeaderValue::from_static(secs));
             }

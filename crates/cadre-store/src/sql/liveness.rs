@@ -250,6 +250,27 @@ impl SqlStore {
         })
     }
 
+    /// One `UPDATE`: every active durable task of this node and process, at once.
+    pub(super) async fn release_owned_tasks(&self) -> StoreResult<Vec<String>> {
+        let args = vec![
+            Arg::from(self.node.as_str()),
+            (&self.instance).into(),
+            now_ms().into(),
+        ];
+        let rows = on_writer!(&self.db, args, |p, args| p
+            .fetch(
+                "UPDATE tasks SET owner_epoch = owner_epoch + 1, owner_instance = NULL, \
+                   heartbeat_at = 0, updated_at = $3 \
+                 WHERE owner_node = $1 AND owner_instance = $2 \
+                   AND status IN ('pending', 'running') AND transport = 'local' \
+                   AND on_orphan = 'resume' \
+                 RETURNING id",
+                args,
+            )
+            .await?)?;
+        rows.iter().map(|r| r.try_get(0)).collect()
+    }
+
     pub(super) async fn owners_of(&self, id: &str) -> StoreResult<Vec<TaskOwner>> {
         let sql = "SELECT epoch, owner_node, owner_instance, since FROM task_owners \
                    WHERE task_id = $1 ORDER BY epoch";

@@ -17,6 +17,10 @@ impl TaskStore for SqlStore {
         &self.node
     }
 
+    async fn ping(&self) -> StoreResult<()> {
+        self.db.fetch("SELECT 1", Vec::new()).await.map(|_| ())
+    }
+
     async fn create(&self, task: &NewTask) -> StoreResult<TaskRecord> {
         self.create_task(task).await
     }
@@ -131,6 +135,10 @@ impl TaskStore for SqlStore {
 
     async fn resumable_orphans(&self, orphan_timeout: Duration) -> StoreResult<Vec<TaskRecord>> {
         self.orphans_to_adopt(orphan_timeout).await
+    }
+
+    async fn release_owned(&self) -> StoreResult<Vec<String>> {
+        self.release_owned_tasks().await
     }
 
     async fn adopt(

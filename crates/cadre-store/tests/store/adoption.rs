@@ -243,8 +243,72 @@ async fn a_renewal_holds_only_at_the_current_epoch(kind: Kind) {
     assert!(!b.renew_owned(&id, 1).await.unwrap());
 }
 
+async fn a_released_task_is_adopted_at_once_and_fences_its_old_owner(kind: Kind) {
+    let Some(fx) = Fixture::new(kind).await else {
+        return;
+    };
+    let a = fx.open("node-a").await;
+    let b = fx.open("node-b").await;
+    let durable = running(a.as_ref(), OrphanPolicy::Resume).await;
+    let failing = running(a.as_ref(), OrphanPolicy::Fail).await;
+    let theirs = running(b.as_ref(), OrphanPolicy::Resume).await;
+    let ended = running(a.as_ref(), OrphanPolicy::Resume).await;
+    a.transition(&ended, Transition::completed("done").fenced(0))
+        .await
+        .unwrap();
+    let turn = [Message::user("go"), Message::assistant("step one")];
+    a.append_checkpoint(&durable, 0, 0, 0, &turn, Usage::default())
+        .await
+        .unwrap();
+    a.heartbeat_owned().await.unwrap();
+    let hour = Duration::from_secs(3600);
+    assert!(b.resumable_orphans(hour).await.unwrap().is_empty());
+
+    // Only A's own running durable task is handed over; B's, A's `fail` one and the ended
+    // one stay as they are.
+    assert_eq!(
+        a.release_owned().await.unwrap(),
+        std::slice::from_ref(&durable)
+    );
+    let rec = b.get(&durable).await.unwrap().unwrap();
+    assert_eq!((rec.status, rec.owner_epoch), (TaskStatus::Running, 1));
+    assert_eq!(rec.owner_instance, None);
+    for id in [&failing, &theirs] {
+        assert_eq!(b.get(id).await.unwrap().unwrap().owner_epoch, 0, "{id}");
+    }
+    // An orphan at once, under any timeout; and A's heartbeats no longer reach it.
+    a.heartbeat_owned().await.unwrap();
+    let orphans = b.resumable_orphans(hour).await.unwrap();
+    let ids: Vec<&str> = orphans.iter().map(|o| o.id.as_str()).collect();
+    assert_eq!(ids, [durable.as_str()]);
+    // A's later writes (its cancelled end, a checkpoint) are refused.
+    let e = a
+        .transition(&durable, Transition::cancelled().fenced(0))
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Fenced { .. }), "{e}");
+    let late = [Message::assistant("a's late step")];
+    assert!(
+        a.append_checkpoint(&durable, 0, 0, 2, &late, Usage::default())
+            .await
+            .is_err()
+    );
+    // B adopts it without waiting, with its checkpoint; nothing is left to release twice.
+    let adopted = b.adopt(&durable, 1, hour).await.unwrap().expect("adopted");
+    assert_eq!(
+        (adopted.owner_node.as_str(), adopted.owner_epoch),
+        ("node-b", 2)
+    );
+    assert_eq!(
+        b.read_checkpoint(&durable).await.unwrap().unwrap().messages,
+        turn
+    );
+    assert!(a.release_owned().await.unwrap().is_empty());
+}
+
 both_backends!(
     racing_adopters_one_wins,
     stale_owner_writes_are_refused,
-    a_renewal_holds_only_at_the_current_epoch
+    a_renewal_holds_only_at_the_current_epoch,
+    a_released_task_is_adopted_at_once_and_fences_its_old_owner
 );

@@ -139,6 +139,10 @@ pub struct RuntimeConfig {
     /// How long a task's write is retried over a failing store before its end is kept in
     /// the local spool (`[store] write_retry_secs`, default 120 s).
     pub store_write_retry: Duration,
+    /// How long creating a task is retried over a failing store before its caller is told
+    /// (default 10 s; `cadre serve` uses `[store] connect_timeout_secs`, so a submission to
+    /// a node whose store is down is refused within it).
+    pub store_create_retry: Duration,
     /// How long a task's owner may go without beating it before the task is taken as an
     /// orphan when a parent resumes its session (`[store] orphan_timeout_secs`, default
     /// 600 s; see [`SubagentRuntime::reattach`](crate::SubagentRuntime::reattach)).
@@ -181,6 +185,7 @@ impl RuntimeConfig {
             checkpoints: false,
             on_orphan: cadre_store::OrphanPolicy::Fail,
             store_write_retry: cadre_store::RETRY_FOR,
+            store_create_retry: cadre_store::CREATE_RETRY_FOR,
             orphan_timeout: Duration::from_secs(cadre_store::DEFAULT_ORPHAN_TIMEOUT_SECS),
         }
     }

@@ -165,10 +165,7 @@ impl SubagentRuntime {
         live: Option<&'a LiveChildEntry>,
     ) -> impl Future<Output = Result<Started, SpawnError>> + 'a {
         // A database restart is waited out; a store that stays down is the caller's error.
-        let within = self
-            .cfg
-            .store_write_retry
-            .min(cadre_store::CREATE_RETRY_FOR);
+        let within = self.cfg.store_write_retry.min(self.cfg.store_create_retry);
         // Not an `async fn`: that would keep `job` twice, as an argument and in its body.
         async move {
             let store = self.store.as_ref();

@@ -118,8 +118,17 @@ impl Served {
     }
 
     /// [`Served::start`] with `cmd` (from [`cadre`] or [`cadre_with_file_limit`]).
-    pub fn start_command(mut cmd: Command, model: &str, env: &[(&str, &str)]) -> Served {
-        cmd.args(["--model", model, "serve", "--addr", "127.0.0.1:0"]);
+    pub fn start_command(cmd: Command, model: &str, env: &[(&str, &str)]) -> Served {
+        Self::start_command_at(cmd, model, env, "127.0.0.1:0")
+    }
+
+    /// [`Served::start`] listening on `addr` (a fixed port: a restarted node keeps it).
+    pub fn start_at(ws: &Path, model: &str, env: &[(&str, &str)], addr: &str) -> Served {
+        Self::start_command_at(cadre(ws), model, env, addr)
+    }
+
+    fn start_command_at(mut cmd: Command, model: &str, env: &[(&str, &str)], addr: &str) -> Served {
+        cmd.args(["--model", model, "serve", "--addr", addr]);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -192,6 +201,11 @@ impl Served {
     pub fn terminate(&mut self, within: Duration) -> bool {
         let pid = self.child.id().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        self.wait_exit(within)
+    }
+
+    /// Wait (bounded) for the exit, after a signal sent already; whether it succeeded.
+    pub fn wait_exit(&mut self, within: Duration) -> bool {
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
