@@ -17,6 +17,10 @@ impl TaskStore for SqlStore {
         &self.node
     }
 
+    fn teams(&self) -> Option<&dyn crate::team::TeamStore> {
+        Some(self)
+    }
+
     async fn create(&self, task: &NewTask) -> StoreResult<TaskRecord> {
         self.create_task(task).await
     }
