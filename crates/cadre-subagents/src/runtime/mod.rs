@@ -23,6 +23,7 @@ mod servers;
 use servers::ChildRoot;
 pub mod spool;
 mod start;
+pub mod teams;
 pub(crate) mod tracker;
 mod types;
 pub mod worktree;
@@ -87,6 +88,8 @@ pub struct SubagentRuntime {
     top_inherited: Arc<Inherited>,
     /// Ends the store could not take, kept until it can (and read here meanwhile).
     spool: Arc<Spool>,
+    /// The teams each session leads.
+    led: teams::LedTeams,
     me: Weak<SubagentRuntime>,
 }
 
@@ -164,6 +167,7 @@ impl SubagentRuntime {
             live: Arc::default(),
             built: Mutex::new(HashMap::new()),
             top_inherited,
+            led: teams::LedTeams::default(),
             me: me.clone(),
         });
         runtime.watch_cancellations();
@@ -203,6 +207,11 @@ impl SubagentRuntime {
                 }
             }
         });
+    }
+
+    /// The teams each session leads (formed by spawning into them here).
+    pub fn led_teams(&self) -> &teams::LedTeams {
+        &self.led
     }
 
     /// The task store, the one owner of task state.
