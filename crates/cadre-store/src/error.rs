@@ -52,6 +52,10 @@ pub enum StoreError {
     /// The label is already used by a live child of the same parent session.
     #[error("Label already in use: {0}")]
     LabelInUse(String),
+    /// A team write was refused (a full team or mailbox, an unknown recipient or board
+    /// item, an oversized message); nothing was written. The text says which.
+    #[error("{0}")]
+    TeamRefused(String),
     /// A live child with this agent key already exists.
     #[error("live child already exists: {0}")]
     DuplicateLiveChild(String),

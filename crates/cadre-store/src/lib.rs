@@ -15,12 +15,14 @@ mod background;
 mod config;
 mod error;
 mod memory;
+mod memory_teams;
 mod model;
 mod node;
 mod redact;
 mod retry;
 mod sql;
 mod store;
+mod team;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -50,3 +52,7 @@ pub use sql::{
     executor_died_message, executor_lost_message, open, open_config, open_postgres, open_sqlite,
 };
 pub use store::{CancelWatch, TaskStore};
+pub use team::{
+    BoardItem, BoardStatus, BoardUpdate, EVERYONE, LEAD, MAX_TEAM_MESSAGE_BYTES, NewMember,
+    TeamKey, TeamMember, TeamMessage, TeamStore,
+};

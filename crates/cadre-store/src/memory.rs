@@ -29,7 +29,7 @@ pub const DEFAULT_RETENTION: usize = 100_000;
 /// The task store in memory. Cheap to clone (clones share the memory and the node).
 #[derive(Clone)]
 pub struct MemoryStore {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     node: NodeId,
     instance: String,
 }
@@ -42,11 +42,13 @@ impl std::fmt::Debug for MemoryStore {
     }
 }
 
-struct Shared {
+pub(crate) struct Shared {
     tables: Mutex<Tables>,
     /// Woken whenever a cancellation is requested.
     cancelled: Notify,
     retention: usize,
+    /// Teams, their messages and boards (see [`crate::memory_teams`]).
+    pub(crate) teams: Mutex<crate::memory_teams::Teams>,
 }
 
 #[derive(Default)]
@@ -196,6 +198,7 @@ impl MemoryStore {
                 tables: Mutex::new(Tables::default()),
                 cancelled: Notify::new(),
                 retention,
+                teams: Mutex::default(),
             }),
             node,
             instance: current_instance(),
@@ -310,6 +313,10 @@ impl MemoryStore {
 impl TaskStore for MemoryStore {
     fn node_id(&self) -> &NodeId {
         &self.node
+    }
+
+    fn teams(&self) -> Option<&dyn crate::team::TeamStore> {
+        Some(self)
     }
 
     async fn create(&self, t: &NewTask) -> StoreResult<TaskRecord> {

@@ -31,6 +31,11 @@ pub trait TaskStore: Send + Sync {
         self.get("").await.map(|_| ())
     }
 
+    /// The teams of this store (their members, messages and boards), when it keeps them.
+    fn teams(&self) -> Option<&dyn crate::team::TeamStore> {
+        None
+    }
+
     /// Insert a `pending` (or `running`) task owned by this node (headers redacted on the
     /// way in). Borrowed: a caller that tries again keeps its one copy.
     async fn create(&self, task: &NewTask) -> StoreResult<TaskRecord>;

@@ -53,12 +53,16 @@ pub use runtime::{
 pub use tools::context_ext::{SubagentContext, delivery_message, section, status_message};
 pub use tools::guard::DelegationGuard;
 pub use tools::surface::DELEGATION as DELEGATION_TOOL_INFO;
+pub use tools::surface::TEAM as TEAM_TOOL_INFO;
 pub use tools::task::{TaskTool, render_result, xml_escape};
 pub use tools::title::call_title;
 
 /// Names of the delegation tools, from their descriptors ([`DELEGATION_TOOL_INFO`]);
 /// children that may not delegate never get them.
 pub const DELEGATION_TOOLS: &[&str] = &cadre_tools::names_of(&DELEGATION_TOOL_INFO);
+
+/// Names of the team tools, from their descriptors ([`TEAM_TOOL_INFO`]).
+pub const TEAM_TOOLS: &[&str] = &cadre_tools::names_of(&TEAM_TOOL_INFO);
 
 /// True for a tool a child that may not delegate must never be given: one of the
 /// delegation tools, or any tool that says it is of the delegation kind.

@@ -131,7 +131,8 @@ fn every_tool_has_a_row_in_the_docs_tool_table() {
     let every = cadre_tools::builtin::BUILTIN_TOOLS
         .iter()
         .chain(cadre_tools::builtin::CONFIGURED_TOOLS.iter())
-        .chain(DELEGATION_TOOL_INFO.iter());
+        .chain(DELEGATION_TOOL_INFO.iter())
+        .chain(cadre_subagents::TEAM_TOOL_INFO.iter());
     for info in every {
         assert!(
             documented.iter().any(|d| d == info.name),

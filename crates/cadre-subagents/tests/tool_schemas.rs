@@ -23,6 +23,38 @@ fn fixture_with_worker() -> Fixture {
 }
 
 #[test]
+fn team_tool_schemas_are_clean_and_reach_providers_as_written() {
+    let f = fixture(
+        SCRIPT,
+        Options {
+            tweak: Box::new(|c| c.teams = true),
+            ..Default::default()
+        },
+    );
+    let tools = f.runtime.delegation_tools();
+    let expected: &[(&str, &[&str], &[&str])] = &[
+        ("team_send", &["to", "message"], &["message", "team", "to"]),
+        ("board_add", &["title"], &["detail", "team", "title"]),
+        ("board_claim", &["id"], &["id", "team"]),
+        ("board_done", &["id", "result"], &["id", "result", "team"]),
+        ("board_release", &["id"], &["id", "team"]),
+        ("board_list", &[], &["status", "team"]),
+        ("team_list", &[], &["team"]),
+    ];
+    for (name, required, properties) in expected {
+        let def = tools.get(name).unwrap().definition();
+        let schema = &def.parameters;
+        let got_required = schema.get("required").cloned().unwrap_or(json!([]));
+        assert_eq!(got_required, json!(required), "{name}");
+        let got: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+        assert_eq!(got, *properties, "{name}");
+        let problems = cadre_testkit::schema_problems(schema);
+        assert!(problems.is_empty(), "{name}: {problems:?}\n{schema:#}");
+        assert_eq!(&normalize_tool_schema(schema), schema, "{name}");
+    }
+}
+
+#[test]
 fn delegation_schemas_keep_their_arguments_and_reach_providers_as_written() {
     let f = fixture_with_worker();
     let tools = f.runtime.delegation_tools();
@@ -37,12 +69,20 @@ fn delegation_schemas_keep_their_arguments_and_reach_providers_as_written() {
                 "isolation",
                 "prompt",
                 "subagent_type",
+                "team",
             ],
         ),
         (
             "agent_spawn",
             &["agent_id"],
-            &["agent_id", "isolation", "label", "task", "timeout_seconds"],
+            &[
+                "agent_id",
+                "isolation",
+                "label",
+                "task",
+                "team",
+                "timeout_seconds",
+            ],
         ),
         (
             "agent_send",

@@ -270,6 +270,10 @@ pub struct SubagentsConfig {
     pub tools: Option<SurfaceName>,
     /// Spawn depth cap (default 3).
     pub max_depth: Option<u32>,
+    /// Members an agent team may have at once (default 8).
+    pub max_team_size: Option<usize>,
+    /// Offer the team tools to every agent that may delegate, as a lead (default false).
+    pub teams: Option<bool>,
     /// Children running at once per session (default 16); more wait as pending.
     pub max_concurrent: Option<usize>,
     /// Max turns of declared sub-agents that set none (default 10).

@@ -274,6 +274,8 @@ impl Setup {
         }
         b = b.runtime_config(move |rc| {
             rc.max_depth = sub.max_depth.unwrap_or(rc.max_depth);
+            rc.max_team_size = sub.max_team_size.unwrap_or(rc.max_team_size).max(1);
+            rc.teams = sub.teams.unwrap_or(rc.teams);
             rc.max_concurrent = sub
                 .max_concurrent
                 .unwrap_or(rc.max_concurrent)

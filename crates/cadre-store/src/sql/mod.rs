@@ -36,6 +36,7 @@ mod rows;
 pub mod schema;
 mod served;
 mod tasks;
+mod teams;
 mod trait_impl;
 mod writer;
 

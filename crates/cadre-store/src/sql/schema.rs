@@ -8,7 +8,8 @@
 //! `0009_owners.sql` (a task's owners over time) are shared again. SQLite's version 10
 //! rewrites its status checks for speed (`migrations/sqlite/`). Version 11 drops the
 //! checkpoint cleanup trigger in each dialect (the sweep deletes ended tasks' checkpoints in
-//! bulk). `0012_parent_call.sql` (the parent's tool call a task answers) is shared. Applying is serialised between processes: SQLite takes the write lock up front
+//! bulk). `0012_parent_call.sql` (the parent's tool call a task answers) and `0013_teams.sql`
+//! (agent teams: members, messages, boards) are shared. Applying is serialised between processes: SQLite takes the write lock up front
 //! (`BEGIN IMMEDIATE`), PostgreSQL a transaction-scoped advisory lock, so several `cadre`
 //! processes starting at once apply each migration exactly once.
 use crate::error::{StoreError, StoreResult};
@@ -73,6 +74,12 @@ const PARENT_CALL: Migration = Migration {
     sql: include_str!("../../migrations/0012_parent_call.sql"),
 };
 
+const TEAMS: Migration = Migration {
+    version: 13,
+    name: "teams",
+    sql: include_str!("../../migrations/0013_teams.sql"),
+};
+
 /// SQLite's own version 10: the status checks as `OR`s (a table rebuild).
 const PLAIN_STATUS_CHECKS: Migration = Migration {
     version: 10,
@@ -104,6 +111,7 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/sqlite/0011_checkpoints_swept.sql"),
     },
     PARENT_CALL,
+    TEAMS,
 ];
 
 /// Migrations of the PostgreSQL backend.
@@ -131,6 +139,7 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/postgres/0011_checkpoints_swept.sql"),
     },
     PARENT_CALL,
+    TEAMS,
 ];
 
 /// Advisory lock key for migrations ("cadre" in ASCII).
@@ -239,15 +248,15 @@ mod tests {
     #[test]
     fn pending_checks_names_and_versions() {
         let all = POSTGRES_MIGRATIONS;
-        assert_eq!(pending(all, &[]).unwrap().len(), 11);
+        assert_eq!(pending(all, &[]).unwrap().len(), 12);
         assert_eq!(pending(all, &[(1, "init".into())]).unwrap()[0].version, 2);
-        // SQLite has no version 2: a database at 1 gets 3 to 12.
+        // SQLite has no version 2: a database at 1 gets 3 to 13.
         let sqlite = pending(SQLITE_MIGRATIONS, &[(1, "init".into())]).unwrap();
         assert_eq!(
             sqlite.iter().map(|m| m.version).collect::<Vec<_>>(),
-            [3, 4, 5, 6, 7, 8, 9, 10, 11, 12]
+            [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
         );
         assert!(pending(all, &[(1, "other".into())]).is_err());
-        assert!(pending(all, &[(13, "future".into())]).is_err());
+        assert!(pending(all, &[(14, "future".into())]).is_err());
     }
 }

@@ -21,6 +21,10 @@ impl TaskStore for SqlStore {
         self.db.fetch("SELECT 1", Vec::new()).await.map(|_| ())
     }
 
+    fn teams(&self) -> Option<&dyn crate::team::TeamStore> {
+        Some(self)
+    }
+
     async fn create(&self, task: &NewTask) -> StoreResult<TaskRecord> {
         self.create_task(task).await
     }

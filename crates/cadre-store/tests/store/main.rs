@@ -13,3 +13,4 @@ mod liveness;
 mod processes;
 mod served;
 mod state;
+mod teams;

@@ -226,6 +226,12 @@ pub struct AgentDefinition {
     pub on_orphan: Option<cadre_store::OrphanPolicy>,
     /// MCP servers of its own (`mcpServers`): started for its children, offered to them only.
     pub mcp_servers: Vec<AgentMcpServer>,
+    /// The team of its parent its children join when the spawning call names none
+    /// (`team:`).
+    pub team: Option<String>,
+    /// The labels (and `lead`) its children may message in their team (`can_message:`);
+    /// none: anyone in the team.
+    pub can_message: Option<Vec<String>>,
     /// Where it came from.
     pub source: DefinitionSource,
     /// It came from a directory the model can write (`subagents/`, `.gemini/agents/`): it
@@ -254,6 +260,8 @@ impl std::fmt::Debug for AgentDefinition {
             .field("isolation", &self.isolation)
             .field("on_orphan", &self.on_orphan)
             .field("mcp_servers", &self.mcp_servers)
+            .field("team", &self.team)
+            .field("can_message", &self.can_message)
             .field("source", &self.source)
             .field("model_writable", &self.model_writable)
             .finish_non_exhaustive()
@@ -296,6 +304,8 @@ impl AgentDefinition {
             isolation: None,
             on_orphan: None,
             mcp_servers: Vec::new(),
+            team: None,
+            can_message: None,
             source: DefinitionSource::Code,
             model_writable: false,
             factory: None,

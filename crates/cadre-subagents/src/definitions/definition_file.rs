@@ -64,6 +64,8 @@ enum Key {
     Isolation,
     OnOrphan,
     McpServers,
+    Team,
+    CanMessage,
 }
 
 /// Every accepted key spelling.
@@ -103,6 +105,9 @@ const KEYS: &[(&str, Key)] = &[
     ("onOrphan", Key::OnOrphan),
     ("mcpServers", Key::McpServers),
     ("mcp_servers", Key::McpServers),
+    ("team", Key::Team),
+    ("can_message", Key::CanMessage),
+    ("canMessage", Key::CanMessage),
 ];
 
 /// Keys other tools write that change nothing in cadre: accepted without a word.
@@ -582,6 +587,7 @@ pub(crate) fn definition_from(
     if let Some((k, v)) = get(Key::McpServers) {
         def.mcp_servers = mcp_servers(k, v)?;
     }
+    crate::definitions::team_keys::apply(get(Key::Team), get(Key::CanMessage), &mut def)?;
     if let Some((k, v)) = get(Key::Mode) {
         match as_text(k, v)?.trim() {
             "subagent" | "all" => {}

@@ -13,5 +13,6 @@ pub(crate) mod opencode;
 pub(crate) mod paths;
 pub(crate) mod registry;
 pub(crate) mod skills;
+pub(crate) mod team_keys;
 pub mod tool_names;
 pub(crate) mod writable;

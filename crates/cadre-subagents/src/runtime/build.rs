@@ -42,6 +42,7 @@ impl SubagentRuntime {
             return Ok(Decided {
                 may_delegate: false,
                 grant: ToolGrant::only(Vec::<String>::new()),
+                team: None,
             });
         }
         let may_delegate = def.can_delegate && depth < self.cfg.max_depth;
@@ -60,6 +61,7 @@ impl SubagentRuntime {
         Ok(Decided {
             may_delegate,
             grant: ToolGrant::only(grant),
+            team: None,
         })
     }
 
@@ -131,6 +133,12 @@ impl SubagentRuntime {
                     )
                 };
                 tools.withhold(*name, reason);
+            }
+        }
+        // A member's team tools hold its seat; they are not its parent's to pass down.
+        if let (Some(seat), Some(rt)) = (&decided.team, self.me.upgrade()) {
+            for t in crate::tools::surface::team_tools(&rt, Some(seat.clone())).iter() {
+                tools.register(t.clone());
             }
         }
         tools
@@ -227,6 +235,12 @@ impl SubagentRuntime {
         if let Some(policy) = &self.cfg.compaction {
             b = b.compaction(policy.clone());
         }
+        if let Some(seat) = &decided.team {
+            b = b.extension(Arc::new(crate::runtime::teams::TeamInbox::new(
+                self.store().clone(),
+                seat.clone(),
+            )));
+        }
         b = b.hook(Arc::new(DelegationGuard::new(
             decided.may_delegate,
             self.cfg.max_depth,
@@ -250,9 +264,12 @@ impl SubagentRuntime {
         // A delegating agent holds the delegation tools, which hold the runtime: caching it
         // here would make a cycle that keeps the runtime alive after its owner drops it. A
         // child in its own worktree has a root nobody else has. One with servers of its own
-        // has tools made for it.
-        let cacheable =
-            def.factory.is_none() && !decided.may_delegate && root.is_none() && own.is_none();
+        // has tools made for it, and so has a team member (its seat).
+        let cacheable = def.factory.is_none()
+            && !decided.may_delegate
+            && root.is_none()
+            && own.is_none()
+            && decided.team.is_none();
         let key = cacheable.then(|| BuiltKey {
             agent: def.name.clone(),
             parent_depth: parent.run.depth,
@@ -441,6 +458,24 @@ impl SubagentRuntime {
         self.build(agent, parent, None, resume, worktree, own)
     }
 
+    /// [`build_child`](Self::build_child) of a fresh child seated in its parent's team.
+    pub(crate) fn build_seated(
+        &self,
+        agent: &str,
+        parent: &Parent,
+        own: Option<Arc<ServerLease>>,
+        worktree: Option<Arc<Worktree>>,
+        seat: Arc<crate::runtime::teams::TeamSeat>,
+    ) -> Result<Child, SpawnError> {
+        let def = self
+            .registry
+            .get(agent)
+            .ok_or_else(|| SpawnError::UnknownAgent(agent.to_string()))?;
+        let decided = self.decide(def, parent, own.as_deref())?.seated(seat);
+        let planned = Some((decided, new_sub_session_id()));
+        self.build(agent, parent, planned, None, worktree, own)
+    }
+
     /// Build a child; `planned` is what its plan decided and the session id it gave it, if
     /// it was planned.
     fn build(
@@ -520,6 +555,7 @@ impl SubagentRuntime {
             own_servers: own,
             worktree,
             messages: Arc::default(),
+            team: decided.team,
         })
     }
 }

@@ -180,6 +180,18 @@ impl ChildJob {
     /// Tell this process the task is over here, as `status` (`stored` when the store gave
     /// its record back).
     pub(crate) async fn release(&self, status: TaskStatus, stored: Option<Box<TaskRecord>>) {
+        if let JobChild::Ready(c) = &self.child
+            && let Some(seat) = &c.team
+        {
+            let end = crate::runtime::teams::TaskEnd {
+                task_id: &self.task_id,
+                status,
+                stored: stored.as_deref(),
+                one_off: self.one_off,
+            };
+            // Boxed: every job waiting for its slot would otherwise hold room for it.
+            Box::pin(crate::runtime::teams::task_ended(&self.runtime, seat, end)).await;
+        }
         if self.one_off {
             // The session is over: what it spawned goes with it, before anyone is told.
             let dropped = self.live.drop_session(self.child.session_id());

@@ -147,6 +147,15 @@ pub struct RuntimeConfig {
     /// orphan when a parent resumes its session (`[store] orphan_timeout_secs`, default
     /// 600 s; see [`SubagentRuntime::reattach`](crate::SubagentRuntime::reattach)).
     pub orphan_timeout: Duration,
+    /// Members a team may have at once (`[subagents] max_team_size`, default 8).
+    pub max_team_size: usize,
+    /// Undelivered team messages a recipient may have before sends to it are refused
+    /// (default 32).
+    pub team_mailbox: usize,
+    /// Offer the team tools to every agent that may delegate, as a team's lead
+    /// (`[subagents] teams`, default off: agents that form no team keep their tool list).
+    /// Members always get them.
+    pub teams: bool,
 }
 
 impl RuntimeConfig {
@@ -187,6 +196,9 @@ impl RuntimeConfig {
             store_write_retry: cadre_store::RETRY_FOR,
             store_create_retry: cadre_store::CREATE_RETRY_FOR,
             orphan_timeout: Duration::from_secs(cadre_store::DEFAULT_ORPHAN_TIMEOUT_SECS),
+            max_team_size: crate::runtime::teams::DEFAULT_MAX_TEAM_SIZE,
+            team_mailbox: crate::runtime::teams::DEFAULT_TEAM_MAILBOX,
+            teams: false,
         }
     }
 

@@ -24,6 +24,7 @@ mod servers;
 use servers::ChildRoot;
 pub mod spool;
 mod start;
+pub mod teams;
 pub(crate) mod tracker;
 mod types;
 pub mod worktree;
@@ -90,6 +91,8 @@ pub struct SubagentRuntime {
     spool: Arc<Spool>,
     /// Sessions whose lost tasks the next top-level run of the session takes up.
     reattach_pending: Mutex<std::collections::HashSet<String>>,
+    /// The teams each session leads.
+    led: teams::LedTeams,
     me: Weak<SubagentRuntime>,
 }
 
@@ -168,6 +171,7 @@ impl SubagentRuntime {
             live: Arc::default(),
             built: Mutex::new(HashMap::new()),
             top_inherited,
+            led: teams::LedTeams::default(),
             me: me.clone(),
         });
         runtime.watch_cancellations();
@@ -207,6 +211,11 @@ impl SubagentRuntime {
                 }
             }
         });
+    }
+
+    /// The teams each session leads (formed by spawning into them here).
+    pub fn led_teams(&self) -> &teams::LedTeams {
+        &self.led
     }
 
     /// The task store, the one owner of task state.

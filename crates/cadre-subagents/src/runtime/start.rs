@@ -121,6 +121,74 @@ impl SubagentRuntime {
         .await
     }
 
+    /// [`spawn`](Self::spawn) into the caller's team `team` (created on first use; the
+    /// caller leads it). The child joins as its agent's name.
+    pub async fn spawn_in_team(
+        &self,
+        req: SpawnRequest,
+        team: &str,
+        parent: &Parent,
+    ) -> Result<Started, SpawnError> {
+        let seat = self.seat_for(&req.agent, &req.agent, team, parent).await?;
+        let isolation = req
+            .isolation
+            .or_else(|| self.registry.get(&req.agent).and_then(|d| d.isolation));
+        if isolation.is_some() {
+            return Err(SpawnError::Isolation(
+                "a team member cannot run in its own worktree yet".into(),
+            ));
+        }
+        let own = self
+            .own_servers_at(&req.agent, parent, ChildRoot::Planned)
+            .await;
+        let mut plan = Box::new(self.plan_child(&req.agent, parent, own)?);
+        plan.decided = plan.decided.clone().seated(seat);
+        self.create_and_launch(
+            self.prepare_job(
+                JobChild::Planned(plan),
+                req.prompt,
+                req.description,
+                req.background,
+                parent,
+            )
+            .for_call(req.call_id),
+            parent,
+            None,
+        )
+        .await
+    }
+
+    /// Join a child of `agent` labelled `label` to `parent`'s team `team`: its seat.
+    async fn seat_for(
+        &self,
+        agent: &str,
+        label: &str,
+        team: &str,
+        parent: &Parent,
+    ) -> Result<Arc<crate::runtime::teams::TeamSeat>, SpawnError> {
+        let def = self
+            .registry
+            .get(agent)
+            .ok_or_else(|| SpawnError::UnknownAgent(agent.to_string()))?;
+        let member = cadre_store::NewMember {
+            label: label.to_string(),
+            agent: def.name.clone(),
+            task_id: None,
+        };
+        let seat = crate::runtime::teams::join(
+            self.store.as_ref(),
+            &parent.run.session_id,
+            &parent.run.agent,
+            team,
+            member,
+            def.can_message.clone(),
+            self.cfg.max_team_size,
+        )
+        .await?;
+        self.led.add(&parent.run.session_id, team);
+        Ok(Arc::new(seat))
+    }
+
     /// Give `child` a message to work on, as a new task. The child keeps its history; a child
     /// already busy takes the message when its current task ends.
     pub async fn start(
@@ -252,6 +320,28 @@ impl SubagentRuntime {
         req: LiveRequest,
         parent: &Parent,
     ) -> Result<(Arc<LiveChild>, Option<Started>), SpawnError> {
+        self.spawn_live_in_team(req, None, parent).await
+    }
+
+    /// [`spawn_live`](Self::spawn_live), with `team` into the caller's team of that name
+    /// (created on first use; the caller leads it). The member's label in the team is its
+    /// label, which defaults to its agent's name.
+    pub async fn spawn_live_in_team(
+        &self,
+        mut req: LiveRequest,
+        team: Option<&str>,
+        parent: &Parent,
+    ) -> Result<(Arc<LiveChild>, Option<Started>), SpawnError> {
+        let seat = match team {
+            Some(t) => {
+                let label = req.label.get_or_insert_with(|| req.agent.clone()).clone();
+                if self.live.label_taken(&parent.run.session_id, &label) {
+                    return Err(SpawnError::LabelInUse(label));
+                }
+                Some(self.seat_for(&req.agent, &label, t, parent).await?)
+            }
+            None => None,
+        };
         if let Some(l) = &req.label
             && self.live.label_taken(&parent.run.session_id, l)
         {
@@ -275,7 +365,11 @@ impl SubagentRuntime {
             let at = root.as_deref().map_or(ChildRoot::Planned, ChildRoot::At);
             self.own_servers_at(&req.agent, parent, at).await
         };
-        let child = match self.build_child(&req.agent, parent, None, own, worktree.clone()) {
+        let built = match seat {
+            Some(seat) => self.build_seated(&req.agent, parent, own, worktree.clone(), seat),
+            None => self.build_child(&req.agent, parent, None, own, worktree.clone()),
+        };
+        let child = match built {
             Ok(child) => child,
             Err(e) => {
                 discard(worktree.as_deref()).await;

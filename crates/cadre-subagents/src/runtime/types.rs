@@ -27,6 +27,9 @@ pub enum SpawnError {
     /// Isolation was asked for where it cannot apply.
     #[error("{0}")]
     Isolation(String),
+    /// The child could not join the team it was spawned into.
+    #[error("team: {0}")]
+    Team(#[from] crate::runtime::teams::TeamError),
     /// The model could not be resolved.
     #[error("agent {agent}: {message}")]
     Model {
@@ -284,6 +287,8 @@ pub struct Child {
     /// Its messages being created, waiting or running: a new one starts at once only when
     /// there are none, so messages keep their order.
     pub(crate) messages: Arc<std::sync::atomic::AtomicUsize>,
+    /// Its seat in its parent's team, when it is a member of one.
+    pub team: Option<Arc<crate::runtime::teams::TeamSeat>>,
 }
 
 /// A message of a live child, counted in [`Child::messages`] until its job ends.
@@ -312,6 +317,21 @@ pub(crate) struct Decided {
     pub may_delegate: bool,
     /// The tools its runs may call.
     pub grant: ToolGrant,
+    /// Its seat in its parent's team, when it was spawned into one.
+    pub team: Option<Arc<crate::runtime::teams::TeamSeat>>,
+}
+
+impl Decided {
+    /// The same, seated in `seat`: its runs may call the team tools too.
+    pub(crate) fn seated(mut self, seat: Arc<crate::runtime::teams::TeamSeat>) -> Self {
+        if let Some(names) = self.grant.names() {
+            let mut names: Vec<String> = names.into_iter().map(str::to_string).collect();
+            names.extend(crate::TEAM_TOOLS.iter().map(|n| (*n).to_string()));
+            self.grant = ToolGrant::only(names);
+        }
+        self.team = Some(seat);
+        self
+    }
 }
 
 /// A one-off child that has been checked but not built: its task holds only this while it

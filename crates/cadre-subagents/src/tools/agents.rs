@@ -161,6 +161,10 @@ pub struct SpawnArgs {
     /// it), your files stay untouched. agent_close removes the worktree.
     #[serde(default)]
     isolation: Option<Isolation>,
+    /// Put the agent in your team of this name (created on first use; you lead it): its
+    /// members get the team tools, message each other and share a board.
+    #[serde(default)]
+    team: Option<String>,
 }
 
 impl TypedTool for AgentSpawnTool {
@@ -201,6 +205,12 @@ impl TypedTool for AgentSpawnTool {
         let label = a.label.filter(|l| !l.trim().is_empty());
         let parent = Parent::of_call(ctx, &self.inherited);
         // The first task is created with the child: one write where two were.
+        let team = a.team.filter(|t| !t.trim().is_empty()).or_else(|| {
+            runtime
+                .registry()
+                .get(&a.agent_id)
+                .and_then(|d| d.team.clone())
+        });
         let request = LiveRequest {
             agent: a.agent_id,
             label,
@@ -210,7 +220,7 @@ impl TypedTool for AgentSpawnTool {
         };
         // Boxed: its ~2.8 KB is held while it creates the child, not by every call for as
         // long as it waits for the reply.
-        match Box::pin(runtime.spawn_live(request, &parent)).await {
+        match Box::pin(runtime.spawn_live_in_team(request, team.as_deref(), &parent)).await {
             Ok((child, None)) => Ok(ToolOutput::ok(format!(
                 "{}status: accepted",
                 header(&child)

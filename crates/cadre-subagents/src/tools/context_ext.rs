@@ -262,6 +262,16 @@ impl TurnExtension for SubagentContext {
                 .collect();
             out.push(delivery_message(&shown));
         }
+        // Last: what the team's members wrote to this session as their lead.
+        if let Some(m) = crate::runtime::teams::lead_messages(
+            store.as_ref(),
+            self.runtime.led_teams(),
+            &run.session_id,
+        )
+        .await
+        {
+            out.push(m);
+        }
         out
     }
 

@@ -31,4 +31,5 @@ pub(crate) mod guard;
 pub(crate) mod surface;
 pub(crate) mod task;
 pub mod task_control;
+pub mod team;
 pub(crate) mod title;

@@ -41,6 +41,10 @@ pub struct Args {
     /// come back as a commit on that branch (the result names it), your files stay untouched.
     #[serde(default)]
     isolation: Option<Isolation>,
+    /// Put the sub-agent in your team of this name for its task (created on first use; you
+    /// lead it): it gets the team tools, messages members and shares their board.
+    #[serde(default)]
+    team: Option<String>,
 }
 
 /// Escape text for inclusion in the XML-like task envelope.
@@ -189,6 +193,12 @@ impl TypedTool for TaskTool {
             args.description
         };
         let parent = Parent::of_call(ctx, &self.inherited);
+        let team = args.team.filter(|t| !t.trim().is_empty()).or_else(|| {
+            runtime
+                .registry()
+                .get(&args.subagent_type)
+                .and_then(|d| d.team.clone())
+        });
         let request = SpawnRequest {
             agent: args.subagent_type,
             prompt: args.prompt,
@@ -199,9 +209,11 @@ impl TypedTool for TaskTool {
         };
         // Boxed: its ~1.7 KB is held while it starts the child, not by every foreground
         // call for as long as it waits.
-        let started = Box::pin(runtime.spawn(request, &parent))
-            .await
-            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        let started = match team {
+            Some(t) => Box::pin(runtime.spawn_in_team(request, &t, &parent)).await,
+            None => Box::pin(runtime.spawn(request, &parent)).await,
+        }
+        .map_err(|e| ToolError::Failed(e.to_string()))?;
         if args.background {
             return Ok(running(&started.task_id));
         }
