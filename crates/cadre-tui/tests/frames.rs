@@ -106,6 +106,7 @@ fn tool_start(app: &mut App, id: &str, tool: &str, args: serde_json::Value) {
         call_id: id.into(),
         tool: tool.into(),
         args: args.to_string(),
+        replaces: None,
     }));
     app.now_ms = NOW;
 }
@@ -385,6 +386,7 @@ fn approval_dialog_for_a_sub_agent_with_a_diff() {
                 risk: RiskLevel::Medium,
                 agent: agent.into(),
                 task_id: Some(task.into()),
+                replaces: None,
             },
         });
     }
@@ -407,6 +409,7 @@ fn status_bar_with_rolled_up_tokens_and_waiting_approvals() {
             risk: RiskLevel::High,
             agent: "auditor".into(),
             task_id: Some("task_aaaa1111".into()),
+            replaces: None,
         },
     });
     let full = frame(&a, 120, 30);

@@ -211,6 +211,7 @@ impl App {
                 call_id,
                 tool,
                 args,
+                replaces,
             } => self.transcript.push(EntryKind::Tool(ToolEntry {
                 call_id: call_id.clone(),
                 tool: tool.clone(),
@@ -218,6 +219,7 @@ impl App {
                 result: None,
                 expanded: false,
                 children: Vec::new(),
+                replaces: replaces.clone(),
             })),
             Event::ToolResult {
                 call_id,
@@ -325,6 +327,7 @@ impl App {
                     result: None,
                     expanded: false,
                     children: Vec::new(),
+                    replaces: None,
                 }));
                 self.transcript.entries().len() - 1
             }
@@ -366,6 +369,7 @@ impl App {
                             result: None,
                             expanded: false,
                             children: Vec::new(),
+                            replaces: None,
                         }));
                     }
                 }
@@ -541,6 +545,7 @@ mod tests {
             call_id: "c1".into(),
             tool: "task".into(),
             args: r#"{"subagent_type":"explorer","prompt":"map"}"#.into(),
+            replaces: None,
         }));
         // The tick's sync saw the task before its first update arrived.
         let mut task = cadre_store::NewTask::new("explorer", "s-1", "map");

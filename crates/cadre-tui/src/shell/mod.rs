@@ -460,6 +460,7 @@ impl Shell {
                     result: None,
                     expanded: false,
                     children: Vec::new(),
+                    replaces: None,
                 }));
                 let parent = self.parent(&cancel);
                 tokio::spawn(async move {
