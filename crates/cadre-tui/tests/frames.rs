@@ -444,3 +444,29 @@ fn first_run_message() {
     assert!(a.first_run.is_some());
     insta::assert_snapshot!(frame(&a, 100, 20));
 }
+
+#[test]
+fn a_failed_model_call_is_said_once() {
+    let mut a = app();
+    a.start_turn("hello");
+    let error = "openai request failed: HTTP 500: the provider is down";
+    a.apply(&main_event(Event::Error {
+        message: error.into(),
+    }));
+    a.apply(&main_event(Event::Done {
+        state: EndState::Failed {
+            error: error.into(),
+        },
+        output: String::new(),
+        turns: 1,
+        usage: Usage::default(),
+    }));
+    a.end_turn();
+    let screen = frame(&a, 100, 20);
+    assert_eq!(
+        screen.matches("the provider is down").count(),
+        1,
+        "{screen}"
+    );
+    assert!(screen.contains("── failed ·"), "{screen}");
+}

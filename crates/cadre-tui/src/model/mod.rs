@@ -9,7 +9,7 @@ pub mod tasks;
 pub mod transcript;
 
 use approvals::Approvals;
-use cadre_types::{Event, EventEnvelope, Usage};
+use cadre_types::{EndState, Event, EventEnvelope, Usage};
 use input::InputBox;
 use std::collections::VecDeque;
 use tasks::TaskBoard;
@@ -279,7 +279,11 @@ impl App {
             Event::Done { state, usage, .. } => {
                 if env.task_id.is_none() {
                     self.transcript.push(EntryKind::TurnEnd {
-                        state: state.to_string(),
+                        // A failure's error is the line just above (its error event).
+                        state: match state {
+                            EndState::Failed { .. } => state.name().to_string(),
+                            other => other.to_string(),
+                        },
                         usage: *usage,
                     });
                 }
