@@ -340,8 +340,10 @@ impl<'a> Dispatcher<'a> {
         stop: &CancellationToken,
     ) -> ToolOutput {
         // The registry withholds network tools from such agents; this holds even when a
-        // registry was built without that.
+        // registry was built without that. A tool the agent's definition names follows its
+        // own rules instead (the sandbox confines processes).
         if tool.uses_network()
+            && !self.cfg.network_tools.iter().any(|n| n == tool.name())
             && let Some(sandbox) = self.workspace.sandbox()
             && sandbox.policy().denies_network()
         {
