@@ -57,6 +57,7 @@ fn long_transcript(app: &mut App, rounds: usize) {
             call_id: id.clone(),
             tool: "read_file".into(),
             args: format!("{{\"path\":\"src/file{i}.rs\"}}"),
+            replaces: None,
         }));
         app.apply(&env(Event::ToolResult {
             call_id: id,

@@ -90,6 +90,10 @@ pub struct AgentConfig {
     pub temperature: Option<f32>,
     /// When and how the conversation is compacted (none: never).
     pub compaction: Option<CompactionPolicy>,
+    /// Tools that reach the network by their own rules even when the workspace's process
+    /// sandbox has no network (a sub-agent's definition names them): `web_fetch` keeps its
+    /// private-address guard and `web_fetch(domain:…)` rules, processes stay without network.
+    pub network_tools: Vec<String>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -142,6 +146,7 @@ impl Agent {
                 max_reply_bytes: cadre_llm::DEFAULT_MAX_REPLY_BYTES,
                 temperature: None,
                 compaction: None,
+                network_tools: Vec::new(),
             },
         }
     }
@@ -172,6 +177,7 @@ impl Agent {
             max_reply_bytes: c.max_reply_bytes,
             temperature: c.temperature,
             compaction: c.compaction.clone(),
+            network_tools: c.network_tools.clone(),
         })
     }
 
@@ -321,6 +327,13 @@ impl AgentBuilder {
     /// Approval mode and rules.
     pub fn permissions(mut self, policy: PermissionPolicy) -> Self {
         self.config.permissions = policy;
+        self
+    }
+
+    /// Let the tools `names` reach the network whatever the process sandbox says (see
+    /// [`AgentConfig::network_tools`]).
+    pub fn network_tools(mut self, names: Vec<String>) -> Self {
+        self.config.network_tools = names;
         self
     }
 

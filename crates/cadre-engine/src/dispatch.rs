@@ -173,10 +173,16 @@ impl<'a> Dispatcher<'a> {
     }
 
     async fn run_one(&self, call: &ToolCall, stop: &CancellationToken) -> CallResult {
+        // Read before the call can run, so a preview diffs an overwrite against what it
+        // replaces.
+        let replaces = serde_json::from_str(&call.arguments).ok().and_then(|v| {
+            cadre_tools::replaced_text(&call.name, &v, &self.workspace, &self.hidden)
+        });
         self.emitter.emit(Event::ToolStart {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             args: call.arguments.clone(),
+            replaces,
         });
         let tool = match self.available(&call.name) {
             Ok(t) => t.clone(),
@@ -261,6 +267,13 @@ impl<'a> Dispatcher<'a> {
                 risk,
                 agent: self.run.agent.clone(),
                 task_id: self.run.task_id.clone(),
+                // From the arguments the call would run with (a hook may have changed them).
+                replaces: cadre_tools::replaced_text(
+                    &call.name,
+                    &info.args,
+                    &self.workspace,
+                    &self.hidden,
+                ),
             };
             let decision = match self.run.approvals.policy_answer(&request) {
                 // A policy answers without asking: nobody is told a request waits.
@@ -336,8 +349,10 @@ impl<'a> Dispatcher<'a> {
         stop: &CancellationToken,
     ) -> ToolOutput {
         // The registry withholds network tools from such agents; this holds even when a
-        // registry was built without that.
+        // registry was built without that. A tool the agent's definition names follows its
+        // own rules instead (the sandbox confines processes).
         if tool.uses_network()
+            && !self.cfg.network_tools.iter().any(|n| n == tool.name())
             && let Some(sandbox) = self.workspace.sandbox()
             && sandbox.policy().denies_network()
         {

@@ -366,3 +366,52 @@ async fn protected_writes_fail_before_any_approval_is_asked() {
         assert!(!root.join(p).exists(), "{p} was written");
     }
 }
+
+#[tokio::test]
+async fn an_overwrite_is_previewed_with_the_text_it_replaces_unless_it_is_hidden() {
+    let f = fixture();
+    let script = script_of(&[
+        json!({ "name": "write_file", "args": { "path": "src/notes.txt", "content": "new\n" } }),
+        json!({ "name": "write_file", "args": { "path": "src/fresh.txt", "content": "x\n" } }),
+        json!({ "name": "write_file", "args": { "path": "pub/key", "content": "gone\n" } }),
+    ]);
+    let (model, _rec) = scripted(&script);
+    let rules = PermissionRules::parse(&[], &["read_file(secrets/**)".to_string()], &[]).unwrap();
+    let agent = builder(model)
+        .tools(builtin_tools())
+        .permissions(PermissionPolicy {
+            mode: ApprovalMode::Ask,
+            rules,
+        })
+        .build();
+    let h = Harness::with_answer(ApprovalDecision::AllowOnce);
+    let mut session = h.session();
+    let run = h.run_context(&session);
+    let ws = std::sync::Arc::new(Workspace::new(f.ws_dir.path()).unwrap());
+    let out = agent
+        .run(&mut session, Some("go".into()), run, ws, h.cancel.clone())
+        .await;
+    assert_eq!(out.state, EndState::Completed);
+    let asked: Vec<Option<String>> = h
+        .approvals
+        .asked
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.replaces.clone())
+        .collect();
+    // The file's text before the write; nothing for a new file; nothing for one a read
+    // deny rule hides (through a symlink too).
+    let before = Some("not the TOPSECRET itself\n".to_string());
+    assert_eq!(asked, [before.clone(), None, None]);
+    let started: Vec<Option<String>> = h
+        .events
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            cadre_types::Event::ToolStart { replaces, .. } => Some(replaces),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, [before, None, None]);
+}

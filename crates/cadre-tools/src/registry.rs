@@ -91,8 +91,14 @@ impl ToolRegistry {
     /// Withhold every tool that reaches the network, for an agent whose sandbox denies it
     /// (`policy` names the sandbox in the refusal).
     pub fn withhold_network(&mut self, policy: &str) {
+        self.withhold_network_except(policy, &[]);
+    }
+
+    /// [`ToolRegistry::withhold_network`], keeping the tools named in `keep` (network tools
+    /// governed by their own rules, which the agent's definition names).
+    pub fn withhold_network_except(&mut self, policy: &str, keep: &[String]) {
         let names: Vec<String> = (self.tools.iter())
-            .filter(|t| t.uses_network())
+            .filter(|t| t.uses_network() && !keep.iter().any(|k| k == t.name()))
             .map(|t| t.name().to_string())
             .collect();
         for name in names {

@@ -193,6 +193,7 @@ mod tests {
                     risk: cadre_types::RiskLevel::Medium,
                     agent: "main".into(),
                     task_id: None,
+                    replaces: None,
                 },
             });
         on_paste(&mut app, "y\n");

@@ -106,6 +106,7 @@ fn tool_start(app: &mut App, id: &str, tool: &str, args: serde_json::Value) {
         call_id: id.into(),
         tool: tool.into(),
         args: args.to_string(),
+        replaces: None,
     }));
     app.now_ms = NOW;
 }
@@ -385,6 +386,7 @@ fn approval_dialog_for_a_sub_agent_with_a_diff() {
                 risk: RiskLevel::Medium,
                 agent: agent.into(),
                 task_id: Some(task.into()),
+                replaces: None,
             },
         });
     }
@@ -407,6 +409,7 @@ fn status_bar_with_rolled_up_tokens_and_waiting_approvals() {
             risk: RiskLevel::High,
             agent: "auditor".into(),
             task_id: Some("task_aaaa1111".into()),
+            replaces: None,
         },
     });
     let full = frame(&a, 120, 30);
@@ -440,4 +443,30 @@ fn first_run_message() {
     });
     assert!(a.first_run.is_some());
     insta::assert_snapshot!(frame(&a, 100, 20));
+}
+
+#[test]
+fn a_failed_model_call_is_said_once() {
+    let mut a = app();
+    a.start_turn("hello");
+    let error = "openai request failed: HTTP 500: the provider is down";
+    a.apply(&main_event(Event::Error {
+        message: error.into(),
+    }));
+    a.apply(&main_event(Event::Done {
+        state: EndState::Failed {
+            error: error.into(),
+        },
+        output: String::new(),
+        turns: 1,
+        usage: Usage::default(),
+    }));
+    a.end_turn();
+    let screen = frame(&a, 100, 20);
+    assert_eq!(
+        screen.matches("the provider is down").count(),
+        1,
+        "{screen}"
+    );
+    assert!(screen.contains("── failed ·"), "{screen}");
 }

@@ -36,6 +36,10 @@ pub struct ApprovalRequest {
     /// The background task the asking agent runs in, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
+    /// For a call that writes a whole file over an existing one: the text it replaces, so
+    /// the question can show the real change (none for a new, large, binary or hidden file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
 }
 
 /// The answer to an [`ApprovalRequest`].

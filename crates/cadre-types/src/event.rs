@@ -273,6 +273,10 @@ pub enum Event {
         tool: String,
         /// The raw JSON arguments.
         args: String,
+        /// For a call that writes a whole file over an existing one: the text it replaces,
+        /// read before the call runs (none for a new, large, binary or hidden file).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        replaces: Option<String>,
     },
     /// A tool call finished.
     ToolResult {

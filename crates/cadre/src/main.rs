@@ -95,7 +95,8 @@ fn main() -> ExitCode {
     secrets::protect(&cli);
     cadre_sandbox::tether::enable_current_exe();
     if cli.version {
-        println!("cadre {}", env!("CARGO_PKG_VERSION"));
+        // `cadre --version | true` closed the pipe: nothing more was wanted, not a failure.
+        let _ = stdout::out!("cadre {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
     if let Err(e) = init_logging(cli.log_file.as_deref()) {

@@ -11,6 +11,7 @@ use crate::interactive::{open_session, resume_command, resume_hint};
 use crate::output::TextSink;
 use crate::setup::{Overrides, Setup};
 use crate::signals::{OnSignal, SignalStop, StopSignals};
+use crate::stdout::out;
 use anyhow::{Context, Result};
 use async_trait::async_trait;
 use cadre_engine::Session;
@@ -222,16 +223,22 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
             }
         };
         last_interrupt = None;
+        let mut shown = Ok(());
         match parse_line(&line) {
             // A custom command only where no built-in one has the name.
             Err(LineError::UnknownCommand(_)) if repl.custom(&line).await => {}
             Err(e) => eprintln!("cadre: {e}"),
             Ok(Line::Empty) => {}
             Ok(Line::Command(SlashCommand::Exit)) => break,
-            Ok(Line::Command(cmd)) => repl.command(cmd).await,
+            Ok(Line::Command(cmd)) => shown = repl.command(cmd).await,
             Ok(Line::Direct { .. } | Line::Prompt(_)) if repl.refused_without_key() => {}
-            Ok(Line::Direct { agent, job }) => repl.direct(&agent, job).await,
+            Ok(Line::Direct { agent, job }) => shown = repl.direct(&agent, job).await,
             Ok(Line::Prompt(p)) => repl.prompt(&p).await,
+        }
+        // Nobody reads stdout any more (`cadre --no-tui | head -1`): nothing more can be
+        // shown, so the REPL ends as if the input had.
+        if shown.is_err() {
+            break;
         }
     }
     // The session is written as it goes; what still runs records its cancelled end.
@@ -267,7 +274,8 @@ impl Repl {
         }
     }
 
-    async fn command(&mut self, cmd: SlashCommand) {
+    /// Runs `cmd`; an error is a write to stdout that failed.
+    async fn command(&mut self, cmd: SlashCommand) -> std::io::Result<()> {
         match cmd {
             SlashCommand::Help => eprint!(
                 "{}{}",
@@ -276,21 +284,19 @@ impl Repl {
             ),
             SlashCommand::Agents => {
                 for d in self.h().runtime().registry().list() {
-                    println!("{}: {}", d.name, d.description.trim());
+                    out!("{}: {}", d.name, d.description.trim())?;
                 }
             }
             SlashCommand::Tasks => {
                 let tasks = self.h().runtime().tasks_of(self.session.id()).await;
                 if tasks.is_empty() {
-                    println!("no tasks in this session");
+                    out!("no tasks in this session")?;
                 }
                 for t in tasks {
-                    println!("{} [{}] {}: {}", t.id, t.status, t.agent_id, t.description);
+                    out!("{} [{}] {}: {}", t.id, t.status, t.agent_id, t.description)?;
                 }
             }
-            SlashCommand::Model(None) => {
-                println!("{}", self.h().agent().config().model.spec)
-            }
+            SlashCommand::Model(None) => out!("{}", self.h().agent().config().model.spec)?,
             SlashCommand::Model(Some(spec)) => match self.setup.harness.set_model(&spec) {
                 Ok(spec) => match first_run::message(&self.h().agent().config().model) {
                     Some(msg) => eprintln!("cadre: {msg}"),
@@ -314,10 +320,10 @@ impl Repl {
                     .map(Session::list_saved)
                     .unwrap_or_default();
                 if saved.is_empty() {
-                    println!("no saved sessions");
+                    out!("no saved sessions")?;
                 }
                 for (id, _) in saved.iter().take(20) {
-                    println!("{id}");
+                    out!("{id}")?;
                 }
                 eprintln!("/resume ID continues one of them");
             }
@@ -341,12 +347,13 @@ impl Repl {
                         u += t.usage;
                         u
                     });
-                println!("this session: {}", self.spent.summary());
-                println!("of which sub-agents: {}", children.summary());
+                out!("this session: {}", self.spent.summary())?;
+                out!("of which sub-agents: {}", children.summary())?;
             }
             SlashCommand::Compact(instructions) => self.compact(instructions.as_deref()).await,
             SlashCommand::Exit => {}
         }
+        Ok(())
     }
 
     /// Take up the session's background tasks whose process was lost
@@ -384,7 +391,8 @@ impl Repl {
         )
     }
 
-    async fn direct(&mut self, agent: &str, job: String) {
+    /// Runs `agent` on `job`; an error is a write to stdout that failed.
+    async fn direct(&mut self, agent: &str, job: String) -> std::io::Result<()> {
         let cancel = self.stop.child_token();
         let parent = self.parent(&cancel);
         let runtime = self.h().runtime().clone();
@@ -396,11 +404,12 @@ impl Repl {
         match out {
             Ok(snap) => {
                 self.spent += snap.usage;
-                println!("{}", snap.result.unwrap_or_default());
+                out!("{}", snap.result.unwrap_or_default())?;
                 eprintln!("— [{agent}] {}", snap.status);
             }
             Err(e) => eprintln!("cadre: {e}"),
         }
+        Ok(())
     }
 
     /// The options of one run of the main agent, cancelled by `cancel`.

@@ -371,7 +371,7 @@ async fn direct(
     let result = snap.result.clone().unwrap_or_default();
     let state = direct_state(&snap);
     if output == OutputFormat::Text {
-        println!("{result}");
+        crate::stdout::out!("{result}")?;
         eprintln!(
             "— [{name}] {} · {} · session {}",
             verdict(&state),

@@ -4,6 +4,7 @@
 use crate::cli::{Cli, WorktreesCommand};
 use crate::config;
 use crate::setup::{open_store, workspace_root};
+use crate::stdout::out;
 use anyhow::{Context, Result};
 use cadre_store::TaskStatus;
 use cadre_subagents::runtime::worktree::{
@@ -48,10 +49,10 @@ pub async fn run(cli: &Cli, cmd: &WorktreesCommand) -> Result<ExitCode> {
     match cmd {
         WorktreesCommand::List => {
             if leftovers.is_empty() && branches.is_empty() {
-                println!("no cadre worktrees or branches");
+                out!("no cadre worktrees or branches")?;
             }
             for (w, live) in leftovers.iter().zip(&running) {
-                println!(
+                out!(
                     "worktree  {}  {}  {}",
                     display(&ws, &w.path),
                     w.branch.as_deref().unwrap_or("(detached)"),
@@ -60,10 +61,10 @@ pub async fn run(cli: &Cli, cmd: &WorktreesCommand) -> Result<ExitCode> {
                         (false, true) => "live child",
                         (false, false) => "leftover",
                     }
-                );
+                )?;
             }
             for (b, subject) in &branches {
-                println!("branch    {b}  {subject}");
+                out!("branch    {b}  {subject}")?;
             }
         }
         WorktreesCommand::Prune => {
@@ -71,14 +72,17 @@ pub async fn run(cli: &Cli, cmd: &WorktreesCommand) -> Result<ExitCode> {
             let mut refused = false;
             for (w, live) in leftovers.iter().zip(&running) {
                 if *live {
-                    println!("kept {} (its task is running)", display(&ws, &w.path));
+                    progress(format_args!(
+                        "kept {} (its task is running)",
+                        display(&ws, &w.path)
+                    ));
                     continue;
                 }
                 if w.is_live_child() {
-                    println!(
+                    progress(format_args!(
                         "kept {} (a live child's: agent_close removes it, or `git worktree remove`)",
                         display(&ws, &w.path)
-                    );
+                    ));
                     continue;
                 }
                 refused |= !prune_worktree(&ws, &repo, w).await?;
@@ -95,7 +99,7 @@ pub async fn run(cli: &Cli, cmd: &WorktreesCommand) -> Result<ExitCode> {
                 });
                 if merged && !in_use {
                     repo.run(&["branch", "-D", "--quiet", b]).await?;
-                    println!("deleted branch {b} (no commits of its own)");
+                    progress(format_args!("deleted branch {b} (no commits of its own)"));
                 }
             }
             if refused {
@@ -118,15 +122,15 @@ async fn prune_worktree(ws: &Path, repo: &Repo, w: &Leftover) -> Result<bool> {
     if let Some(branch) = &w.branch {
         let message = format!("cadre: work left in the worktree of {} (pruned)", w.task_id);
         let commit = commit_all(repo, &admin, &w.path, &message).await?;
-        println!(
+        progress(format_args!(
             "committed what was left in {} on {branch} ({})",
             display(ws, &w.path),
             &commit[..commit.len().min(12)]
-        );
+        ));
     }
     let path = w.path.to_string_lossy().into_owned();
     repo.run(&["worktree", "remove", "--force", &path]).await?;
-    println!("removed {}", display(ws, &w.path));
+    progress(format_args!("removed {}", display(ws, &w.path)));
     Ok(true)
 }
 
@@ -183,4 +187,11 @@ fn display(ws: &Path, p: &Path) -> String {
     p.strip_prefix(ws)
         .map(|r| r.display().to_string())
         .unwrap_or_else(|_| p.display().to_string())
+}
+
+/// A line of what a prune did. The prune goes on when nobody reads stdout any more
+/// (`cadre worktrees prune | head -1`): stopping half-way would leave a worktree committed
+/// but not removed.
+fn progress(line: std::fmt::Arguments<'_>) {
+    let _ = out!("{line}");
 }

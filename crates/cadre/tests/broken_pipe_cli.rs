@@ -1,5 +1,5 @@
-//! Listing commands whose reader closes stdout early (`cadre tasks list | head`) end quietly
-//! with success, not with a panic on the broken pipe.
+//! Commands whose reader closes stdout early (`cadre tasks list | head`, `cadre run … | head -1`)
+//! end quietly with success, not with a panic on the broken pipe.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -80,4 +80,60 @@ text = "42"
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
         assert!(out.status.success(), "{args:?}: {:?} {stderr}", out.status);
     }
+}
+
+/// Asserts that `cadre ARGS` (stdin `input`) into a closed stdout ends with success and no
+/// panic message.
+fn ends_quietly(ws: &Path, model: &str, args: &[&str], input: &[u8]) {
+    use std::io::Write as _;
+    let mut cmd = cadre(ws, model);
+    cmd.args(args)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut child = cmd.stdout(writer).spawn().unwrap();
+    // The REPL may end before reading all of it: a failed write here is that.
+    let _ = child.stdin.take().unwrap().write_all(input);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    assert!(out.status.success(), "{args:?}: {:?} {stderr}", out.status);
+}
+
+#[test]
+fn runs_answers_and_the_repl_into_a_closed_pipe_end_without_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    std::fs::create_dir_all(ws.join(".cadre/agents")).unwrap();
+    std::fs::write(
+        ws.join(".cadre/agents/counter.md"),
+        "---\nname: counter\ndescription: Counts.\nworkspace: {mode: shared}\n---\nYou count.\n",
+    )
+    .unwrap();
+    let script = ws.join("script.toml");
+    let turns = "[[scripts.turns]]\ntext = \"one\\ntwo\\nthree\"\n".repeat(8);
+    std::fs::write(
+        &script,
+        format!(
+            "[[scripts]]\nagent = \"main\"\n{turns}\n[[scripts]]\nagent = \"counter\"\n{turns}"
+        ),
+    )
+    .unwrap();
+    let model = format!("scripted:{}", script.display());
+    for args in [
+        &["run", "go"][..],
+        &["run", "--output", "jsonl", "go"],
+        &["run", "--agent", "counter", "go"],
+        &["run", "--agent", "counter", "--output", "jsonl", "go"],
+        &["--version"],
+    ] {
+        ends_quietly(ws, &model, args, b"");
+    }
+    ends_quietly(
+        ws,
+        &model,
+        &["--no-tui"],
+        b"/agents\n/model\n/tasks\n/cost\n/resume\n@counter go\nhello\n",
+    );
 }

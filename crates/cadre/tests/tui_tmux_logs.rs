@@ -40,8 +40,15 @@ fn a_failing_provider_leaves_the_input_line_and_status_bar_intact() {
     tmux.text("hello");
     tmux.keys(&["Enter"]);
     let after = tmux.wait("the retry warnings as notices, the turn over", |s| {
-        s.contains("retrying") && s.contains("the turn ended") && s.contains("Enter send")
+        s.contains("retrying") && s.contains("── failed") && s.contains("Enter send")
     });
+    // The failure is said by the error line alone: not again by the end line or the shell
+    // (the retry notices say what each retried attempt met).
+    let said = after
+        .lines()
+        .filter(|l| l.contains("the provider is down") && !l.contains("error="))
+        .count();
+    assert_eq!(said, 1, "{after}");
     let (input_after, status_after) =
         bottom(&after).unwrap_or_else(|| panic!("input line and status bar intact:\n{after}"));
     assert_eq!(input_after.trim_end(), input_before.trim_end(), "{after}");

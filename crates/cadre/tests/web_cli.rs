@@ -181,6 +181,16 @@ async fn without_its_key_web_search_is_absent_and_claude_codes_websearch_is_drop
 /// A workspace whose main agent delegates to `fetcher` (web_fetch only, `sandbox` as given,
 /// sub-agents sandboxed by `[sandbox]`), which fetches `url` and reports the result.
 fn sandboxed_fetcher(sandbox: &str, url: &str) -> (tempfile::TempDir, String) {
+    let front = format!("tools: [web_fetch]\nsandbox: {sandbox}\n");
+    fetcher_with(
+        &front,
+        &format!("{{ name = \"web_fetch\", args = {{ url = {url:?} }} }}"),
+    )
+}
+
+/// A workspace whose main agent delegates to `fetcher` (front matter lines `front`, sub-agents
+/// sandboxed by `[sandbox]`), which makes the `calls` (TOML inline tables) and reports them.
+fn fetcher_with(front: &str, calls: &str) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path();
     std::fs::create_dir_all(ws.join(".cadre/agents")).unwrap();
@@ -191,9 +201,7 @@ fn sandboxed_fetcher(sandbox: &str, url: &str) -> (tempfile::TempDir, String) {
     .unwrap();
     std::fs::write(
         ws.join(".cadre/agents/fetcher.md"),
-        format!(
-            "---\nname: fetcher\ndescription: fetches pages\ntools: [web_fetch]\nsandbox: {sandbox}\n---\nFetch.\n"
-        ),
+        format!("---\nname: fetcher\ndescription: fetches pages\n{front}---\nFetch.\n"),
     )
     .unwrap();
     let script = format!(
@@ -208,7 +216,7 @@ text = "{{{{tool_results}}}}"
 [[scripts]]
 agent = "fetcher"
 [[scripts.turns]]
-tool_calls = [{{ name = "web_fetch", args = {{ url = {url:?} }} }}]
+tool_calls = [{calls}]
 [[scripts.turns]]
 text = "CHILD SAW: {{{{tool_results}}}}"
 "#
@@ -219,12 +227,16 @@ text = "CHILD SAW: {{{{tool_results}}}}"
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sub_agent_sandboxed_without_the_network_cannot_use_web_fetch() {
+async fn a_sub_agent_that_inherits_web_fetch_loses_it_without_the_network() {
     let server = WebServer::start().await.unwrap();
     server.page("/p", WebPage::html("<p>fetched body</p>"));
     let url = server.url("/p");
 
-    let (dir, model) = sandboxed_fetcher("workspace-write", &url);
+    // No `tools:` list: web_fetch is only inherited from the main agent.
+    let (dir, model) = fetcher_with(
+        "sandbox: workspace-write\n",
+        &format!("{{ name = \"web_fetch\", args = {{ url = {url:?} }} }}"),
+    );
     let (out, _) = run_jsonl(dir.path(), &model, &[]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -279,4 +291,74 @@ async fn the_main_agent_sandboxed_without_the_network_cannot_use_web_fetch() {
         "{output}"
     );
     assert!(server.requests().is_empty());
+}
+
+/// A Claude Code agent file that names `WebFetch` keeps it under the default sub-agent
+/// sandbox (`workspace-write`, no network): web_fetch follows its own rules (here the
+/// private-address guard, opened for the local server by `web_fetch_allow_private`),
+/// while the same agent's `bash` still cannot connect anywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_code_agent_naming_webfetch_fetches_under_the_default_sandbox() {
+    let server = WebServer::start().await.unwrap();
+    server.page("/p", WebPage::html("<p>fetched body</p>"));
+    let url = server.url("/p");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED");
+    let (dir, model) = fetcher_with(
+        "tools: WebFetch, Read, Bash\n",
+        &format!(
+            "{{ name = \"web_fetch\", args = {{ url = {url:?} }} }}, {{ name = \"bash\", args = {{ command = {connect:?} }} }}"
+        ),
+    );
+    let out = cadre(dir.path())
+        .args([
+            "--model",
+            &model,
+            "run",
+            "--permission-mode",
+            "auto-approve",
+            "--output",
+            "jsonl",
+            "go",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("fetched body"), "{text}");
+    assert_eq!(server.requests().len(), 1);
+    // The command line itself says CONNECTED; its output would start with it.
+    assert!(
+        !text.contains(r#""text":"CONNECTED"#),
+        "bash reached the network: {text}"
+    );
+    assert!(text.contains("connect: Permission denied"), "{text}");
+    assert!(listener.accept().is_err(), "bash connected to the listener");
+
+    // The private-address guard is still web_fetch's own: without the setting the local
+    // server is refused, sandbox or not.
+    std::fs::write(
+        dir.path().join(".cadre/config.toml"),
+        "[sandbox]\nrequired = true\n",
+    )
+    .unwrap();
+    let out = cadre(dir.path())
+        .args([
+            "--model",
+            &model,
+            "run",
+            "--permission-mode",
+            "auto-approve",
+            "--output",
+            "jsonl",
+            "go",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("a loopback address"), "{text}");
+    assert_eq!(server.requests().len(), 1);
 }

@@ -93,6 +93,8 @@ async fn ask(call: &Call<'_>, card: &CardInfo, p: &mut Progress) -> Result<bool,
             call.base, call.request.agent
         ),
         task_id: Some(call.request.task_id.clone()),
+        // The remote question carries no old text of a file.
+        replaces: None,
     };
     tracing::debug!(url = %call.base, tool = %q.tool, "remote agent asks for approval");
     let decision = tokio::select! {

@@ -499,6 +499,7 @@ mod tests {
             risk: RiskLevel::Medium,
             agent: "builder".into(),
             task_id: None,
+            replaces: None,
         }
     }
 

@@ -190,8 +190,9 @@ impl SubagentRuntime {
             sandbox: sandbox.clone(),
         });
         let mut tools = self.tools_of(def, parent, decided, &inherited, own);
+        let named_network = named_network_tools(def, &tools);
         if sandbox.denies_network() {
-            tools.withhold_network(sandbox.mode.as_str());
+            tools.withhold_network_except(sandbox.mode.as_str(), &named_network);
         }
         // A definition's MCP server runs in its child's sandbox; a grandchild (or a child
         // that took the server's tools from its parent) narrower than that may not use it.
@@ -220,6 +221,7 @@ impl SubagentRuntime {
         let mut b = Agent::builder(def.name.clone(), model)
             .system_prompt(prompt)
             .tools(tools)
+            .network_tools(named_network)
             .limits(inherited.limits)
             .tool_timeout(self.cfg.tool_timeout)
             .max_parallel_tools(self.cfg.max_parallel_tools)
@@ -580,4 +582,19 @@ fn own_tools<'a>(
     tools
         .iter()
         .filter(move |t| kept.iter().any(|k| k == t.name()))
+}
+
+/// The network tools among `tools` that `def` names in its `tools` list. Web tools follow
+/// permission rules, not the process sandbox: a definition that names `web_fetch` (Claude
+/// Code's `WebFetch`) keeps it under a sandbox without network; one it only inherits is
+/// withheld there.
+fn named_network_tools(def: &AgentDefinition, tools: &ToolRegistry) -> Vec<String> {
+    let Some(named) = def.tools.as_deref() else {
+        return Vec::new();
+    };
+    tools
+        .iter()
+        .filter(|t| t.uses_network() && named.iter().any(|n| n == t.name()))
+        .map(|t| t.name().to_string())
+        .collect()
 }

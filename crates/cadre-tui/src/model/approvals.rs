@@ -186,6 +186,7 @@ mod tests {
             risk: cadre_types::RiskLevel::Medium,
             agent: "main".into(),
             task_id: None,
+            replaces: None,
         }
     }
 

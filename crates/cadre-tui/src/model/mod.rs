@@ -9,7 +9,7 @@ pub mod tasks;
 pub mod transcript;
 
 use approvals::Approvals;
-use cadre_types::{Event, EventEnvelope, Usage};
+use cadre_types::{EndState, Event, EventEnvelope, Usage};
 use input::InputBox;
 use std::collections::VecDeque;
 use tasks::TaskBoard;
@@ -215,6 +215,7 @@ impl App {
                 call_id,
                 tool,
                 args,
+                replaces,
             } => self.transcript.push(EntryKind::Tool(ToolEntry {
                 call_id: call_id.clone(),
                 tool: tool.clone(),
@@ -222,6 +223,7 @@ impl App {
                 result: None,
                 expanded: false,
                 children: Vec::new(),
+                replaces: replaces.clone(),
             })),
             Event::ToolResult {
                 call_id,
@@ -281,7 +283,11 @@ impl App {
             Event::Done { state, usage, .. } => {
                 if env.task_id.is_none() {
                     self.transcript.push(EntryKind::TurnEnd {
-                        state: state.to_string(),
+                        // A failure's error is the line just above (its error event).
+                        state: match state {
+                            EndState::Failed { .. } => state.name().to_string(),
+                            other => other.to_string(),
+                        },
                         usage: *usage,
                     });
                 }
@@ -329,6 +335,7 @@ impl App {
                     result: None,
                     expanded: false,
                     children: Vec::new(),
+                    replaces: None,
                 }));
                 self.transcript.entries().len() - 1
             }
@@ -370,6 +377,7 @@ impl App {
                             result: None,
                             expanded: false,
                             children: Vec::new(),
+                            replaces: None,
                         }));
                     }
                 }
@@ -545,6 +553,7 @@ mod tests {
             call_id: "c1".into(),
             tool: "task".into(),
             args: r#"{"subagent_type":"explorer","prompt":"map"}"#.into(),
+            replaces: None,
         }));
         // The tick's sync saw the task before its first update arrived.
         let mut task = cadre_store::NewTask::new("explorer", "s-1", "map");

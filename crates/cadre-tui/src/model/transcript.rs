@@ -27,6 +27,9 @@ pub struct ToolEntry {
     pub expanded: bool,
     /// Sub-agent tasks this call started, in start order.
     pub children: Vec<String>,
+    /// The text of the file a whole-file write replaces, read before it ran: the diff and
+    /// the `+N -M` count are against it.
+    pub replaces: Option<String>,
 }
 
 /// What an entry is.

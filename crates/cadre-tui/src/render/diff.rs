@@ -1,5 +1,6 @@
-//! Diffs of the file tools' arguments: `edit_file` as old → new, `write_file` as the new
-//! content; shown under the call and in the approval dialog.
+//! Diffs of the file tools' arguments: `edit_file` as old → new, `write_file` as the text
+//! it replaces (read before the call ran; none for a new file) → the new content; shown
+//! under the call and in the approval dialog.
 
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
@@ -10,27 +11,29 @@ pub const MAX_DIFF_LINES: usize = 200;
 
 /// The text a file-writing call replaces and the text it writes, read from the argument
 /// keys the tool declares ([`cadre_tools::EditArgs`]); `None` for a tool that writes no
-/// file or arguments that do not hold them.
-fn edit_texts(tool: &str, args: &str) -> Option<(String, String)> {
+/// file or arguments that do not hold them. `replaces` is the file's text before a
+/// whole-file write.
+fn edit_texts(tool: &str, args: &str, replaces: Option<&str>) -> Option<(String, String)> {
     let keys = cadre_tools::builtin::builtin_info(tool)?.edits?;
     let v: serde_json::Value = serde_json::from_str(args).ok()?;
     let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_string);
     let old = match keys.old {
         Some(k) => s(k)?,
-        None => String::new(),
+        None => replaces.unwrap_or_default().to_string(),
     };
     Some((old, s(keys.new)?))
 }
 
-/// The diff a file tool call would make, when `tool` is one.
-pub fn tool_diff(tool: &str, args: &str) -> Option<Vec<Line<'static>>> {
-    let (old, new) = edit_texts(tool, args)?;
+/// The diff a file tool call would make, when `tool` is one; `replaces` is the text a
+/// whole-file write replaces.
+pub fn tool_diff(tool: &str, args: &str, replaces: Option<&str>) -> Option<Vec<Line<'static>>> {
+    let (old, new) = edit_texts(tool, args, replaces)?;
     Some(diff(&old, &new))
 }
 
 /// (added, removed) line counts of a file tool call.
-pub fn tool_diff_stat(tool: &str, args: &str) -> Option<(usize, usize)> {
-    let (old, new) = edit_texts(tool, args)?;
+pub fn tool_diff_stat(tool: &str, args: &str, replaces: Option<&str>) -> Option<(usize, usize)> {
+    let (old, new) = edit_texts(tool, args, replaces)?;
     let d = TextDiff::from_lines(&old, &new);
     let mut stat = (0, 0);
     for c in d.iter_all_changes() {
@@ -77,17 +80,30 @@ mod tests {
     #[test]
     fn edit_file_shows_removed_and_added_lines() {
         let args = r#"{"path":"a.py","old_string":"x = 1\ny = 2\n","new_string":"x = 1\ny = 3\n"}"#;
-        let lines: Vec<String> = tool_diff("edit_file", args)
+        let lines: Vec<String> = tool_diff("edit_file", args, None)
             .unwrap()
             .iter()
             .map(|l| l.spans[0].content.to_string())
             .collect();
         assert_eq!(lines, ["  x = 1", "- y = 2", "+ y = 3"]);
-        assert_eq!(tool_diff_stat("edit_file", args), Some((1, 1)));
+        assert_eq!(tool_diff_stat("edit_file", args, None), Some((1, 1)));
         assert_eq!(
-            tool_diff_stat("write_file", r#"{"path":"b","content":"a\nb\n"}"#),
+            tool_diff_stat("write_file", r#"{"path":"b","content":"a\nb\n"}"#, None),
             Some((2, 0))
         );
-        assert!(tool_diff("bash", "{}").is_none());
+        assert!(tool_diff("bash", "{}", None).is_none());
+    }
+
+    #[test]
+    fn an_overwrite_is_diffed_against_the_text_it_replaces() {
+        let args = r##"{"path":"notes.md","content":"# Notes\nnew\nmore\n"}"##;
+        let before = Some("# Notes\nold\n");
+        assert_eq!(tool_diff_stat("write_file", args, before), Some((2, 1)));
+        let lines: Vec<String> = tool_diff("write_file", args, before)
+            .unwrap()
+            .iter()
+            .map(|l| l.spans[0].content.to_string())
+            .collect();
+        assert_eq!(lines, ["  # Notes", "- old", "+ new", "+ more"]);
     }
 }

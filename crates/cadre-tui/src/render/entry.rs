@@ -207,7 +207,7 @@ fn tool(t: &ToolEntry, tasks: &TaskBoard, now_ms: u64, add: &mut impl FnMut(Line
             Style::default(),
         ));
     }
-    if let Some((added, removed)) = diff::tool_diff_stat(&t.tool, &t.args) {
+    if let Some((added, removed)) = diff::tool_diff_stat(&t.tool, &t.args, t.replaces.as_deref()) {
         head.push(Span::styled(
             format!(" +{added}"),
             Style::default().fg(Color::Green),
@@ -240,7 +240,7 @@ fn tool(t: &ToolEntry, tasks: &TaskBoard, now_ms: u64, add: &mut impl FnMut(Line
     }
     add(Line::from(head), 4);
     if t.expanded {
-        match diff::tool_diff(&t.tool, &t.args) {
+        match diff::tool_diff(&t.tool, &t.args, t.replaces.as_deref()) {
             Some(d) => {
                 for l in d {
                     let mut spans = vec![Span::raw("    ")];

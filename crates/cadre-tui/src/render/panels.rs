@@ -184,7 +184,7 @@ pub fn approval(frame: &mut Frame<'_>, app: &App, p: &PendingApproval, area: Rec
         lines.extend(wrap(Line::from(format!("on: {s}")), width, 4));
     }
     let args = r.args.to_string();
-    match diff::tool_diff(&r.tool, &args) {
+    match diff::tool_diff(&r.tool, &args, r.replaces.as_deref()) {
         Some(d) => {
             for l in d.into_iter().take(16) {
                 lines.extend(wrap(l, width, 2));

@@ -360,10 +360,9 @@ impl Shell {
         self.session = Some(session);
         match end {
             TurnEnd::Prompt(out) => {
+                // How the turn ended is already in the transcript: the engine's error line
+                // for a failure and the turn's end line, so it is not said a third time here.
                 self.delivery_ended(matches!(out.state, cadre_types::EndState::Completed));
-                if !matches!(out.state, cadre_types::EndState::Completed) {
-                    self.app.error(format!("the turn ended: {}", out.state));
-                }
             }
             TurnEnd::Direct { agent, result } => match result {
                 Ok(snap) => {
@@ -463,6 +462,7 @@ impl Shell {
                     result: None,
                     expanded: false,
                     children: Vec::new(),
+                    replaces: None,
                 }));
                 let parent = self.parent(&cancel);
                 tokio::spawn(async move {
