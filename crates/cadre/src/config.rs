@@ -54,6 +54,9 @@ pub struct Config {
     /// Context compaction.
     #[serde(default)]
     pub compaction: CompactionConfig,
+    /// OpenTelemetry export.
+    #[serde(default)]
+    pub telemetry: crate::telemetry::settings::TelemetryConfig,
     /// The file each of `mcp_servers` comes from (the last one that sets it).
     #[serde(skip)]
     pub mcp_origins: BTreeMap<String, PathBuf>,
