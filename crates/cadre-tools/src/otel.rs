@@ -104,6 +104,25 @@ pub fn continue_trace(span: &Span, traceparent: &str) {
     }
 }
 
+/// The span of one request `cadre serve` answers (SERVER), continuing the caller's trace
+/// when it sent a valid `traceparent`.
+pub fn served(method: &str, route: &str, traceparent: Option<&str>) -> Span {
+    let span = tracing::info_span!(
+        target: TARGET,
+        "serve",
+        "otel.name" = %format!("{method} {route}"),
+        "otel.kind" = "server",
+        "http.request.method" = method,
+        "http.route" = route,
+    );
+    if let Some(tp) = traceparent
+        && !span.is_disabled()
+    {
+        continue_trace(&span, tp);
+    }
+    span
+}
+
 /// Who an agent span is for.
 #[derive(Debug, Clone, Copy)]
 pub struct AgentSpan<'a> {
