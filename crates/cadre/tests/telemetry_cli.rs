@@ -449,3 +449,48 @@ fn a_collector_that_never_answers_neither_stops_nor_fails_the_run() {
     let warnings = stderr.lines().filter(|l| l.contains("telemetry:")).count();
     assert_eq!(warnings, 1, "one warning: {stderr}");
 }
+
+#[test]
+fn bash_gets_the_traceparent_of_its_tool_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        "[[scripts]]\nagent = \"main\"\n[[scripts.turns]]\n\
+         tool_calls = [ { name = \"bash\", args = { command = \"echo tp=$TRACEPARENT\" } } ]\n\
+         [[scripts.turns]]\ntext = \"{{tool_results}}\"\n",
+    )
+    .unwrap();
+    let file = dir.path().join("trace.jsonl");
+    let out = cli_support::cadre(dir.path())
+        .args(["--model", &format!("scripted:{}", script.display())])
+        .args(["run", "--approval", "auto", "--trace-file"])
+        .arg(&file)
+        .arg("go")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = cli_support::text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        cli_support::text(&out.stderr)
+    );
+    let mut tool_span = None;
+    for line in std::fs::read_to_string(&file).unwrap().lines() {
+        let request: ExportTraceServiceRequest = serde_json::from_str(line).unwrap();
+        for rs in request.resource_spans {
+            for ss in rs.scope_spans {
+                for s in ss.spans {
+                    if s.name == "execute_tool bash" {
+                        tool_span = Some(s);
+                    }
+                }
+            }
+        }
+    }
+    let s = tool_span.expect("the bash call's span");
+    let to_hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let want = format!("tp=00-{}-{}-01", to_hex(&s.trace_id), to_hex(&s.span_id));
+    assert!(stdout.contains(&want), "{want} in {stdout}");
+}
