@@ -397,6 +397,11 @@ impl Compaction<'_> {
             tokens_after: report.tokens_after,
             model: report.model.clone(),
         })?;
+        cadre_tools::otel::compaction_event(
+            report.replaced_messages,
+            report.tokens_before,
+            report.tokens_after,
+        );
         self.emit(Event::Compaction {
             replaced_messages: report.replaced_messages,
             tokens_before: report.tokens_before,

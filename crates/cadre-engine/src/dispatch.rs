@@ -9,6 +9,7 @@ use crate::observer::{Step, TurnObserver};
 use crate::permissions::{ApprovalMode, PolicyDecision};
 use crate::run_loop::Emitter;
 use crate::session::CallJournal;
+use cadre_tools::otel;
 use cadre_tools::{
     HiddenPaths, RunContext, Tool, ToolContext, ToolOutput, ToolRegistry, Workspace,
 };
@@ -125,7 +126,8 @@ impl<'a> Dispatcher<'a> {
         turn: &tracing::Span,
         gate: &'c dyn TurnObserver,
     ) -> tracing::instrument::Instrumented<impl Future<Output = CallResult> + 'c> {
-        let span = tracing::info_span!(parent: turn, "tool_call", tool = %c.name, call_id = %c.id);
+        let span = otel::execute_tool(turn, &c.name, &c.id, &c.arguments);
+        let in_span = span.clone();
         async move {
             if !gate.may_proceed(&self.run, Step::ToolCall(c)).await {
                 stop.cancel();
@@ -134,7 +136,14 @@ impl<'a> Dispatcher<'a> {
                     None,
                 );
             }
-            self.run_one(c, stop).await
+            let done = self.run_one(c, stop).await;
+            if let Message::Tool {
+                content, is_error, ..
+            } = &done.0
+            {
+                otel::record_tool_result(&in_span, *is_error, content);
+            }
+            done
         }
         .instrument(span)
     }
@@ -235,6 +244,7 @@ impl<'a> Dispatcher<'a> {
         match policy.decide(&call.name, &subject, tool.is_read_only(), session_ok) {
             PolicyDecision::Allow => {}
             PolicyDecision::Deny(reason) => {
+                otel::record_permission(&tracing::Span::current(), "deny", None);
                 return self.finish(
                     call,
                     &call.name,
@@ -275,6 +285,7 @@ impl<'a> Dispatcher<'a> {
                     &self.hidden,
                 ),
             };
+            let asked = std::time::Instant::now();
             let decision = match self.run.approvals.policy_answer(&request) {
                 // A policy answers without asking: nobody is told a request waits.
                 Some(d) => d,
@@ -290,6 +301,11 @@ impl<'a> Dispatcher<'a> {
                     }
                 }
             };
+            otel::record_permission(
+                &tracing::Span::current(),
+                decision_name(&decision),
+                Some(asked.elapsed()),
+            );
             match decision {
                 ApprovalDecision::AllowOnce => {}
                 ApprovalDecision::AllowSession => {
@@ -303,6 +319,8 @@ impl<'a> Dispatcher<'a> {
                     return self.finish(call, &call.name, ToolOutput::error(msg), None);
                 }
             }
+        } else {
+            otel::record_permission(&tracing::Span::current(), "allow", None);
         }
 
         // Hooks after the call read its arguments; without any, they move to the tool
@@ -434,4 +452,14 @@ impl<'a> Dispatcher<'a> {
 /// Give a cancelled call a moment to clean up; returns its result if it finished.
 async fn grace<F: Future + Unpin>(fut: &mut F) -> Option<F::Output> {
     tokio::time::timeout(CLEANUP_GRACE, fut).await.ok()
+}
+
+/// How an approval was answered, as the telemetry records it.
+fn decision_name(d: &ApprovalDecision) -> &'static str {
+    match d {
+        ApprovalDecision::AllowOnce => "allow_once",
+        ApprovalDecision::AllowSession => "allow_session",
+        ApprovalDecision::Deny { .. } => "deny",
+        ApprovalDecision::Refused { .. } => "refused",
+    }
 }

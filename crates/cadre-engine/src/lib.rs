@@ -21,6 +21,7 @@ mod resume;
 mod run_loop;
 mod session;
 mod settle;
+mod spans;
 mod stream;
 mod transcript;
 

@@ -174,17 +174,26 @@ pub(crate) async fn run(
     cancel: CancellationToken,
     observer: &dyn TurnObserver,
 ) -> RunOutcome {
-    let span = tracing::info_span!(
-        "run",
-        agent = %run.agent,
-        session = %run.session_id,
-        task = run.task_id.as_deref().unwrap_or(""),
-        depth = run.depth,
-        trace = %run.trace_id,
-    );
-    run_inner(cfg, session, start, run, workspace, cancel, observer)
-        .instrument(span)
-        .await
+    // A sub-agent's run is already in the `invoke_agent` span its runtime opened (that span
+    // is the child of the spawning tool call, also for background children): it records its
+    // end there. The top-level run opens its own.
+    let span = match run.task_id {
+        Some(_) => tracing::Span::current(),
+        None => cadre_tools::otel::invoke_agent(cadre_tools::otel::AgentSpan {
+            agent: &run.agent,
+            task_id: None,
+            session_id: &run.session_id,
+            model: &cfg.model.spec,
+            depth: run.depth,
+            background: false,
+            remote: false,
+        }),
+    };
+    let outcome = run_inner(cfg, session, start, run, workspace, cancel, observer)
+        .instrument(span.clone())
+        .await;
+    crate::spans::record_end(&span, &outcome);
+    outcome
 }
 
 async fn run_inner(
@@ -440,8 +449,10 @@ async fn run_inner(
         };
         // run > turn > model_call / tool_call: the turn span is the explicit parent of both.
         let turn_span = tracing::info_span!("turn", turn = turns);
-        let model_span =
-            tracing::info_span!(parent: &turn_span, "model_call", model = %cfg.model.spec);
+        let model_span = {
+            let _in_turn = turn_span.enter();
+            cadre_tools::otel::chat(&cfg.model.spec, cfg.model.provider.server_address())
+        };
         let reply = call_model(
             cfg,
             request,

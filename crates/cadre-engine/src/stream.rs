@@ -80,19 +80,42 @@ pub(crate) async fn call_model(
         return None;
     }
     let meter = CallMeter::default();
-    let call = stream_reply(cfg, request, emitter, &meter).instrument(span);
+    let call = stream_reply(cfg, request, emitter, &meter).instrument(span.clone());
     tokio::pin!(call);
     tokio::select! {
         biased;
         _ = stop.cancelled() => {}
         _ = budget.exhausted() => {}
-        r = &mut call => return Some(r),
+        r = &mut call => {
+            match &r {
+                Ok(reply) => cadre_tools::otel::record_chat(
+                    &span,
+                    crate::spans::tokens_of(&reply.usage),
+                    reply.stop_reason.as_deref(),
+                    None,
+                    &reply.text,
+                ),
+                Err(failed) => {
+                    cadre_tools::otel::record_chat(
+                        &span,
+                        crate::spans::tokens_of(&meter.usage()),
+                        None,
+                        None,
+                        &failed.partial_text,
+                    );
+                    cadre_tools::otel::record_error(&span, "provider_error");
+                }
+            }
+            return Some(r);
+        }
     }
     if budget.exceeded().is_some() {
         meter.muted.store(true, Ordering::Relaxed);
         let _ = tokio::time::timeout(DRAIN_GRACE, &mut call).await;
     }
     let usage = meter.usage();
+    cadre_tools::otel::record_chat(&span, crate::spans::tokens_of(&usage), None, None, "");
+    cadre_tools::otel::record_error(&span, "cancelled");
     if usage != Usage::default() {
         charge_call(cfg, budget, emitter, usage);
     }
@@ -105,6 +128,8 @@ pub(crate) struct Reply {
     pub(crate) signature: Option<String>,
     pub(crate) calls: Vec<cadre_types::ToolCall>,
     pub(crate) usage: Usage,
+    /// The provider's stop reason, if it gave one.
+    pub(crate) stop_reason: Option<String>,
 }
 
 /// A model call that failed, with the text it streamed before failing (part of the run's
@@ -128,6 +153,7 @@ async fn stream_reply(
         signature: None,
         calls: Vec::new(),
         usage: Usage::default(),
+        stop_reason: None,
     };
     while let Some(ev) = stream.next().await {
         let ev = match ev {
@@ -175,13 +201,17 @@ async fn stream_reply(
                 reply.thinking.clear();
                 reply.signature = None;
                 cap = crate::reply_cap::ReplyCap::new(cfg.max_reply_bytes, cfg.max_output_tokens);
+                cadre_tools::otel::retry_event("the reply broke off before any tool call");
                 emitter.emit(Event::Notice {
                     message: "the reply broke off before any tool call; asking the model again \
                               (the text above is discarded)"
                         .into(),
                 });
             }
-            StreamEvent::Done { .. } => break,
+            StreamEvent::Done { stop_reason } => {
+                reply.stop_reason = stop_reason;
+                break;
+            }
         }
     }
     Ok(reply)

@@ -121,6 +121,10 @@ impl AnthropicProvider {
 }
 
 impl Provider for AnthropicProvider {
+    fn server_address(&self) -> Option<&str> {
+        self.core.url.host_str()
+    }
+
     fn name(&self) -> &str {
         &self.core.name
     }

@@ -140,6 +140,10 @@ impl OpenAiProvider {
 }
 
 impl Provider for OpenAiProvider {
+    fn server_address(&self) -> Option<&str> {
+        self.core.url.host_str()
+    }
+
     fn name(&self) -> &str {
         &self.core.name
     }

@@ -92,6 +92,11 @@ pub trait Provider: Send + Sync {
     fn missing_key(&self) -> Option<String> {
         None
     }
+
+    /// The host requests go to, for telemetry (`server.address`); `None` when there is none.
+    fn server_address(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A whole reply, collected from a stream.

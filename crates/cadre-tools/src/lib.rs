@@ -10,6 +10,7 @@ mod context;
 mod grant;
 mod hidden;
 mod identity;
+pub mod otel;
 mod read_capped;
 mod registry;
 mod replaced;

@@ -222,6 +222,10 @@ pub struct RunArgs {
         requires = "resume"
     )]
     pub compact_now: Option<Option<String>>,
+    /// Also write the run's telemetry spans to FILE as OTLP JSON lines (one
+    /// `ExportTraceServiceRequest` per line), with or without a collector.
+    #[arg(long, value_name = "FILE")]
+    pub trace_file: Option<PathBuf>,
     /// Do not wait for background sub-agents when the main agent is done: they are
     /// cancelled at exit and their records stay in the task store (`cadre tasks list`).
     #[arg(long)]

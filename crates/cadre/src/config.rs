@@ -60,6 +60,9 @@ pub struct Config {
     #[serde(default)]
     #[allow(dead_code)]
     pub hooks: Option<toml::Value>,
+    /// OpenTelemetry export.
+    #[serde(default)]
+    pub telemetry: crate::telemetry::settings::TelemetryConfig,
     /// The file each of `mcp_servers` comes from (the last one that sets it).
     #[serde(skip)]
     pub mcp_origins: BTreeMap<String, PathBuf>,

@@ -16,6 +16,7 @@ mod setup;
 mod signals;
 mod stdout;
 mod tasks_cmd;
+mod telemetry;
 mod tui_cmd;
 mod worktrees_cmd;
 
@@ -29,29 +30,56 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 
-fn init_logging(log_file: Option<&std::path::Path>) -> anyhow::Result<()> {
-    use tracing_subscriber::EnvFilter;
+fn init_logging(
+    log_file: Option<&std::path::Path>,
+    telemetry: Option<telemetry::OtelLayer>,
+) -> anyhow::Result<()> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer};
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
-    match log_file {
-        Some(path) => {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)?;
-            builder
+    let Some(otel) = telemetry else {
+        // Telemetry off: the subscriber of before, with no layer to pay for.
+        let builder = tracing_subscriber::fmt().with_env_filter(filter);
+        match log_file {
+            Some(path) => builder
                 .with_ansi(false)
-                .with_writer(std::sync::Mutex::new(file))
-                .init();
+                .with_writer(std::sync::Mutex::new(open_log(path)?))
+                .init(),
+            None => builder
+                .with_ansi(colour_on_stderr())
+                // Standard error, but not while the TUI draws on it: there the lines become
+                // notices in its transcript.
+                .with_writer(cadre_tui::LogWriter::new)
+                .init(),
         }
-        None => builder
-            .with_ansi(colour_on_stderr())
-            // Standard error, but not while the TUI draws on it: there the lines become
-            // notices in its transcript.
-            .with_writer(cadre_tui::LogWriter::new)
-            .init(),
-    }
+        return Ok(());
+    };
+    // With telemetry the log filter is the log lines' own: the exporter admits the spans
+    // the log filter leaves out.
+    let fmt: telemetry::OtelLayer = match log_file {
+        Some(path) => Box::new(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(false)
+                .with_writer(std::sync::Mutex::new(open_log(path)?))
+                .with_filter(filter),
+        ),
+        None => Box::new(
+            tracing_subscriber::fmt::layer()
+                .with_ansi(colour_on_stderr())
+                .with_writer(cadre_tui::LogWriter::new)
+                .with_filter(filter),
+        ),
+    };
+    tracing_subscriber::registry().with(vec![fmt, otel]).init();
     Ok(())
+}
+
+fn open_log(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
 }
 
 /// Colour only for a person at a terminal: stderr is one and `NO_COLOR` is unset or empty.
@@ -99,7 +127,14 @@ fn main() -> ExitCode {
         let _ = stdout::out!("cadre {}", env!("CARGO_PKG_VERSION"));
         return ExitCode::SUCCESS;
     }
-    if let Err(e) = init_logging(cli.log_file.as_deref()) {
+    let otel = match telemetry::start(&cli) {
+        Ok(layer) => layer,
+        Err(e) => {
+            eprintln!("cadre: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = init_logging(cli.log_file.as_deref(), otel) {
         eprintln!("cadre: cannot open log file: {e}");
         return ExitCode::from(2);
     }
@@ -122,6 +157,7 @@ fn main() -> ExitCode {
             }
         }
     };
+    telemetry::shutdown();
     match result {
         Ok(code) => code,
         // The reader of stdout has gone (`cadre tasks list | head`): it wanted no more.

@@ -138,6 +138,7 @@ impl SignalStop {
             // The transcripts are written here.
             cadre_engine::flush_open_transcripts();
             (on.before_exit)();
+            crate::telemetry::shutdown();
             std::process::exit(i32::from(second.exit_code()));
         });
         Self { task, received }

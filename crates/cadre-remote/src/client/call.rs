@@ -72,6 +72,12 @@ impl<'a> Call<'a> {
             value.set_sensitive(true);
             headers.insert(name, value);
         }
+        // The remote agent's spans continue this one (its `invoke_agent` CLIENT span).
+        if let Some(tp) = cadre_tools::otel::current_traceparent()
+            && let Ok(value) = HeaderValue::from_str(&tp)
+        {
+            headers.insert(HeaderName::from_static("traceparent"), value);
+        }
         Ok(Self {
             http: &client.http,
             settings: &client.settings,

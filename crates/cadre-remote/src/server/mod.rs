@@ -35,6 +35,7 @@ mod slots;
 mod state;
 mod stream;
 mod task_api;
+mod trace;
 
 use crate::a2a::card::CARD_PATH;
 use axum::Router;
@@ -242,7 +243,8 @@ impl Server {
             .route_layer(axum::middleware::from_fn_with_state(
                 self.state.clone(),
                 guard::guard,
-            ));
+            ))
+            .route_layer(axum::middleware::from_fn(trace::continue_caller));
         let mut app = Router::new()
             .route(CARD_PATH, get(rpc::card))
             .route("/healthz", get(health::healthz))

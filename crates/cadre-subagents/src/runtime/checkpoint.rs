@@ -158,6 +158,7 @@ impl Checkpointer {
         };
         match written {
             Ok(()) if s.generation == generation => {
+                cadre_tools::otel::checkpoint_event(&self.task_id, b.history.len() as u64);
                 s.len = b.history.len();
                 s.any = true;
             }

@@ -525,7 +525,7 @@ impl SubagentRuntime {
             };
         let child_run = Arc::new(RunContext {
             session_id: session_id.clone(),
-            agent: name.clone(),
+            agent: name,
             model: child.model().to_string(),
             task_id: Some(task_id.clone()),
             user_id: parent.run.user_id.clone(),
@@ -537,7 +537,9 @@ impl SubagentRuntime {
             events: forward.clone() as Arc<dyn EventSink>,
             approvals,
         });
-        let span = tracing::info_span!("subagent", agent = %name, task = %task_id, session = %session_id, depth = child.depth());
+        // Opened here, in the spawning call's span, before the job is spawned: a background
+        // child that outlives that call still hangs under it.
+        let span = child.span(&task_id, background, resumed.as_ref());
         let job = ChildJob {
             task_id: task_id.clone(),
             one_off: matches!(child, JobChild::Planned(_)),

@@ -394,6 +394,29 @@ impl JobChild {
         }
     }
 
+    /// Its `invoke_agent` telemetry span, a child of the current span; an adopted task's
+    /// says where it was lost.
+    pub fn span(
+        &self,
+        task_id: &str,
+        background: bool,
+        resumed: Option<&Resumed>,
+    ) -> tracing::Span {
+        let span = cadre_tools::otel::invoke_agent(cadre_tools::otel::AgentSpan {
+            agent: self.name(),
+            task_id: Some(task_id),
+            session_id: self.session_id(),
+            model: self.model(),
+            depth: self.depth(),
+            background,
+            remote: self.model().starts_with("remote:"),
+        });
+        if let Some(r) = resumed {
+            cadre_tools::otel::adoption_event(&span, task_id, &r.lost_node);
+        }
+        span
+    }
+
     /// Its spawn depth.
     pub fn depth(&self) -> u32 {
         match self {

@@ -117,6 +117,10 @@ impl TypedTool for BashTool {
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         // The sandbox launcher (bwrap or cadre's own) passes its environment on to bash.
         self.secrets.apply(&mut sandboxed);
+        // What the command reports to a tracing backend joins the call's trace.
+        if let Some(tp) = crate::otel::current_traceparent() {
+            sandboxed.env("TRACEPARENT", tp);
+        }
         let mut child = Command::from(sandboxed)
             .arg("-c")
             .arg(&args.command)

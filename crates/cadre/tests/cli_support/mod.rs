@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// Variables of the environment that would change what a run does; removed from every run
 /// (a test sets the ones it means after this).
-pub const SETUP_VARS: [&str; 7] = [
+pub const SETUP_VARS: [&str; 12] = [
     "CADRE_MODEL",
     "CADRE_STORE_URL",
     "OPENAI_API_KEY",
@@ -17,6 +17,11 @@ pub const SETUP_VARS: [&str; 7] = [
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_BASE_URL",
     "RUST_LOG",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_SERVICE_NAME",
+    "TRACEPARENT",
 ];
 
 /// `cadre --workspace WS`, blocking (assert_cmd), with a user config directory inside `ws`
