@@ -33,9 +33,10 @@ pub fn wait_until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) 
     wait_for(what, within, || cond().then_some(()));
 }
 
-/// Polls the async `cond` until it gives `Some`, and returns that value; panics with `what`
-/// once `within` (on tokio's clock) has passed without it.
-pub async fn eventually_some<T, F, Fut>(what: &str, within: Duration, mut cond: F) -> T
+/// Polls the async `cond` until it gives `Some` and returns that value, or `None` once
+/// `within` (on tokio's clock) has passed without it: for a caller that reports the failure
+/// itself.
+pub async fn poll_some<T, F, Fut>(within: Duration, mut cond: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -43,13 +44,25 @@ where
     let deadline = tokio::time::Instant::now() + within;
     loop {
         if let Some(v) = cond().await {
-            return v;
+            return Some(v);
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Polls the async `cond` until it gives `Some`, and returns that value; panics with `what`
+/// once `within` (on tokio's clock) has passed without it.
+pub async fn eventually_some<T, F, Fut>(what: &str, within: Duration, cond: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    match poll_some(within, cond).await {
+        Some(v) => v,
+        None => panic!("timed out after {within:?} waiting for {what}"),
     }
 }
 
