@@ -147,7 +147,7 @@ async fn records_cancel_and_wait_across_nodes(kind: Kind) {
         "{:?}",
         asked.elapsed()
     );
-    // The owner hears of it through the store (within 1 s, SPEC §5), not at once.
+    // The owner hears of it through the store (within 1 s, the cross-node bound), not at once.
     let owner = a2
         .runtime
         .wait_for(
