@@ -40,7 +40,7 @@ impl Provider for Billing {
         self.billed.fetch_add(PER_CALL, Ordering::SeqCst);
         self.log.0.lock().unwrap().push(("start".into(), n));
         // Model latency, different per call, so replies land one by one and some are in
-        // flight when the budget runs out.
+        // flight when the budget runs out: a slow model is the fixture, so it sleeps.
         let latency = Duration::from_millis(5 * (n % 8 + 1));
         let usage = Usage {
             input_tokens: PER_CALL,

@@ -10,7 +10,8 @@ use common::*;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-#[tokio::test]
+// Time is paused: the tool timeout and the time that passes are tokio's clock.
+#[tokio::test(start_paused = true)]
 async fn per_tool_timeout_fires_but_exempt_tools_outlive_it_until_cancelled() {
     let (model, _rec) = scripted(
         r#"
@@ -33,19 +34,22 @@ async fn per_tool_timeout_fires_but_exempt_tools_outlive_it_until_cancelled() {
     let h = Harness::new();
     let mut session = h.session();
     let cancel = h.cancel.clone();
-    let started = Instant::now();
-    // Cancel the run well after the timeout would have fired for the exempt tool.
+    let events = h.events.clone();
+    // Once the exempt tool runs, let six of its would-be timeouts pass, then cancel.
     let canceller = tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(1200)).await;
+        cadre_testkit::eventually("the exempt tool to start", Duration::from_secs(5), || {
+            let started = events.events().iter().any(
+                |e| matches!(e, cadre_types::Event::ToolStart { tool, .. } if tool == "exempt"),
+            );
+            async move { started }
+        })
+        .await;
+        tokio::time::advance(Duration::from_millis(1200)).await;
         cancel.cancel();
     });
     let out = h.run(&agent, &mut session, "go").await;
     canceller.await.unwrap();
     assert_eq!(out.state, EndState::Cancelled);
-    assert!(
-        started.elapsed() >= Duration::from_millis(1200),
-        "exempt tool outlived the timeout"
-    );
     let results: Vec<String> = session
         .messages()
         .iter()

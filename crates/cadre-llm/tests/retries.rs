@@ -174,8 +174,13 @@ async fn client_errors_are_classified_and_not_retried() {
 async fn refused_connections_are_transport_errors() {
     let mock = MockServer::start().await.unwrap();
     let base = mock.openai_base_url();
+    let addr = mock.addr();
     drop(mock);
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // The server's task is aborted on drop; its listener closes once the runtime drops it.
+    cadre_testkit::eventually("the listener to close", Duration::from_secs(5), || async {
+        tokio::net::TcpStream::connect(addr).await.is_err()
+    })
+    .await;
     let p = openai_with(config(base, true)).with_retry_policy(fast_retries().with_max_attempts(2));
     let err = collect(p.stream(hi())).await.unwrap_err();
     assert!(matches!(err, ProviderError::Transport { .. }), "{err}");

@@ -14,7 +14,7 @@ use cadre_types::EndState;
 use common::*;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const DELEGATE: &str = r#"
 [[scripts]]
@@ -92,11 +92,13 @@ fn alive(pid: i32) -> bool {
 
 /// Wait (up to 30 s) until process `pid` is gone.
 async fn wait_gone(pid: i32) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while alive(pid) {
-        assert!(Instant::now() < deadline, "process {pid} is still running");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("process {pid} to be gone");
+    cadre_testkit::eventually(
+        &what,
+        Duration::from_secs(30),
+        || async move { !alive(pid) },
+    )
+    .await;
 }
 
 fn offered(model: &Recording, agent: &str) -> Vec<String> {

@@ -120,17 +120,16 @@ async fn non_blocking_send_then_get_list_and_cancel() {
     let state = v["result"]["status"]["state"].as_str().unwrap();
     assert!(["working", "completed"].contains(&state), "{v}");
 
-    let mut done = false;
-    for _ in 0..200 {
-        let (_, v) = rpc(&url, "GetTask", json!({"id": quick})).await;
-        if v["result"]["status"]["state"] == "TASK_STATE_COMPLETED" {
-            assert_eq!(v["result"]["artifacts"][0]["parts"][0]["text"], "echo: q");
-            done = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert!(done);
+    let v = cadre_testkit::eventually_some(
+        "the quick echo to complete",
+        std::time::Duration::from_secs(4),
+        || async {
+            let (_, v) = rpc(&url, "GetTask", json!({"id": quick})).await;
+            (v["result"]["status"]["state"] == "TASK_STATE_COMPLETED").then_some(v)
+        },
+    )
+    .await;
+    assert_eq!(v["result"]["artifacts"][0]["parts"][0]["text"], "echo: q");
 
     let (_, v) = rpc(&url, "ListTasks", json!({})).await;
     assert_eq!(v["result"]["totalSize"], 2, "{v}");

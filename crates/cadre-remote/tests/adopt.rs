@@ -239,17 +239,14 @@ async fn a_running_remote_task_has_its_remote_id_in_the_store() {
             "prompt": "take long", "background": true});
         let out = tools.get("task").unwrap().call(args, &ctx).await.unwrap();
         let id = out.content.split('"').nth(1).unwrap().to_string();
-        let mut remote = None;
-        for _ in 0..250 {
+        let what = format!("{protocol:?}: the remote id to be recorded");
+        let r = cadre_testkit::eventually_some(&what, Duration::from_secs(5), || async {
             let r = store.get(&id).await.unwrap().unwrap();
-            if r.remote_task_id.is_some() {
-                assert_eq!(r.status, TaskStatus::Running, "{protocol:?}");
-                remote = r.remote_task_id;
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let remote = remote.unwrap_or_else(|| panic!("{protocol:?}: no remote id recorded"));
+            r.remote_task_id.is_some().then_some(r)
+        })
+        .await;
+        assert_eq!(r.status, TaskStatus::Running, "{protocol:?}");
+        let remote = r.remote_task_id.unwrap();
         if protocol == RemoteProtocol::Tasks {
             assert_eq!(remote, id);
         }

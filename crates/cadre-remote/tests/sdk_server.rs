@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 fn venv_python() -> Option<PathBuf> {
@@ -61,19 +61,17 @@ async fn sdk_agent(py: &Path, flags: &[&str]) -> SdkAgent {
         url: format!("http://127.0.0.1:{port}"),
     };
     let card = format!("{}/.well-known/agent-card.json", agent.url);
-    let t0 = Instant::now();
-    loop {
-        if let Ok(r) = reqwest::get(&card).await
-            && r.status().is_success()
-        {
-            return agent;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "the SDK agent did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    cadre_testkit::eventually(
+        "the SDK agent to serve its card",
+        Duration::from_secs(30),
+        || async {
+            reqwest::get(&card)
+                .await
+                .is_ok_and(|r| r.status().is_success())
+        },
+    )
+    .await;
+    agent
 }
 
 #[derive(Default)]
@@ -146,13 +144,21 @@ async fn cancelling_reaches_the_sdk_agents_task() {
     for flags in [&["--slow", "--streaming"][..], &["--slow"][..]] {
         let agent = sdk_agent(&py, flags).await;
         let cancel = CancellationToken::new();
+        // Cancel once the agent has accepted the task (it then works for 30 s).
+        let accepted = Arc::new(tokio::sync::Notify::new());
         let run = tokio::spawn({
             let client = client.clone();
             let cancel = cancel.clone();
-            let req = request(&agent.url, "slowly");
+            let mut req = request(&agent.url, "slowly");
+            let accepted = accepted.clone();
+            req.on_remote_id = Some(cadre_subagents::OnRemoteId::new(move |_| {
+                accepted.notify_one();
+            }));
             async move { client.run(req, Arc::new(Collect::default()), cancel).await }
         });
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        tokio::time::timeout(Duration::from_secs(15), accepted.notified())
+            .await
+            .unwrap_or_else(|_| panic!("{flags:?}: the agent never accepted the task"));
         cancel.cancel();
         let out = tokio::time::timeout(Duration::from_secs(15), run)
             .await

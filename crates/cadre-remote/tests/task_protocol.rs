@@ -141,19 +141,18 @@ async fn over_the_cap_is_429_until_a_slot_frees() {
     let (_, v) = post(&format!("{base}/tasks/a/cancel"), json!({})).await;
     assert_eq!(v["status"], "cancelled");
     // The slot is released once the cancelled task has ended.
-    let mut admitted = false;
-    for _ in 0..100 {
-        let (s, _) = post(
-            &format!("{base}/tasks"),
-            json!({"task_id": "b", "agent_id": "echo", "input": "y"}),
-        )
-        .await;
-        if s == 200 {
-            admitted = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert!(admitted);
+    cadre_testkit::eventually(
+        "the freed slot to admit a task",
+        std::time::Duration::from_secs(2),
+        || async {
+            let (s, _) = post(
+                &format!("{base}/tasks"),
+                json!({"task_id": "b", "agent_id": "echo", "input": "y"}),
+            )
+            .await;
+            s == 200
+        },
+    )
+    .await;
     srv.stop().await.unwrap();
 }

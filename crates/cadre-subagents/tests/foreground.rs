@@ -169,16 +169,14 @@ async fn cancelling_the_parent_cancels_the_child_before_its_next_model_call() {
     let events = f.events.clone();
     tokio::spawn(async move {
         // Cancel once the child is inside its tool call.
-        for _ in 0..200 {
-            if events
+        cadre_testkit::eventually("the child's tool call", Duration::from_secs(2), || {
+            let started = events
                 .updates()
                 .iter()
-                .any(|u| u.kind == UpdateKind::ToolStart)
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+                .any(|u| u.kind == UpdateKind::ToolStart);
+            async move { started }
+        })
+        .await;
         cancel.cancel();
     });
     let (out, _s) = tokio::time::timeout(Duration::from_secs(10), f.run("go"))

@@ -277,10 +277,10 @@ async fn task_cancel_stops_a_child_stuck_in_a_slow_model_call() {
     let id = field(&bg, "task_id").to_string();
     // Wait until the child's model call is in flight.
     let started = Instant::now();
-    while f.rec.of("slow").is_empty() {
-        assert!(started.elapsed() < Duration::from_secs(5));
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    cadre_testkit::eventually("the child's model call", Duration::from_secs(5), || async {
+        !f.rec.of("slow").is_empty()
+    })
+    .await;
     let out = c.call("task_cancel", json!({"task_id": id})).await;
     assert_eq!(field(&out, "status"), "cancelled");
     assert_eq!(field(&out, "note"), "the sub-agent was stopped");
@@ -289,7 +289,18 @@ async fn task_cancel_stops_a_child_stuck_in_a_slow_model_call() {
         "it did not wait for the slow reply"
     );
     assert_eq!(f.rec.max_in_flight.load(Ordering::SeqCst), 1);
-    tokio::time::sleep(Duration::from_millis(1700)).await;
+    // The slow call is dropped, not answered: it ends before its 1.5 s reply could have
+    // come, so the child had nothing to make a further call from.
+    cadre_testkit::eventually(
+        "the slow call to be dropped",
+        Duration::from_secs(1),
+        || async { f.rec.in_flight() == 0 },
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_millis(1500),
+        "the slow call was answered, not dropped"
+    );
     assert_eq!(
         f.rec.of("slow").len(),
         1,

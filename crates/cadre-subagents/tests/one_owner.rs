@@ -190,6 +190,8 @@ async fn a_parent_waits_for_its_background_task_that_another_node_runs() {
     let session = f.session();
     let id = running_elsewhere(&f, session.id(), cadre_store::OrphanPolicy::Fail, None).await;
     let run = f.spawn_run(session, "go");
+    // Paused time: the requirement is that the parent keeps waiting, so 30 s of its
+    // once-a-second looks through the store pass at once.
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(f.rec.of("main").len(), 1);
     assert!(
@@ -287,6 +289,8 @@ async fn task_output_of_a_task_another_node_runs_is_its_one_delivery() {
     )
     .await;
     let run = f.spawn_run(session, "go");
+    // Paused time: the requirement is that the parent keeps waiting, so 30 s of its
+    // once-a-second looks through the store pass at once.
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert!(!run.is_finished(), "task_output did not wait");
     f.runtime

@@ -43,6 +43,8 @@ struct Flaky {
     failed: AtomicUsize,
     /// How many reads of open tasks for a parent waiting on other nodes are still to fail.
     summary_failures: AtomicUsize,
+    /// How many reads of open tasks for a parent waiting on other nodes were asked.
+    summary_reads: AtomicUsize,
 }
 
 impl Flaky {
@@ -62,6 +64,7 @@ impl Flaky {
             failures: AtomicUsize::new(failures),
             failed: AtomicUsize::new(0),
             summary_failures: AtomicUsize::new(0),
+            summary_reads: AtomicUsize::new(0),
         })
     }
 }
@@ -105,7 +108,11 @@ impl TaskStore for Flaky {
         session: &str,
         open_limit: usize,
     ) -> StoreResult<BackgroundSummary> {
-        let fail = open_limit == cadre_subagents::ELSEWHERE_LIMIT
+        let elsewhere = open_limit == cadre_subagents::ELSEWHERE_LIMIT;
+        if elsewhere {
+            self.summary_reads.fetch_add(1, Ordering::SeqCst);
+        }
+        let fail = elsewhere
             && self
                 .summary_failures
                 .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
@@ -660,18 +667,7 @@ async fn a_cancel_request_still_cancels() {
     assert_eq!(flaky.failed.load(Ordering::SeqCst), 2);
 }
 
-/// Poll `check` until it holds, failing with `what` after `within`.
-async fn eventually<F: std::future::Future<Output = bool>>(
-    what: &str,
-    within: Duration,
-    mut check: impl FnMut() -> F,
-) {
-    let deadline = tokio::time::Instant::now() + within;
-    while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+use cadre_testkit::eventually;
 
 /// The spool files of a workspace.
 fn spooled(ws: &std::path::Path) -> usize {
@@ -909,7 +905,13 @@ async fn a_parent_waiting_on_another_node_waits_out_a_store_restart() {
     let id = stored_running(&flaky.inner, t).await;
     flaky.summary_failures.store(5, Ordering::SeqCst);
     let run = f.spawn_run(session, "go");
-    tokio::time::sleep(Duration::from_secs(30)).await;
+    // Two looks past the five that fail: the parent went on waiting through them.
+    eventually(
+        "the parent to look again after the failures",
+        Duration::from_secs(60),
+        || async { flaky.summary_reads.load(Ordering::SeqCst) >= 7 },
+    )
+    .await;
     assert_eq!(
         flaky.summary_failures.load(Ordering::SeqCst),
         0,

@@ -3,7 +3,8 @@
 //! requests it receives, and injects faults (error statuses with `Retry-After`, delays,
 //! streams that are cut or stall, multi-byte characters split across writes);
 //! [`WebServer`], a plain web server of fixed pages for the tools that reach the web; and
-//! [`schema_problems`], what keeps a tool's argument schema from reaching providers as written.
+//! [`schema_problems`], what keeps a tool's argument schema from reaching providers as written;
+//! and [`wait_until`] / [`eventually`], waiting on a condition with a deadline instead of a sleep.
 //!
 //! ```no_run
 //! # async fn demo() -> std::io::Result<()> {
@@ -22,6 +23,7 @@ mod reply;
 mod schema;
 mod server;
 mod sse;
+pub mod wait;
 mod web;
 
 pub use anthropic::{AnthropicJson, AnthropicStream};
@@ -30,4 +32,5 @@ pub use reply::{MockReply, split_bytes_inside};
 pub use schema::schema_problems;
 pub use server::{Api, MockServer, RecordedRequest, Responder};
 pub use sse::{sse_data, sse_event};
+pub use wait::{eventually, eventually_some, poll_some, wait_for, wait_until};
 pub use web::{WebPage, WebRequest, WebServer};

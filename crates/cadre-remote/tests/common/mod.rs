@@ -195,16 +195,15 @@ pub fn message(text: &str) -> Value {
     json!({"messageId": uuid::Uuid::new_v4().to_string(), "role": "ROLE_USER", "parts": [{"text": text}]})
 }
 
-/// Poll `cond` every 20 ms for up to `secs` seconds.
+/// Whether `cond` comes to hold within `secs` seconds (polled, on tokio's clock).
 pub async fn eventually(secs: u64, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while tokio::time::Instant::now() < deadline {
-        if cond() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    cond()
+    let within = Duration::from_secs(secs);
+    cadre_testkit::poll_some(within, || {
+        let holds = cond();
+        async move { holds.then_some(()) }
+    })
+    .await
+    .is_some()
 }
 
 /// [`eventually`] for a condition that reads the task store.
@@ -213,14 +212,13 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    while tokio::time::Instant::now() < deadline {
-        if cond().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    cond().await
+    let within = Duration::from_secs(secs);
+    cadre_testkit::poll_some(within, || {
+        let holds = cond();
+        async move { holds.await.then_some(()) }
+    })
+    .await
+    .is_some()
 }
 
 /// How many tasks the server has started (the task store holds them all).

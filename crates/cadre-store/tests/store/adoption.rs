@@ -9,7 +9,7 @@ use cadre_store::{NewTask, OrphanPolicy, StoreError, TaskStatus, TaskStore, Tran
 use cadre_types::{Message, Usage};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A running task of `store`'s node with the given policy.
 async fn running(store: &dyn TaskStore, policy: OrphanPolicy) -> String {
@@ -26,18 +26,15 @@ async fn running(store: &dyn TaskStore, policy: OrphanPolicy) -> String {
 /// Wait (up to 5 s) until every id is an orphan with no grace at all: the clock has moved
 /// past its last heartbeat.
 async fn wait_orphaned(store: &dyn TaskStore, ids: &[String]) {
-    let start = Instant::now();
-    loop {
-        let orphans = store.resumable_orphans(Duration::ZERO).await.unwrap();
-        if ids.iter().all(|id| orphans.iter().any(|o| &o.id == id)) {
-            return;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "not orphaned: {orphans:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    cadre_testkit::eventually(
+        "every task to be an orphan",
+        Duration::from_secs(5),
+        || async {
+            let orphans = store.resumable_orphans(Duration::ZERO).await.unwrap();
+            ids.iter().all(|id| orphans.iter().any(|o| &o.id == id))
+        },
+    )
+    .await;
 }
 
 async fn racing_adopters_one_wins(kind: Kind) {
@@ -62,16 +59,16 @@ async fn racing_adopters_one_wins(kind: Kind) {
     wait_orphaned(a.as_ref(), &ids).await;
     // `doomed` may have been made in the clock tick of the first sweep (not yet older than a
     // zero timeout): sweep until it goes, and no sweep may take a `resume` task.
-    let start = std::time::Instant::now();
-    loop {
-        let swept = b.sweep(Duration::ZERO).await.unwrap();
-        assert!(ids.iter().all(|id| !swept.contains(id)), "{swept:?}");
-        if swept.contains(&doomed) {
-            break;
-        }
-        assert!(start.elapsed() < Duration::from_secs(5), "never swept");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    cadre_testkit::eventually(
+        "the fail task to be swept",
+        Duration::from_secs(5),
+        || async {
+            let swept = b.sweep(Duration::ZERO).await.unwrap();
+            assert!(ids.iter().all(|id| !swept.contains(id)), "{swept:?}");
+            swept.contains(&doomed)
+        },
+    )
+    .await;
 
     // B and C race over every orphan, in opposite orders.
     let race = |store: Arc<dyn TaskStore>, mut order: Vec<String>, reverse: bool| async move {

@@ -57,15 +57,11 @@ async fn until(store: &SqlStore, what: &str, ok: impl Fn(cadre_store::WriteStats
 
 /// Wait (with a deadline) until the stats `read` gives satisfy `ok`.
 async fn until_stats<S: std::fmt::Debug>(read: impl Fn() -> S, what: &str, ok: impl Fn(S) -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
-    while !ok(read()) {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: {:?}",
-            read()
-        );
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+    cadre_testkit::eventually(what, Duration::from_secs(4), || {
+        let done = ok(read());
+        async move { done }
+    })
+    .await;
 }
 
 /// Hold the database's write lock from another connection and start `first`, a write that

@@ -203,3 +203,19 @@ pub async fn verify_wins(store: &dyn TaskStore, ids: &[String], wins: &[(String,
     }
     assert_eq!(by_id.len(), ids.len(), "wins on unknown ids");
 }
+
+/// Returns once the store's clock (Unix milliseconds) has moved past the millisecond it
+/// reads now, so the next write's timestamp is strictly later than any write before the call.
+/// Spins with a yield: the tick is at most a millisecond away.
+pub async fn clock_ticks() {
+    let ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis()
+    };
+    let start = ms();
+    while ms() == start {
+        tokio::task::yield_now().await;
+    }
+}

@@ -6,7 +6,6 @@ use cadre_store::{LiveChildEntry, NewTask, REDACTED, StoreError, Transition, Tra
 use cadre_types::TaskStatus;
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
-use std::time::Duration;
 
 async fn finished_delivered_exactly_once(kind: Kind) {
     let Some(fx) = Fixture::new(kind).await else {
@@ -278,8 +277,8 @@ async fn secrets_never_stored(kind: Kind) {
         Kind::Postgres => {
             use sqlx::Connection;
             let mut c = sqlx::PgConnection::connect(&fx.url).await.unwrap();
+            // CHECKPOINT returns once every dirty page is in the data files.
             sqlx::raw_sql("CHECKPOINT").execute(&mut c).await.unwrap();
-            tokio::time::sleep(Duration::from_millis(100)).await;
             let cluster = cadre_store::testing::shared_cluster().unwrap();
             all_bytes(&cluster.data_dir(), &mut bytes);
         }
@@ -334,7 +333,7 @@ async fn background_summary_counts_and_lists_newest_open(kind: Kind) {
         let mut t = NewTask::new("w", "s", &i.to_string());
         t.background = i != 5;
         ids.push(a.create(&t).await.unwrap().id);
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        crate::common::clock_ticks().await;
     }
     a.create(&NewTask::new("w", "other", "x")).await.unwrap();
     a.transition(&ids[1], Transition::running()).await.unwrap();

@@ -22,6 +22,7 @@ async fn sweep_fails_silent_tasks_only(kind: Kind) {
         return;
     };
     let store: Arc<dyn TaskStore> = fx.open("node-a").await;
+    let made = Instant::now();
     let silent = running(store.as_ref(), Transport::Local).await;
     let beating = running(store.as_ref(), Transport::Local).await;
     let pending = store.create(&NewTask::new("w", "s", "p")).await.unwrap().id;
@@ -48,12 +49,27 @@ async fn sweep_fails_silent_tasks_only(kind: Kind) {
             .unwrap()
             .is_empty()
     );
-    tokio::time::sleep(Duration::from_millis(2300)).await;
-    let mut swept = store.sweep(Duration::from_secs(2)).await.unwrap();
-    swept.sort();
+    // Sweep until both silent tasks have gone past the 2 s timeout; no sweep may take a
+    // task that beats, a remote one or a finished one.
     let mut expected = vec![silent.clone(), pending.clone()];
     expected.sort();
-    assert_eq!(swept, expected);
+    let swept = tokio::sync::Mutex::new(Vec::new());
+    cadre_testkit::eventually(
+        "the silent tasks to be swept",
+        Duration::from_secs(6),
+        || async {
+            let mut swept = swept.lock().await;
+            swept.extend(store.sweep(Duration::from_secs(2)).await.unwrap());
+            swept.sort();
+            assert!(swept.iter().all(|id| expected.contains(id)), "{swept:?}");
+            assert!(
+                swept.is_empty() || made.elapsed() >= Duration::from_secs(2),
+                "swept before the 2 s timeout: {swept:?}"
+            );
+            *swept == expected
+        },
+    )
+    .await;
     let rec = store.get(&silent).await.unwrap().unwrap();
     assert_eq!(rec.status, TaskStatus::Failed);
     assert_eq!(rec.end_state.as_deref(), Some("failed"));
@@ -99,19 +115,16 @@ async fn background_sweeper_and_owned_beats(kind: Kind) {
         Duration::from_millis(300),
         Duration::from_secs(1),
     );
-    let start = Instant::now();
-    loop {
-        let rec = a.get(&orphan).await.unwrap().unwrap();
-        if rec.status == TaskStatus::Failed {
-            assert!(rec.error.unwrap().starts_with("executor lost"));
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "sweeper never ran"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let rec = cadre_testkit::eventually_some(
+        "the sweeper to fail B's task",
+        Duration::from_secs(5),
+        || async {
+            let rec = a.get(&orphan).await.unwrap().unwrap();
+            (rec.status == TaskStatus::Failed).then_some(rec)
+        },
+    )
+    .await;
+    assert!(rec.error.unwrap().starts_with("executor lost"));
     assert_eq!(
         a.get(&mine).await.unwrap().unwrap().status,
         TaskStatus::Running

@@ -6,7 +6,7 @@ use crate::sql_backends;
 use cadre_store::{NodeId, TaskStatus, TaskStore, Transition};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const PER_PROCESS: usize = 500;
 
@@ -63,7 +63,8 @@ fn worker_entry() {
                 let id = create_batch(&store, "s-hold", 1).await.remove(0);
                 store.transition(&id, Transition::running()).await.unwrap();
                 say(&format!("HELD {id}"));
-                tokio::time::sleep(Duration::from_secs(60)).await;
+                // Held until the parent kills this process.
+                std::future::pending::<()>().await;
             }
             other => panic!("unknown worker mode {other}"),
         }
@@ -80,18 +81,15 @@ fn say(line: &str) {
 
 async fn race_worker(store: &dyn TaskStore, me: &str, other: &str) {
     let mine = create_batch(store, &format!("s-{me}"), PER_PROCESS).await;
-    let start = Instant::now();
-    let theirs = loop {
-        let t = store.list_by_session(&format!("s-{other}")).await.unwrap();
-        if t.len() == PER_PROCESS {
-            break t.into_iter().map(|r| r.id).collect::<Vec<_>>();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "other worker never came"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let theirs = cadre_testkit::eventually_some(
+        "the other worker's tasks",
+        Duration::from_secs(60),
+        || async {
+            let t = store.list_by_session(&format!("s-{other}")).await.unwrap();
+            (t.len() == PER_PROCESS).then(|| t.into_iter().map(|r| r.id).collect::<Vec<_>>())
+        },
+    )
+    .await;
     let (a, b) = tokio::join!(drive(store, &mine), attack(store, &theirs));
     for (id, st) in a.into_iter().chain(b) {
         say(&format!("WON {id} {st}"));

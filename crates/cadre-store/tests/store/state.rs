@@ -59,7 +59,7 @@ async fn state_table(kind: Kind) {
                 );
                 let id = task_in(store.as_ref(), from, cancel).await;
                 let before = store.get(&id).await.unwrap().unwrap();
-                tokio::time::sleep(Duration::from_millis(2)).await;
+                crate::common::clock_ticks().await;
                 let res = store
                     .transition(&id, Transition::to(to).with_result("r"))
                     .await;
@@ -341,7 +341,7 @@ async fn fields_and_queries(kind: Kind) {
             .create(&NewTask::new("a", "s-2", &i.to_string()))
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        crate::common::clock_ticks().await;
     }
     let s2 = store.list_by_session("s-2").await.unwrap();
     let prompts: Vec<_> = s2.iter().map(|r| r.prompt.as_str()).collect();
@@ -608,24 +608,22 @@ async fn a_postgres_store_opens_its_connections_after_it_opens() {
     };
     let store = fx.open_sql("n").await;
     let mut probe = sqlx::PgConnection::connect(&fx.url).await.unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let (open,): (i64,) = sqlx::query_as(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE datname = current_database() AND pid <> pg_backend_pid()",
-        )
-        .fetch_one(&mut probe)
-        .await
-        .unwrap();
-        if open == 8 {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{open} of the pool's 8 connections opened, before any write or read"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let probe = tokio::sync::Mutex::new(&mut probe);
+    cadre_testkit::eventually(
+        "the pool's 8 connections to open, before any write or read",
+        Duration::from_secs(10),
+        || async {
+            let (open,): (i64,) = sqlx::query_as(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            )
+            .fetch_one(&mut **probe.lock().await)
+            .await
+            .unwrap();
+            open == 8
+        },
+    )
+    .await;
     // They serve writes and reads.
     let id = store.create(&NewTask::new("a", "s", "p")).await.unwrap().id;
     assert!(store.get(&id).await.unwrap().is_some());

@@ -61,6 +61,11 @@ impl Provider for Recording {
 }
 
 impl Recording {
+    /// Children's model calls whose stream is still held (not yet ended or dropped).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::SeqCst)
+    }
+
     pub fn of(&self, agent: &str) -> Vec<ModelRequest> {
         self.requests
             .lock()
