@@ -38,5 +38,6 @@ pub fn narrowed(
         max_reply_bytes: c.max_reply_bytes,
         temperature: c.temperature,
         compaction: c.compaction.clone(),
+        network_tools: c.network_tools.clone(),
     }))
 }

@@ -24,8 +24,9 @@ pub const SETUP_VARS: [&str; 12] = [
     "TRACEPARENT",
 ];
 
-/// `cadre --workspace WS`, blocking (assert_cmd), with a user config directory inside `ws`
-/// that does not exist.
+/// `cadre --workspace WS`, blocking (assert_cmd), with a user config directory and a home
+/// inside `ws` that do not exist, so nothing of the developer's own (`~/.claude/settings.json`
+/// hooks and rules, user agents, commands) reaches the test.
 pub fn cadre(ws: &Path) -> assert_cmd::Command {
     let mut cmd = assert_cmd::Command::cargo_bin("cadre").unwrap();
     cmd.arg("--workspace").arg(ws);
@@ -33,6 +34,7 @@ pub fn cadre(ws: &Path) -> assert_cmd::Command {
         cmd.env_remove(var);
     }
     cmd.env("XDG_CONFIG_HOME", ws.join(".no-user-config"));
+    cmd.env("HOME", ws.join(".no-home"));
     cmd
 }
 
@@ -42,6 +44,7 @@ pub fn cadre_async(ws: &Path) -> tokio::process::Command {
     cmd.arg("--workspace")
         .arg(ws)
         .env("XDG_CONFIG_HOME", ws.join(".no-user-config"))
+        .env("HOME", ws.join(".no-home"))
         .stdin(Stdio::null())
         .kill_on_drop(true);
     for var in SETUP_VARS {
