@@ -7,6 +7,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cadre_testkit::wait::{wait_for, wait_until};
+
 const SLOW_BACKGROUND: &str = r#"
 [[scripts]]
 agent = "main"
@@ -67,18 +69,12 @@ fn tasks_json(ws: &Path, model: &str) -> Vec<Value> {
 }
 
 fn wait_for_running(ws: &Path, model: &str) -> String {
-    let start = Instant::now();
-    loop {
-        let tasks = tasks_json(ws, model);
-        if let Some(t) = tasks.iter().find(|t| t["status"] == "running") {
-            return t["task_id"].as_str().unwrap().to_string();
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no running task: {tasks:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_for("a running task", Duration::from_secs(20), || {
+        tasks_json(ws, model)
+            .iter()
+            .find(|t| t["status"] == "running")
+            .map(|t| t["task_id"].as_str().unwrap().to_string())
+    })
 }
 
 fn spawn_slow(ws: &Path, model: &str) -> Child {
@@ -141,9 +137,16 @@ fn a_killed_owner_is_swept_after_the_orphan_timeout_and_failed_on_restart() {
     run.wait().unwrap();
     let all = tasks_json(ws, &model);
     assert_eq!(all.len(), 1, "the record is intact: {all:?}");
-    std::thread::sleep(Duration::from_millis(2500));
-    let out = cadre(ws, &model).args(["tasks", "sweep"]).output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("{swept}: failed")));
+    // The sweeper fails the task once its heartbeat is older than the orphan timeout; ask it
+    // again until it does rather than guessing when that is.
+    wait_until(
+        "the sweeper to fail the killed owner's task",
+        Duration::from_secs(20),
+        || {
+            let out = cadre(ws, &model).args(["tasks", "sweep"]).output().unwrap();
+            String::from_utf8_lossy(&out.stdout).contains(&format!("{swept}: failed"))
+        },
+    );
     let t = tasks_json(ws, &model)
         .into_iter()
         .find(|t| t["task_id"] == swept.as_str())
@@ -311,18 +314,11 @@ fn run_against_postgres_at(port: u16, extra_config: &str) -> String {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("cadre was still opening the store after 20 s");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_for(
+        "cadre to give up opening the store",
+        Duration::from_secs(20),
+        || child.try_wait().unwrap(),
+    );
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
     assert!(!status.success(), "{stderr}");
