@@ -32,5 +32,5 @@ pub use reply::{MockReply, split_bytes_inside};
 pub use schema::schema_problems;
 pub use server::{Api, MockServer, RecordedRequest, Responder};
 pub use sse::{sse_data, sse_event};
-pub use wait::{eventually, eventually_some, poll_some, wait_for, wait_until};
+pub use wait::{eventually, eventually_some, poll_for, poll_some, wait_for, wait_until};
 pub use web::{WebPage, WebRequest, WebServer};

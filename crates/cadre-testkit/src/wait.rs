@@ -12,19 +12,28 @@ use std::time::{Duration, Instant};
 /// How often a condition is looked at again: short against any deadline a test names.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Polls `cond` from this thread until it gives `Some`, and returns that value; panics with
-/// `what` once `within` has passed without it.
-pub fn wait_for<T>(what: &str, within: Duration, mut cond: impl FnMut() -> Option<T>) -> T {
+/// Polls `cond` from this thread until it gives `Some` and returns that value, or `None` once
+/// `within` has passed without it: for a caller that reports the failure itself (with what it
+/// saw by then).
+pub fn poll_for<T>(within: Duration, mut cond: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + within;
     loop {
         if let Some(v) = cond() {
-            return v;
+            return Some(v);
         }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
+        if Instant::now() >= deadline {
+            return None;
+        }
         std::thread::sleep(POLL);
+    }
+}
+
+/// Polls `cond` from this thread until it gives `Some`, and returns that value; panics with
+/// `what` once `within` has passed without it.
+pub fn wait_for<T>(what: &str, within: Duration, cond: impl FnMut() -> Option<T>) -> T {
+    match poll_for(within, cond) {
+        Some(v) => v,
+        None => panic!("timed out after {within:?} waiting for {what}"),
     }
 }
 
@@ -92,6 +101,11 @@ mod tests {
             (n.fetch_add(1, Ordering::SeqCst) == 2).then_some(7)
         });
         assert_eq!(got, 7);
+    }
+
+    #[test]
+    fn a_condition_that_never_holds_gives_none_to_the_caller() {
+        assert_eq!(poll_for(Duration::from_millis(50), || None::<u8>), None);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 mod serve_support;
 
-use cadre_testkit::{MockReply, MockServer, OpenAiStream, RecordedRequest};
+use cadre_testkit::{MockReply, MockServer, OpenAiStream, RecordedRequest, poll_some};
 use serde_json::{Value, json};
 use serve_support::*;
 use std::collections::HashMap;
@@ -171,18 +171,12 @@ async fn until_ready(url: &str) {
 
 /// Whether `url/readyz` answers 200 within `within`.
 async fn ready_within(url: &str, within: Duration) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Ok(r) = reqwest::get(format!("{url}/readyz")).await
-            && r.status() == 200
-        {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    poll_some(within, || async {
+        let r = reqwest::get(format!("{url}/readyz")).await.ok()?;
+        (r.status() == 200).then_some(())
+    })
+    .await
+    .is_some()
 }
 
 /// One submission through the balancer: (job, A2A task id if any, status, latency).
@@ -352,28 +346,34 @@ async fn three_nodes_behind_haproxy_lose_nothing_through_a_kill_and_a_rolling_re
     assert_eq!(outcomes.len(), 72);
 
     // Every accepted submission ends, correct; the killed node's are finished elsewhere.
-    let mut done: HashMap<String, (Value, Duration)> = HashMap::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while done.len() < outcomes.len() {
-        for (job, a2a, _, _) in &outcomes {
-            if !done.contains_key(job)
-                && let Some(v) = finished(&front, job, a2a.as_deref()).await
-            {
-                done.insert(job.clone(), (v, killed_at.elapsed()));
+    // Each job's end is noted when it is first seen, so its time is when it finished.
+    let seen: Mutex<HashMap<String, (Value, Duration)>> = Mutex::new(HashMap::new());
+    let pending = || {
+        let seen = seen.lock().unwrap();
+        outcomes
+            .iter()
+            .filter(|o| !seen.contains_key(&o.0))
+            .collect::<Vec<_>>()
+    };
+    let all_ended = poll_some(Duration::from_secs(60), || async {
+        for (job, a2a, _, _) in pending() {
+            if let Some(v) = finished(&front, job, a2a.as_deref()).await {
+                seen.lock()
+                    .unwrap()
+                    .insert(job.clone(), (v, killed_at.elapsed()));
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "not finished: {:?}\n{}\n{}",
-            outcomes
-                .iter()
-                .filter(|o| !done.contains_key(&o.0))
-                .collect::<Vec<_>>(),
-            nodes[0].stderr(),
-            nodes[2].stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        pending().is_empty().then_some(())
+    })
+    .await;
+    assert!(
+        all_ended.is_some(),
+        "not finished within 60 s: {:?}\n{}\n{}",
+        pending(),
+        nodes[0].stderr(),
+        nodes[2].stderr()
+    );
+    let done = seen.into_inner().unwrap();
     let mut resumed = Vec::new();
     for (job, (v, at)) in &done {
         let text = v.to_string();

@@ -7,7 +7,9 @@
 
 mod serve_support;
 
-use cadre_testkit::{MockReply, MockServer, OpenAiStream, RecordedRequest};
+use cadre_testkit::{
+    MockReply, MockServer, OpenAiStream, RecordedRequest, eventually, eventually_some, poll_some,
+};
 use serde_json::{Value, json};
 use serve_support::*;
 use std::sync::Arc;
@@ -85,17 +87,12 @@ async fn readyz(node: &str) -> (u16, Value) {
 /// Poll `/readyz` until its status is `want`; how long that took (bounded by `within`).
 async fn ready_becomes(node: &str, want: u16, within: Duration) -> (Duration, Value) {
     let t0 = Instant::now();
-    loop {
+    let body = eventually_some(&format!("/readyz to answer {want}"), within, || async {
         let (status, body) = readyz(node).await;
-        if status == want {
-            return (t0.elapsed(), body);
-        }
-        assert!(
-            t0.elapsed() < within,
-            "/readyz still {status} {body} after {within:?}, wanted {want}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        (status == want).then_some(body)
+    })
+    .await;
+    (t0.elapsed(), body)
 }
 
 fn authed(rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
@@ -247,11 +244,12 @@ async fn a_drained_node_refuses_new_work_and_hands_its_durable_task_to_another_n
     let (status, _, v) = submit(&a.url, "what do the notes say?").await;
     assert_eq!(status, 200, "{v}");
     let id = v["task_id"].as_str().unwrap().to_string();
-    let t0 = Instant::now();
-    while second_turns.load(Ordering::SeqCst) == 0 {
-        assert!(t0.elapsed() < Duration::from_secs(30), "no second turn");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "the task's second turn",
+        Duration::from_secs(30),
+        || async { second_turns.load(Ordering::SeqCst) > 0 },
+    )
+    .await;
 
     a.signal("TERM");
     let drained_at = Instant::now();
@@ -268,7 +266,7 @@ async fn a_drained_node_refuses_new_work_and_hands_its_durable_task_to_another_n
     assert!(a.wait_exit(Duration::from_secs(20)), "{}", a.stderr());
 
     // B adopts it at once and finishes it from its checkpoint.
-    let rec = loop {
+    let look = || async {
         let v: Value = authed(reqwest::Client::new().get(format!("{}/tasks/{id}", b.url)))
             .send()
             .await
@@ -276,16 +274,10 @@ async fn a_drained_node_refuses_new_work_and_hands_its_durable_task_to_another_n
             .json()
             .await
             .unwrap();
-        if v.get("complete").is_some() {
-            break v;
-        }
-        assert!(
-            drained_at.elapsed() < Duration::from_secs(20),
-            "not adopted: {v}\n{}\n{}",
-            a.stderr(),
-            b.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        v.get("complete").is_some().then_some(v)
+    };
+    let Some(rec) = poll_some(Duration::from_secs(20), look).await else {
+        panic!("not adopted within 20 s\n{}\n{}", a.stderr(), b.stderr());
     };
     let adopted_after = drained_at.elapsed();
     assert_eq!(rec["status"], "success", "{rec}\n{}", b.stderr());

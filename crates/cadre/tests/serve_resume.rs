@@ -12,13 +12,13 @@
 
 mod serve_support;
 
-use cadre_testkit::{MockReply, MockServer, OpenAiStream, RecordedRequest};
+use cadre_testkit::{MockReply, MockServer, OpenAiStream, RecordedRequest, eventually, poll_some};
 use serde_json::{Value, json};
 use serve_support::*;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What a lost node's mutating call in flight is answered with on the adopting node.
 const INTERRUPTED: &str = "interrupted: outcome unknown (the node running it was lost)";
@@ -189,33 +189,31 @@ async fn submit(node: &str, input: &str) -> String {
 
 /// Wait (bounded) until `cond` holds.
 async fn until(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(what, within, || {
+        let held = cond();
+        async move { held }
+    })
+    .await;
 }
 
 /// `GET /tasks/{id}` on `node` once the task has ended (bounded: the orphan timeout, a
 /// sweep and the resumed turn).
 async fn ended(node: &Served, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    let look = || async {
         let v: Value = reqwest::get(format!("{}/tasks/{id}", node.url))
             .await
             .unwrap()
             .json()
             .await
             .unwrap();
-        if v.get("complete").is_some() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{id} did not end on the adopting node: {v}\n{}",
+        v.get("complete").is_some().then_some(v)
+    };
+    match poll_some(Duration::from_secs(60), look).await {
+        Some(v) => v,
+        None => panic!(
+            "{id} did not end on the adopting node within 60 s\n{}",
             node.stderr()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        ),
     }
 }
 

@@ -9,6 +9,7 @@
 
 mod serve_support;
 
+use cadre_testkit::eventually_some;
 use serde_json::{Value, json};
 use serve_support::*;
 use std::path::Path;
@@ -100,28 +101,22 @@ async fn send(node: &str, text: &str) -> String {
 
 /// Poll `node`'s GetTask of `id` until its state is `want` (bounded).
 async fn until_state(node: &str, id: &str, want: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let what = format!("{id} to reach {want} on {node}");
+    eventually_some(&what, Duration::from_secs(30), || async {
         let v = rpc(node, "GetTask", json!({"id": id})).await;
-        if v["result"]["status"]["state"] == want {
-            return v["result"].clone();
-        }
-        assert!(Instant::now() < deadline, "{id} never reached {want}: {v}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        (v["result"]["status"]["state"] == want).then(|| v["result"].clone())
+    })
+    .await
 }
 
 /// Poll `node`'s task protocol for `id` until its status is `want` (bounded).
 async fn until_status(node: &str, id: &str, want: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    let what = format!("{id} to reach {want} on {node}");
+    eventually_some(&what, Duration::from_secs(30), || async {
         let v = get(&format!("{node}/tasks/{id}")).await;
-        if v["status"] == want {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "{id} never reached {want}: {v}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        (v["status"] == want).then_some(v)
+    })
+    .await
 }
 
 fn ids(list: &Value) -> Vec<String> {

@@ -13,7 +13,7 @@ use cadre_remote::RemoteClient;
 use cadre_subagents::{
     AgentDefinition, Harness, RemoteProtocol, RemoteSpec, RunOptions, TaskStatus,
 };
-use cadre_testkit::{MockServer, OpenAiStream};
+use cadre_testkit::{MockServer, OpenAiStream, eventually};
 use cadre_tools::{RunContext, ToolContext, Workspace};
 use serde_json::{Value, json};
 use serve_support::*;
@@ -211,13 +211,12 @@ async fn task_cancel_on_node_a_stops_the_task_on_node_b() {
         }
     });
     let t0 = Instant::now();
-    while mock.request_count() < 1 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "B's child never called its model"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        "B's child to call its model",
+        Duration::from_secs(20),
+        || async { mock.request_count() >= 1 },
+    )
+    .await;
     let rt = harness.runtime().clone();
     let task = rt
         .tasks_of(&sid)
@@ -271,18 +270,19 @@ async fn task_cancel_on_node_a_stops_the_task_on_node_b() {
         TaskStatus::Cancelled
     );
 
-    let mut b_state = Value::Null;
-    for _ in 0..100 {
-        let tasks = b_tasks(&b.url).await;
-        assert_eq!(tasks.len(), 1, "{tasks:?}");
-        b_state = tasks[0]["status"]["state"].clone();
-        if b_state == "TASK_STATE_CANCELED" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(b_state, "TASK_STATE_CANCELED", "B's task ended cancelled");
-    // Past the moment the delayed reply would have led to B's second model call.
+    eventually(
+        "B's task to end cancelled",
+        Duration::from_secs(5),
+        || async {
+            let tasks = b_tasks(&b.url).await;
+            assert_eq!(tasks.len(), 1, "{tasks:?}");
+            tasks[0]["status"]["state"] == "TASK_STATE_CANCELED"
+        },
+    )
+    .await;
+    // A call that must not happen has no event to wait on: wait out the mock's 3 s reply
+    // delay (the moment B's child would have asked again), and 1 s more for that request to
+    // arrive.
     tokio::time::sleep(
         Duration::from_secs(3).saturating_sub(t0.elapsed()) + Duration::from_secs(1),
     )

@@ -2,11 +2,12 @@
 //! binary started on a random loopback port (stderr captured), and the A2A SDK venv.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use cadre_testkit::poll_for;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Duration;
 
 /// Variables that must not leak in from the environment.
 const CLEAN: [&str; 7] = [
@@ -108,6 +109,8 @@ pub struct Served {
     child: Child,
     pub url: String,
     stderr: Arc<Mutex<Vec<String>>>,
+    /// Gets a message once the reader has taken the last line the server wrote.
+    stderr_closed: mpsc::Receiver<()>,
 }
 
 impl Served {
@@ -140,39 +143,39 @@ impl Served {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let err = child.stderr.take().unwrap();
         let sink = lines.clone();
+        let (read_all, stderr_closed) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(err).lines() {
                 let Ok(line) = line else { break };
                 sink.lock().unwrap().push(line);
             }
+            let _ = read_all.send(());
         });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let url = loop {
+        let started = poll_for(Duration::from_secs(20), || {
             let found = lines.lock().unwrap().iter().find_map(|l| {
                 l.split_once("listening on ")
                     .and_then(|(_, rest)| rest.split_whitespace().next())
                     .map(|u| u.trim_end_matches('/').to_string())
             });
-            if let Some(u) = found {
-                break u;
+            match (found, child.try_wait()) {
+                (Some(u), _) => Some(Ok(u)),
+                (None, Ok(Some(status))) => Some(Err(status)),
+                (None, _) => None,
             }
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!(
-                    "cadre serve exited with {status}: {:?}",
-                    lines.lock().unwrap()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "cadre serve did not start: {:?}",
+        });
+        let url = match started {
+            Some(Ok(u)) => u,
+            Some(Err(status)) => panic!(
+                "cadre serve exited with {status}: {:?}",
                 lines.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(20));
+            ),
+            None => panic!("cadre serve did not start: {:?}", lines.lock().unwrap()),
         };
         Served {
             child,
             url,
             stderr: lines,
+            stderr_closed,
         }
     }
 
@@ -206,19 +209,16 @@ impl Served {
 
     /// Wait (bounded) for the exit, after a signal sent already; whether it succeeded.
     pub fn wait_exit(&mut self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                // Let the reader thread take the last lines.
-                std::thread::sleep(Duration::from_millis(50));
-                return status.success();
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "cadre serve did not stop within {within:?}: {}",
-            self.stderr()
-        );
+        let Some(status) = poll_for(within, || self.child.try_wait().ok().flatten()) else {
+            panic!(
+                "cadre serve did not stop within {within:?}: {}",
+                self.stderr()
+            );
+        };
+        // Let the reader take the last lines. A child the server left behind may hold the
+        // pipe open; the lines read by then are all a caller gets.
+        let _ = self.stderr_closed.recv_timeout(Duration::from_secs(2));
+        status.success()
     }
 }
 
