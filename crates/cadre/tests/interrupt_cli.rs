@@ -2,8 +2,9 @@
 //! the exit code says cancelled.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use cadre_testkit::{wait_for, wait_until};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SCRIPT: &str = r#"
 [[turns]]
@@ -38,24 +39,11 @@ fn ctrl_c_kills_the_tool_process_group_and_saves_the_session() {
         .spawn()
         .unwrap();
     let pid_file = dir.path().join("bg.pid");
-    let start = Instant::now();
-    while !pid_file.exists()
-        || std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .is_empty()
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "the command never started"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let bg: i32 = std::fs::read_to_string(&pid_file)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // The shell writes the pid with a newline once it is whole.
+    let bg: i32 = wait_for("the command to start", Duration::from_secs(20), || {
+        let text = std::fs::read_to_string(&pid_file).ok()?;
+        text.ends_with('\n').then(|| text.trim().parse().unwrap())
+    });
     assert!(alive(bg));
     let status = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
@@ -69,14 +57,11 @@ fn ctrl_c_kills_the_tool_process_group_and_saves_the_session() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let start = Instant::now();
-    while alive(bg) {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "background sleep survived Ctrl-C"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(
+        "the background sleep to die with Ctrl-C",
+        Duration::from_secs(5),
+        || !alive(bg),
+    );
     // The session was saved: the transcript holds the prompt, the reply and the cancelled call.
     let stdout = String::from_utf8(out.stdout).unwrap();
     let first: serde_json::Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();

@@ -3,6 +3,7 @@
 //! and every tool call in it has its result.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use cadre_testkit::wait_until;
 use nix::sys::signal::Signal;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -175,19 +176,13 @@ text = "never"
     .spawn()
     .unwrap();
     // Both commands run: each session has records buffered since its last request.
-    let start = Instant::now();
-    while std::fs::read_to_string(ws.join("started"))
-        .unwrap_or_default()
-        .lines()
-        .count()
-        < 2
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the commands never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("both commands to start", Duration::from_secs(30), || {
+        std::fs::read_to_string(ws.join("started"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+            >= 2
+    });
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
         Signal::SIGTERM,

@@ -6,7 +6,7 @@
 
 mod tui_support;
 
-use cadre_testkit::{MockServer, OpenAiStream, RecordedRequest};
+use cadre_testkit::{MockServer, OpenAiStream, RecordedRequest, poll_for};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -144,25 +144,22 @@ fn a_prompt_typed_while_background_children_run_is_answered_at_once() {
 
     // Both results reach the main agent, in a turn of their own, each exactly once.
     tmux.wait_for("noted the results");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let last = loop {
-        let main: Vec<RecordedRequest> = mock
-            .requests()
+    let last_main = || {
+        mock.requests()
             .into_iter()
             .filter(|r| !is_child(r))
-            .collect();
-        let last = main.last().unwrap().clone();
-        if ["RESULT-A-7f3", "RESULT-B-7f3"]
+            .next_back()
+            .unwrap()
+    };
+    let last = poll_for(Duration::from_secs(30), || {
+        let last = last_main();
+        ["RESULT-A-7f3", "RESULT-B-7f3"]
             .iter()
             .all(|n| messages_holding(&last.body, n) > 0)
-        {
-            break last;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "both results delivered: {main:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
+            .then_some(last)
+    });
+    let Some(last) = last else {
+        panic!("both results not delivered: {:?}", last_main());
     };
     for n in ["RESULT-A-7f3", "RESULT-B-7f3"] {
         assert_eq!(messages_holding(&last.body, n), 1, "{n} delivered once");

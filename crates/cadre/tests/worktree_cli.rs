@@ -186,14 +186,11 @@ fn a_cancelled_worktree_child_keeps_its_branch() {
             .flatten()
             .any(|e| e.path().join("half.txt").exists())
     };
-    let start = std::time::Instant::now();
-    while !written() {
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(30),
-            "the child never wrote its half"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    cadre_testkit::wait_until(
+        "the child to write its half",
+        std::time::Duration::from_secs(30),
+        written,
+    );
     let kill = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

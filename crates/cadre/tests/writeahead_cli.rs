@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The parent delegates one job in the foreground and then says what it got; the child
 /// appends one line to `side.txt` (the side effect that must happen once), then thinks for a
@@ -149,12 +149,8 @@ impl Running {
 }
 
 /// Wait until `cond` holds, at most [`DEADLINE`].
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    cadre_testkit::wait_until(what, DEADLINE, cond);
 }
 
 /// `cadre run --resume ID PROMPT --output jsonl`: its `done` event.

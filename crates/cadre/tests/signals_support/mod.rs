@@ -8,7 +8,7 @@
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The main agent's and the children's script.
 pub const SCRIPT: &str = r#"
@@ -89,12 +89,8 @@ pub fn child_named(parent: i32, name: &str) -> i32 {
 }
 
 /// Poll `done` until it holds, failing after [`DEADLINE`] with `what`.
-pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < DEADLINE, "{what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+pub fn wait_until(what: &str, done: impl FnMut() -> bool) {
+    cadre_testkit::wait_until(what, DEADLINE, done);
 }
 
 /// `cadre` on workspace `ws` with `model`, without the caller's configuration.

@@ -5,9 +5,10 @@
 
 pub mod mock_ui;
 
+use cadre_testkit::poll_for;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// True when tmux can run here. Without it the caller skips locally; under CI it fails.
 pub fn tmux_available() -> bool {
@@ -134,37 +135,34 @@ impl Tmux {
 
     /// Wait until `pred` holds for the screen; the screen it held for.
     pub fn wait(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
+        let held = poll_for(Duration::from_secs(30), || {
             let s = self.screen();
-            if pred(&s) {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; the screen:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            pred(&s).then_some(s)
+        });
+        held.unwrap_or_else(|| {
+            panic!(
+                "timed out waiting for {what}; the screen:\n{}",
+                self.screen()
+            )
+        })
     }
 
     /// Wait (with a deadline) until cadre has exited; its exit status.
     pub fn exit_code(&self) -> i32 {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            // Written whole by the shell once cadre has exited.
-            if let Ok(text) = std::fs::read_to_string(&self.status_file)
-                && let Ok(code) = text.trim().parse()
-            {
-                return code;
-            }
-            assert!(
-                Instant::now() < deadline,
+        // Written whole by the shell once cadre has exited.
+        let code = poll_for(Duration::from_secs(30), || {
+            std::fs::read_to_string(&self.status_file)
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        });
+        code.unwrap_or_else(|| {
+            panic!(
                 "timed out waiting for cadre to exit; the screen:\n{}",
                 self.screen()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+            )
+        })
     }
 
     /// Wait until the screen contains `needle`.
