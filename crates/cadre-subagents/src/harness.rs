@@ -1,5 +1,6 @@
 //! The library entry point: a builder that wires providers, tools, the agent registry, the
-//! sub-agent runtime and the main agent, comparable to the Java seed's `HarnessAgent.builder()`.
+//! sub-agent runtime and the main agent, so an embedding program gets in one call what the
+//! CLI builds.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), cadre_subagents::HarnessError> {

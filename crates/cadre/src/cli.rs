@@ -1,4 +1,5 @@
-//! Command-line definitions (the stable contract of SPEC §1.1).
+//! Command-line definitions: the flags and subcommands scripts call, so renaming or removing
+//! one is a breaking change.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;

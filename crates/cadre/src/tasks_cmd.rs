@@ -15,7 +15,8 @@ fn time(ms: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
 
-/// A record as JSON (SPEC §5 fields; credentials are references only).
+/// A record as JSON: the fields scripts read from `cadre tasks list --json`, so renaming one breaks
+/// them; credentials appear as references only, never as values.
 pub fn record_json(r: &TaskRecord) -> Value {
     // Derived from the stored end state: `null` while the task runs.
     let completeness = r

@@ -1,6 +1,7 @@
 //! The command line's edges: refused input (exit 2), no session left by a run the model never
 //! answered, the model of a resumed session, readable task records, colour only on a
-//! terminal, who refused a call, and progress lines with argument names.
+//! terminal, who refused a call, and progress lines with argument names; and no source or
+//! test pointing at a document outside the repository.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use assert_cmd::Command;
@@ -299,4 +300,58 @@ fn stderr_has_no_colour_unless_it_is_a_terminal_without_no_color() {
     let plain = on_pty(Some("1"));
     assert!(plain.contains("run ended"), "{plain}");
     assert!(!plain.contains('\x1b'), "NO_COLOR: {plain:?}");
+}
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// A comment that points at a document outside the repository ("SPEC §4.2", "the Java
+/// seed") tells a reader nothing once that document is gone or has moved on: comments say
+/// the reason in place. This file names the phrases, so it is left out.
+#[test]
+fn sources_and_tests_name_no_document_outside_the_repository() {
+    let phrases = [
+        "SPEC §",
+        "SPEC.md",
+        "the seed",
+        "The seed",
+        "Java seed",
+        "Go seed",
+    ];
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for krate in std::fs::read_dir(&crates).unwrap().flatten() {
+        rust_files(&krate.path().join("src"), &mut files);
+        rust_files(&krate.path().join("tests"), &mut files);
+    }
+    assert!(files.len() > 100, "the walk found the sources: {files:?}");
+    let mut found = Vec::new();
+    for f in &files {
+        if f.ends_with("cadre/tests/cli_hygiene.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if let Some(p) = phrases.iter().find(|p| line.contains(*p)) {
+                found.push(format!("{}:{}: {p:?}: {}", f.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "outside references:\n{}",
+        found.join("\n")
+    );
 }

@@ -13,7 +13,7 @@ use std::sync::Arc;
 /// show` prints them whole.
 pub const MAX_OFFERED_DESCRIPTION: usize = 1000;
 
-/// Where a child's runtime workspace root is (SPEC §4.2).
+/// Where a child's runtime workspace root is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WorkspaceMode {
     /// The child gets its own root: `workspace.path`, or `<main>/.cadre/agents/<name>/workspace`.

@@ -1,5 +1,5 @@
 //! One definition file → one [`AgentDefinition`]: the keys of every supported format
-//! (cadre, Claude Code, harness9, the Java seed, OpenCode, Gemini CLI, and Codex roles once
+//! (cadre, Claude Code, harness9, the Java harness, OpenCode, Gemini CLI, and Codex roles once
 //! read from TOML), their value shapes, and the validation rules that make a file broken.
 
 use crate::definitions::definition::{AgentMcpServer, MAX_OFFERED_DESCRIPTION, RequestedMode};

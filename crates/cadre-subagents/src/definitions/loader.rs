@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 pub enum FileFormat {
     /// cadre's own.
     Cadre,
-    /// harness9 (the Go seed).
+    /// harness9.
     Harness9,
-    /// The Java seed: the id is the file name.
+    /// The Java harness: the id is the file name.
     Java,
     /// Claude Code.
     Claude,
@@ -37,9 +37,9 @@ pub enum DirKind {
     UserOpenCode,
     /// `~/.config/cadre/agents`.
     User,
-    /// `<ws>/.harness9/agents` (the Go seed).
+    /// `<ws>/.harness9/agents` (harness9).
     Harness9,
-    /// `<ws>/subagents` (the Java seed; the id is the file name).
+    /// `<ws>/subagents` (the Java harness; the id is the file name).
     Subagents,
     /// `<ws>/.opencode/agent` and `<ws>/.opencode/agents` (OpenCode).
     OpenCode,

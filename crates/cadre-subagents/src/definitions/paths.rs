@@ -1,5 +1,5 @@
 //! Paths of definitions: resolving `workspace.path` against the main workspace (refusing
-//! anything that leads out of it) and the runtime workspace root of each case of SPEC §4.2.
+//! anything that leads out of it) and the runtime workspace root of each workspace mode.
 
 use crate::{AgentDefinition, DefinitionSource, WorkspaceMode};
 use std::path::{Component, Path, PathBuf};
@@ -91,7 +91,7 @@ pub fn check_relative_path(path: &Path) -> Result<(), WorkspacePathError> {
     Ok(())
 }
 
-/// Where the child of `def` works, for the main workspace `main` (SPEC §4.2):
+/// Where the child of `def` works, for the main workspace `main`:
 /// shared → `main`; isolated with a path → that path; isolated without one →
 /// `<main>/.cadre/agents/<name>/workspace`. Built-in entries always share.
 pub fn runtime_root(def: &AgentDefinition, main: &Path) -> PathBuf {

@@ -439,9 +439,10 @@ pub enum DeclarationError {
     WorkspacePath(#[from] crate::WorkspacePathError),
 }
 
-/// Check a programmatic declaration: a valid name, a description, and the exclusions of
-/// SPEC §4.1 (`url` excludes `workspace.path` and an inline body; `workspace.path` excludes
-/// an inline body); `workspace.path` must stay inside `workspace`.
+/// Check a programmatic declaration: a valid name, a description, and the keys that exclude
+/// each other because a definition can only be one kind of agent (`url`, a remote one,
+/// excludes `workspace.path` and an inline body; `workspace.path` excludes an inline body);
+/// `workspace.path` must stay inside `workspace`.
 pub fn validate_declaration(
     def: &AgentDefinition,
     workspace: Option<&Path>,

@@ -1,5 +1,5 @@
 //! Tool names in definition files: cadre's own names, the names Claude Code, OpenCode, Gemini
-//! CLI and the Java seed use for the same tools, MCP names, and the delegation tools; and
+//! CLI and the Java harness use for the same tools, MCP names, and the delegation tools; and
 //! Claude Code's restricted forms (`Bash(git *)`), which keep their tool under a per-agent
 //! permission rule.
 

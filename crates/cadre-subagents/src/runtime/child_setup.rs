@@ -1,5 +1,6 @@
-//! Where a child runs and what its system prompt says: the five-row workspace table of
-//! SPEC §4.2 and the child prompt of §4.5 (base, sub-agent context, environment, preloaded
+//! Where a child runs and what its system prompt says: the workspace root each kind of
+//! definition gets (built-in; with a `workspace.path`, isolated or shared; without one,
+//! isolated or shared) and the child prompt (base, sub-agent context, environment, preloaded
 //! skills, AGENTS.md exactly once).
 
 use crate::definitions::definition::{AgentDefinition, DefinitionSource, WorkspaceMode};

@@ -1,4 +1,4 @@
-//! Tool narrowing (SPEC §4.3): a child gets (allowlist ∩ parent's tools, or all of them
+//! Tool narrowing, so a child can never do more than its parent: a child gets (allowlist ∩ parent's tools, or all of them
 //! when there is no allowlist) − denied − delegation tools. Nothing can be added: the
 //! input is always what the parent itself may call, at every depth.
 
