@@ -39,7 +39,7 @@ impl Provider for Billing {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
         self.billed.fetch_add(PER_CALL, Ordering::SeqCst);
         self.log.0.lock().unwrap().push(("start".into(), n));
-        // Model latency, different per call, so replies land one by one and some are in
+        // Model latency, 5 to 40 ms by call, so replies land one by one and some are in
         // flight when the budget runs out: a slow model is the fixture, so it sleeps.
         let latency = Duration::from_millis(5 * (n % 8 + 1));
         let usage = Usage {

@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::collections::HashSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const WORKER: &str =
     "---\nname: worker\ndescription: Works.\nworkspace: {mode: shared}\n---\nYou work.\n";

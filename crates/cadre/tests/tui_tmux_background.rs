@@ -144,13 +144,7 @@ fn a_prompt_typed_while_background_children_run_is_answered_at_once() {
 
     // Both results reach the main agent, in a turn of their own, each exactly once.
     tmux.wait_for("noted the results");
-    let last_main = || {
-        mock.requests()
-            .into_iter()
-            .filter(|r| !is_child(r))
-            .next_back()
-            .unwrap()
-    };
+    let last_main = || mock.requests().into_iter().rfind(|r| !is_child(r)).unwrap();
     let last = poll_for(Duration::from_secs(30), || {
         let last = last_main();
         ["RESULT-A-7f3", "RESULT-B-7f3"]

@@ -288,8 +288,9 @@ impl Tool for TestTool {
             }
             Behaviour::Barrier(b, done) => {
                 b.wait().await;
-                // Finish in reverse call order: later calls finish first. A tool that takes
-                // this long is what the test is about, so this sleep is the fixture's.
+                // Finish in reverse call order: later calls finish first, 50 ms apart (250 ms
+                // for the first). A tool that takes this long is what the test is about, so
+                // this sleep is the fixture's.
                 let delay: u64 = text.trim_start_matches('c').parse().unwrap_or(0);
                 tokio::time::sleep(std::time::Duration::from_millis(50 * (5 - delay.min(5)))).await;
                 done.lock().unwrap().push(text.clone());
