@@ -83,7 +83,7 @@ pub fn lines(
             }
         }
         EntryKind::Assistant(text) => {
-            for l in markdown::render(text) {
+            for l in markdown::render(text, width) {
                 add(l, 0);
             }
         }

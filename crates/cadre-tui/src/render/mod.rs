@@ -7,6 +7,7 @@ mod entry;
 pub mod markdown;
 mod panels;
 mod status;
+mod table;
 pub use status::hint_text;
 pub mod wrap;
 
