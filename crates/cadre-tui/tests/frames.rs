@@ -470,3 +470,38 @@ fn a_failed_model_call_is_said_once() {
     );
     assert!(screen.contains("── failed ·"), "{screen}");
 }
+
+#[test]
+fn help_keeps_the_space_between_words_at_every_width() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    // A wrap that falls on a space must not glue the words around it together.
+    for w in 40..=120u16 {
+        let mut a = app();
+        for c in "/help".chars() {
+            cadre_tui::keys::on_key(
+                &mut a,
+                KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE),
+                10,
+            );
+        }
+        cadre_tui::keys::on_key(
+            &mut a,
+            KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE),
+            10,
+        );
+        let shown = frame(&a, w, 80);
+        assert!(
+            shown.contains("Keys:"),
+            "help is shown at width {w}:\n{shown}"
+        );
+        let glued: String = shown.split_whitespace().collect::<Vec<_>>().join(" ");
+        for bad in [
+            "Ctrl+Ttasks",
+            "Ctrl+Rsearch",
+            "Enternew",
+            "PageUp/PageDownscroll",
+        ] {
+            assert!(!glued.contains(bad), "{bad} at width {w}:\n{shown}");
+        }
+    }
+}
