@@ -554,3 +554,48 @@ fn a_scrolled_back_view_stays_put_while_lines_arrive_and_the_end_is_followed() {
         assert_eq!(view.scroll(), 0);
     }
 }
+
+#[test]
+fn the_status_line_counts_pending_children_apart_from_running_ones() {
+    let mut a = app();
+    a.tasks.sync(&[
+        snapshot(
+            "task_aaaa1111",
+            "one",
+            "auditor",
+            TaskStatus::Running,
+            true,
+            10,
+        ),
+        snapshot(
+            "task_bbbb2222",
+            "two",
+            "auditor",
+            TaskStatus::Pending,
+            true,
+            0,
+        ),
+        snapshot(
+            "task_cccc3333",
+            "three",
+            "auditor",
+            TaskStatus::Pending,
+            true,
+            0,
+        ),
+        snapshot(
+            "task_dddd4444",
+            "four",
+            "auditor",
+            TaskStatus::Completed,
+            true,
+            10,
+        ),
+    ]);
+    let full = frame(&a, 140, 20);
+    let bar = full.lines().find(|l| l.contains(" done")).unwrap();
+    assert!(
+        bar.contains("1 running · 2 pending · 1 done"),
+        "status line: {bar}"
+    );
+}
