@@ -470,3 +470,132 @@ fn a_failed_model_call_is_said_once() {
     );
     assert!(screen.contains("── failed ·"), "{screen}");
 }
+
+#[test]
+fn help_keeps_the_space_between_words_at_every_width() {
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    // A wrap that falls on a space must not glue the words around it together.
+    for w in 40..=120u16 {
+        let mut a = app();
+        for c in "/help".chars() {
+            cadre_tui::keys::on_key(
+                &mut a,
+                KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE),
+                10,
+            );
+        }
+        cadre_tui::keys::on_key(
+            &mut a,
+            KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE),
+            10,
+        );
+        let shown = frame(&a, w, 80);
+        assert!(
+            shown.contains("Keys:"),
+            "help is shown at width {w}:\n{shown}"
+        );
+        let glued: String = shown.split_whitespace().collect::<Vec<_>>().join(" ");
+        for bad in [
+            "Ctrl+Ttasks",
+            "Ctrl+Rsearch",
+            "Enternew",
+            "PageUp/PageDownscroll",
+        ] {
+            assert!(!glued.contains(bad), "{bad} at width {w}:\n{shown}");
+        }
+    }
+}
+
+/// Draw `app` on `term` the way the shell does: the frame, then the scroll offset it used.
+fn redraw(term: &mut Terminal<TestBackend>, app: &mut App, view: &mut View) -> Vec<String> {
+    term.draw(|f| draw(f, app, view)).unwrap();
+    app.scroll = view.scroll();
+    let buf = term.backend().buffer();
+    (0..buf.area.height)
+        .map(|y| {
+            (0..buf.area.width)
+                .map(|x| buf[(x, y)].symbol().to_string())
+                .collect::<String>()
+        })
+        .collect()
+}
+
+#[test]
+fn a_scrolled_back_view_stays_put_while_lines_arrive_and_the_end_is_followed() {
+    let mut a = app();
+    for i in 0..50 {
+        a.notice(format!("line {i}"));
+    }
+    let mut term = Terminal::new(TestBackend::new(60, 20)).unwrap();
+    let mut view = View::default();
+    redraw(&mut term, &mut a, &mut view);
+    a.scroll = 10;
+    let before = redraw(&mut term, &mut a, &mut view);
+    assert!(before[0].contains("line "), "{before:#?}");
+    for i in 50..150 {
+        a.notice(format!("line {i}"));
+        let now = redraw(&mut term, &mut a, &mut view);
+        assert_eq!(now[0], before[0], "the top line moved after line {i}");
+    }
+    // Scrolling goes on from where the view is: one line down moves the top one line.
+    a.scroll -= 1;
+    let down = redraw(&mut term, &mut a, &mut view);
+    assert_eq!(down[0], before[1]);
+    // Following the end: the newest line stays in view as lines arrive.
+    a.scroll = 0;
+    redraw(&mut term, &mut a, &mut view);
+    for i in 150..250 {
+        a.notice(format!("line {i}"));
+        let now = redraw(&mut term, &mut a, &mut view);
+        assert!(
+            now.iter().any(|l| l.contains(&format!("· line {i} "))),
+            "line {i} is not in view:\n{now:#?}"
+        );
+        assert_eq!(view.scroll(), 0);
+    }
+}
+
+#[test]
+fn the_status_line_counts_pending_children_apart_from_running_ones() {
+    let mut a = app();
+    a.tasks.sync(&[
+        snapshot(
+            "task_aaaa1111",
+            "one",
+            "auditor",
+            TaskStatus::Running,
+            true,
+            10,
+        ),
+        snapshot(
+            "task_bbbb2222",
+            "two",
+            "auditor",
+            TaskStatus::Pending,
+            true,
+            0,
+        ),
+        snapshot(
+            "task_cccc3333",
+            "three",
+            "auditor",
+            TaskStatus::Pending,
+            true,
+            0,
+        ),
+        snapshot(
+            "task_dddd4444",
+            "four",
+            "auditor",
+            TaskStatus::Completed,
+            true,
+            10,
+        ),
+    ]);
+    let full = frame(&a, 140, 20);
+    let bar = full.lines().find(|l| l.contains(" done")).unwrap();
+    assert!(
+        bar.contains("1 running · 2 pending · 1 done"),
+        "status line: {bar}"
+    );
+}

@@ -247,12 +247,23 @@ impl TaskBoard {
 
     /// (running or pending, ended) task counts.
     pub fn counts(&self) -> (usize, usize) {
-        let running = self
+        let (running, pending, ended) = self.counts_by_state();
+        (running + pending, ended)
+    }
+
+    /// (running, pending, ended) task counts: a child waiting for a slot is not running yet.
+    pub fn counts_by_state(&self) -> (usize, usize, usize) {
+        let pending = self
+            .tasks
+            .iter()
+            .filter(|t| t.status == TaskStatus::Pending)
+            .count();
+        let open = self
             .tasks
             .iter()
             .filter(|t| !t.status.is_terminal())
             .count();
-        (running, self.tasks.len() - running)
+        (open - pending, pending, self.tasks.len() - open)
     }
 
     /// Forget everything (a new session).

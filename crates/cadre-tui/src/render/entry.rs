@@ -83,7 +83,7 @@ pub fn lines(
             }
         }
         EntryKind::Assistant(text) => {
-            for l in markdown::render(text) {
+            for l in markdown::render(text, width) {
                 add(l, 0);
             }
         }
@@ -192,6 +192,25 @@ fn plan(agent: &str, todos: &[TodoItem], add: &mut impl FnMut(Line<'static>, usi
     }
 }
 
+/// `✗ failed` or `⊘ cancelled` when a child of a call ended so, else `✓`.
+fn children_mark(children: &[String], tasks: &TaskBoard) -> Span<'static> {
+    let statuses: Vec<TaskStatus> = children
+        .iter()
+        .filter_map(|id| tasks.get(id).map(|t| t.status))
+        .collect();
+    let worst = [TaskStatus::Failed, TaskStatus::Cancelled]
+        .into_iter()
+        .find(|s| statuses.contains(s));
+    match worst {
+        Some(TaskStatus::Failed) => Span::styled("  ✗ failed", status_style(TaskStatus::Failed)),
+        Some(TaskStatus::Cancelled) => {
+            Span::styled("  ⊘ cancelled", status_style(TaskStatus::Cancelled))
+        }
+        // A child still going: the call itself went well (its status shows below).
+        _ => Span::styled("  ✓", Style::default().fg(Color::Green)),
+    }
+}
+
 fn tool(t: &ToolEntry, tasks: &TaskBoard, now_ms: u64, add: &mut impl FnMut(Line<'static>, usize)) {
     let marker = if t.expanded { "▾" } else { "▸" };
     let direct = t.tool.starts_with('@');
@@ -220,9 +239,10 @@ fn tool(t: &ToolEntry, tasks: &TaskBoard, now_ms: u64, add: &mut impl FnMut(Line
     match &t.result {
         None if !direct => head.push(Span::styled(" …", Style::default().fg(Color::Yellow))),
         None => {}
-        // The children below say how a delegation went.
+        // The children below say how a delegation went; the mark sums them up, so a
+        // cancelled or failed child is not shown as a success.
         Some((_, false)) if !t.children.is_empty() && !t.expanded => {
-            head.push(Span::styled("  ✓", Style::default().fg(Color::Green)))
+            head.push(children_mark(&t.children, tasks))
         }
         Some((out, true)) => head.push(Span::styled(
             format!("  ✗ {}", short(out, 60)),
@@ -307,5 +327,43 @@ fn tool(t: &ToolEntry, tasks: &TaskBoard, now_ms: u64, add: &mut impl FnMut(Line
                 add(Line::from(e), depth * 2 + 3);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn board(status: TaskStatus) -> TaskBoard {
+        let mut t = cadre_store::NewTask::new("slowkid", "s-1", "sleep");
+        t.id = "task_slow0001".into();
+        let mut r = t.into_record("node", "1:1", 1_000);
+        r.status = status;
+        let mut b = TaskBoard::default();
+        b.sync(&[r]);
+        b
+    }
+
+    fn head(status: TaskStatus) -> String {
+        let call = EntryKind::Tool(ToolEntry {
+            call_id: String::new(),
+            tool: "@slowkid".into(),
+            args: "sleep a while".into(),
+            result: Some(("done".into(), false)),
+            expanded: false,
+            children: vec!["task_slow0001".into()],
+            replaces: None,
+        });
+        let l = &lines(&call, &board(status), 2_000, false, 100)[0];
+        l.spans.iter().map(|s| s.content.as_ref()).collect()
+    }
+
+    #[test]
+    fn a_delegation_is_marked_by_how_its_children_ended() {
+        assert!(head(TaskStatus::Completed).ends_with("  ✓"));
+        let cancelled = head(TaskStatus::Cancelled);
+        assert!(cancelled.ends_with("⊘ cancelled"), "{cancelled}");
+        assert!(!cancelled.contains('✓'), "{cancelled}");
+        assert!(head(TaskStatus::Failed).ends_with("✗ failed"));
     }
 }

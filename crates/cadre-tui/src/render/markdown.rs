@@ -1,7 +1,9 @@
 //! Markdown to styled lines (pulldown-cmark): headings, emphasis, lists, quotes, inline code
 //! and fenced code blocks highlighted by syntect with its bundled syntaxes and theme. The
-//! syntax set is loaded on the first code block, not at start-up.
+//! syntax set is loaded on the first code block, not at start-up. Tables are laid out in
+//! aligned columns at the width the text is drawn at.
 
+use super::table::Table;
 use pulldown_cmark::{CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -66,9 +68,13 @@ pub fn highlight(code: &str, lang: &str) -> Vec<Line<'static>> {
     out
 }
 
-/// Render Markdown `text` as unwrapped lines.
-pub fn render(text: &str) -> Vec<Line<'static>> {
-    let mut r = Renderer::default();
+/// Render Markdown `text` as lines; only tables are laid out for `width`, the rest is left
+/// for the caller to wrap.
+pub fn render(text: &str, width: usize) -> Vec<Line<'static>> {
+    let mut r = Renderer {
+        width,
+        ..Renderer::default()
+    };
     for ev in Parser::new_ext(text, Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES) {
         r.event(ev);
     }
@@ -87,6 +93,10 @@ struct Renderer {
     code: Option<(String, String)>,
     /// The pending item marker, written before the item's first text.
     marker: Option<String>,
+    /// The width tables are laid out for.
+    width: usize,
+    /// The table being collected: its cells gather in `current`.
+    table: Option<Table>,
 }
 
 impl Renderer {
@@ -100,7 +110,7 @@ impl Renderer {
     }
 
     fn prefix(&mut self) {
-        if self.current.is_empty() {
+        if self.current.is_empty() && self.table.is_none() {
             if self.quote > 0 {
                 self.current.push(Span::styled(
                     "│ ".repeat(self.quote),
@@ -134,7 +144,8 @@ impl Renderer {
     }
 
     fn flush(&mut self) {
-        if !self.current.is_empty() {
+        // Inside a table a break stays in its cell.
+        if !self.current.is_empty() && self.table.is_none() {
             self.lines
                 .push(Line::from(std::mem::take(&mut self.current)));
         }
@@ -248,7 +259,11 @@ impl Renderer {
                 self.push_style(|s| s.fg(Color::Blue).add_modifier(Modifier::UNDERLINED))
             }
             Tag::Image { .. } => self.push_style(|s| s.fg(Color::Blue)),
-            Tag::TableCell => self.text("│ "),
+            Tag::Table(aligns) => {
+                self.blank();
+                self.table = Some(Table::new(aligns));
+            }
+            Tag::TableHead => self.push_style(|s| s.add_modifier(Modifier::BOLD)),
             _ => {}
         }
     }
@@ -287,7 +302,29 @@ impl Renderer {
             | TagEnd::Image => {
                 self.styles.pop();
             }
-            TagEnd::TableRow | TagEnd::TableHead => self.flush(),
+            TagEnd::TableCell => {
+                let cell = std::mem::take(&mut self.current);
+                if let Some(t) = &mut self.table {
+                    t.cell(cell);
+                }
+            }
+            TagEnd::TableHead => {
+                self.styles.pop();
+                if let Some(t) = &mut self.table {
+                    t.end_row(true);
+                }
+            }
+            TagEnd::TableRow => {
+                if let Some(t) = &mut self.table {
+                    t.end_row(false);
+                }
+            }
+            TagEnd::Table => {
+                if let Some(t) = self.table.take() {
+                    self.lines.extend(t.lines(self.width));
+                }
+                self.blank();
+            }
             _ => {}
         }
     }
@@ -307,7 +344,7 @@ mod tests {
     #[test]
     fn headings_lists_and_code_blocks() {
         let md = "# Title\n\nSome *emphasis* and `code`.\n\n- one\n- two\n  1. nested\n\n```rust\nfn main() {}\n```\n";
-        let lines = render(md);
+        let lines = render(md, 80);
         assert_eq!(
             plain(&lines),
             [
@@ -336,5 +373,77 @@ mod tests {
                 .add_modifier
                 .contains(Modifier::BOLD)
         );
+    }
+
+    fn width(s: &str) -> usize {
+        unicode_width::UnicodeWidthStr::width(s)
+    }
+
+    #[test]
+    fn a_table_is_laid_out_in_aligned_columns() {
+        let md = "Before.\n\n| Name | Size |\n|------|-----:|\n| inventory.py | 12 |\n| a | 1234 |\n\nAfter.\n";
+        let lines = render(md, 80);
+        assert_eq!(
+            plain(&lines),
+            [
+                "Before.",
+                "",
+                "Name         │ Size",
+                "─────────────┼─────",
+                "inventory.py │   12",
+                "a            │ 1234",
+                "",
+                "After.",
+                "",
+            ]
+        );
+        assert!(
+            lines[2].spans[0]
+                .style
+                .add_modifier
+                .contains(Modifier::BOLD),
+            "the header is bold: {:?}",
+            lines[2]
+        );
+    }
+
+    #[test]
+    fn cjk_cells_count_two_columns_each() {
+        let md = "| 名前 | x |\n|---|---|\n| 東京都 | y |\n| ab | z |\n";
+        let text = plain(&render(md, 80));
+        assert_eq!(
+            text[..4],
+            ["名前   │ x", "───────┼──", "東京都 │ y", "ab     │ z"]
+        );
+        // Every separator sits in the same display column.
+        let cols: Vec<usize> = text[..4]
+            .iter()
+            .filter_map(|l| l.find(['│', '┼']).map(|i| width(&l[..i])))
+            .collect();
+        assert_eq!(cols, [7, 7, 7, 7]);
+    }
+
+    #[test]
+    fn a_table_wider_than_the_terminal_wraps_its_widest_cells() {
+        let md = "| key | description |\n|---|---|\n| id | the identifier of the task as the store keeps it |\n| 東京 | 東京都の人口は多いです |\n";
+        for w in [30usize, 20, 12, 5] {
+            let text = plain(&render(md, w));
+            for l in &text {
+                assert!(width(l) <= w.max(10), "{l:?} is wider than {w}");
+            }
+            let cols: Vec<usize> = text
+                .iter()
+                .filter_map(|l| l.find(['│', '┼']).map(|i| width(&l[..i])))
+                .collect();
+            assert!(cols.windows(2).all(|p| p[0] == p[1]), "{text:#?}");
+            // Nothing is lost: every word is still there.
+            let all = text.join(" ");
+            for word in ["identifier", "store", "keeps"] {
+                assert!(w < 20 || all.contains(word), "{word} missing in {text:#?}");
+            }
+        }
+        let text = plain(&render(md, 30));
+        assert_eq!(text[0], "key  │ description");
+        assert!(text[2].starts_with("id   │ the identifier of"), "{text:#?}");
     }
 }

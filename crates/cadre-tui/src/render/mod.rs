@@ -7,10 +7,11 @@ mod entry;
 pub mod markdown;
 mod panels;
 mod status;
+mod table;
 pub use status::hint_text;
 pub mod wrap;
 
-use crate::model::transcript::EntryKind;
+use crate::model::transcript::{Entry, EntryKind};
 use crate::model::{App, Overlay};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -32,12 +33,33 @@ pub struct View {
     pub page: usize,
     /// Top row of the transcript area in the last frame.
     pub top: u16,
+    /// The content line at the top of a scrolled-back transcript, so new lines arriving below
+    /// (or an entry growing) do not move what the user is reading.
+    anchor: Option<Anchor>,
+    /// Lines the last frame was scrolled up from the bottom (0: following the end).
+    scroll: usize,
+}
+
+/// A scrolled-back view's top line: line `line` of entry `abs`, drawn when the app's scroll
+/// offset was `scroll`.
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    abs: usize,
+    line: usize,
+    scroll: usize,
 }
 
 impl View {
     /// Wrapped lines held in the cache (every entry drawn so far).
     pub fn cached_lines(&self) -> usize {
         self.cache.values().map(|(_, l)| l.len()).sum()
+    }
+
+    /// Lines the last frame was scrolled up from the bottom, the anchored top line kept still
+    /// while lines arrived below it. The shell copies it back into `App::scroll` after each
+    /// frame, so PageUp/PageDown and the wheel move from what is on screen.
+    pub fn scroll(&self) -> usize {
+        self.scroll
     }
 
     /// The entry drawn at screen row `row`, if any.
@@ -107,35 +129,66 @@ pub fn draw(frame: &mut Frame<'_>, app: &App, view: &mut View) {
     }
 }
 
+/// The number of wrapped lines of entry `abs`, rendering and caching them when stale.
+fn entry_len(app: &App, view: &mut View, abs: usize, e: &Entry, width: usize) -> usize {
+    let key = key_of(app, abs, &e.kind, e.version);
+    let fresh = view.cache.get(&abs).is_some_and(|(k, _)| *k == key);
+    if !fresh {
+        let lines = entry::lines(
+            &e.kind,
+            &app.tasks,
+            app.now_ms,
+            app.selected_entry == Some(abs),
+            width,
+        );
+        view.cache.insert(abs, (key, lines));
+    }
+    view.cache.get(&abs).map_or(0, |(_, l)| l.len())
+}
+
+/// How far up from the bottom to draw: following the end at 0; else the last frame's top
+/// line kept on top (moved by what the user scrolled since), however much arrived below it.
+fn scroll_offset(app: &App, view: &mut View, height: usize, width: usize) -> usize {
+    let base = app.transcript.dropped();
+    let entries = app.transcript.entries();
+    let anchor = match view.anchor {
+        Some(a) if app.scroll > 0 && a.abs >= base && a.abs < base + entries.len() => a,
+        _ => return app.scroll,
+    };
+    // Lines from the anchored line to the end.
+    let mut below = 0;
+    for (i, e) in entries.iter().enumerate().skip(anchor.abs - base).rev() {
+        let len = entry_len(app, view, base + i, e, width);
+        below += if base + i == anchor.abs {
+            len.saturating_sub(anchor.line)
+        } else {
+            len
+        };
+    }
+    let moved = app.scroll as i64 - anchor.scroll as i64;
+    usize::try_from(below as i64 - height as i64 + moved).unwrap_or(0)
+}
+
 fn transcript(frame: &mut Frame<'_>, app: &App, view: &mut View, area: Rect) {
     let width = area.width as usize;
     if width != view.width {
         view.cache.clear();
         view.width = width;
+        // Wrapped lines changed: the anchor's line number means nothing any more.
+        view.anchor = None;
     }
     let base = app.transcript.dropped();
     let entries = app.transcript.entries();
     view.cache.retain(|&k, _| k >= base);
-    // Heights of every entry, bottom-up until the screen (plus the scroll offset) is full.
     let height = area.height as usize;
-    let need = height + app.scroll;
+    let offset = scroll_offset(app, view, height, width);
+    // Heights of every entry, bottom-up until the screen (plus the scroll offset) is full.
+    let need = height + offset;
     let mut taken: Vec<usize> = Vec::new();
     let mut total = 0;
     for (i, e) in entries.iter().enumerate().rev() {
         let abs = base + i;
-        let key = key_of(app, abs, &e.kind, e.version);
-        let fresh = view.cache.get(&abs).is_some_and(|(k, _)| *k == key);
-        if !fresh {
-            let lines = entry::lines(
-                &e.kind,
-                &app.tasks,
-                app.now_ms,
-                app.selected_entry == Some(abs),
-                width,
-            );
-            view.cache.insert(abs, (key, lines));
-        }
-        total += view.cache.get(&abs).map_or(0, |(_, l)| l.len());
+        total += entry_len(app, view, abs, e, width);
         taken.push(abs);
         if total >= need {
             break;
@@ -148,10 +201,19 @@ fn transcript(frame: &mut Frame<'_>, app: &App, view: &mut View, area: Rect) {
             lines.extend(ls.iter().map(|l| (abs, l)));
         }
     }
-    let scroll = app.scroll.min(lines.len().saturating_sub(height));
+    let scroll = offset.min(lines.len().saturating_sub(height));
     let end = lines.len() - scroll;
     let start = end.saturating_sub(height);
     let visible = &lines[start..end];
+    view.scroll = scroll;
+    view.anchor = visible
+        .first()
+        .filter(|_| scroll > 0)
+        .map(|&(abs, _)| Anchor {
+            abs,
+            line: start - lines.iter().position(|(a, _)| *a == abs).unwrap_or(start),
+            scroll,
+        });
     view.rows = visible
         .iter()
         .enumerate()

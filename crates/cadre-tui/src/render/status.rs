@@ -112,7 +112,7 @@ pub fn input(frame: &mut Frame<'_>, app: &App, area: Rect) {
 
 /// Model, session, tasks, tokens, cost, approval mode and waiting approvals.
 pub fn status_bar(frame: &mut Frame<'_>, app: &App, area: Rect) {
-    let (running, done) = app.tasks.counts();
+    let (running, pending, done) = app.tasks.counts_by_state();
     let u = app.total_usage();
     let sep = || Span::styled(" │ ", dim());
     let mut spans = vec![Span::styled(
@@ -134,7 +134,11 @@ pub fn status_bar(frame: &mut Frame<'_>, app: &App, area: Rect) {
     spans.extend([
         Span::styled(format!(" {}", short_id(&app.status.session_id)), dim()),
         sep(),
-        Span::raw(format!("{running} running · {done} done")),
+        Span::raw(if pending > 0 {
+            format!("{running} running · {pending} pending · {done} done")
+        } else {
+            format!("{running} running · {done} done")
+        }),
         sep(),
         Span::raw(format!("{} tok · {}", tokens(u.total()), u.cost_text())),
         sep(),

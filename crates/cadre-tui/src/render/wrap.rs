@@ -39,7 +39,10 @@ pub fn wrap(line: Line<'static>, width: usize, indent: usize) -> Vec<Line<'stati
                 if !buf.is_empty() {
                     cur.push(Span::styled(std::mem::take(&mut buf), st));
                 }
-                if let Some((si, off)) = brk.take() {
+                // Overflowing on a space breaks right there: carrying the words after an
+                // earlier break and then dropping this space would glue two words together.
+                let at = brk.take().filter(|_| c != ' ');
+                if let Some((si, off)) = at {
                     let tail = cur.split_off(si + 1);
                     if let Some(s) = cur.get_mut(si) {
                         let rest = s.content[off..].to_string();
@@ -102,6 +105,14 @@ mod tests {
             text(&wrap(l, 10, 2)),
             ["abcdefghij", "  klmnopqr", "  stuvwxyz"]
         );
+        // The overflowing character is the space after a full line.
+        let l = Line::from("aaaa bbbb cccc");
+        assert_eq!(text(&wrap(l, 9, 0)), ["aaaa bbbb", "cccc"]);
+        let l = Line::from(vec![
+            Span::raw("Ctrl+R search · Ctrl+T"),
+            Span::raw(" tasks"),
+        ]);
+        assert_eq!(text(&wrap(l, 22, 0)), ["Ctrl+R search · Ctrl+T", "tasks"]);
         let short = Line::from("fits");
         assert_eq!(wrap(short.clone(), 10, 0), [short]);
     }

@@ -180,6 +180,8 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
         if shell.dirty && last_frame.elapsed() >= FRAME_INTERVAL {
             shell.app.now_ms = unix_millis();
             terminal::draw(&mut term, |f| render::draw(f, &shell.app, &mut shell.view))?;
+            // The view kept its top line still while lines arrived; scrolling goes on from there.
+            shell.app.scroll = shell.view.scroll();
             last_frame = Instant::now();
             shell.dirty = false;
         }
