@@ -129,7 +129,7 @@ impl SubagentRuntime {
         team: &str,
         parent: &Parent,
     ) -> Result<Started, SpawnError> {
-        let seat = self.seat_for(&req.agent, &req.agent, team, parent).await?;
+        let seat = Box::pin(self.seat_for(&req.agent, &req.agent, team, parent)).await?;
         let isolation = req
             .isolation
             .or_else(|| self.registry.get(&req.agent).and_then(|d| d.isolation));
@@ -320,7 +320,8 @@ impl SubagentRuntime {
         req: LiveRequest,
         parent: &Parent,
     ) -> Result<(Arc<LiveChild>, Option<Started>), SpawnError> {
-        self.spawn_live_in_team(req, None, parent).await
+        // Boxed, as every start: a fan-out's starts wait together on the store's writer.
+        Box::pin(self.spawn_live_in_team(req, None, parent)).await
     }
 
     /// [`spawn_live`](Self::spawn_live), with `team` into the caller's team of that name
@@ -338,7 +339,8 @@ impl SubagentRuntime {
                 if self.live.label_taken(&parent.run.session_id, &label) {
                     return Err(SpawnError::LabelInUse(label));
                 }
-                Some(self.seat_for(&req.agent, &label, t, parent).await?)
+                // Boxed: joining (a store write) is not laid out in every live start.
+                Some(Box::pin(self.seat_for(&req.agent, &label, t, parent)).await?)
             }
             None => None,
         };
