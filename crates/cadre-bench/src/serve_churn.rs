@@ -16,8 +16,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
 const TOKEN: &str = "bench-token";
@@ -82,35 +80,6 @@ fn start(cadre: &PathBuf, ws: &std::path::Path) -> Result<(Served, SocketAddr)> 
     Ok((served, addr))
 }
 
-/// One hostile connection, reopened each time the server closes it, until `stop`.
-async fn hostile(addr: SocketAddr, kind: usize, opened: Arc<AtomicUsize>, stop: CancellationToken) {
-    while !stop.is_cancelled() {
-        let Ok(mut s) = TcpStream::connect(addr).await else {
-            tokio::task::yield_now().await;
-            continue;
-        };
-        opened.fetch_add(1, Ordering::Relaxed);
-        let head = match kind % 3 {
-            0 => String::new(),
-            1 => format!("GET /tasks/x HTTP/1.1\r\nHost: {addr}\r\nX-Slow: "),
-            _ => format!("GET /tasks/x HTTP/1.1\r\nHost: {addr}\r\n\r\n"),
-        };
-        if s.write_all(head.as_bytes()).await.is_err() {
-            continue;
-        }
-        let mut buf = [0u8; 1024];
-        loop {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                r = s.read(&mut buf) => match r {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                },
-            }
-        }
-    }
-}
-
 /// One authenticated `ListTasks` through `client`; its time.
 async fn timed(client: &reqwest::Client, addr: SocketAddr) -> Result<Duration> {
     let started = Instant::now();
@@ -146,7 +115,12 @@ pub fn run(args: &ServeChurnArgs) -> Result<()> {
             rt.block_on(async move {
                 let mut set = tokio::task::JoinSet::new();
                 for i in 0..n {
-                    set.spawn(hostile(addr, i, opened.clone(), stop.clone()));
+                    set.spawn(cadre_testkit::hostile_connection(
+                        addr,
+                        i,
+                        opened.clone(),
+                        stop.clone(),
+                    ));
                 }
                 while set.join_next().await.is_some() {}
             });

@@ -25,18 +25,6 @@ fn policy(mode: ApprovalMode, allow: &[&str], deny: &[&str]) -> PermissionPolicy
     }
 }
 
-fn results(messages: &[Message]) -> Vec<(String, bool)> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool {
-                content, is_error, ..
-            } => Some((content.clone(), *is_error)),
-            _ => None,
-        })
-        .collect()
-}
-
 const THREE_WRITES: &str = r#"
     [[turns]]
     tool_calls = [{ name = "write", args = { text = "a.txt" } }]
@@ -71,7 +59,7 @@ async fn ask_mode_asks_for_mutating_tools_and_remembers_session_approval() {
     assert_eq!(asked.tool, "write");
     assert_eq!(asked.subject.as_deref(), Some("a.txt"));
     assert_eq!(asked.agent, "main");
-    assert!(results(session.messages()).iter().all(|(_, err)| !err));
+    assert!(tool_results(session.messages()).iter().all(|(_, err)| !err));
     assert!(
         h.events
             .events()
@@ -98,7 +86,7 @@ async fn allow_once_asks_every_time_and_denial_reaches_the_model() {
     let out = h.run(&agent, &mut session, "go").await;
     assert_eq!(out.state, EndState::Completed);
     assert_eq!(h.approvals.count(), 2);
-    let r = results(session.messages());
+    let r = tool_results(session.messages());
     assert_eq!(
         r[0],
         ("denied by the user: not on a Friday".to_string(), true)
@@ -117,7 +105,7 @@ async fn deny_rules_win_over_allow_rules() {
     let h = Harness::new();
     let mut session = h.session();
     h.run(&agent, &mut session, "go").await;
-    let r = results(session.messages());
+    let r = tool_results(session.messages());
     assert_eq!(r[0], ("echo:a.txt".to_string(), false));
     assert!(
         r[1].1
@@ -140,7 +128,7 @@ async fn read_only_mode_refuses_mutating_tools_without_asking() {
     let h = Harness::new();
     let mut session = h.session();
     h.run(&agent, &mut session, "go").await;
-    let r = results(session.messages());
+    let r = tool_results(session.messages());
     assert!(r[0].1 && r[0].0.contains("read-only"), "{:?}", r[0]);
     assert!(r[1].1);
     assert_eq!(r[2], ("echo:b.txt".to_string(), false));
@@ -201,7 +189,7 @@ async fn hooks_rewrite_args_deny_ask_and_rewrite_results() {
     let h = Harness::new();
     let mut session = h.session();
     h.run(&agent, &mut session, "go").await;
-    let r = results(session.messages());
+    let r = tool_results(session.messages());
     assert_eq!(r[0], ("echo:rewritten.txt".to_string(), false));
     assert_eq!(r[1], ("blocked: b.txt is protected".to_string(), true));
     assert_eq!(r[2], ("echo:b.txt [checked b.txt]".to_string(), false));

@@ -25,18 +25,6 @@ fn ask_policy(deny: &[&str]) -> PermissionPolicy {
     }
 }
 
-fn tool_results(messages: &[Message]) -> Vec<(String, bool)> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool {
-                content, is_error, ..
-            } => Some((content.clone(), *is_error)),
-            _ => None,
-        })
-        .collect()
-}
-
 const WRITE: &str = r#"
     [[turns]]
     tool_calls = [{ name = "write", args = { text = "a.txt" } }]

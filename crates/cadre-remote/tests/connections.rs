@@ -297,7 +297,6 @@ fn churn(
     tokio_util::sync::CancellationToken,
     std::thread::JoinHandle<()>,
 ) {
-    use std::sync::atomic::Ordering;
     let opened = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let stop = tokio_util::sync::CancellationToken::new();
     let (o, st) = (opened.clone(), stop.clone());
@@ -309,35 +308,12 @@ fn churn(
         rt.block_on(async move {
             let mut set = tokio::task::JoinSet::new();
             for i in 0..count {
-                let (o, st) = (o.clone(), st.clone());
-                set.spawn(async move {
-                    while !st.is_cancelled() {
-                        let Ok(mut s) = TcpStream::connect(addr).await else {
-                            tokio::task::yield_now().await;
-                            continue;
-                        };
-                        o.fetch_add(1, Ordering::Relaxed);
-                        let head = match i % 3 {
-                            0 => String::new(),
-                            1 => format!("GET /tasks/x HTTP/1.1\r\nHost: {addr}\r\nX-Slow: "),
-                            _ => format!("GET /tasks/x HTTP/1.1\r\nHost: {addr}\r\n\r\n"),
-                        };
-                        if s.write_all(head.as_bytes()).await.is_err() {
-                            continue;
-                        }
-                        // Read (and discard) until the server closes it.
-                        let mut buf = [0u8; 1024];
-                        loop {
-                            tokio::select! {
-                                _ = st.cancelled() => return,
-                                r = s.read(&mut buf) => match r {
-                                    Ok(0) | Err(_) => break,
-                                    Ok(_) => {}
-                                },
-                            }
-                        }
-                    }
-                });
+                set.spawn(cadre_testkit::hostile_connection(
+                    addr,
+                    i,
+                    o.clone(),
+                    st.clone(),
+                ));
             }
             while set.join_next().await.is_some() {}
         });

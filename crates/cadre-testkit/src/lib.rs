@@ -17,6 +17,7 @@
 //! ```
 
 mod anthropic;
+mod churn;
 mod openai;
 pub mod optional;
 mod reply;
@@ -27,6 +28,7 @@ pub mod wait;
 mod web;
 
 pub use anthropic::{AnthropicJson, AnthropicStream};
+pub use churn::hostile_connection;
 pub use openai::{OpenAiJson, OpenAiStream};
 pub use reply::{MockReply, split_bytes_inside};
 pub use schema::schema_problems;

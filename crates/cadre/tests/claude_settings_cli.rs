@@ -5,51 +5,23 @@
 //! is a warning naming the file.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cli_support;
+
 use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+use cli_support::{HomeCase as Env, write};
 use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// A workspace and a home of its own (so the machine's `~/.claude` is not read).
-struct Env {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    home: PathBuf,
-}
-
 fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("proj");
-    let home = dir.path().join("home");
+    let e = Env::new();
+    let ws = &e.ws;
     std::fs::create_dir_all(ws.join(".claude")).unwrap();
-    std::fs::create_dir_all(&home).unwrap();
-    let ws = ws.canonicalize().unwrap();
-    Env {
-        _dir: dir,
-        ws,
-        home,
-    }
+    e
 }
 
 fn cadre(e: &Env, script: &str) -> Command {
-    let path = e.ws.join("script.toml");
-    std::fs::write(&path, script).unwrap();
-    let mut cmd = Command::cargo_bin("cadre").unwrap();
-    cmd.arg("--workspace").arg(&e.ws);
-    cmd.arg("--model")
-        .arg(format!("scripted:{}", path.display()));
-    cmd.env_remove("CADRE_MODEL");
-    cmd.env_remove("CLAUDE_CONFIG_DIR");
-    cmd.env("HOME", &e.home);
-    cmd.env("XDG_CONFIG_HOME", e.home.join(".config"));
-    cmd.timeout(DEADLINE);
-    cmd
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
+    e.scripted(script, DEADLINE)
 }
 
 /// A scripted turn calling `tool` once per argument object, then a turn echoing the results.

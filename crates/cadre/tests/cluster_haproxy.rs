@@ -103,11 +103,6 @@ fn job_of(r: &RecordedRequest) -> String {
         .collect()
 }
 
-fn first_turn(r: &RecordedRequest) -> bool {
-    let msgs = r.body["messages"].as_array().cloned().unwrap_or_default();
-    !msgs.iter().any(|m| m["role"] == "assistant")
-}
-
 /// Each job reads the notes, then answers after a while (so kills and drains find work
 /// in flight); the first turns asked, per job.
 async fn model() -> (MockServer, Arc<Mutex<HashMap<String, usize>>>) {

@@ -7,9 +7,7 @@
 
 mod serve_support;
 
-use cadre_testkit::{
-    MockReply, MockServer, OpenAiStream, RecordedRequest, eventually, eventually_some, poll_some,
-};
+use cadre_testkit::{MockServer, RecordedRequest, eventually, eventually_some, poll_some};
 use serde_json::{Value, json};
 use serve_support::*;
 use std::sync::Arc;
@@ -47,34 +45,6 @@ fn start(ws: &std::path::Path, db: &str, mock: &MockServer) -> Served {
             ("CADRE_SERVE_TOKEN", TOKEN),
         ],
     )
-}
-
-fn messages(r: &RecordedRequest) -> Vec<Value> {
-    r.body["messages"].as_array().cloned().unwrap_or_default()
-}
-
-fn first_turn(r: &RecordedRequest) -> bool {
-    !messages(r).iter().any(|m| m["role"] == "assistant")
-}
-
-fn call(name: &str, args: Value) -> MockReply {
-    OpenAiStream::new()
-        .role()
-        .tool_call(0, "call_1", name, &args.to_string())
-        .finish("tool_calls")
-        .usage(30, 10, 0)
-        .done()
-        .into_reply()
-}
-
-fn answer(text: &str) -> MockReply {
-    OpenAiStream::new()
-        .role()
-        .text(text)
-        .finish("stop")
-        .usage(40, 5, 0)
-        .done()
-        .into_reply()
 }
 
 /// `GET /readyz` without a token: (status, body).

@@ -12,7 +12,7 @@
 
 mod serve_support;
 
-use cadre_testkit::{MockReply, MockServer, OpenAiStream, RecordedRequest, eventually, poll_some};
+use cadre_testkit::{MockServer, OpenAiStream, RecordedRequest, eventually, poll_some};
 use serde_json::{Value, json};
 use serve_support::*;
 use std::path::Path;
@@ -131,16 +131,6 @@ async fn killed_mid_turn(
     id
 }
 
-/// The messages of a chat request.
-fn messages(r: &RecordedRequest) -> Vec<Value> {
-    r.body["messages"].as_array().cloned().unwrap_or_default()
-}
-
-/// True for the child's first turn: nothing answered yet.
-fn first_turn(r: &RecordedRequest) -> bool {
-    !messages(r).iter().any(|m| m["role"] == "assistant")
-}
-
 /// The tool results a request carries.
 fn tool_results(r: &RecordedRequest) -> Vec<String> {
     messages(r)
@@ -148,26 +138,6 @@ fn tool_results(r: &RecordedRequest) -> Vec<String> {
         .filter(|m| m["role"] == "tool")
         .map(|m| m["content"].as_str().unwrap_or("").to_string())
         .collect()
-}
-
-fn call(name: &str, args: Value) -> MockReply {
-    OpenAiStream::new()
-        .role()
-        .tool_call(0, "call_1", name, &args.to_string())
-        .finish("tool_calls")
-        .usage(30, 10, 0)
-        .done()
-        .into_reply()
-}
-
-fn answer(text: &str) -> MockReply {
-    OpenAiStream::new()
-        .role()
-        .text(text)
-        .finish("stop")
-        .usage(40, 5, 0)
-        .done()
-        .into_reply()
 }
 
 /// Submit `input` on the task protocol of `node`; the task's id.

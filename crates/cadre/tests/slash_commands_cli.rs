@@ -5,8 +5,10 @@
 //! warning naming it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cli_support;
+
 use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+use cli_support::{HomeCase as Env, write};
 use std::time::Duration;
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -17,19 +19,9 @@ Review $ARGUMENTS carefully.\n\
 !rm victim\n\
 Notes: @notes.txt and @secrets/k, ask @nobody.\n";
 
-struct Env {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    home: PathBuf,
-}
-
 fn env() -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("proj");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&ws).unwrap();
-    std::fs::create_dir_all(&home).unwrap();
-    let ws = ws.canonicalize().unwrap();
+    let e = Env::new();
+    let ws = &e.ws;
     write(&ws.join(".claude/commands/review.md"), REVIEW);
     write(
         &ws.join(".claude/settings.json"),
@@ -38,31 +30,11 @@ fn env() -> Env {
     write(&ws.join("notes.txt"), "NOTES-BODY");
     write(&ws.join("secrets/k"), "TOPSECRET");
     write(&ws.join("victim"), "keep");
-    Env {
-        _dir: dir,
-        ws,
-        home,
-    }
-}
-
-fn write(path: &Path, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, text).unwrap();
+    e
 }
 
 fn cadre(e: &Env, script: &str) -> Command {
-    let path = e.ws.join("script.toml");
-    std::fs::write(&path, script).unwrap();
-    let mut cmd = Command::cargo_bin("cadre").unwrap();
-    cmd.arg("--workspace").arg(&e.ws);
-    cmd.arg("--model")
-        .arg(format!("scripted:{}", path.display()));
-    cmd.env_remove("CADRE_MODEL");
-    cmd.env_remove("CLAUDE_CONFIG_DIR");
-    cmd.env("HOME", &e.home);
-    cmd.env("XDG_CONFIG_HOME", e.home.join(".config"));
-    cmd.timeout(DEADLINE);
-    cmd
+    e.scripted(script, DEADLINE)
 }
 
 const ECHO: &str = "[[turns]]\ntext = \"saw: {{user}}\"\n[[turns]]\ntext = \"again: {{user}}\"\n";

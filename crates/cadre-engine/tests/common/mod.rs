@@ -304,3 +304,16 @@ impl Tool for TestTool {
         }
     }
 }
+
+/// The tool results of a conversation, in order: (content, is_error).
+pub fn tool_results(messages: &[cadre_types::Message]) -> Vec<(String, bool)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            cadre_types::Message::Tool {
+                content, is_error, ..
+            } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect()
+}

@@ -99,12 +99,17 @@ impl TeamHandle {
     }
 }
 
-/// The store's teams, or the error that it keeps none.
-fn teams_of(runtime: &crate::SubagentRuntime) -> Result<&dyn TeamStore, ToolOutput> {
+/// The store's teams, or the refusal that it keeps none.
+fn store_teams(runtime: &crate::SubagentRuntime) -> Result<&dyn TeamStore, StoreError> {
     runtime
         .store()
         .teams()
-        .ok_or_else(|| error("this task store keeps no teams"))
+        .ok_or_else(|| StoreError::TeamRefused("this task store keeps no teams".into()))
+}
+
+/// [`store_teams`], its refusal as the model reads it.
+fn teams_of(runtime: &crate::SubagentRuntime) -> Result<&dyn TeamStore, ToolOutput> {
+    store_teams(runtime).map_err(store_error)
 }
 
 /// A store answer as the model reads it: a refusal's own words, else the failure.
@@ -332,8 +337,8 @@ where
         Ok(c) => c,
         Err(out) => return Ok(out),
     };
-    if runtime.store().teams().is_none() {
-        return Ok(error("this task store keeps no teams"));
+    if let Err(out) = teams_of(&runtime) {
+        return Ok(out);
     }
     let me = c.me.clone();
     Ok(match write(runtime, c.key, c.me).await {
@@ -358,12 +363,7 @@ impl TypedTool for BoardClaimTool {
             ctx,
             a.team.team.as_deref(),
             "claimed",
-            |rt, key, me| async move {
-                match rt.store().teams() {
-                    Some(t) => t.board_claim(&key, a.id, &me).await,
-                    None => Err(StoreError::TeamRefused("no teams".into())),
-                }
-            },
+            |rt, key, me| async move { store_teams(&rt)?.board_claim(&key, a.id, &me).await },
         )
         .await
     }
@@ -384,10 +384,9 @@ impl TypedTool for BoardDoneTool {
             a.team.team.as_deref(),
             "done",
             |rt, key, me| async move {
-                match rt.store().teams() {
-                    Some(t) => t.board_done(&key, a.id, &me, &a.result).await,
-                    None => Err(StoreError::TeamRefused("no teams".into())),
-                }
+                store_teams(&rt)?
+                    .board_done(&key, a.id, &me, &a.result)
+                    .await
             },
         )
         .await
@@ -408,12 +407,7 @@ impl TypedTool for BoardReleaseTool {
             ctx,
             a.team.team.as_deref(),
             "released",
-            |rt, key, me| async move {
-                match rt.store().teams() {
-                    Some(t) => t.board_release(&key, a.id, &me).await,
-                    None => Err(StoreError::TeamRefused("no teams".into())),
-                }
-            },
+            |rt, key, me| async move { store_teams(&rt)?.board_release(&key, a.id, &me).await },
         )
         .await
     }

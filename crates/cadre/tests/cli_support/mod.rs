@@ -3,7 +3,7 @@
 //! environment the tests run in.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
@@ -64,4 +64,52 @@ pub async fn output(mut cmd: tokio::process::Command) -> Output {
 /// Bytes a process printed, as text.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A workspace (`proj/`) and a home of its own beside it, so nothing of the machine's
+/// `~/.claude` is read; for tests of what cadre takes from a Claude Code project.
+pub struct HomeCase {
+    _dir: tempfile::TempDir,
+    /// The workspace (canonical).
+    pub ws: PathBuf,
+    /// The home directory.
+    pub home: PathBuf,
+}
+
+impl HomeCase {
+    /// Both directories, empty.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("proj");
+        let home = dir.path().join("home");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::create_dir_all(&home).unwrap();
+        let ws = ws.canonicalize().unwrap();
+        Self {
+            _dir: dir,
+            ws,
+            home,
+        }
+    }
+
+    /// [`cadre`] in the workspace with this home and the scripted model playing `script`,
+    /// killed after `deadline`.
+    pub fn scripted(&self, script: &str, deadline: Duration) -> assert_cmd::Command {
+        let path = self.ws.join("script.toml");
+        std::fs::write(&path, script).unwrap();
+        let mut cmd = cadre(&self.ws);
+        cmd.arg("--model")
+            .arg(format!("scripted:{}", path.display()));
+        cmd.env_remove("CLAUDE_CONFIG_DIR");
+        cmd.env("HOME", &self.home);
+        cmd.env("XDG_CONFIG_HOME", self.home.join(".config"));
+        cmd.timeout(deadline);
+        cmd
+    }
+}
+
+/// Write `text` to `path`, making its directories.
+pub fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
 }

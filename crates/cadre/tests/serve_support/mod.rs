@@ -314,3 +314,35 @@ pub async fn database() -> Option<String> {
     let cluster = cadre_store::testing::shared_cluster().unwrap();
     Some(cluster.create_database().await.unwrap())
 }
+
+/// The messages of a chat request the mock model recorded.
+pub fn messages(r: &cadre_testkit::RecordedRequest) -> Vec<serde_json::Value> {
+    r.body["messages"].as_array().cloned().unwrap_or_default()
+}
+
+/// True for an agent's first turn: nothing answered yet.
+pub fn first_turn(r: &cadre_testkit::RecordedRequest) -> bool {
+    !messages(r).iter().any(|m| m["role"] == "assistant")
+}
+
+/// A streamed reply calling tool `name` with `args`.
+pub fn call(name: &str, args: serde_json::Value) -> cadre_testkit::MockReply {
+    cadre_testkit::OpenAiStream::new()
+        .role()
+        .tool_call(0, "call_1", name, &args.to_string())
+        .finish("tool_calls")
+        .usage(30, 10, 0)
+        .done()
+        .into_reply()
+}
+
+/// A streamed final answer `text`.
+pub fn answer(text: &str) -> cadre_testkit::MockReply {
+    cadre_testkit::OpenAiStream::new()
+        .role()
+        .text(text)
+        .finish("stop")
+        .usage(40, 5, 0)
+        .done()
+        .into_reply()
+}
