@@ -19,6 +19,7 @@ pub mod prompt;
 mod reply_cap;
 mod resume;
 mod run_loop;
+mod run_state;
 mod session;
 mod settle;
 mod spans;

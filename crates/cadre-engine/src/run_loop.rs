@@ -6,6 +6,7 @@ use crate::compaction::{Compaction, CompactionError, ContextMeter};
 use crate::dispatch::{Dispatcher, not_run};
 use crate::observer::{Step, TurnBoundary, TurnObserver};
 use crate::resume::Resume;
+use crate::run_state::{RunText, Stop};
 use crate::session::Session;
 use crate::settle::Settle;
 use crate::stream::{FailedReply, call_model, charge_call};
@@ -94,67 +95,6 @@ fn cache_key(run: &RunContext) -> String {
         run.session_id.clone()
     } else {
         run.agent.clone()
-    }
-}
-
-/// The text a run's model replies produced, turn by turn: a completed run answers with the
-/// last of it, a run that did not complete with all of it (the model may have written its
-/// findings over several turns before the limit hit).
-#[derive(Default)]
-struct RunText {
-    texts: Vec<String>,
-}
-
-impl RunText {
-    fn add(&mut self, text: &str) {
-        if !text.trim().is_empty() {
-            self.texts.push(text.to_string());
-        }
-    }
-
-    /// The run's output for `state`.
-    fn output(&self, state: &EndState) -> String {
-        if state.is_complete() {
-            self.texts.last().cloned().unwrap_or_default()
-        } else {
-            self.texts.join("\n\n")
-        }
-    }
-}
-
-/// Why the run is stopping early, decided once.
-struct Stop {
-    /// Cancelled when the run must stop: its caller cancelled it or its budget ran out.
-    token: CancellationToken,
-    /// The run's own node of the budget tree.
-    budget: Budget,
-}
-
-impl Stop {
-    /// A budget that ran out wins over the cancellation it causes: a child whose parent's
-    /// budget ran out ends `limit reached`, not `cancelled`.
-    fn state(&self, parent: &CancellationToken) -> Option<EndState> {
-        if let Some(limit) = self.budget.exceeded() {
-            Some(EndState::LimitReached { limit })
-        } else if parent.is_cancelled() || self.token.is_cancelled() {
-            Some(EndState::Cancelled)
-        } else {
-            None
-        }
-    }
-
-    /// Stop the run (its model call and tool calls) when its budget is exhausted.
-    fn watch_budget(&self) -> Option<AbortOnDrop> {
-        if !self.budget.is_limited() {
-            return None;
-        }
-        let (token, budget) = (self.token.clone(), self.budget.clone());
-        Some(AbortOnDrop(tokio::spawn(async move {
-            tokio::select! {
-                _ = budget.exhausted() => token.cancel(),
-                _ = token.cancelled() => {}
-            }
-        })))
     }
 }
 
@@ -605,12 +545,4 @@ async fn wait_outstanding(
         }
     }
     any && !stop.is_cancelled()
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
