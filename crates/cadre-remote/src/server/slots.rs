@@ -80,9 +80,17 @@ struct Table {
     per_peer: HashMap<IpAddr, usize>,
     /// Connections per peer waiting for one of that peer's slots.
     parked: HashMap<IpAddr, usize>,
+    /// Connections shed but not yet closed: out of `entries`, yet their sockets stay open
+    /// until their tasks notice, so they still count against the file descriptors.
+    closing: usize,
 }
 
 impl Table {
+    /// Sockets held open: slots plus shed connections not yet closed.
+    fn open(&self) -> usize {
+        self.entries.len() + self.closing
+    }
+
     fn remove(&mut self, id: u64) -> Option<Entry> {
         let entry = self.entries.remove(&id)?;
         if let Some(n) = self.per_peer.get_mut(&entry.peer) {
@@ -136,6 +144,11 @@ pub(crate) enum Refusal {
     Full,
 }
 
+/// At most this many shed connections may be closing at once. A flood sheds faster than
+/// busy connection tasks notice, and every one of those sockets is still open: without a
+/// bound the open sockets pass the cap (half the file limit) by however many are closing.
+const MAX_CLOSING: usize = 16;
+
 /// The slot table of one server.
 pub(crate) struct Slots {
     table: Mutex<Table>,
@@ -173,7 +186,7 @@ impl Slots {
     /// Whether a new connection could be admitted now (a free slot or one to shed).
     fn has_room(&self) -> bool {
         let table = self.lock();
-        table.entries.len() < self.total || table.victim(None).is_some()
+        table.open() < self.total || (table.closing < MAX_CLOSING && table.victim(None).is_some())
     }
 
     /// Wait until a new connection could be admitted.
@@ -197,7 +210,11 @@ impl Slots {
         // waits for a slot like everyone else instead of being refused.
         let peer_full = self.per_peer < self.total
             && table.per_peer.get(&peer).copied().unwrap_or(0) >= self.per_peer;
-        let full = table.entries.len() >= self.total;
+        let full = table.open() >= self.total;
+        if full && table.closing >= MAX_CLOSING {
+            // Wait for some of them to close before shedding more.
+            return Err(Refusal::Full);
+        }
         if peer_full || full {
             let Some(id) = table.victim(peer_full.then_some(peer)) else {
                 return Err(if peer_full {
@@ -209,6 +226,7 @@ impl Slots {
             if let Some(shed) = table.remove(id) {
                 tracing::debug!(peer = %shed.peer, authenticated = shed.state.authenticated(), "shedding an idle connection to make room");
                 shed.state.shed.cancel();
+                table.closing += 1;
             }
         }
         let id = table.next_id;
@@ -349,8 +367,12 @@ impl Slot {
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        // Already gone when it was shed.
-        self.slots.lock().remove(self.id);
+        let mut table = self.slots.lock();
+        // Already gone from the slots when it was shed: then it was one of those closing.
+        if table.remove(self.id).is_none() {
+            table.closing = table.closing.saturating_sub(1);
+        }
+        drop(table);
         self.slots.changed.notify_waiters();
     }
 }
@@ -506,6 +528,27 @@ mod tests {
         assert_eq!(slots.held(), 1);
         drop(b);
         assert_eq!(slots.held(), 0);
+    }
+
+    #[test]
+    fn shed_connections_count_against_the_cap_until_they_close() {
+        let total = 4;
+        let slots = Slots::new(total, total);
+        let mut held: Vec<Slot> = (0..total).map(|i| idle(&slots, ip(i as u8))).collect();
+        // Each shed leaves its socket open until its task drops the slot; the table sheds
+        // only so many of those before new connections wait.
+        for i in 0..MAX_CLOSING {
+            held.push(idle(&slots, ip(100 + i as u8)));
+        }
+        assert!(!slots.has_room());
+        assert_eq!(slots.admit(ip(200)).err(), Some(Refusal::Full));
+        let closed = held
+            .iter()
+            .position(|s| s.state().shed.is_cancelled())
+            .unwrap();
+        drop(held.remove(closed));
+        assert!(slots.has_room());
+        assert!(slots.admit(ip(200)).is_ok());
     }
 
     #[tokio::test(start_paused = true)]
