@@ -32,7 +32,8 @@ static TRANSITION: Shared = Shared {
            cache_write_tokens = COALESCE($10, cache_write_tokens), \
            cost_nano_usd = COALESCE($11, cost_nano_usd), \
            unpriced_calls = COALESCE($12, unpriced_calls), \
-           delivered = CASE WHEN $14 THEN TRUE ELSE delivered END \
+           delivered = CASE WHEN $14 THEN TRUE ELSE delivered END, \
+           turns = COALESCE($15, turns) \
          WHERE id = $1 \
            AND ($13 IS NULL OR owner_epoch = $13) \
            AND (status = 'pending' OR status = 'running') \
@@ -48,13 +49,14 @@ static TRANSITION: Shared = Shared {
            cache_write_tokens = COALESCE(u.cache_write_tokens, t.cache_write_tokens), \
            cost_nano_usd = COALESCE(u.cost_nano_usd, t.cost_nano_usd), \
            unpriced_calls = COALESCE(u.unpriced_calls, t.unpriced_calls), \
-           delivered = CASE WHEN u.deliver THEN TRUE ELSE t.delivered END \
+           delivered = CASE WHEN u.deliver THEN TRUE ELSE t.delivered END, \
+           turns = COALESCE(u.turns, t.turns) \
          FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[], \
                      $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[], \
-                     $13::int8[], $14::bool[]) \
+                     $13::int8[], $14::bool[], $15::int8[]) \
            AS u(id, status, at, result, error, end_state, input_tokens, output_tokens, \
                 cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls, epoch, \
-                deliver) \
+                deliver, turns) \
          WHERE t.id = u.id \
            AND (u.epoch IS NULL OR t.owner_epoch = u.epoch) \
            AND (t.status = 'pending' OR t.status = 'running') \
@@ -214,6 +216,7 @@ fn transition_args(id: &str, t: Transition) -> Vec<Arg> {
         u.map(|u| tokens(u.unpriced_calls)).into(),
         t.epoch.map(tokens).into(),
         t.deliver.into(),
+        t.turns.map(tokens).into(),
     ]
 }
 
