@@ -103,6 +103,9 @@ pub struct NewTask {
     /// The id of the parent's tool call this task answers (a `task` call), if it was
     /// started by one: a parent resumed after a crash finds its child by it.
     pub parent_call_id: Option<String>,
+    /// The W3C `traceparent` of the span it is started under: an adopter's spans continue
+    /// that trace.
+    pub trace_parent: Option<String>,
     /// Create it `running`: its child has its slot already, so it starts without waiting
     /// (one write fewer than `pending`, then `running`).
     pub running: bool,
@@ -126,6 +129,7 @@ impl NewTask {
             on_orphan: OrphanPolicy::Fail,
             depth: 1,
             parent_call_id: None,
+            trace_parent: None,
             running: false,
         }
     }
@@ -185,6 +189,7 @@ impl NewTask {
             depth: Some(self.depth),
             parent_call_id: self.parent_call_id,
             turns: None,
+            trace_parent: self.trace_parent,
             served: None,
             question: None,
             answer: None,
@@ -289,6 +294,8 @@ pub struct TaskRecord {
     /// The model turns of the run that ended it; `None` while it runs, when its executor
     /// did not say (a remote child), or for a task stored before the store recorded them.
     pub turns: Option<u64>,
+    /// The W3C `traceparent` of the span the task was started under, if telemetry was on.
+    pub trace_parent: Option<String>,
     /// What `cadre serve` records of a task it serves; `None` for other tasks.
     pub served: Option<ServedTurn>,
     /// The question (JSON, written by `cadre serve`) the task's agent waits on its caller

@@ -15,7 +15,7 @@ pub(crate) const TASK_COLS: &str = "id, agent_id, parent_agent_id, parent_sessio
      output_tokens, cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls, \
      owner_epoch, on_orphan, resumes, served_task_id, served_turn, served_message_id, \
      caller_task_id, \
-     question, answer, depth, parent_call_id, turns";
+     question, answer, depth, parent_call_id, turns, trace_parent";
 
 /// Every column of `live_children`.
 pub(crate) const LIVE_COLS: &str =
@@ -111,6 +111,7 @@ impl Row {
                 .map(|d| u32::try_from(d).unwrap_or(u32::MAX)),
             parent_call_id: c.get("parent_call_id")?,
             turns: c.get::<Option<i64>>("turns")?.map(to_u64),
+            trace_parent: c.get("trace_parent")?,
             served,
             agent_id,
             parent_agent_id,

@@ -76,24 +76,25 @@ pub(super) static INSERT: Shared = Shared {
     one: "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
            child_session_id, user_id, status, prompt, description, cancel_requested, background, \
            delivered, created_at, updated_at, owner_node, owner_instance, transport, \
-           remote_headers, on_orphan, depth, parent_call_id) \
+           remote_headers, on_orphan, depth, parent_call_id, trace_parent) \
          VALUES ($1, $2, $3, $4, $5, $6, $18, $7, $8, FALSE, $9, $10, $11, $11, $12, $13, \
-           $14, $15, $16, $17, $19)",
+           $14, $15, $16, $17, $19, $20)",
     many: "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
            child_session_id, user_id, status, prompt, description, cancel_requested, background, \
            delivered, created_at, updated_at, owner_node, owner_instance, transport, \
-           remote_headers, on_orphan, depth, parent_call_id) \
+           remote_headers, on_orphan, depth, parent_call_id, trace_parent) \
          SELECT u.id, u.agent_id, u.parent_agent_id, u.parent_session_id, u.child_session_id, \
            u.user_id, u.status, u.prompt, u.description, FALSE, u.background, u.delivered, \
            u.at, u.at, u.owner_node, u.owner_instance, u.transport, u.remote_headers, \
-           u.on_orphan, u.depth, u.parent_call_id \
+           u.on_orphan, u.depth, u.parent_call_id, u.trace_parent \
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
                      $7::text[], $8::text[], $9::bool[], $10::bool[], $11::int8[], $12::text[], \
                      $13::text[], $14::text[], $15::text[], $16::text[], $17::int8[], $18::text[], \
-                     $19::text[]) \
+                     $19::text[], $20::text[]) \
            AS u(id, agent_id, parent_agent_id, parent_session_id, child_session_id, user_id, \
                 prompt, description, background, delivered, at, owner_node, owner_instance, \
-                transport, remote_headers, on_orphan, depth, status, parent_call_id) \
+                transport, remote_headers, on_orphan, depth, status, parent_call_id, \
+                trace_parent) \
          RETURNING id",
 };
 
@@ -268,6 +269,7 @@ impl SqlStore {
             i64::from(t.depth).into(),
             t.status().as_str().into(),
             (&t.parent_call_id).into(),
+            (&t.trace_parent).into(),
         ])
     }
 

@@ -395,7 +395,7 @@ async fn schema_is_identical(kind: Kind) {
          remote_task_id remote_headers input_tokens output_tokens cached_input_tokens \
          cache_write_tokens cost_nano_usd unpriced_calls owner_epoch on_orphan resumes \
          served_task_id served_turn served_message_id caller_task_id question answer depth \
-         parent_call_id turns";
+         parent_call_id turns trace_parent";
     assert_eq!(tasks, expected.split_whitespace().collect::<Vec<_>>());
     let checkpoints = store.table_columns("task_checkpoints").await.unwrap();
     assert_eq!(
@@ -418,7 +418,7 @@ async fn schema_is_identical(kind: Kind) {
     // Reopening applies nothing twice.
     drop(store);
     let again = fx.open_sql("node-b").await;
-    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 41);
+    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 42);
 }
 
 async fn concurrent_first_open(kind: Kind) {
