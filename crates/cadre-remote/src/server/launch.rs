@@ -237,13 +237,45 @@ fn plan(
     })
 }
 
-/// Start a task, or find the running one with the same external id.
+/// Start a task, or find the running one with the same external id: refuse what this node
+/// cannot take, look for the task the caller's id names, reserve the start, start the
+/// child, then book the turn and record it for every node.
 pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, LaunchError> {
+    refuse(state, &l)?;
+    if let Some(found) = taken_before(state, &l).await {
+        return found;
+    }
+    let ready = match reserve(state, &l).await? {
+        Reserved::Ready(ready) => ready,
+        Reserved::Existing(task) => return Ok(Launched { task, follow: None }),
+    };
+    let follow = l.follow.then(|| state.sink.subscribe(&ready.child.session_id));
+    // The journal and the gate exist before the first turn starts: its agent may ask at once.
+    let (journal, gate) = match &l.onto {
+        Some(t) => (t.journal.clone(), t.gate.clone()),
+        None => {
+            let journal = Arc::new(Journal::new(l.text.clone(), l.message_id.clone()));
+            let gate = ApprovalGate::new(journal.clone()).with_store(state.runtime.store().clone());
+            (journal, Arc::new(gate))
+        }
+    };
+    let started = start_child(state, &l, &ready.child, &gate).await?;
+    tracing::debug!(task = %started.task_id, agent = %ready.agent, "served task started");
+    let turn = started.task_id.clone();
+    let message_id = l.message_id.clone();
+    let task = book_turn(state, l, started, ready.agent, ready.context_id, journal, gate);
+    record_served(state, &task, &turn, message_id).await;
+    release_when_done(state, turn, ready.permit);
+    Ok(Launched { task, follow })
+}
+
+/// What this node does not take: anything while it drains or its store is down (the caller,
+/// or its load balancer, tries another node at once rather than after the store's
+/// timeouts), and an input over the limit.
+fn refuse(state: &Arc<State>, l: &Launch) -> Result<(), LaunchError> {
     if state.draining.is_cancelled() {
         return Err(LaunchError::Draining);
     }
-    // Work this node cannot record is refused at once, not after the store's timeouts:
-    // the caller (or its load balancer) tries another node.
     if let Some(why) = state.health.store_down() {
         return Err(LaunchError::StoreUnavailable(why));
     }
@@ -254,39 +286,71 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
             limit,
         });
     }
-    // A caller's id another node, or an earlier process of this one, took: that task.
-    if let Some(ext) = &l.external_id
-        && state.book.find(ext).is_none()
-        && !state.book.lock().is_reserved(ext)
-        && let Some(task) = state.find_task(ext, true).await
-    {
-        let ended = state
-            .snapshot(&task)
-            .await
-            .is_none_or(|r| r.status.is_terminal());
-        return if ended {
-            Err(LaunchError::Finished(task))
-        } else {
-            Ok(Launched { task, follow: None })
-        };
+    Ok(())
+}
+
+/// The task a caller's id names that another node, or an earlier process of this one,
+/// took: it again while it runs, else that it finished.
+async fn taken_before(state: &Arc<State>, l: &Launch) -> Option<Result<Launched, LaunchError>> {
+    let ext = l.external_id.as_ref()?;
+    if state.book.find(ext).is_some() || state.book.lock().is_reserved(ext) {
+        return None;
     }
+    let task = state.find_task(ext, true).await?;
+    let ended = state
+        .snapshot(&task)
+        .await
+        .is_none_or(|r| r.status.is_terminal());
+    Some(if ended {
+        Err(LaunchError::Finished(task))
+    } else {
+        Ok(Launched { task, follow: None })
+    })
+}
+
+/// A start reserved: the agent, the child, the conversation and the slot.
+struct Ready {
+    agent: String,
+    child: Box<Child>,
+    context_id: String,
+    permit: OwnedSemaphorePermit,
+}
+
+/// What [`reserve`] found.
+enum Reserved {
+    /// A task with this external id runs.
+    Existing(Arc<ServedTask>),
+    /// Start one.
+    Ready(Ready),
+}
+
+/// Reserve the start (with the agent's own MCP servers, when it declares any), waiting a
+/// little for another submission of the same id that is being started.
+async fn reserve(state: &Arc<State>, l: &Launch) -> Result<Reserved, LaunchError> {
     let mut servers = None;
-    if let Some(agent) = new_child_agent(state, &l)
+    if let Some(agent) = new_child_agent(state, l)
         && state.skills.iter().any(|s| s.name == agent)
         && let Some(lease) = state.runtime.own_servers(&agent, &state.parent).await
     {
         servers = Some((agent, lease));
     }
     let deadline = tokio::time::Instant::now() + RESERVATION_WAIT;
-    let (agent, child, context_id, permit) = loop {
-        match plan(state, &l, &mut servers)? {
-            Plan::Existing(task) => return Ok(Launched { task, follow: None }),
+    loop {
+        match plan(state, l, &mut servers)? {
+            Plan::Existing(task) => return Ok(Reserved::Existing(task)),
             Plan::Start {
                 agent,
                 child,
                 context_id,
                 permit,
-            } => break (agent, child, context_id, permit),
+            } => {
+                return Ok(Reserved::Ready(Ready {
+                    agent,
+                    child,
+                    context_id,
+                    permit,
+                }));
+            }
             Plan::Wait if tokio::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
@@ -296,86 +360,88 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
                 ));
             }
         }
-    };
-    let follow = l.follow.then(|| state.sink.subscribe(&child.session_id));
-    // The journal and the gate exist before the first turn starts: its agent may ask at once.
-    let (journal, gate) = match &l.onto {
-        Some(t) => (t.journal.clone(), t.gate.clone()),
-        None => {
-            let journal = Arc::new(Journal::new(l.text.clone(), l.message_id.clone()));
-            let gate = ApprovalGate::new(journal.clone()).with_store(state.runtime.store().clone());
-            (journal, Arc::new(gate))
-        }
-    };
+    }
+}
+
+/// Start the child's run; a failure gives the caller's id back.
+async fn start_child(
+    state: &Arc<State>,
+    l: &Launch,
+    child: &Child,
+    gate: &Arc<ApprovalGate>,
+) -> Result<cadre_subagents::Started, LaunchError> {
     // Task-protocol callers send no messages, so they cannot be asked.
     let parent = state.parent_for(l.conversation.then(|| gate.clone()));
     let started = state
         .runtime
         .start(
-            &child,
+            child,
             l.text.clone(),
             cadre_subagents::short_title(&l.text),
             false,
             &parent,
         )
         .await;
-    let started = match started {
-        Ok(s) => s,
-        Err(e) => {
-            if let Some(ext) = &l.external_id {
-                state.book.lock().release(ext);
+    started.map_err(|e| {
+        if let Some(ext) = &l.external_id {
+            state.book.lock().release(ext);
+        }
+        match e {
+            cadre_subagents::SpawnError::Store(e) if e.is_transient() => {
+                LaunchError::StoreUnavailable(e.to_string())
             }
-            return Err(match e {
-                cadre_subagents::SpawnError::Store(e) if e.is_transient() => {
-                    LaunchError::StoreUnavailable(e.to_string())
-                }
-                e => LaunchError::Spawn(e.to_string()),
-            });
+            e => LaunchError::Spawn(e.to_string()),
         }
-    };
-    tracing::debug!(task = %started.task_id, agent = %agent, "served task started");
-    let turn = started.task_id.clone();
-    let message_id = l.message_id.clone();
-    let task = match l.onto {
-        Some(task) => {
-            let bytes = journal.add_turn(started.task_id, l.text, l.message_id);
-            state.book.lock().task_grew(bytes);
-            task
-        }
-        None => {
-            journal.started(started.task_id.clone());
-            state.book.lock().insert(
-                ServedTask {
-                    id: started.task_id,
-                    external_id: l.external_id,
-                    context_id,
-                    agent,
-                    session_id: started.session_id,
-                    continuable: l.conversation,
-                    parent_session: state.parent.run.session_id.clone(),
-                    created_at: cadre_types::unix_millis(),
-                    from_store: false,
-                    journal,
-                    gate,
-                },
-                |t| !state.is_running(t),
-            )
-        }
-    };
-    // What every node (and this one after a restart) needs to show the task as its caller
-    // knows it: the task this turn belongs to and its place there, the caller's message and
-    // chosen id.
+    })
+}
+
+/// The turn in the book: a turn more of the task it continues, or a new served task.
+fn book_turn(
+    state: &Arc<State>,
+    l: Launch,
+    started: cadre_subagents::Started,
+    agent: String,
+    context_id: String,
+    journal: Arc<Journal>,
+    gate: Arc<ApprovalGate>,
+) -> Arc<ServedTask> {
+    if let Some(task) = l.onto {
+        let bytes = journal.add_turn(started.task_id, l.text, l.message_id);
+        state.book.lock().task_grew(bytes);
+        return task;
+    }
+    journal.started(started.task_id.clone());
+    state.book.lock().insert(
+        ServedTask {
+            id: started.task_id,
+            external_id: l.external_id,
+            context_id,
+            agent,
+            session_id: started.session_id,
+            continuable: l.conversation,
+            parent_session: state.parent.run.session_id.clone(),
+            created_at: cadre_types::unix_millis(),
+            from_store: false,
+            journal,
+            gate,
+        },
+        |t| !state.is_running(t),
+    )
+}
+
+/// Record what every node (and this one after a restart) needs to show the task as its
+/// caller knows it: the task this turn belongs to and its place there, the caller's message
+/// and chosen id.
+async fn record_served(state: &Arc<State>, task: &ServedTask, turn: &str, message_id: String) {
     let served = ServedTurn {
         task_id: task.id.clone(),
-        turn: task.journal.turn_index(&turn).unwrap_or(0) as u64,
-        message_id: task.continuable.then(|| message_id.clone()),
+        turn: task.journal.turn_index(turn).unwrap_or(0) as u64,
+        message_id: task.continuable.then_some(message_id),
         caller_id: task.external_id.clone(),
     };
-    if let Err(e) = state.runtime.store().set_served(&turn, &served).await {
+    if let Err(e) = state.runtime.store().set_served(turn, &served).await {
         tracing::warn!(task = %turn, error = %e, "store: recording a served task failed; other nodes see it as a task of its own");
     }
-    release_when_done(state, turn, permit);
-    Ok(Launched { task, follow })
 }
 
 /// Hold the task's slot until it is terminal.

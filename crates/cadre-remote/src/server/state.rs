@@ -54,68 +54,70 @@ pub(crate) struct State {
     pub health: super::health::Health,
 }
 
+/// The agents served (all, or those `expose` names, each of which must exist), and an
+/// `answers` style may only name one of them.
+fn served_skills(
+    runtime: &SubagentRuntime,
+    opts: &ServeOptions,
+) -> Result<Vec<SkillInfo>, ServeError> {
+    let registry = runtime.registry();
+    if let Some(name) = (opts.expose.iter().flatten()).find(|n| !registry.contains(n)) {
+        return Err(ServeError::UnknownAgent {
+            name: name.clone(),
+            available: registry.names().join(", "),
+        });
+    }
+    let skills: Vec<SkillInfo> = registry
+        .list()
+        .filter(|d| opts.expose.as_ref().is_none_or(|e| e.contains(&d.name)))
+        .map(|d| SkillInfo {
+            name: d.name.clone(),
+            description: d.description.clone(),
+        })
+        .collect();
+    if skills.is_empty() {
+        return Err(ServeError::NoAgents);
+    }
+    if let Some(name) = (opts.answers.keys()).find(|n| !skills.iter().any(|s| &s.name == *n)) {
+        return Err(unknown_skill(name, &skills));
+    }
+    Ok(skills)
+}
+
+/// The agent a submission naming none gets: the configured one (which must be served),
+/// else the general-purpose agent, else the first served.
+fn default_agent(skills: &[SkillInfo], configured: Option<&str>) -> Result<String, ServeError> {
+    match configured {
+        Some(name) if skills.iter().any(|s| s.name == name) => Ok(name.to_string()),
+        Some(name) => Err(unknown_skill(name, skills)),
+        None => skills
+            .iter()
+            .find(|s| s.name == GENERAL_PURPOSE)
+            .or_else(|| skills.first())
+            .map(|s| s.name.clone())
+            .ok_or(ServeError::NoAgents),
+    }
+}
+
+fn unknown_skill(name: &str, skills: &[SkillInfo]) -> ServeError {
+    ServeError::UnknownAgent {
+        name: name.to_string(),
+        available: skills
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
 impl State {
     pub(crate) fn new(
         runtime: Arc<SubagentRuntime>,
         model: &str,
         opts: ServeOptions,
     ) -> Result<Arc<Self>, ServeError> {
-        let registry = runtime.registry();
-        let available = || registry.names().join(", ");
-        if let Some(list) = &opts.expose {
-            for name in list {
-                if !registry.contains(name) {
-                    return Err(ServeError::UnknownAgent {
-                        name: name.clone(),
-                        available: available(),
-                    });
-                }
-            }
-        }
-        let skills: Vec<SkillInfo> = registry
-            .list()
-            .filter(|d| opts.expose.as_ref().is_none_or(|e| e.contains(&d.name)))
-            .map(|d| SkillInfo {
-                name: d.name.clone(),
-                description: d.description.clone(),
-            })
-            .collect();
-        if skills.is_empty() {
-            return Err(ServeError::NoAgents);
-        }
-        if let Some(name) = opts
-            .answers
-            .keys()
-            .find(|n| !skills.iter().any(|s| &s.name == *n))
-        {
-            return Err(ServeError::UnknownAgent {
-                name: name.clone(),
-                available: skills
-                    .iter()
-                    .map(|s| s.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
-        let default_agent = match &opts.default_agent {
-            Some(name) if skills.iter().any(|s| &s.name == name) => name.clone(),
-            Some(name) => {
-                return Err(ServeError::UnknownAgent {
-                    name: name.clone(),
-                    available: skills
-                        .iter()
-                        .map(|s| s.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                });
-            }
-            None => skills
-                .iter()
-                .find(|s| s.name == GENERAL_PURPOSE)
-                .or_else(|| skills.first())
-                .map(|s| s.name.clone())
-                .ok_or(ServeError::NoAgents)?,
-        };
+        let skills = served_skills(&runtime, &opts)?;
+        let default_agent = default_agent(&skills, opts.default_agent.as_deref())?;
         let site = SiteRules::new(&opts.allowed_origins, &opts.allowed_hosts)?;
         let sink = Arc::new(ServeSink::default());
         let policy = opts.approvals.unwrap_or(if opts.token.is_some() {
