@@ -80,6 +80,16 @@ pub(crate) async fn call_model(
         return None;
     }
     let meter = CallMeter::default();
+    let started = tokio::time::Instant::now();
+    let metric = |usage: &Usage, error: Option<&str>| {
+        cadre_tools::otel::metrics::chat_call(
+            &cfg.model.spec,
+            &cfg.name,
+            crate::spans::tokens_of(usage),
+            started.elapsed(),
+            error,
+        );
+    };
     let call = stream_reply(cfg, request, emitter, &meter).instrument(span.clone());
     tokio::pin!(call);
     tokio::select! {
@@ -88,14 +98,18 @@ pub(crate) async fn call_model(
         _ = budget.exhausted() => {}
         r = &mut call => {
             match &r {
-                Ok(reply) => cadre_tools::otel::record_chat(
-                    &span,
-                    crate::spans::tokens_of(&reply.usage),
-                    reply.stop_reason.as_deref(),
-                    reply.response_id.as_deref(),
-                    &reply.text,
-                ),
+                Ok(reply) => {
+                    metric(&reply.usage, None);
+                    cadre_tools::otel::record_chat(
+                        &span,
+                        crate::spans::tokens_of(&reply.usage),
+                        reply.stop_reason.as_deref(),
+                        reply.response_id.as_deref(),
+                        &reply.text,
+                    );
+                }
                 Err(failed) => {
+                    metric(&meter.usage(), Some("provider_error"));
                     cadre_tools::otel::record_chat(
                         &span,
                         crate::spans::tokens_of(&meter.usage()),
@@ -114,6 +128,7 @@ pub(crate) async fn call_model(
         let _ = tokio::time::timeout(DRAIN_GRACE, &mut call).await;
     }
     let usage = meter.usage();
+    metric(&usage, Some("cancelled"));
     cadre_tools::otel::record_chat(&span, crate::spans::tokens_of(&usage), None, None, "");
     cadre_tools::otel::record_error(&span, "cancelled");
     if usage != Usage::default() {

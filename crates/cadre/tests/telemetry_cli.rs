@@ -610,3 +610,145 @@ fn a_chat_span_carries_the_providers_reply_id() {
     let chat = chat.expect("the model call's span");
     assert_eq!(string(&chat, "gen_ai.response.id"), "chatcmpl-mock");
 }
+
+mod metrics {
+    //! The GenAI metrics, exported at exit to the same receiver as the spans.
+    use super::*;
+    use opentelemetry_proto::tonic::collector::metrics::v1::{
+        ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+    };
+    use opentelemetry_proto::tonic::common::v1::KeyValue;
+    use opentelemetry_proto::tonic::metrics::v1::{Metric, metric, number_data_point};
+
+    type Metrics = Arc<Mutex<Vec<Metric>>>;
+
+    async fn receive_metrics(State(all): State<Metrics>, body: Bytes) -> Vec<u8> {
+        let request = ExportMetricsServiceRequest::decode(body).expect("an OTLP metrics request");
+        let mut all = all.lock().unwrap();
+        for rm in request.resource_metrics {
+            for sm in rm.scope_metrics {
+                all.extend(sm.metrics);
+            }
+        }
+        ExportMetricsServiceResponse::default().encode_to_vec()
+    }
+
+    fn text_attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a str> {
+        attrs
+            .iter()
+            .find(|kv| kv.key == key)
+            .and_then(|kv| kv.value.as_ref())
+            .and_then(|v| match &v.value {
+                Some(Value::StringValue(s)) => Some(s.as_str()),
+                _ => None,
+            })
+    }
+
+    /// The last export of metric `name` (they are cumulative).
+    fn last<'a>(all: &'a [Metric], name: &str) -> &'a Metric {
+        all.iter().rfind(|m| m.name == name).unwrap_or_else(|| {
+            panic!(
+                "no {name} in {:?}",
+                all.iter().map(|m| &m.name).collect::<Vec<_>>()
+            )
+        })
+    }
+
+    /// Sum and count of histogram `m`'s points whose attributes satisfy `keep`.
+    fn histogram(m: &Metric, keep: impl Fn(&[KeyValue]) -> bool) -> (f64, u64) {
+        let Some(metric::Data::Histogram(h)) = &m.data else {
+            panic!("{} is not a histogram", m.name)
+        };
+        h.data_points
+            .iter()
+            .filter(|p| keep(&p.attributes))
+            .fold((0.0, 0), |(s, c), p| {
+                (s + p.sum.unwrap_or(0.0), c + p.count)
+            })
+    }
+
+    /// The sum of counter `m`'s points whose attributes satisfy `keep`.
+    fn counter(m: &Metric, keep: impl Fn(&[KeyValue]) -> bool) -> i64 {
+        let Some(metric::Data::Sum(s)) = &m.data else {
+            panic!("{} is not a sum", m.name)
+        };
+        s.data_points
+            .iter()
+            .filter(|p| keep(&p.attributes))
+            .map(|p| match p.value {
+                Some(number_data_point::Value::AsInt(i)) => i,
+                Some(number_data_point::Value::AsDouble(d)) => d as i64,
+                None => 0,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn model_calls_and_sub_agents_are_counted_as_the_spans_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = delegation_tree(dir.path());
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let spans = Collected::default();
+        let metrics = Metrics::default();
+        let app = axum::Router::new()
+            .route("/v1/traces", axum::routing::post(receive))
+            .with_state(spans.clone())
+            .merge(
+                axum::Router::new()
+                    .route("/v1/metrics", axum::routing::post(receive_metrics))
+                    .with_state(metrics.clone()),
+            );
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        rt.spawn(async move { axum::serve(listener, app).await });
+        let out = cli_support::cadre(dir.path())
+            .args(["--model", &model, "run", "go"])
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &base)
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap();
+        let stderr = cli_support::text(&out.stderr);
+        assert!(out.status.success(), "stderr: {stderr}");
+        let spans = spans.lock().unwrap().clone();
+        let chats: Vec<&Span> = spans
+            .iter()
+            .filter(|s| s.name.starts_with("chat "))
+            .collect();
+        assert!(!chats.is_empty());
+        let all = metrics.lock().unwrap().clone();
+
+        let usage = last(&all, "gen_ai.client.token.usage");
+        for (kind, key) in [
+            ("input", "gen_ai.usage.input_tokens"),
+            ("output", "gen_ai.usage.output_tokens"),
+        ] {
+            let (sum, count) =
+                histogram(usage, |a| text_attr(a, "gen_ai.token.type") == Some(kind));
+            let want: u64 = chats.iter().map(|s| int(s, key)).sum();
+            assert_eq!(sum as u64, want, "{kind} tokens");
+            assert_eq!(count, chats.len() as u64, "one {kind} point a call");
+        }
+        // Per agent: the leaf's calls, with its usage.
+        let (leaf_in, _) = histogram(usage, |a| {
+            text_attr(a, "gen_ai.agent.name") == Some("leaf")
+                && text_attr(a, "gen_ai.token.type") == Some("input")
+        });
+        assert!(leaf_in >= 400.0, "{leaf_in}");
+        let (_, calls) = histogram(last(&all, "gen_ai.client.operation.duration"), |_| true);
+        assert_eq!(calls, chats.len() as u64);
+
+        let every = |_: &[KeyValue]| true;
+        assert_eq!(counter(last(&all, "cadre.subagent.started"), every), 3);
+        let completed = counter(last(&all, "cadre.subagent.ended"), |a| {
+            text_attr(a, "cadre.task.end_state") == Some("completed")
+        });
+        assert_eq!(completed, 3);
+        assert_eq!(counter(last(&all, "cadre.subagent.in_flight"), every), 0);
+        let leaf = counter(last(&all, "cadre.subagent.started"), |a| {
+            text_attr(a, "gen_ai.agent.name") == Some("leaf")
+        });
+        assert_eq!(leaf, 1);
+    }
+}

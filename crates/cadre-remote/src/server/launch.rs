@@ -249,7 +249,9 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
         Reserved::Ready(ready) => ready,
         Reserved::Existing(task) => return Ok(Launched { task, follow: None }),
     };
-    let follow = l.follow.then(|| state.sink.subscribe(&ready.child.session_id));
+    let follow = l
+        .follow
+        .then(|| state.sink.subscribe(&ready.child.session_id));
     // The journal and the gate exist before the first turn starts: its agent may ask at once.
     let (journal, gate) = match &l.onto {
         Some(t) => (t.journal.clone(), t.gate.clone()),
@@ -263,7 +265,15 @@ pub(crate) async fn launch(state: &Arc<State>, l: Launch) -> Result<Launched, La
     tracing::debug!(task = %started.task_id, agent = %ready.agent, "served task started");
     let turn = started.task_id.clone();
     let message_id = l.message_id.clone();
-    let task = book_turn(state, l, started, ready.agent, ready.context_id, journal, gate);
+    let task = book_turn(
+        state,
+        l,
+        started,
+        ready.agent,
+        ready.context_id,
+        journal,
+        gate,
+    );
     record_served(state, &task, &turn, message_id).await;
     release_when_done(state, turn, ready.permit);
     Ok(Launched { task, follow })

@@ -113,6 +113,8 @@ impl ChildJob {
         let id = &self.task_id;
         let mut t = Transition::ended(end, output, usage).fenced(self.epoch);
         t.turns = turns;
+        let state = t.end_state.as_deref().unwrap_or("").split(':').next();
+        cadre_tools::otel::metrics::subagent_ended(self.child.name(), state.unwrap_or(""));
         if t.to == TaskStatus::Cancelled
             && let Some(reason) = cancel_reason(&self.runtime)
         {

@@ -573,7 +573,14 @@ impl SubagentRuntime {
         if job.created_running() {
             self.local.started(&job.task_id);
         }
-        tokio::spawn(job.run().instrument(span));
+        let in_flight = cadre_tools::otel::metrics::InFlight::start(job.child.name());
+        tokio::spawn(
+            async move {
+                let _in_flight = in_flight;
+                job.run().await;
+            }
+            .instrument(span),
+        );
         Started {
             task_id,
             session_id,

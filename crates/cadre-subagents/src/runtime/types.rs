@@ -418,6 +418,7 @@ impl JobChild {
                 cadre_tools::otel::continue_trace(&span, tp);
             }
             cadre_tools::otel::adoption_event(&span, task_id, &r.lost_node);
+            cadre_tools::otel::metrics::subagent_adopted(self.name());
         }
         span
     }

@@ -11,6 +11,7 @@ use crate::cli::{Cli, Command};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanExporter as _};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -21,8 +22,11 @@ use tracing_subscriber::filter::Targets;
 /// How long the exit waits for the last spans to reach the collector: a collector that is
 /// down or never answers costs a run at most this.
 const EXIT_FLUSH: Duration = Duration::from_secs(2);
+/// How often the metrics are read and exported (and once more at exit).
+const METRICS_EVERY: Duration = Duration::from_secs(60);
 
 static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+static METERS: OnceLock<SdkMeterProvider> = OnceLock::new();
 
 /// The layer that exports the spans, boxed for the log subscriber.
 pub type OtelLayer = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
@@ -87,6 +91,13 @@ fn build(s: &settings::Settings, trace_file: Option<&Path>) -> Result<Option<Ote
         provider = provider.with_span_processor(queue);
     }
     let provider = provider.build();
+    if let Some(url) = s
+        .otlp
+        .as_ref()
+        .and_then(|o| o.metrics_url.as_ref().map(|u| (o, u)))
+    {
+        start_metrics(url.0, url.1, &resource)?;
+    }
     cadre_tools::otel::set_capture_content(s.capture_content);
     if let Ok(tp) = std::env::var("TRACEPARENT") {
         cadre_tools::otel::inherit_traceparent(&tp);
@@ -108,10 +119,37 @@ fn build(s: &settings::Settings, trace_file: Option<&Path>) -> Result<Option<Ote
     Ok(Some(Box::new(layer)))
 }
 
+/// Export the GenAI metrics to `url` (read every minute and at exit, off the hot path: a
+/// reader thread exports, a collector that is down loses that minute's figures).
+fn start_metrics(otlp: &settings::Otlp, url: &str, resource: &Resource) -> Result<(), String> {
+    let exporter = opentelemetry_otlp::MetricExporter::builder()
+        .with_http()
+        .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+        .with_endpoint(url.to_string())
+        .with_timeout(otlp.timeout)
+        .with_headers(otlp.headers.clone().into_iter().collect())
+        .build()
+        .map_err(|e| format!("telemetry: cannot export metrics to {url}: {e}"))?;
+    let reader = PeriodicReader::builder(exporter)
+        .with_interval(METRICS_EVERY)
+        .build();
+    let meters = SdkMeterProvider::builder()
+        .with_reader(reader)
+        .with_resource(resource.clone())
+        .build();
+    opentelemetry::global::set_meter_provider(meters.clone());
+    let _ = METERS.set(meters);
+    cadre_tools::otel::metrics::enable();
+    Ok(())
+}
+
 /// Send what is left and stop the export, waiting at most [`EXIT_FLUSH`]; called at every
 /// exit (normal, by exit code, or at a second signal). A no-op when telemetry is off.
 pub fn shutdown() {
     if let Some(p) = PROVIDER.get() {
         let _ = p.shutdown_with_timeout(EXIT_FLUSH);
+    }
+    if let Some(m) = METERS.get() {
+        let _ = m.shutdown_with_timeout(EXIT_FLUSH);
     }
 }

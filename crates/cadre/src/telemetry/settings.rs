@@ -9,6 +9,8 @@ use std::time::Duration;
 const DEFAULT_ENDPOINT: &str = "http://localhost:4318";
 /// The path of the traces signal under an OTLP base endpoint.
 const TRACES_PATH: &str = "/v1/traces";
+/// The path of the metrics signal under an OTLP base endpoint.
+const METRICS_PATH: &str = "/v1/metrics";
 /// How long one export may take before it counts as failed.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -51,6 +53,9 @@ pub enum ExporterKind {
 pub struct Otlp {
     /// The full URL of the traces endpoint.
     pub traces_url: String,
+    /// The full URL of the metrics endpoint; `None`: no metrics (`OTEL_METRICS_EXPORTER=none`,
+    /// or only a traces URL was given, which says nothing of where metrics go).
+    pub metrics_url: Option<String>,
     /// Headers of every export.
     pub headers: BTreeMap<String, String>,
     /// How long one export may take.
@@ -112,14 +117,16 @@ pub fn resolve(
                      http/protobuf only (point it at the collector's HTTP port, 4318)"
                 ));
             }
+            let base = base_url.or_else(|| cfg.endpoint.clone());
+            let metrics_url = metrics_url_of(
+                var("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"),
+                var("OTEL_METRICS_EXPORTER").as_deref(),
+                base.as_deref(),
+                signal_url.as_deref(),
+            );
             let traces_url = match signal_url {
                 Some(url) => url,
-                None => traces_url_of(
-                    base_url
-                        .or_else(|| cfg.endpoint.clone())
-                        .as_deref()
-                        .unwrap_or(DEFAULT_ENDPOINT),
-                ),
+                None => traces_url_of(base.as_deref().unwrap_or(DEFAULT_ENDPOINT)),
             };
             if !traces_url.starts_with("http://") && !traces_url.starts_with("https://") {
                 return Err(format!(
@@ -140,8 +147,15 @@ pub fn resolve(
                 .and_then(|v| v.trim().parse().ok())
                 .or(cfg.timeout_ms)
                 .map_or(DEFAULT_TIMEOUT, Duration::from_millis);
+            if let Some(url) = &metrics_url
+                && !url.starts_with("http://")
+                && !url.starts_with("https://")
+            {
+                return Err(format!("telemetry endpoint {url:?} is not an http(s) URL"));
+            }
             Some(Otlp {
                 traces_url,
+                metrics_url,
                 headers,
                 timeout,
             })
@@ -165,6 +179,32 @@ fn traces_url_of(base: &str) -> String {
     } else {
         format!("{base}{TRACES_PATH}")
     }
+}
+
+/// Where metrics go: their own URL, else under the base endpoint (the default one when no
+/// URL was given at all); none when turned off or when only a traces URL was given.
+fn metrics_url_of(
+    own: Option<String>,
+    exporter: Option<&str>,
+    base: Option<&str>,
+    traces_only: Option<&str>,
+) -> Option<String> {
+    if exporter.map(str::trim) == Some("none") {
+        return None;
+    }
+    if own.is_some() {
+        return own;
+    }
+    let base = match (base, traces_only) {
+        (Some(b), _) => b,
+        (None, Some(_)) => return None,
+        (None, None) => DEFAULT_ENDPOINT,
+    };
+    let base = base.trim().trim_end_matches('/');
+    Some(format!(
+        "{}{METRICS_PATH}",
+        base.trim_end_matches(TRACES_PATH)
+    ))
 }
 
 /// `key=value,key2=value2` as `OTEL_EXPORTER_OTLP_HEADERS` spells them.
@@ -245,6 +285,32 @@ mod tests {
         )
         .unwrap();
         assert_eq!(on.otlp.unwrap().traces_url, "http://h:1/x");
+    }
+
+    #[test]
+    fn metrics_go_under_the_base_endpoint_or_their_own_url() {
+        let cfg: TelemetryConfig =
+            toml::from_str("exporter = \"otlp\"\nendpoint = \"http://c:4318/\"\n").unwrap();
+        let metrics =
+            |pairs: &[(&str, &str)]| resolve(&cfg, env(pairs)).unwrap().otlp.unwrap().metrics_url;
+        assert_eq!(metrics(&[]).as_deref(), Some("http://c:4318/v1/metrics"));
+        assert_eq!(
+            metrics(&[("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "http://m:1/x")]).as_deref(),
+            Some("http://m:1/x")
+        );
+        assert_eq!(metrics(&[("OTEL_METRICS_EXPORTER", "none")]), None);
+        // A traces URL alone says nothing of where metrics go.
+        let traces_only = resolve(
+            &TelemetryConfig::default(),
+            env(&[("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://h:1/v1/traces")]),
+        )
+        .unwrap();
+        assert_eq!(traces_only.otlp.unwrap().metrics_url, None);
+        let bad = resolve(
+            &cfg,
+            env(&[("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "file:///x")]),
+        );
+        assert!(bad.is_err());
     }
 
     #[test]

@@ -6,6 +6,8 @@
 //!
 //! The conventions followed are those of semantic-conventions [`SEMCONV_VERSION`].
 
+pub mod metrics;
+
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
