@@ -230,14 +230,7 @@ fn command(app: &mut App, cmd: SlashCommand) -> Vec<Action> {
             let text = format!("{}{custom}{KEYS_HELP}", help_text());
             app.notice(text);
         }
-        SlashCommand::Agents => {
-            let list = if app.agents.is_empty() {
-                "no sub-agents are defined".to_string()
-            } else {
-                format!("sub-agents: {}", app.agents.join(", "))
-            };
-            app.notice(list);
-        }
+        SlashCommand::Agents => return vec![Action::ShowAgents],
         SlashCommand::Tasks => app.overlay = Overlay::Tasks(TaskPanel::default()),
         SlashCommand::Model(None) => app.notice(format!("model: {}", app.status.model)),
         SlashCommand::Model(Some(spec)) => return vec![Action::SetModel(spec)],

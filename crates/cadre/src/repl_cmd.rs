@@ -146,6 +146,8 @@ struct Repl {
     resume: String,
     /// The custom slash commands of the workspace.
     commands: CommandSet,
+    /// `--config`, for `/agents`.
+    config_file: Option<std::path::PathBuf>,
 }
 
 /// Run the REPL.
@@ -170,6 +172,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         spent: Default::default(),
         resume: resume_command(cli),
         commands,
+        config_file: cli.config.clone(),
     };
     let signals = SignalStop::spawn(
         StopSignals::install_terminating().context("cannot listen for signals")?,
@@ -283,8 +286,11 @@ impl Repl {
                 custom_commands::help_text(&self.commands)
             ),
             SlashCommand::Agents => {
-                for d in self.h().runtime().registry().list() {
-                    out!("{}: {}", d.name, d.description.trim())?;
+                let model = self.h().agent().config().model.spec.clone();
+                let ws = self.h().workspace().to_path_buf();
+                match crate::agents_cmd::listing(&ws, self.config_file.as_deref(), &model) {
+                    Ok(text) => out!("{text}")?,
+                    Err(e) => eprintln!("cadre: cannot list the sub-agents: {e:#}"),
                 }
             }
             SlashCommand::Tasks => {

@@ -51,6 +51,8 @@ pub enum Action {
     SetModel(String),
     /// Start a new session.
     NewSession,
+    /// List the sub-agents (`/agents`).
+    ShowAgents,
     /// List saved sessions for the picker.
     ListSessions,
     /// Continue a saved session.
