@@ -320,16 +320,19 @@ impl Repl {
                 Err(e) => eprintln!("cadre: {e}"),
             },
             SlashCommand::Resume(None) => {
-                let saved = self
-                    .h()
-                    .sessions_dir()
-                    .map(Session::list_saved)
-                    .unwrap_or_default();
+                let dir = self.h().sessions_dir().map(std::path::Path::to_path_buf);
+                let saved = dir.as_deref().map(Session::list_saved).unwrap_or_default();
                 if saved.is_empty() {
                     out!("no saved sessions")?;
                 }
                 for (id, _) in saved.iter().take(20) {
-                    out!("{id}")?;
+                    // Titled by the first prompt (a compacted session's too, not its summary).
+                    let title = dir
+                        .as_deref()
+                        .and_then(|d| Session::first_prompt(d, id))
+                        .map(|p| cadre_tui::text::short(&p, 60))
+                        .unwrap_or_default();
+                    out!("{id}  {title}")?;
                 }
                 eprintln!("/resume ID continues one of them");
             }

@@ -724,18 +724,9 @@ impl Shell {
                     .elapsed()
                     .map(|d| crate::text::elapsed(d.as_millis() as u64) + " ago")
                     .unwrap_or_default();
-                let first = self
-                    .harness
-                    .open_session(&id)
-                    .ok()
-                    .and_then(|s| {
-                        s.messages().iter().find_map(|m| match m {
-                            cadre_types::Message::User { content } => {
-                                Some(crate::text::short(content, 60))
-                            }
-                            _ => None,
-                        })
-                    })
+                // The first prompt, from the transcript: not a compaction's summary.
+                let first = Session::first_prompt(dir, &id)
+                    .map(|p| crate::text::short(&p, 60))
                     .unwrap_or_default();
                 SessionItem {
                     label: format!("{ago} · {first}"),
