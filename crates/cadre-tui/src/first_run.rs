@@ -22,8 +22,12 @@ pub fn message(model: &ResolvedModel) -> Option<String> {
 /// The same on one line (for `cadre run`), or `None` when the model can be called.
 pub fn one_line(model: &ResolvedModel) -> Option<String> {
     let var = model.provider.missing_key()?;
-    Some(format!(
-        "no API key for {} (set {var}, or pick another model with --model PROVIDER:MODEL; offline demo: {OFFLINE_DEMO})",
-        model.spec
-    ))
+    Some(missing_key_line(&model.spec, &var))
+}
+
+/// The line of [`one_line`] for the model `spec` whose provider's key variable `var` is unset.
+pub fn missing_key_line(spec: &str, var: &str) -> String {
+    format!(
+        "no API key for {spec} (set {var}, or pick another model with --model PROVIDER:MODEL; offline demo: {OFFLINE_DEMO})"
+    )
 }

@@ -134,7 +134,11 @@ fn complete(app: &mut App) {
         }
     }
     let matches = app.input.complete(&candidates);
-    app.flash = (matches.len() > 1).then(|| matches.join("  "));
+    app.completions = if matches.len() > 1 {
+        matches
+    } else {
+        Vec::new()
+    };
 }
 
 fn ctrl_c(app: &mut App) -> Vec<Action> {
@@ -226,14 +230,7 @@ fn command(app: &mut App, cmd: SlashCommand) -> Vec<Action> {
             let text = format!("{}{custom}{KEYS_HELP}", help_text());
             app.notice(text);
         }
-        SlashCommand::Agents => {
-            let list = if app.agents.is_empty() {
-                "no sub-agents are defined".to_string()
-            } else {
-                format!("sub-agents: {}", app.agents.join(", "))
-            };
-            app.notice(list);
-        }
+        SlashCommand::Agents => return vec![Action::ShowAgents],
         SlashCommand::Tasks => app.overlay = Overlay::Tasks(TaskPanel::default()),
         SlashCommand::Model(None) => app.notice(format!("model: {}", app.status.model)),
         SlashCommand::Model(Some(spec)) => return vec![Action::SetModel(spec)],
@@ -440,6 +437,33 @@ mod tests {
 
     fn app() -> App {
         App::new(Status::default(), vec!["explorer".into()], Vec::new())
+    }
+
+    #[test]
+    fn the_completion_hint_goes_once_the_agent_name_is_complete() {
+        let mut a = App::new(
+            Status::default(),
+            vec!["writer".into(), "writer-fast".into()],
+            Vec::new(),
+        );
+        typed(&mut a, "@w");
+        on_key(&mut a, key(KeyCode::Tab), 10);
+        assert_eq!(a.input.text(), "@writer");
+        let hint = crate::render::hint_text(&a);
+        assert!(hint.contains("@writer  @writer-fast"), "{hint}");
+        // Followed by a space, `@writer` is complete: the choices are stale.
+        typed(&mut a, " ");
+        let hint = crate::render::hint_text(&a);
+        assert!(!hint.contains("@writer-fast"), "{hint}");
+        // Accepting the completion (the only match left) ends it too.
+        on_key(&mut a, ctrl('u'), 10);
+        typed(&mut a, "@w");
+        on_key(&mut a, key(KeyCode::Tab), 10);
+        typed(&mut a, "-");
+        on_key(&mut a, key(KeyCode::Tab), 10);
+        assert_eq!(a.input.text(), "@writer-fast ");
+        let hint = crate::render::hint_text(&a);
+        assert!(!hint.contains("@writer"), "{hint}");
     }
 
     #[test]

@@ -17,4 +17,6 @@ pub mod shell;
 pub mod text;
 
 pub use logs::LogWriter;
-pub use shell::{SaveAllowRule, TuiError, TuiExit, TuiOptions, restore_terminal, run};
+pub use shell::{
+    AgentsListing, SaveAllowRule, TuiError, TuiExit, TuiOptions, restore_terminal, run,
+};

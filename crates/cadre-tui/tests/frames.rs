@@ -599,3 +599,53 @@ fn the_status_line_counts_pending_children_apart_from_running_ones() {
         "status line: {bar}"
     );
 }
+
+/// The words of a frame, borders and line breaks aside.
+fn words(frame: &str) -> Vec<String> {
+    frame
+        .split(|c: char| c.is_whitespace() || "│─┌┐└┘\"".contains(c))
+        .filter(|w| !w.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn dialogs_wrap_to_a_narrow_terminal_and_cut_nothing() {
+    let mut a = two_live_children();
+    let reason = "bash can run any program: it may change files outside the workspace, reach the network, or remove what it finds there";
+    a.approvals.push(PendingApproval {
+        id: 1,
+        request: ApprovalRequest {
+            call_id: "call_1".into(),
+            tool: "bash".into(),
+            args: serde_json::json!({"command": "rm -rf build && make everything-that-is-needed"}),
+            subject: Some("rm -rf build && make everything-that-is-needed".into()),
+            reason: reason.into(),
+            risk: RiskLevel::High,
+            agent: "a-sub-agent-with-a-rather-long-name".into(),
+            task_id: Some("task_aaaa1111".into()),
+            replaces: None,
+        },
+    });
+    for width in [50, 70] {
+        let shown = frame(&a, width, 30);
+        let seen = words(&shown);
+        for w in reason.split(' ').chain([
+            "a-sub-agent-with-a-rather-long-name",
+            "everything-that-is-needed",
+        ]) {
+            assert!(
+                seen.iter().any(|s| s == w),
+                "{w:?} cut at {width}:\n{shown}"
+            );
+        }
+        // A choice is never broken over two lines.
+        assert!(shown.contains("[f] deny with feedback"), "{shown}");
+    }
+    a.approvals = Default::default();
+    a.overlay = Overlay::Tasks(TaskPanel::default());
+    let shown = frame(&a, 50, 16);
+    for w in ["follow-up", "Esc", "close"] {
+        assert!(words(&shown).iter().any(|s| s == w), "{w:?}:\n{shown}");
+    }
+}

@@ -58,6 +58,10 @@ impl View {
         let ws = workspace_root(cli)?;
         let config = config::load(&ws, cli.config.as_deref())?;
         let main_model = model_spec(cli, &config);
+        Ok(Self::of(ws, config, main_model))
+    }
+
+    fn of(ws: PathBuf, config: Config, main_model: String) -> Self {
         let skills = SkillSet::discover(&ws);
         let registry = build_registry(&ws, &config, &skills, &main_model);
         let builtin = builtin_tools()
@@ -66,14 +70,14 @@ impl View {
             .map(str::to_string)
             .chain(config.tools.configured_tools())
             .collect();
-        Ok(Self {
+        Self {
             ws,
             config,
             main_model,
             registry,
             skills,
             builtin,
-        })
+        }
     }
 
     /// The tools a child of the main agent would get from the built-in set.
@@ -160,6 +164,32 @@ impl View {
     }
 }
 
+/// What `cadre agents list` prints, stdout and stderr in turn, for the workspace `ws` with
+/// the configuration file `config_file` and the main model `main_model`: the interactive
+/// `/agents` shows this.
+pub fn listing(ws: &Path, config_file: Option<&Path>, main_model: &str) -> Result<String> {
+    let config = config::load(ws, config_file)?;
+    let view = View::of(ws.to_path_buf(), config, main_model.to_string());
+    let mut out = Vec::new();
+    list_table(&view, &mut out)?;
+    let mut text = String::from_utf8_lossy(&out).into_owned();
+    for line in list_problems(&view) {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    Ok(text.trim_end().to_string())
+}
+
+/// The broken files and warnings `list` prints after its table.
+fn list_problems(view: &View) -> Vec<String> {
+    let (errors, warnings) = view.report_lines();
+    errors
+        .into_iter()
+        .map(|e| format!("error: {e} (not loaded)"))
+        .chain(warnings)
+        .collect()
+}
+
 /// Run `cadre agents ...`. A closed stdout (`cadre agents list | head`) is not an error.
 pub fn run(cli: &Cli, command: &AgentsCommand) -> Result<ExitCode> {
     match run_inner(cli, command) {
@@ -184,12 +214,8 @@ fn run_inner(cli: &Cli, command: &AgentsCommand) -> Result<ExitCode> {
             } else {
                 list_table(&view, &mut out)?;
             }
-            let (errors, warnings) = view.report_lines();
-            for e in errors {
-                eprintln!("error: {e} (not loaded)");
-            }
-            for w in warnings {
-                eprintln!("{w}");
+            for line in list_problems(&view) {
+                eprintln!("{line}");
             }
             ExitCode::SUCCESS
         }

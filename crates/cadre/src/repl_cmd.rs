@@ -146,6 +146,8 @@ struct Repl {
     resume: String,
     /// The custom slash commands of the workspace.
     commands: CommandSet,
+    /// `--config`, for `/agents`.
+    config_file: Option<std::path::PathBuf>,
 }
 
 /// Run the REPL.
@@ -170,6 +172,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         spent: Default::default(),
         resume: resume_command(cli),
         commands,
+        config_file: cli.config.clone(),
     };
     let signals = SignalStop::spawn(
         StopSignals::install_terminating().context("cannot listen for signals")?,
@@ -283,8 +286,11 @@ impl Repl {
                 custom_commands::help_text(&self.commands)
             ),
             SlashCommand::Agents => {
-                for d in self.h().runtime().registry().list() {
-                    out!("{}: {}", d.name, d.description.trim())?;
+                let model = self.h().agent().config().model.spec.clone();
+                let ws = self.h().workspace().to_path_buf();
+                match crate::agents_cmd::listing(&ws, self.config_file.as_deref(), &model) {
+                    Ok(text) => out!("{text}")?,
+                    Err(e) => eprintln!("cadre: cannot list the sub-agents: {e:#}"),
                 }
             }
             SlashCommand::Tasks => {
@@ -314,21 +320,29 @@ impl Repl {
                 Err(e) => eprintln!("cadre: {e}"),
             },
             SlashCommand::Resume(None) => {
-                let saved = self
-                    .h()
-                    .sessions_dir()
-                    .map(Session::list_saved)
-                    .unwrap_or_default();
+                let dir = self.h().sessions_dir().map(std::path::Path::to_path_buf);
+                let saved = dir.as_deref().map(Session::list_saved).unwrap_or_default();
                 if saved.is_empty() {
                     out!("no saved sessions")?;
                 }
                 for (id, _) in saved.iter().take(20) {
-                    out!("{id}")?;
+                    // Titled by the first prompt (a compacted session's too, not its summary).
+                    let title = dir
+                        .as_deref()
+                        .and_then(|d| Session::first_prompt(d, id))
+                        .map(|p| cadre_tui::text::short(&p, 60))
+                        .unwrap_or_default();
+                    out!("{id}  {title}")?;
                 }
                 eprintln!("/resume ID continues one of them");
             }
             SlashCommand::Resume(Some(id)) => match self.h().open_session(&id) {
                 Ok(s) => {
+                    // The session left behind is removed when nothing was sent in it, as on
+                    // /clear and on exit (not when it is the one resumed).
+                    if s.id() != self.session.id() {
+                        self.session.discard_if_empty();
+                    }
                     eprintln!("resumed {} ({} messages)", s.id(), s.messages().len());
                     self.session = s;
                     self.spent = Default::default();

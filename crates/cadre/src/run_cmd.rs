@@ -92,6 +92,9 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             permission_mode: args.permission_mode.clone(),
             model,
             sandbox: args.sandbox,
+            // An `--agent` with a model of its own may not need the main model's key: that
+            // is known once its definition is loaded, below.
+            needs_key: args.agent.is_none(),
             ..Overrides::default()
         },
     )

@@ -140,6 +140,7 @@ pub async fn run(cli: &Cli, args: &ServeArgs) -> Result<ExitCode> {
     // timeout: a store that is down is a quick 503, and the caller tries another node.
     let overrides = Overrides {
         store_create_retry: Some(store_cfg.connect_timeout()),
+        needs_key: true,
         ..Overrides::default()
     };
     let setup = Setup::with_min_concurrent(cli, &overrides, opts.max_concurrent_tasks).await?;

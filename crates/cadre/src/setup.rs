@@ -67,12 +67,16 @@ pub fn model_spec(cli: &Cli, config: &Config) -> String {
 
 /// Check, before anything is opened, that the model in force names a provider that exists
 /// and is configured ([`cadre_llm::ProviderRegistry::preflight`]); the error is one line.
-/// A missing key is not an error here: each surface says so its own way
-/// ([`cadre_tui::first_run`]: `cadre run` and `cadre serve` stop, the UIs explain and wait).
-pub fn preflight(config: &Config, spec: &str) -> Result<()> {
+/// A missing key is an error only when `needs_key` (`cadre run`, `cadre serve`: they would
+/// stop anyway, and stopping here leaves the workspace untouched); the UIs explain and wait
+/// ([`cadre_tui::first_run`]).
+pub fn preflight(config: &Config, spec: &str, needs_key: bool) -> Result<()> {
     use cadre_llm::NotReady;
     let providers = cadre_llm::ProviderRegistry::for_model(config.providers.clone(), &[], spec);
     match providers.preflight(spec) {
+        Err(NotReady::MissingKey { env, .. }) if needs_key => {
+            bail!("{}", cadre_tui::first_run::missing_key_line(spec, &env))
+        }
         Ok(()) | Err(NotReady::MissingKey { .. }) => Ok(()),
         Err(e @ NotReady::UnknownProvider { .. }) => {
             bail!("{e} (declare others as [providers.NAME] tables; see docs/providers.md)")
@@ -94,6 +98,9 @@ pub struct Overrides {
     pub sandbox: Option<SandboxMode>,
     /// How long creating a task is retried over a failing store (default 10 s).
     pub store_create_retry: Option<std::time::Duration>,
+    /// The main model must be callable: without its key nothing is opened (no store, no
+    /// session) and the error says which variable to set.
+    pub needs_key: bool,
 }
 
 impl Setup {
@@ -140,7 +147,7 @@ impl Setup {
         let named = named_model(cli, &config);
         let model_note = (overrides.model.is_none() && named.trim() != model)
             .then(|| format!("model {named} is {model}"));
-        preflight(&config, &model)?;
+        preflight(&config, &model, overrides.needs_key)?;
         // Claude Code's settings add their rules to cadre's own (deny from anywhere wins).
         let claude = crate::claude_settings::load(&ws)?;
         let mut permissions = config.permissions.clone();

@@ -45,6 +45,11 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         },
     );
     let rules_ws = ws.clone();
+    let (list_ws, config_file) = (ws.clone(), cli.config.clone());
+    let agents_listing: cadre_tui::AgentsListing = Box::new(move |model| {
+        crate::agents_cmd::listing(&list_ws, config_file.as_deref(), model)
+            .map_err(|e| format!("{e:#}"))
+    });
     let exit = cadre_tui::run(cadre_tui::TuiOptions {
         harness,
         session,
@@ -55,6 +60,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         }),
         stop,
         warnings,
+        agents_listing: Some(agents_listing),
     })
     .await?;
     if let Some(s) = signals.received() {

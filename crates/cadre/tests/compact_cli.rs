@@ -684,3 +684,38 @@ async fn a_long_session_with_background_results_is_compacted_and_keeps_them() {
         "the task status is appended again: {sent:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_compacted_session_is_listed_by_its_first_prompt_not_the_summary() {
+    let mock = MockServer::start().await.unwrap();
+    mock.set_responder(responder());
+    let ws = workspace(&mock, "");
+    let id = two_turn_session(ws.path());
+    let third = run(
+        ws.path(),
+        &["--resume", &id, "--compact-now", "third question"],
+    );
+    assert!(third.status.success(), "{}", text(&third.stderr));
+
+    // The line REPL's /resume lists each saved session with its title.
+    let mut repl = cadre(ws.path())
+        .arg("--no-tui")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    repl.stdin
+        .take()
+        .unwrap()
+        .write_all(b"/resume\n/exit\n")
+        .unwrap();
+    let out = repl.wait_with_output().unwrap();
+    let stdout = text(&out.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{id} not listed: {stdout}"));
+    assert!(line.contains("first question:"), "{line}");
+    assert!(!line.contains("conversation-summary"), "{line}");
+}

@@ -73,6 +73,12 @@ async fn run_without_a_key_exits_2_with_one_line_and_sends_nothing() {
     assert!(stderr.contains("--model"), "{stderr}");
     assert!(stderr.contains("scripted:"), "the offline demo: {stderr}");
     assert_eq!(mock.request_count(), 0, "no request without a key");
+    // Refused before it starts: nothing is written in the workspace (no store, no session).
+    assert_eq!(
+        entries(&ws.path().join(".cadre")),
+        ["config.toml"],
+        "{stderr}"
+    );
 
     // The same setup with the key does call the server: the check is what held it back.
     let out = cadre(ws.path(), &args, &[(KEY_VAR, "sk-test")], "").await;
@@ -97,6 +103,48 @@ async fn run_on_the_default_openai_host_without_a_key_names_openai_api_key() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("set OPENAI_API_KEY"), "{stderr}");
     assert!(!stderr.contains("WARN"), "no retries: {stderr}");
+    assert!(entries(dir.path()).is_empty(), "{stderr}");
+}
+
+/// The names in `dir`, sorted (none when it does not exist).
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_or_server_refused_for_its_model_writes_nothing_in_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["run", "--model", "no-such-provider:x", "hello"][..],
+        &[
+            "run",
+            "--model",
+            "openai:gpt-4o-mini",
+            "--resume",
+            "../s-x",
+            "hello",
+        ][..],
+        &[
+            "serve",
+            "--model",
+            "openai:gpt-4o-mini",
+            "--addr",
+            "127.0.0.1:0",
+        ][..],
+    ] {
+        let out = cadre(dir.path(), args, &[], "").await;
+        let stderr = text(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(entries(dir.path()).is_empty(), "{args:?}: {stderr}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]

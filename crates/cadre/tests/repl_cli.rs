@@ -163,6 +163,60 @@ fn a_session_nothing_was_sent_in_is_not_saved_nor_offered_for_resuming() {
 }
 
 #[test]
+fn resuming_another_session_leaves_no_empty_one_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(&script, SCRIPT).unwrap();
+    let sessions = dir.path().join(".cadre/sessions");
+    let saved = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&sessions)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let first = repl_command(dir.path(), &script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = first.stdin.as_ref().unwrap();
+        stdin.write_all(b"hello\n/exit\n").unwrap();
+    }
+    assert!(first.wait_with_output().unwrap().status.success());
+    let before = saved();
+    assert_eq!(before.len(), 1, "{before:?}");
+    let id = before[0].trim_end_matches(".jsonl").to_string();
+
+    // A new REPL opens an empty session, then resumes the saved one and leaves.
+    let mut second = repl_command(dir.path(), &script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = second.stdin.take().unwrap();
+        stdin
+            .write_all(format!("/resume {id}\n/exit\n").as_bytes())
+            .unwrap();
+    }
+    let out = second.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(&format!("resumed {id}")), "{stderr}");
+    assert_eq!(saved(), before, "the empty session was saved: {stderr}");
+}
+
+#[test]
 fn ctrl_c_at_the_idle_prompt_explains_itself_and_a_second_one_exits_0() {
     use std::io::Write;
     let dir = tempfile::tempdir().unwrap();

@@ -45,8 +45,7 @@ text = "wrote bg.txt"
 "#;
 
 const HELPER: &str = "---\nname: helper\ndescription: Answers.\n---\nYou answer.\n";
-const WRITER: &str =
-    "---\nname: writer\ndescription: Writes files.\nworkspace: {mode: shared}\n---\nYou write.\n";
+const WRITER: &str = "---\nname: writer\ndescription: Writes files.\ntools: read_file, write_file\nskills: [missing-skill]\nworkspace: {mode: shared}\n---\nYou write.\n";
 
 /// The second model `/model` switches to: the same answer on every turn.
 fn other_script() -> String {
@@ -138,8 +137,15 @@ fn commands_follow_ups_escalations_and_resuming() {
     tmux.wait("the help", |s| {
         s.contains("/resume") && s.contains("/cost") && s.contains("Ctrl+R")
     });
+    // /agents lists what `cadre agents list` does: source, model, tools, problems.
     submit(&tmux, "/agents");
-    tmux.wait_for("sub-agents: general-purpose, helper, writer");
+    tmux.wait("the agents listing", |s| {
+        let writer = s.lines().find(|l| l.contains(".cadre/agents/writer.md"));
+        writer.is_some_and(|l| l.contains("read_file, write_file") && l.contains("main.toml"))
+            && s.contains("general-purpose")
+            && s.contains("builtin")
+            && s.contains("skill `missing-skill` not found")
+    });
     submit(&tmux, "/bogus");
     tmux.wait_for("unknown command /bogus");
     submit(&tmux, "hello");

@@ -354,18 +354,25 @@ impl InputBox {
         self.search = None;
     }
 
-    /// Complete the word before the cursor from `candidates` (`@explorer`, `/help`): the
-    /// longest common extension of every candidate it starts. Returns the matches.
-    pub fn complete(&mut self, candidates: &[String]) -> Vec<String> {
+    /// The word before the cursor when it is one Tab completes (`@agent` anywhere, a
+    /// `/command` at the start of the input); `None` after a space.
+    pub fn completable_word(&self) -> Option<String> {
         let line = &self.lines[self.row];
         let mut start = self.col;
         while start > 0 && !line[start - 1].is_whitespace() {
             start -= 1;
         }
         let word: String = line[start..self.col].iter().collect();
-        if !(word.starts_with('@') || (word.starts_with('/') && start == 0 && self.row == 0)) {
+        (word.starts_with('@') || (word.starts_with('/') && start == 0 && self.row == 0))
+            .then_some(word)
+    }
+
+    /// Complete the word before the cursor from `candidates` (`@explorer`, `/help`): the
+    /// longest common extension of every candidate it starts. Returns the matches.
+    pub fn complete(&mut self, candidates: &[String]) -> Vec<String> {
+        let Some(word) = self.completable_word() else {
             return Vec::new();
-        }
+        };
         let matches: Vec<String> = candidates
             .iter()
             .filter(|c| c.starts_with(&word))

@@ -51,6 +51,8 @@ pub enum Action {
     SetModel(String),
     /// Start a new session.
     NewSession,
+    /// List the sub-agents (`/agents`).
+    ShowAgents,
     /// List saved sessions for the picker.
     ListSessions,
     /// Continue a saved session.
@@ -162,6 +164,9 @@ pub struct App {
     pub first_run: Option<String>,
     /// A transient message in the hint line.
     pub flash: Option<String>,
+    /// The choices of the last Tab that matched several; shown while the word being typed
+    /// can still become more than one of them.
+    pub completions: Vec<String>,
     /// When Ctrl+C was last pressed at an idle prompt (Unix ms).
     pub last_interrupt: Option<u64>,
     /// Lines scrolled up from the bottom of the transcript (0: follow the end).

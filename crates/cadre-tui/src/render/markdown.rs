@@ -130,6 +130,22 @@ impl Renderer {
         }
     }
 
+    /// The laid-out table, each line led by the prefix of the block it is in (a list item's
+    /// indent or marker, a quote's bars), in the width that prefix leaves.
+    fn table_lines(&mut self, t: &Table) {
+        self.prefix();
+        let mut lead = std::mem::take(&mut self.current);
+        let lead_width: usize = lead.iter().map(Span::width).sum();
+        for line in t.lines(self.width.saturating_sub(lead_width)) {
+            let mut line = line;
+            line.spans.splice(0..0, lead);
+            self.lines.push(line);
+            // A list item's marker leads the first line only.
+            self.prefix();
+            lead = std::mem::take(&mut self.current);
+        }
+    }
+
     fn text(&mut self, t: &str) {
         for (i, part) in t.split('\n').enumerate() {
             if i > 0 {
@@ -321,7 +337,7 @@ impl Renderer {
             }
             TagEnd::Table => {
                 if let Some(t) = self.table.take() {
-                    self.lines.extend(t.lines(self.width));
+                    self.table_lines(&t);
                 }
                 self.blank();
             }
@@ -405,6 +421,28 @@ mod tests {
             "the header is bold: {:?}",
             lines[2]
         );
+    }
+
+    #[test]
+    fn a_table_in_a_list_item_or_a_quote_keeps_its_indent() {
+        let md = "- files:\n\n  | Name | Size |\n  |------|-----:|\n  | a.py | 12 |\n";
+        let shown = plain(&render(md, 80));
+        let table: Vec<&String> = shown.iter().filter(|l| l.contains('│')).collect();
+        assert_eq!(table, ["  Name │ Size", "  a.py │   12"], "{shown:?}");
+        assert!(shown.contains(&"  ─────┼─────".to_string()), "{shown:?}");
+
+        let md = "> | Name | Size |\n> |------|-----:|\n> | a.py | 12 |\n";
+        let shown = plain(&render(md, 80));
+        let rows: Vec<&String> = shown
+            .iter()
+            .filter(|l| l.contains("Name") || l.contains("a.py"))
+            .collect();
+        assert_eq!(rows, ["│ Name │ Size", "│ a.py │   12"], "{shown:?}");
+        // The table is laid out in the width the prefix leaves.
+        let md = "- x\n\n  | Name | Notes |\n  |---|---|\n  | a | one two three four five six |\n";
+        for line in plain(&render(md, 24)) {
+            assert!(width(&line) <= 24, "{line:?}");
+        }
     }
 
     #[test]

@@ -45,6 +45,20 @@ fn boxed(frame: &mut Frame<'_>, area: Rect, title: &str, lines: Vec<Line<'static
     frame.render_widget(Paragraph::new(lines).block(block), area);
 }
 
+/// The title for a box `width` columns wide inside: a title too long for the border keeps
+/// its name there, and the keys after ` — ` become the first lines of `lines`, wrapped, so a
+/// narrow terminal still shows them. Called before the box's height is taken.
+fn fit_title(title: &str, width: usize, lines: &mut Vec<Line<'static>>) -> String {
+    match title.split_once(" — ") {
+        Some((name, keys)) if title.chars().count() > width => {
+            let keys = wrap(Line::styled(format!(" {}", keys.trim()), dim()), width, 1);
+            lines.splice(0..0, keys);
+            format!("{name} ")
+        }
+        _ => title.to_string(),
+    }
+}
+
 fn wrapped(text: &str, style: Style, width: usize, out: &mut Vec<Line<'static>>) {
     for l in text.lines() {
         out.extend(wrap(Line::styled(format!("  {l}"), style), width, 2));
@@ -64,7 +78,7 @@ pub fn tasks(frame: &mut Frame<'_>, app: &App, panel: &TaskPanel, area: Rect) {
             );
             let mut head = vec![Span::raw("  ")];
             head.extend(task_summary(t, app.now_ms));
-            lines.push(Line::from(head));
+            lines.extend(wrap(Line::from(head), width, 4));
             if panel.follow {
                 lines.push(Line::styled(
                     "  following live",
@@ -148,6 +162,7 @@ pub fn tasks(frame: &mut Frame<'_>, app: &App, panel: &TaskPanel, area: Rect) {
             Style::default().fg(Color::Yellow),
         ));
     }
+    let title = fit_title(&title, width, &mut lines);
     boxed(frame, area, &title, lines, Color::Cyan);
 }
 
@@ -161,12 +176,17 @@ pub fn approval(frame: &mut Frame<'_>, app: &App, p: &PendingApproval, area: Rec
         Some(t) => format!("Sub-agent {} (task {t})", r.agent),
         None => format!("Sub-agent {}", r.agent),
     };
-    let mut lines = vec![
+    // Every line wraps to the dialog's width: a narrow terminal shows all of it, never cut.
+    let mut lines = wrap(
         Line::from(vec![
             Span::styled(who, bold().fg(Color::Cyan)),
             Span::raw(" wants to run "),
             Span::styled(r.tool.clone(), bold()),
         ]),
+        width,
+        2,
+    );
+    lines.extend(wrap(
         Line::from(vec![
             Span::raw("risk: "),
             Span::styled(
@@ -179,7 +199,9 @@ pub fn approval(frame: &mut Frame<'_>, app: &App, p: &PendingApproval, area: Rec
             ),
             Span::styled(format!(" — {}", r.reason), dim()),
         ]),
-    ];
+        width,
+        2,
+    ));
     if let Some(s) = &r.subject {
         lines.extend(wrap(Line::from(format!("on: {s}")), width, 4));
     }
@@ -198,22 +220,34 @@ pub fn approval(frame: &mut Frame<'_>, app: &App, p: &PendingApproval, area: Rec
         }
     }
     lines.push(Line::default());
-    let mut choices = Vec::new();
+    // The choices break between two choices, never inside one.
+    let mut choices: Vec<Span<'static>> = Vec::new();
+    let mut col = 0;
     for (i, c) in Choice::ALL.iter().enumerate() {
         let style = if i == app.approvals.choice {
             Style::default().fg(Color::Black).bg(Color::Yellow)
         } else {
             Style::default()
         };
+        let w = c.label().chars().count();
+        if col > 0 && col + w > width {
+            lines.push(Line::from(std::mem::take(&mut choices)));
+            col = 0;
+        }
         choices.push(Span::styled(c.label().to_string(), style));
         choices.push(Span::raw("  "));
+        col += w + 2;
     }
     lines.push(Line::from(choices));
     if let Some(f) = &app.approvals.feedback {
-        lines.push(Line::from(vec![
-            Span::styled("why not? › ", Style::default().fg(Color::Yellow)),
-            Span::raw(f.clone()),
-        ]));
+        lines.extend(wrap(
+            Line::from(vec![
+                Span::styled("why not? › ", Style::default().fg(Color::Yellow)),
+                Span::raw(f.clone()),
+            ]),
+            width,
+            2,
+        ));
     }
     let more = app.approvals.len() - 1;
     if more > 0 {
@@ -231,6 +265,8 @@ pub fn approval(frame: &mut Frame<'_>, app: &App, p: &PendingApproval, area: Rec
 
 /// The `/resume` picker.
 pub fn resume(frame: &mut Frame<'_>, items: &[SessionItem], selected: usize, area: Rect) {
+    let w = area.width.saturating_sub(4);
+    let width = w.saturating_sub(2) as usize;
     let mut lines: Vec<Line<'static>> = Vec::new();
     if items.is_empty() {
         lines.push(Line::styled("  no saved sessions", dim()));
@@ -244,16 +280,15 @@ pub fn resume(frame: &mut Frame<'_>, items: &[SessionItem], selected: usize, are
         if i == selected {
             l.style = Style::default().bg(Color::Rgb(40, 40, 60));
         }
-        lines.push(l);
+        lines.extend(wrap(l, width, 4));
     }
-    let h = (lines.len() as u16 + 2).min(area.height);
-    boxed(
-        frame,
-        centered(area, area.width.saturating_sub(4), h),
+    let title = fit_title(
         " Resume a session — Enter open · Esc close ",
-        lines,
-        Color::Cyan,
+        width,
+        &mut lines,
     );
+    let h = (lines.len() as u16 + 2).min(area.height);
+    boxed(frame, centered(area, w, h), &title, lines, Color::Cyan);
 }
 
 /// The first-run message: the provider has no key.

@@ -161,6 +161,8 @@ pub fn hints(frame: &mut Frame<'_>, app: &App, area: Rect) {
 pub fn hint_text(app: &App) -> String {
     if let Some(f) = &app.flash {
         f.clone()
+    } else if let Some(choices) = completion_hint(app) {
+        choices
     } else if app.busy && !app.queued.is_empty() && app.approvals.is_empty() {
         format!(
             "queued ({}): sent when the turn ends · Ctrl+C cancel the turn and take it back",
@@ -175,4 +177,18 @@ pub fn hint_text(app: &App) -> String {
     } else {
         "Enter send · Alt+Enter new line · Tab complete · Ctrl+R history · Ctrl+T tasks · Ctrl+O unfold · /help".into()
     }
+}
+
+/// The choices of the last Tab, while the word before the cursor can still become more than
+/// one of them: derived from the input, so a completed `@agent ` (or a submitted line) has
+/// none.
+fn completion_hint(app: &App) -> Option<String> {
+    let word = app.input.completable_word()?;
+    let left: Vec<&str> = app
+        .completions
+        .iter()
+        .filter(|c| c.starts_with(&word))
+        .map(String::as_str)
+        .collect();
+    (left.len() > 1).then(|| left.join("  "))
 }

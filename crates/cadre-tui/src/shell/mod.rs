@@ -2,12 +2,14 @@
 //! events, approval requests, keys and ticks to the [`App`]; carries out the [`Action`]s it
 //! returns; and draws at most [`FRAME_INTERVAL`] apart, only when something changed.
 
+mod agents;
 mod channels;
 mod custom;
 mod delivery;
 pub mod history;
 mod terminal;
 
+pub use agents::AgentsListing;
 pub use channels::{ChannelSink, DialogApprovals};
 #[cfg(test)]
 pub use terminal::set_holds_terminal_for_test;
@@ -63,6 +65,8 @@ pub struct TuiOptions {
     /// What start-up found worth a warning (agent files skipped or overridden, fallback
     /// models): shown as notices when the UI opens.
     pub warnings: Vec<String>,
+    /// What `/agents` shows; without it, the names.
+    pub agents_listing: Option<AgentsListing>,
 }
 
 /// How the UI ended.
@@ -112,6 +116,7 @@ struct Shell {
     approvals: Arc<dyn ApprovalHandler>,
     history_file: PathBuf,
     save_allow_rule: SaveAllowRule,
+    agents_listing: Option<AgentsListing>,
     /// Actions from keys and events, carried out after the event that produced them.
     pending: Vec<Action>,
     /// The running turn is one of its own for background results ([`delivery`]).
@@ -164,6 +169,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
         approvals: Arc::new(approvals),
         history_file: opts.history_file,
         save_allow_rule: opts.save_allow_rule,
+        agents_listing: opts.agents_listing,
         pending: Vec::new(),
         delivering: false,
         deliveries_paused: false,
@@ -683,6 +689,7 @@ impl Shell {
                 Ok(s) => self.replace_session(s),
                 Err(e) => self.app.error(format!("cannot start a new session: {e}")),
             },
+            Action::ShowAgents => self.show_agents(),
             Action::ListSessions => {
                 let items = self.saved_sessions();
                 self.app.overlay = Overlay::Resume { items, selected: 0 };
@@ -717,18 +724,9 @@ impl Shell {
                     .elapsed()
                     .map(|d| crate::text::elapsed(d.as_millis() as u64) + " ago")
                     .unwrap_or_default();
-                let first = self
-                    .harness
-                    .open_session(&id)
-                    .ok()
-                    .and_then(|s| {
-                        s.messages().iter().find_map(|m| match m {
-                            cadre_types::Message::User { content } => {
-                                Some(crate::text::short(content, 60))
-                            }
-                            _ => None,
-                        })
-                    })
+                // The first prompt, from the transcript: not a compaction's summary.
+                let first = Session::first_prompt(dir, &id)
+                    .map(|p| crate::text::short(&p, 60))
                     .unwrap_or_default();
                 SessionItem {
                     label: format!("{ago} · {first}"),
