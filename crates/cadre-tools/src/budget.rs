@@ -195,7 +195,8 @@ impl Budget {
     /// before any call [`start`](Self::start)ed after them would, and none is started
     /// after. `report` must not charge or start anything on this tree.
     pub fn charge_then<T>(&self, spend: Spend, report: impl FnOnce(Spend) -> T) -> T {
-        let _in = enter(&self.node.section);
+        // A tree without limits is never exhausted: nothing to keep in order.
+        let _in = self.node.limited.then(|| enter(&self.node.section));
         self.add(spend);
         report(self.spent())
     }
@@ -205,7 +206,7 @@ impl Budget {
     /// is started before the charge that exhausts the node is in, or not at all. `start`
     /// should only begin the call (build its stream), not wait on it.
     pub fn start<T>(&self, start: impl FnOnce() -> T) -> Option<T> {
-        let _in = enter(&self.node.section);
+        let _in = self.node.limited.then(|| enter(&self.node.section));
         self.exceeded().is_none().then(start)
     }
 
