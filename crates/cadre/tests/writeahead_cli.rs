@@ -371,7 +371,12 @@ fn the_repls_resume_counts_an_adopted_childs_usage_in_its_next_runs_budget() {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(out.status.success(), "{stderr}");
-    // The prompt's run adopted the child: its spend is in the run's budget, which stops it.
+    // The prompt's run adopted the child, and said so: its spend is in the run's budget,
+    // which stops it.
+    assert!(
+        stderr.contains("resumed 1 task(s) of this session that a lost cadre left running"),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("cadre: limit reached (token budget)"),
         "{stderr}\n{stdout}"
