@@ -446,6 +446,7 @@ impl Compaction<'_> {
                 // Not the conversation's cache: this prefix is never sent again.
                 cache_key: String::new(),
             },
+            retry_gate: cadre_llm::RetryGate::default(),
         }
     }
 

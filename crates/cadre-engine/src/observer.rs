@@ -31,8 +31,9 @@ pub trait TurnObserver: Send + Sync {
     /// A turn boundary was reached.
     async fn turn_boundary(&self, run: &RunContext, boundary: TurnBoundary<'_>);
 
-    /// Whether the run may take `step` now. Asked before each model request and before each
-    /// tool call starts, so it sits on the hot path: an answer should cost a clock read,
+    /// Whether the run may take `step` now. Asked before each model request, before each
+    /// retry the provider would send of it (as [`Step::ModelCall`]), and before each tool
+    /// call starts, so it sits on the hot path: an answer should cost a clock read,
     /// not a round trip, in the common case. False stops the run at once: the step is not
     /// taken, calls still running are cancelled, and the run ends `cancelled`.
     async fn may_proceed(&self, _run: &RunContext, _step: Step<'_>) -> bool {

@@ -9,7 +9,7 @@ use crate::resume::Resume;
 use crate::run_state::{RunText, Stop};
 use crate::session::Session;
 use crate::settle::Settle;
-use crate::stream::{FailedReply, call_model, charge_call};
+use crate::stream::{FailedReply, Gate, call_model, charge_call};
 use cadre_llm::{ModelRequest, RequestMetadata};
 use cadre_tools::{Budget, RunContext, Spend, Workspace};
 use cadre_types::{EndState, Event, EventEnvelope, LimitKind, Message};
@@ -386,6 +386,8 @@ async fn run_inner(
             max_reply_bytes: Some(cfg.max_reply_bytes),
             temperature: cfg.temperature,
             metadata: metadata.clone(),
+            // Set by the call (it answers the provider's questions between attempts).
+            retry_gate: cadre_llm::RetryGate::default(),
         };
         // run > turn > model_call / tool_call: the turn span is the explicit parent of both.
         let turn_span = tracing::info_span!("turn", turn = turns);
@@ -397,8 +399,11 @@ async fn run_inner(
             cfg,
             request,
             &emitter,
-            &stop.token,
-            &stop.budget,
+            &stop,
+            Gate {
+                observer,
+                run: &run,
+            },
             model_span,
         )
         .await;

@@ -1,18 +1,20 @@
 //! The stream phase of a turn: one model call, its streamed text and thinking shown as they
 //! come, its tool calls and usage gathered into the reply, and a reply past its size cap
 //! cut off. A call stopped by a budget is still read to its usage for a moment: what the
-//! provider bills is counted.
+//! provider bills is counted. Between a failed attempt and its retry the provider asks the
+//! run whether it may still act (its stop, its budget, its observer).
 
 use crate::agent::AgentConfig;
+use crate::observer::{Step, TurnObserver};
 use crate::run_loop::Emitter;
-use cadre_llm::{ModelRequest, StreamEvent};
-use cadre_tools::{Budget, Spend};
+use crate::run_state::Stop;
+use cadre_llm::{ModelRequest, RetryGate, StreamEvent};
+use cadre_tools::{Budget, RunContext, Spend};
 use cadre_types::{Event, Usage};
 use futures::StreamExt;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// How long a model call stopped by a budget is still read for its usage. Shorter than the
@@ -54,52 +56,84 @@ pub(crate) fn charge_call(
 ) -> Usage {
     // Priced per call: the calls of a job may use models with different prices.
     let call_usage = usage.priced(cfg.model.price.map(|p| p.cost_usd(&usage)));
-    budget.charge(Spend::tokens(call_usage));
-    emitter.emit(Event::Usage {
-        usage: call_usage,
-        total: budget.spent().usage,
-        subagent: None,
+    // Reported in the budget's critical section: a report that says the limit is crossed
+    // comes before any call a sibling could still start.
+    budget.charge_then(Spend::tokens(call_usage), |total| {
+        emitter.emit(Event::Usage {
+            usage: call_usage,
+            total: total.usage,
+            subagent: None,
+        });
     });
     call_usage
 }
 
+/// Who may stop a model call between its attempts: the run's observer (a durable child's
+/// lease) and the run it asks for.
+pub(crate) struct Gate<'a> {
+    pub(crate) observer: &'a dyn TurnObserver,
+    pub(crate) run: &'a RunContext,
+}
+
+impl Gate<'_> {
+    /// Whether a retry of the call may be sent now: the run is not stopped, its budget is
+    /// not exhausted, and its observer lets it take a model step. An observer's refusal
+    /// stops the run, as a refused step does.
+    async fn allows_retry(&self, stop: &Stop) -> bool {
+        if stop.token.is_cancelled() || stop.budget.start(|| ()).is_none() {
+            return false;
+        }
+        if self.observer.may_proceed(self.run, Step::ModelCall).await {
+            return true;
+        }
+        stop.token.cancel();
+        false
+    }
+}
+
 /// One model call of a run that `stop` (or its budget running out) may end. `None` when it
-/// was stopped: no call starts once the budget is exhausted (checked here, when the call
-/// would start, not when a watcher gets round to cancelling `stop`), and a call stopped by
-/// the budget is read on, unshown, for [`DRAIN_GRACE`] so the usage the provider reports
-/// for it is charged (billed is billed).
+/// was stopped: no call starts once the budget is exhausted (the check and the start are
+/// one critical section of the budget, see [`Budget::start`]), no retry is sent once the
+/// run is stopped, its budget exhausted, or `gate` says no (the provider asks between
+/// attempts), and a call stopped by the budget is read on, unshown, for [`DRAIN_GRACE`] so
+/// the usage the provider reports for it is charged (billed is billed).
 pub(crate) async fn call_model(
     cfg: &AgentConfig,
-    request: ModelRequest,
+    mut request: ModelRequest,
     emitter: &Emitter,
-    stop: &CancellationToken,
-    budget: &Budget,
+    stop: &Stop,
+    gate: Gate<'_>,
     span: tracing::Span,
 ) -> Option<Result<Reply, FailedReply>> {
-    if stop.is_cancelled() || budget.exceeded().is_some() {
+    if stop.token.is_cancelled() {
         return None;
     }
+    let (retry_gate, mut asks) = RetryGate::channel();
+    request.retry_gate = retry_gate;
+    let stream = stop.budget.start(|| cfg.model.provider.stream(request))?;
     let meter = CallMeter::default();
     let started = tokio::time::Instant::now();
-    let metric = |usage: &Usage, error: Option<&str>| {
-        cadre_tools::otel::metrics::chat_call(
-            &cfg.model.spec,
-            &cfg.name,
-            crate::spans::tokens_of(usage),
-            started.elapsed(),
-            error,
-        );
+    let reply = stream_reply(cfg, stream, emitter, &meter).instrument(span.clone());
+    // The provider's questions are answered while its reply is read: they come between
+    // attempts, while the reply waits for the answer.
+    let call = async {
+        tokio::pin!(reply);
+        loop {
+            tokio::select! {
+                r = &mut reply => return r,
+                Some(ask) = asks.next() => ask.answer(gate.allows_retry(stop).await),
+            }
+        }
     };
-    let call = stream_reply(cfg, request, emitter, &meter).instrument(span.clone());
     tokio::pin!(call);
     tokio::select! {
         biased;
-        _ = stop.cancelled() => {}
-        _ = budget.exhausted() => {}
+        _ = stop.token.cancelled() => {}
+        _ = stop.budget.exhausted() => {}
         r = &mut call => {
             match &r {
                 Ok(reply) => {
-                    metric(&reply.usage, None);
+                    chat_metric(cfg, &reply.usage, started, None);
                     cadre_tools::otel::record_chat(
                         &span,
                         crate::spans::tokens_of(&reply.usage),
@@ -108,8 +142,13 @@ pub(crate) async fn call_model(
                         &reply.text,
                     );
                 }
+                // A retry refused: the call ends as a stopped one.
+                Err(FailedReply {
+                    error: cadre_llm::ProviderError::RetryRefused { .. },
+                    ..
+                }) => return stopped(cfg, &meter, emitter, stop, &span, started),
                 Err(failed) => {
-                    metric(&meter.usage(), Some("provider_error"));
+                    chat_metric(cfg, &meter.usage(), started, Some("provider_error"));
                     cadre_tools::otel::record_chat(
                         &span,
                         crate::spans::tokens_of(&meter.usage()),
@@ -123,16 +162,44 @@ pub(crate) async fn call_model(
             return Some(r);
         }
     }
-    if budget.exceeded().is_some() {
+    if stop.budget.exceeded().is_some() {
         meter.muted.store(true, Ordering::Relaxed);
         let _ = tokio::time::timeout(DRAIN_GRACE, &mut call).await;
     }
+    stopped(cfg, &meter, emitter, stop, &span, started)
+}
+
+/// A model call's tokens and duration, for the metrics.
+fn chat_metric(
+    cfg: &AgentConfig,
+    usage: &Usage,
+    started: tokio::time::Instant,
+    error: Option<&str>,
+) {
+    cadre_tools::otel::metrics::chat_call(
+        &cfg.model.spec,
+        &cfg.name,
+        crate::spans::tokens_of(usage),
+        started.elapsed(),
+        error,
+    );
+}
+
+/// The end of a stopped call: what it reported is charged, and it has no reply.
+fn stopped(
+    cfg: &AgentConfig,
+    meter: &CallMeter,
+    emitter: &Emitter,
+    stop: &Stop,
+    span: &tracing::Span,
+    started: tokio::time::Instant,
+) -> Option<Result<Reply, FailedReply>> {
     let usage = meter.usage();
-    metric(&usage, Some("cancelled"));
-    cadre_tools::otel::record_chat(&span, crate::spans::tokens_of(&usage), None, None, "");
-    cadre_tools::otel::record_error(&span, "cancelled");
+    chat_metric(cfg, &usage, started, Some("cancelled"));
+    cadre_tools::otel::record_chat(span, crate::spans::tokens_of(&usage), None, None, "");
+    cadre_tools::otel::record_error(span, "cancelled");
     if usage != Usage::default() {
-        charge_call(cfg, budget, emitter, usage);
+        charge_call(cfg, &stop.budget, emitter, usage);
     }
     None
 }
@@ -158,12 +225,11 @@ pub(crate) struct FailedReply {
 
 async fn stream_reply(
     cfg: &AgentConfig,
-    request: ModelRequest,
+    mut stream: cadre_llm::ModelStream,
     emitter: &Emitter,
     meter: &CallMeter,
 ) -> Result<Reply, FailedReply> {
     let mut cap = crate::reply_cap::ReplyCap::new(cfg.max_reply_bytes, cfg.max_output_tokens);
-    let mut stream = cfg.model.provider.stream(request);
     let mut reply = Reply {
         text: String::new(),
         thinking: String::new(),

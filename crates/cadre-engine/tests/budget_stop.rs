@@ -17,8 +17,9 @@ const PER_CALL: u64 = 1000;
 const MAX_TOKENS: u64 = 3500;
 const RUNS: usize = 8;
 
-/// One ordered log of model calls starting (at the provider) and usage being reported
-/// (in the runs' event stream), with the shared budget's total at each report.
+/// One ordered log of model calls starting (at the provider, when the request is made) and
+/// usage being reported (in the runs' event stream, the stop being the report that crosses
+/// the limit), with the shared budget's total at each report.
 #[derive(Default)]
 struct Log(Mutex<Vec<(String, u64)>>);
 
@@ -78,7 +79,9 @@ impl EventSink for UsageLog {
     }
 }
 
-#[tokio::test]
+// Two worker threads: the runs start and charge calls in parallel, so a call started
+// between a sibling's crossing charge and its report would show up in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_crossing_a_shared_budget_report_what_was_billed_and_start_nothing_after_the_stop() {
     let log = Arc::new(Log::default());
     let provider = Arc::new(Billing {

@@ -138,6 +138,7 @@ impl Provider for AnthropicProvider {
             request.model,
             cap,
             body,
+            request.retry_gate,
         )
     }
 

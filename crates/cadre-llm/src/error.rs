@@ -87,6 +87,15 @@ pub enum ProviderError {
     /// Bad configuration (a bad URL or header).
     #[error("provider configuration: {0}")]
     Config(String),
+    /// A failed request was not sent again because its caller said no (the run may not
+    /// act any more: it lost its task to another node, or its budget ran out).
+    #[error("{provider}: {message} (not retried: the run may not go on)")]
+    RetryRefused {
+        /// The provider's name.
+        provider: String,
+        /// The error of the last attempt.
+        message: String,
+    },
     /// A scripted model could not answer (no matching script, turns exhausted, bad file).
     #[error("scripted model: {0}")]
     Script(String),

@@ -6,6 +6,7 @@
 mod cache;
 mod context_window;
 mod error;
+mod gate;
 // Also built with the unit tests, so that `cargo clippy --all-targets` keeps it compiling.
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
@@ -25,6 +26,7 @@ pub mod openai;
 pub use cache::{CacheMode, CacheTtl};
 pub use context_window::ContextWindows;
 pub use error::ProviderError;
+pub use gate::{RetryAsk, RetryAsks, RetryGate};
 pub use pricing::{ModelPrice, PriceError, PriceTable};
 pub use provider::{
     DEFAULT_MAX_REPLY_BYTES, ModelRequest, ModelResponse, ModelStream, Provider, RequestMetadata,

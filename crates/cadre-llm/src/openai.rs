@@ -157,6 +157,7 @@ impl Provider for OpenAiProvider {
             request.model,
             cap,
             body,
+            request.retry_gate,
         )
     }
 

@@ -39,6 +39,8 @@ pub struct ModelRequest {
     pub temperature: Option<f32>,
     /// Who is asking.
     pub metadata: RequestMetadata,
+    /// Asked before every retry of this request (the default gate allows them all).
+    pub retry_gate: crate::RetryGate,
 }
 
 /// The reply cap when a request sets none: 4 MiB of text, thinking and tool arguments.

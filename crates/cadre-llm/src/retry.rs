@@ -184,13 +184,22 @@ struct RetryState {
     tool_call: bool,
     started: tokio::time::Instant,
     finished: bool,
+    /// Asked after each backoff, before the retry is sent.
+    gate: crate::RetryGate,
 }
 
 /// Run attempts from `make` until one succeeds, an error is not retryable, a tool call has
 /// already been passed on, retrying would take too long, or the attempts are used up.
 /// Before a retry that follows passed-on text, [`StreamEvent::Restart`] is passed on.
-/// Errors end the stream.
-pub(crate) fn with_retries(policy: RetryPolicy, provider: String, make: AttemptFn) -> ModelStream {
+/// After each backoff `gate` is asked whether the retry may be sent; a refusal ends the
+/// stream with [`ProviderError::RetryRefused`] and nothing more is sent. Errors end the
+/// stream.
+pub(crate) fn with_retries(
+    policy: RetryPolicy,
+    provider: String,
+    gate: crate::RetryGate,
+    make: AttemptFn,
+) -> ModelStream {
     let current = make(1);
     let state = RetryState {
         make,
@@ -202,6 +211,7 @@ pub(crate) fn with_retries(policy: RetryPolicy, provider: String, make: AttemptF
         tool_call: false,
         started: tokio::time::Instant::now(),
         finished: false,
+        gate,
     };
     futures::stream::unfold(state, |mut st| async move {
         if st.finished {
@@ -242,6 +252,16 @@ pub(crate) fn with_retries(policy: RetryPolicy, provider: String, make: AttemptF
                         "model request failed; retrying"
                     );
                     tokio::time::sleep(delay).await;
+                    // The backoff may have lasted seconds: the caller decides whether the
+                    // retry still may be sent (the run may have lost its task or budget).
+                    if !st.gate.allows(st.attempt + 1).await {
+                        st.finished = true;
+                        let refused = ProviderError::RetryRefused {
+                            provider: st.provider.clone(),
+                            message: error.to_string(),
+                        };
+                        return Some((Err(refused), st));
+                    }
                     st.attempt += 1;
                     st.current = (st.make)(st.attempt);
                     if std::mem::take(&mut st.emitted) {
@@ -312,9 +332,14 @@ mod tests {
             futures::stream::once(async { Err(rate_limited(99_999)) }).boxed()
         });
         let started = std::time::Instant::now();
-        let out: Vec<_> = with_retries(RetryPolicy::default(), "p".into(), make)
-            .collect()
-            .await;
+        let out: Vec<_> = with_retries(
+            RetryPolicy::default(),
+            "p".into(),
+            crate::RetryGate::default(),
+            make,
+        )
+        .collect()
+        .await;
         assert!(started.elapsed() < Duration::from_secs(5));
         assert_eq!(calls.load(Ordering::SeqCst), 1);
         let err = out[0].as_ref().unwrap_err().to_string();
@@ -332,7 +357,9 @@ mod tests {
             Arc::new(|_| futures::stream::once(async { Err(rate_limited(20)) }).boxed());
         let policy = RetryPolicy::default().with_max_attempts(100);
         let started = tokio::time::Instant::now();
-        let out: Vec<_> = with_retries(policy, "p".into(), make).collect().await;
+        let out: Vec<_> = with_retries(policy, "p".into(), crate::RetryGate::default(), make)
+            .collect()
+            .await;
         assert!(
             started.elapsed() <= Duration::from_secs(30),
             "{:?}",
@@ -344,7 +371,9 @@ mod tests {
         let make: AttemptFn = Arc::new(|_| failing(503));
         let started = tokio::time::Instant::now();
         let policy = RetryPolicy::default().with_max_attempts(1000);
-        let _: Vec<_> = with_retries(policy, "p".into(), make).collect().await;
+        let _: Vec<_> = with_retries(policy, "p".into(), crate::RetryGate::default(), make)
+            .collect()
+            .await;
         assert!(
             started.elapsed() <= Duration::from_secs(30),
             "{:?}",
@@ -389,7 +418,9 @@ mod tests {
                 futures::stream::iter(vec![Ok(StreamEvent::TextDelta("ok".into()))]).boxed()
             }
         });
-        let out: Vec<_> = with_retries(policy, "p".into(), make).collect().await;
+        let out: Vec<_> = with_retries(policy, "p".into(), crate::RetryGate::default(), make)
+            .collect()
+            .await;
         assert_eq!(out.len(), 1);
         assert_eq!(
             out[0].as_ref().unwrap(),
@@ -414,9 +445,14 @@ mod tests {
                 futures::stream::iter(vec![text]).boxed()
             }
         });
-        let out: Vec<_> = with_retries(policy.clone(), "p".into(), make)
-            .collect()
-            .await;
+        let out: Vec<_> = with_retries(
+            policy.clone(),
+            "p".into(),
+            crate::RetryGate::default(),
+            make,
+        )
+        .collect()
+        .await;
         let out: Vec<StreamEvent> = out.into_iter().map(Result::unwrap).collect();
         assert_eq!(
             out,
@@ -441,9 +477,14 @@ mod tests {
                 .chain(failing(503))
                 .boxed()
         });
-        let out: Vec<_> = with_retries(policy.clone(), "p".into(), make)
-            .collect()
-            .await;
+        let out: Vec<_> = with_retries(
+            policy.clone(),
+            "p".into(),
+            crate::RetryGate::default(),
+            make,
+        )
+        .collect()
+        .await;
         assert_eq!(out.len(), 2);
         assert!(out[1].is_err());
         assert_eq!(calls.load(Ordering::SeqCst), 1);
@@ -454,8 +495,39 @@ mod tests {
             c.fetch_add(1, Ordering::SeqCst);
             failing(400)
         });
-        let out: Vec<_> = with_retries(policy, "p".into(), make).collect().await;
+        let out: Vec<_> = with_retries(policy, "p".into(), crate::RetryGate::default(), make)
+            .collect()
+            .await;
         assert_eq!(out.len(), 1);
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_retry_the_gate_refuses_is_not_sent() {
+        let calls = Arc::new(AtomicU32::new(0));
+        let c = calls.clone();
+        let make: AttemptFn = Arc::new(move |_| {
+            c.fetch_add(1, Ordering::SeqCst);
+            failing(503)
+        });
+        let (gate, mut asks) = crate::RetryGate::channel();
+        // The caller allows the first retry and refuses the second.
+        let answers = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Some(ask) = asks.next().await {
+                seen.push(ask.attempt);
+                ask.answer(seen.len() < 2);
+            }
+            seen
+        });
+        let out: Vec<_> = with_retries(RetryPolicy::default(), "p".into(), gate, make)
+            .collect()
+            .await;
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        assert_eq!(out.len(), 1);
+        let err = out[0].as_ref().unwrap_err();
+        assert!(matches!(err, ProviderError::RetryRefused { .. }), "{err}");
+        assert!(!err.is_retryable());
+        assert_eq!(answers.await.unwrap(), vec![2, 3]);
     }
 }

@@ -238,3 +238,78 @@ async fn a_child_whose_lease_ran_out_but_still_owns_its_task_goes_on() {
     let rec = store.get(&h.id).await.unwrap().unwrap();
     assert_eq!(rec.status, TaskStatus::Completed, "{rec:?}");
 }
+
+/// A child whose model request failed retryably and whose task another node adopted during
+/// the backoff does not send the retry: the provider asks the run before every retry, and
+/// the run asks its lease. Real time: the provider's backoff is the server's one-second
+/// `Retry-After`, and the lease (a quarter of a second old by then) asks the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_whose_task_was_adopted_during_a_backoff_does_not_send_the_retry() {
+    use cadre_testkit::{MockReply, MockServer, OpenAiJson};
+    let first = Arc::new(Notify::new());
+    let seen = Arc::new(AtomicUsize::new(0));
+    let notify = first.clone();
+    let mock = MockServer::start_with(Arc::new(move |_| {
+        if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            notify.notify_one();
+            return MockReply::openai_error(503, "overloaded", None).retry_after(1);
+        }
+        OpenAiJson::new().text("the answer").into_reply()
+    }))
+    .await
+    .unwrap();
+    let provider = cadre_llm::openai::OpenAiProvider::from_config(
+        "mockai",
+        &cadre_llm::ProviderConfig {
+            base_url: Some(mock.openai_base_url()),
+            // A variable cargo always sets, standing in for an API key.
+            api_key_env: Some("CARGO_PKG_NAME".into()),
+            stream: Some(false),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let providers = Arc::new(cadre_llm::ProviderRegistry::new(
+        std::collections::HashMap::new(),
+        "rec",
+    ));
+    providers.insert("mockai", Arc::new(provider));
+    let mut def = worker("worker");
+    def.model = Some("mockai:gpt-mock".into());
+    let f = fixture(
+        GATE_ONLY,
+        Options {
+            defs: vec![def],
+            providers: Some(providers),
+            tweak: Box::new(|c| {
+                c.checkpoints = true;
+                c.on_orphan = cadre_store::OrphanPolicy::Resume;
+                // A lease of half a second: by the end of the backoff it asks the store.
+                c.orphan_timeout = Duration::from_secs(1);
+            }),
+            ..Default::default()
+        },
+    );
+    let session = f.session();
+    let out = call(
+        &f,
+        session.id(),
+        "task",
+        json!({"subagent_type": "worker", "prompt": "go", "background": true}),
+    )
+    .await;
+    let id = out.content.split('"').nth(1).unwrap().to_string();
+    tokio::time::timeout(Duration::from_secs(10), first.notified())
+        .await
+        .expect("the child's first request");
+    let store = f.runtime.store();
+    adopted_elsewhere(store.as_ref(), &id).await;
+    idle(&f).await;
+    assert_eq!(mock.request_count(), 1, "the retry was sent");
+    let rec = store.get(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (rec.status, rec.owner_epoch, rec.delivered),
+        (TaskStatus::Running, 1, false),
+        "{rec:?}"
+    );
+}

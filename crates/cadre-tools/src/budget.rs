@@ -9,6 +9,13 @@
 //! add a dimension: a field in [`Spend`] and its sum in `Spend::add`, a field in
 //! [`BudgetLimits`], one line in `BudgetLimits::reached`, and a `LimitKind` variant;
 //! charging, roll-up and cascade need no change.
+//!
+//! Starting a model call and charging one are one critical section of the whole tree
+//! ([`Budget::start`], [`Budget::charge_then`]): a call is started either before the charge
+//! that crosses a limit is in, or not at all, so no sibling starts a call once the stop is
+//! decided. What the crossing charge's caller reports (the usage event that says "stop") is
+//! reported inside the same section, so nothing starts after the report either. A request
+//! already sent when the limit is crossed still runs; its usage is charged when it arrives.
 
 use cadre_types::{LimitKind, Usage};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -84,9 +91,21 @@ impl Exhaustion {
     }
 }
 
+/// The tree's critical section: starting a call and charging one hold it.
+type Section = Arc<Mutex<()>>;
+
+fn enter(section: &Mutex<()>) -> std::sync::MutexGuard<'_, ()> {
+    // Nothing is kept under the lock, so a panic while it was held left nothing broken.
+    section
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[derive(Debug)]
 struct Node {
     parent: Option<Arc<Node>>,
+    /// The root's section, shared by every node of the tree.
+    section: Section,
     limits: BudgetLimits,
     /// True when this node or an ancestor has a limit.
     limited: bool,
@@ -131,14 +150,20 @@ impl Budget {
             hit: OnceLock::new(),
             token,
         });
+        let section = parent
+            .as_ref()
+            .map_or_else(Section::default, |p| p.section.clone());
         let timer = limits.wall_clock.and_then(|budget| {
             let handle = tokio::runtime::Handle::try_current().ok()?;
             let stop = CancellationToken::new();
             let deadline = tokio::time::Instant::now() + budget;
-            let (end, stopped) = (end.clone(), stop.clone());
+            let (end, stopped, section) = (end.clone(), stop.clone(), section.clone());
             handle.spawn(async move {
                 tokio::select! {
-                    _ = tokio::time::sleep_until(deadline) => end.mark(LimitKind::WallClock),
+                    _ = tokio::time::sleep_until(deadline) => {
+                        let _in = enter(&section);
+                        end.mark(LimitKind::WallClock);
+                    }
                     _ = end.token.cancelled() => {}
                     _ = stopped.cancelled() => {}
                 }
@@ -149,6 +174,7 @@ impl Budget {
         Self {
             node: Arc::new(Node {
                 parent,
+                section,
                 limits,
                 limited,
                 spent: Mutex::new(Spend::default()),
@@ -161,6 +187,30 @@ impl Budget {
     /// Add `spend` to this node and every ancestor; a node whose limit it reaches is
     /// exhausted, and with it every node under it.
     pub fn charge(&self, spend: Spend) {
+        self.charge_then(spend, |_| ());
+    }
+
+    /// [`charge`](Self::charge) `spend`, then call `report` with this node's total, both in
+    /// the tree's critical section: a charge that crosses a limit and its report happen
+    /// before any call [`start`](Self::start)ed after them would, and none is started
+    /// after. `report` must not charge or start anything on this tree.
+    pub fn charge_then<T>(&self, spend: Spend, report: impl FnOnce(Spend) -> T) -> T {
+        // A tree without limits is never exhausted: nothing to keep in order.
+        let _in = self.node.limited.then(|| enter(&self.node.section));
+        self.add(spend);
+        report(self.spent())
+    }
+
+    /// Start a model call with `start` unless this node is exhausted: `None` then, and
+    /// `start` is not called. Checked and started in the tree's critical section, so a call
+    /// is started before the charge that exhausts the node is in, or not at all. `start`
+    /// should only begin the call (build its stream), not wait on it.
+    pub fn start<T>(&self, start: impl FnOnce() -> T) -> Option<T> {
+        let _in = self.node.limited.then(|| enter(&self.node.section));
+        self.exceeded().is_none().then(start)
+    }
+
+    fn add(&self, spend: Spend) {
         let mut node = Some(&self.node);
         while let Some(n) = node {
             let total = {
@@ -336,5 +386,53 @@ mod tests {
         assert_eq!(started.elapsed(), Duration::from_secs(30));
         assert_eq!(child.exceeded(), Some(LimitKind::WallClock));
         assert_eq!(parent.exceeded(), Some(LimitKind::WallClock));
+    }
+
+    #[test]
+    fn no_call_starts_once_the_crossing_charge_is_in() {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        // Siblings under one limited parent, each starting calls and charging them from
+        // its own thread; a start sees the crossing charge's report or comes before it.
+        for _ in 0..20 {
+            let parent = Budget::unlimited().child(max(2_000));
+            let crossed = Arc::new(AtomicBool::new(false));
+            let (late, admitted) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    let node = parent.child(BudgetLimits::default());
+                    let (crossed, late, admitted) =
+                        (crossed.clone(), late.clone(), admitted.clone());
+                    std::thread::spawn(move || {
+                        while let Some(()) = node.start(|| {
+                            admitted.fetch_add(1, Ordering::SeqCst);
+                            if crossed.load(Ordering::SeqCst) {
+                                late.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }) {
+                            std::thread::yield_now();
+                            node.charge_then(tokens(7), |_| {
+                                if node.exceeded().is_some() {
+                                    crossed.store(true, Ordering::SeqCst);
+                                }
+                            });
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            assert!(crossed.load(Ordering::SeqCst));
+            assert_eq!(
+                late.load(Ordering::SeqCst),
+                0,
+                "calls started after the stop"
+            );
+            // Every admitted call was charged: the spend is what the calls cost.
+            assert_eq!(
+                parent.spent().usage.total(),
+                7 * admitted.load(Ordering::SeqCst)
+            );
+        }
     }
 }

@@ -184,7 +184,7 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
         },
     );
     // A resumed session's tasks a killed process left are taken up here.
-    repl.reattach().await;
+    repl.reattach();
     let tty = std::io::stdin().is_terminal();
     if tty {
         eprintln!(
@@ -346,7 +346,7 @@ impl Repl {
                     eprintln!("resumed {} ({} messages)", s.id(), s.messages().len());
                     self.session = s;
                     self.spent = Default::default();
-                    self.reattach().await;
+                    self.reattach();
                 }
                 Err(e) => eprintln!("cadre: {e}"),
             },
@@ -370,18 +370,13 @@ impl Repl {
         Ok(())
     }
 
-    /// Take up the session's background tasks whose process was lost
-    /// ([`cadre_subagents::SubagentRuntime::reattach`]): their results come with the next
-    /// prompt's turn.
-    async fn reattach(&self) {
-        let parent = self.parent(&CancellationToken::new());
-        let adopted = self.h().runtime().reattach(&parent).await;
-        if !adopted.is_empty() {
-            eprintln!(
-                "resumed {} background task(s) of this session that a lost cadre left running",
-                adopted.len()
-            );
-        }
+    /// Have the next prompt's run take up the session's tasks whose process was lost
+    /// ([`cadre_subagents::SubagentRuntime::reattach_when_run_starts`]), as `cadre run
+    /// --resume` does: they are that run's children, in its totals and its budget.
+    fn reattach(&self) {
+        self.h()
+            .runtime()
+            .reattach_when_run_starts(self.session.id());
     }
 
     fn parent(&self, cancel: &CancellationToken) -> Parent {

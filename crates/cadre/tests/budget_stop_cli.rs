@@ -1,20 +1,23 @@
 //! `cadre run` end to end on a budget stop with eight children in flight, against a mock
 //! OpenAI server that counts the tokens it bills: the run's `done.usage` and the task
-//! records carry every billed token, and every call the mock answered is reported.
+//! records carry every billed token, every call the mock answered is reported, and no child
+//! starts a call once the stop is reported.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use cadre_testkit::{MockServer, OpenAiStream, RecordedRequest};
 use serde_json::Value;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const KEY_VAR: &str = "CADRE_BUDGET_STOP_TEST_KEY";
 const CHILDREN: usize = 8;
 const PER_CHILD_CALL: u64 = 1000;
 const MAIN_CALL: u64 = 10;
+const MAX_TOKENS: u64 = 3500;
 
 /// The child a request is for (its system prompt says `You are cN.`), none for main.
 fn child_of(r: &RecordedRequest) -> Option<usize> {
@@ -78,7 +81,7 @@ fn workspace(mock: &MockServer) -> tempfile::TempDir {
         dir.path().join(".cadre/config.toml"),
         format!(
             "[providers.openai]\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n\
-             [limits]\nmax_tokens = 3500\n",
+             [limits]\nmax_tokens = {MAX_TOKENS}\n",
             mock.openai_base_url()
         ),
     )
@@ -103,6 +106,31 @@ fn total(v: &Value) -> u64 {
     v["input_tokens"].as_u64().unwrap() + v["output_tokens"].as_u64().unwrap()
 }
 
+/// `cadre run --output jsonl go` in `ws`: its output, its events, and when the usage report
+/// that took the reported total to the limit was read.
+fn run_jsonl(ws: &Path) -> (std::process::Output, Vec<Value>, Option<Instant>) {
+    let mut child = cadre(ws)
+        .args(["run", "--output", "jsonl", "go"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (mut events, mut spent, mut stop_seen) = (Vec::new(), 0, None);
+    for line in BufReader::new(stdout).lines() {
+        let event: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if event["type"] == "usage" {
+            spent += total(&event["usage"]);
+            if spent >= MAX_TOKENS && stop_seen.is_none() {
+                stop_seen = Some(Instant::now());
+            }
+        }
+        events.push(event);
+    }
+    (child.wait_with_output().unwrap(), events, stop_seen)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn eight_children_crossing_max_tokens_report_every_billed_token() {
     let mock = MockServer::start().await.unwrap();
@@ -110,26 +138,16 @@ async fn eight_children_crossing_max_tokens_report_every_billed_token() {
     mock.set_responder(responder(billed.clone()));
     let dir = workspace(&mock);
     let ws = dir.path().to_path_buf();
-    let out = tokio::task::spawn_blocking(move || {
-        cadre(&ws)
-            .args(["run", "--output", "jsonl", "go"])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
+    let (out, events, stop_seen) = tokio::task::spawn_blocking(move || run_jsonl(&ws))
+        .await
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
-    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let done = events.last().unwrap();
     assert_eq!(done["type"], "done", "{done}");
     assert_eq!(done["reason"], "budget", "{done}");
     let billed = billed.load(Ordering::SeqCst);
-    assert!(billed > 3500, "the budget was crossed: {billed}");
+    assert!(billed > MAX_TOKENS, "the budget was crossed: {billed}");
     assert_eq!(
         total(&done["usage"]),
         billed,
@@ -144,6 +162,18 @@ async fn eight_children_crossing_max_tokens_report_every_billed_token() {
             .filter(|e| e["type"] == "usage" && e["subagent"] == format!("c{n}").as_str())
             .count();
         assert_eq!(reported, asked, "c{n}: calls reported vs made");
+    }
+    // The stop is the usage report that takes the run's total to the limit. A call admitted
+    // before it may reach the mock a moment after (a request on its way), so a child has at
+    // most that one request arriving after the stop was seen; a call started after the
+    // stop would be a second (each child's calls follow one another).
+    let stop_seen = stop_seen.expect("a usage report crossed the limit");
+    for n in 0..CHILDREN {
+        let late = requests
+            .iter()
+            .filter(|r| child_of(r) == Some(n) && r.received_at > stop_seen)
+            .count();
+        assert!(late <= 1, "c{n} started {late} calls after the stop");
     }
     // The task records carry the children's part of it.
     let list = cadre(dir.path())

@@ -420,3 +420,66 @@ fn a_child_adopted_on_resume_continues_the_trace_it_was_started_in() {
         "{spans:?}"
     );
 }
+
+#[test]
+fn the_repls_resume_counts_an_adopted_childs_usage_in_its_next_runs_budget() {
+    let (dir, model) = workspace("resume");
+    let ws = dir.path();
+    let run = Running::start(ws, &model, "spend it");
+    let id = run.session_id();
+    wait_until("the child's side effect", || {
+        std::fs::read_to_string(ws.join("side.txt")).is_ok_and(|s| s == "spent\n")
+    });
+    run.kill();
+    // The REPL's runs may spend 1500 tokens each; the child it adopts has spent 3300.
+    let config = ws.join(".cadre/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[limits]\nmax_tokens = 1500\n");
+    std::fs::write(&config, text).unwrap();
+    let mut repl = cadre(ws, &model)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = repl.stdin.take().unwrap();
+    std::io::Write::write_all(
+        &mut stdin,
+        format!("/resume {id}\ncarry on\n/cost\n/exit\n").as_bytes(),
+    )
+    .unwrap();
+    drop(stdin);
+    let out = repl.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    // The prompt's run adopted the child, and said so: its spend is in the run's budget,
+    // which stops it.
+    assert!(
+        stderr.contains("resumed 1 task(s) of this session that a lost cadre left running"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("cadre: limit reached (token budget)"),
+        "{stderr}\n{stdout}"
+    );
+    let spent = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("this session: "))
+        .unwrap_or_else(|| panic!("no /cost: {stdout}"));
+    let tokens: u64 = spent
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .replace([',', '\u{202f}', '_'], "")
+        .parse()
+        .unwrap_or_else(|e| panic!("{spent}: {e}"));
+    assert!(
+        tokens >= 3300,
+        "the session's spend leaves the child out: {spent}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("side.txt")).unwrap(),
+        "spent\n"
+    );
+}

@@ -32,6 +32,7 @@ pub(crate) fn run(
     model: String,
     cap: usize,
     body: Bytes,
+    gate: crate::RetryGate,
 ) -> ModelStream {
     let policy = core.retry.clone();
     let name = core.name.clone();
@@ -40,19 +41,22 @@ pub(crate) fn run(
     let make: AttemptFn = Arc::new(move |_attempt| {
         attempt(core.clone(), wire.clone(), model.clone(), cap, body.clone())
     });
-    super::limit::gated(limit.as_ref(), move || with_retries(policy, name, make))
+    super::limit::gated(limit.as_ref(), move || {
+        with_retries(policy, name, gate, make)
+    })
 }
 
-/// [`run`] an encoded body; an encoding failure is the stream's only item.
+/// [`run`] an encoded body, asking `gate` before each retry; an encoding failure is the stream's only item.
 pub(crate) fn run_body(
     core: Arc<HttpCore>,
     wire: Arc<dyn Wire>,
     model: String,
     cap: usize,
     body: Result<Bytes, ProviderError>,
+    gate: crate::RetryGate,
 ) -> ModelStream {
     match body {
-        Ok(body) => run(core, wire, model, cap, body),
+        Ok(body) => run(core, wire, model, cap, body, gate),
         Err(err) => Box::pin(futures::stream::once(async move { Err(err) })),
     }
 }

@@ -135,7 +135,9 @@ impl SubagentRuntime {
     /// Have the next top-level run of `session` [`reattach`](Self::reattach) the session's
     /// lost tasks when it starts, as children of that run: their usage (what they spent
     /// before and spend now) is then in the run's totals and charged to its budget, like
-    /// that of the children it starts itself (`cadre run --resume`).
+    /// that of the children it starts itself (`cadre run --resume`, and the REPL's and the
+    /// TUI's `--resume`, `--continue` and `/resume`: their next prompt's run). The run says
+    /// what it adopted in a notice.
     pub fn reattach_when_run_starts(&self, session: &str) {
         if let Ok(mut pending) = self.reattach_pending.lock() {
             pending.insert(session.to_string());
@@ -153,7 +155,21 @@ impl SubagentRuntime {
                 .is_ok_and(|mut p| p.remove(&run.session_id));
         if marked {
             let parent = self.top_level_parent(Arc::new(run.clone()), cancel.clone());
-            self.reattach(&parent).await;
+            let adopted = self.reattach(&parent).await;
+            if !adopted.is_empty() {
+                run.events.emit(cadre_types::EventEnvelope {
+                    session_id: run.session_id.clone(),
+                    agent: run.agent.clone(),
+                    task_id: run.task_id.clone(),
+                    event: cadre_types::Event::Notice {
+                        message: format!(
+                            "resumed {} task(s) of this session that a lost cadre left running: {}",
+                            adopted.len(),
+                            adopted.join(", ")
+                        ),
+                    },
+                });
+            }
         }
     }
 

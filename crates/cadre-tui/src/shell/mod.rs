@@ -176,7 +176,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
         dirty: true,
         exit: false,
     };
-    shell.reattach().await;
+    shell.reattach();
     let (mut term, guard) = terminal::enter()?;
     let mut input = terminal::input_events();
     let mut tick = tokio::time::interval(TICK);
@@ -419,18 +419,14 @@ impl Shell {
         tasks
     }
 
-    /// Take up the session's background tasks whose process was lost
-    /// ([`cadre_subagents::SubagentRuntime::reattach`]): they show in the task panel, and
-    /// their results come with the next turn.
-    async fn reattach(&self) {
-        let parent = self.parent(&CancellationToken::new());
-        let adopted = self.harness.runtime().reattach(&parent).await;
-        if !adopted.is_empty() {
-            tracing::info!(
-                count = adopted.len(),
-                "resumed background tasks of the session"
-            );
-        }
+    /// Have the next turn's run take up the session's tasks whose process was lost
+    /// ([`cadre_subagents::SubagentRuntime::reattach_when_run_starts`]), as `cadre run
+    /// --resume` does: they are that run's children, in its totals and its budget, and show
+    /// in the task panel from then on.
+    fn reattach(&self) {
+        self.harness
+            .runtime()
+            .reattach_when_run_starts(&self.session_id);
     }
 
     fn parent(&self, cancel: &CancellationToken) -> Parent {
@@ -699,7 +695,7 @@ impl Shell {
                     let messages = s.messages().to_vec();
                     self.replace_session(s);
                     self.app.load_history(&messages);
-                    self.reattach().await;
+                    self.reattach();
                 }
                 Err(e) => self.app.error(format!("cannot resume {id}: {e}")),
             },
