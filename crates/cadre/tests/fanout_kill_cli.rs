@@ -243,11 +243,21 @@ enum KillPoint {
 
 /// Start the fan-out, kill it at `at`, resume it, and check the aftermath.
 async fn killed_and_resumed(at: KillPoint) {
-    killed_then(at, |_| {}).await;
+    killed_then(at, Reap::First, |_| {}).await;
 }
 
-/// The same, with `after_kill` done to the workspace between the kill and the resume.
-async fn killed_then(at: KillPoint, after_kill: impl FnOnce(&Path)) {
+/// When the killed run is reaped (waited for by its parent, here the test).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reap {
+    /// Before the resume starts.
+    First,
+    /// Only after the resume ended: meanwhile it is a zombie, dead but still listed.
+    Last,
+}
+
+/// The same, reaped as `reap` says, with `after_kill` done to the workspace between the
+/// kill and the resume.
+async fn killed_then(at: KillPoint, reap: Reap, after_kill: impl FnOnce(&Path)) {
     let (held, max_concurrent) = match at {
         KillPoint::Held {
             first,
@@ -280,7 +290,18 @@ async fn killed_then(at: KillPoint, after_kill: impl FnOnce(&Path)) {
         );
     }
     first.kill().unwrap();
-    first.wait().unwrap();
+    match reap {
+        Reap::First => drop(first.wait().unwrap()),
+        Reap::Last => {
+            let stat = format!("/proc/{}/stat", first.id());
+            until("the killed run a zombie", || {
+                let text = std::fs::read_to_string(&stat).unwrap_or_default();
+                text.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('Z'))
+            })
+            .await;
+        }
+    }
     lock(&book).open();
     after_kill(ws);
 
@@ -295,6 +316,9 @@ async fn killed_then(at: KillPoint, after_kill: impl FnOnce(&Path)) {
     .unwrap();
     let resumed = collect_events(&mut again);
     let ended = wait_exit(&mut again).await;
+    if reap == Reap::Last {
+        first.wait().unwrap();
+    }
     let stderr = std::fs::read_to_string(ws.join("resumed.log")).unwrap();
     let stdout = resumed.lock().unwrap().clone();
     assert!(
@@ -480,7 +504,19 @@ async fn workers_killed_before_their_transcripts_were_written_start_afresh() {
         finals: 0,
         max_concurrent: 16,
     };
-    killed_then(early, empty_unanswered_transcripts).await;
+    killed_then(early, Reap::First, empty_unanswered_transcripts).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_run_not_yet_reaped_is_not_waited_for() {
+    // Its process is gone, but until its parent waits for it the kernel still lists it,
+    // with its start time: a resume that took it for alive waited out the orphan timeout.
+    let midway = KillPoint::Held {
+        first: N / 2,
+        finals: 0,
+        max_concurrent: 16,
+    };
+    killed_then(midway, Reap::Last, |_| {}).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
