@@ -58,16 +58,23 @@ pub(crate) fn system_prompt(cfg: &AgentConfig, run: &RunContext) -> String {
     prompt
 }
 
-/// Append the extensions' messages (live state, finished background work).
+/// Append the extensions' messages (live state, finished background work), written to the
+/// transcript at once: a finished task is marked delivered when it is taken, so its result
+/// must not wait in the buffer for the end of the model call (a kill then lost it).
 async fn inject(
     cfg: &AgentConfig,
     run: &RunContext,
     session: &mut Session,
 ) -> Result<(), crate::SessionError> {
+    let mut any = false;
     for ext in &cfg.extensions {
         for m in ext.take_injections(run, session.messages()).await {
             session.push(m)?;
+            any = true;
         }
+    }
+    if any {
+        session.flush()?;
     }
     Ok(())
 }

@@ -81,7 +81,10 @@ pub fn current_instance() -> String {
 }
 
 /// True when `instance` names a process that is still running on this machine (same pid
-/// and same start time, so a reused pid does not count). False when unknown.
+/// and same start time, so a reused pid does not count). A process that has exited but
+/// that its parent has not waited for yet (a zombie, still listed with its start time)
+/// is not running: a `cadre run` killed a moment ago is dead even before it is reaped.
+/// False when unknown.
 pub fn instance_alive(instance: &str) -> bool {
     let Some((pid, start)) = instance.split_once(':') else {
         return false;
@@ -89,16 +92,26 @@ pub fn instance_alive(instance: &str) -> bool {
     let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else {
         return false;
     };
-    start != 0 && process_start_ticks(pid) == Some(start)
+    start != 0
+        && process_stat(pid)
+            .is_some_and(|(state, ticks)| ticks == start && !matches!(state, 'Z' | 'X' | 'x'))
 }
 
 /// Field 22 of `/proc/<pid>/stat`: the process start time in clock ticks since boot.
 fn process_start_ticks(pid: u32) -> Option<u64> {
+    process_stat(pid).map(|(_, ticks)| ticks)
+}
+
+/// Fields 3 (the state: `R`, `S`, `Z` for a zombie, ...) and 22 (the start time in clock
+/// ticks since boot) of `/proc/<pid>/stat`.
+fn process_stat(pid: u32) -> Option<(char, u64)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) is in parentheses and may contain spaces.
     let after = &stat[stat.rfind(')')? + 1..];
-    // `after` starts with field 3 (state); start time is field 22.
-    after.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = after.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    // `after` starts with field 3; start time is field 22.
+    Some((state, fields.nth(18)?.parse().ok()?))
 }
 
 #[cfg(test)]
@@ -131,6 +144,15 @@ mod tests {
         );
         assert!(instance_alive(&inst));
         child.kill().unwrap();
+        // Dead but not yet waited for: a zombie, listed with its start time until reaped.
+        let stat = format!("/proc/{}/stat", child.id());
+        cadre_testkit::wait_until("a zombie", std::time::Duration::from_secs(10), || {
+            std::fs::read_to_string(&stat)
+                .unwrap()
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z'))
+        });
+        assert!(!instance_alive(&inst), "a zombie is not alive");
         child.wait().unwrap();
         assert!(!instance_alive(&inst));
         assert!(!instance_alive("garbage"));

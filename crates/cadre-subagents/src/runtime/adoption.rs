@@ -298,7 +298,8 @@ impl SubagentRuntime {
         };
         if let Some(sid) = &record.child_session_id {
             plan.session_id = sid.clone();
-            plan.reopen = true;
+            let dir = self.cfg.sessions_dir.as_deref();
+            plan.reopen = !dir.is_some_and(|d| forget_unwritten_transcript(d, sid));
         }
         let registered = self.register(&id, &parent, record.background, false);
         self.launch(JobStart {
@@ -331,6 +332,49 @@ impl SubagentRuntime {
     }
 }
 
+/// The most of a transcript read to tell whether it holds a whole record.
+const UNWRITTEN_PEEK: u64 = 64 * 1024;
+
+/// Remove the transcript of session `sid` under `dir` when it holds no whole record: the
+/// lost process created the file and died before writing its first record (records are
+/// buffered until the first message is written), so nothing was recorded there, and the
+/// adopted child starts its session afresh under the same id. True when removed. An id
+/// that is not a plain session id (it came from the store) is left alone.
+fn forget_unwritten_transcript(dir: &std::path::Path, sid: &str) -> bool {
+    let plain = !sid.is_empty()
+        && sid.len() <= 128
+        && sid
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !plain {
+        return false;
+    }
+    let path = dir.join(format!("{sid}.jsonl"));
+    let Ok(file) = std::fs::File::open(&path) else {
+        return false;
+    };
+    let mut head = Vec::new();
+    let read =
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, UNWRITTEN_PEEK), &mut head);
+    let unwritten = read.is_ok() && (head.len() as u64) < UNWRITTEN_PEEK && !head.contains(&b'\n');
+    if !unwritten {
+        return false;
+    }
+    match std::fs::remove_file(&path) {
+        Ok(()) => {
+            tracing::info!(
+                session = sid,
+                "an adopted child's transcript was never written; started afresh"
+            );
+            true
+        }
+        Err(e) => {
+            tracing::warn!(session = sid, error = %e, "cannot remove an unwritten transcript");
+            false
+        }
+    }
+}
+
 /// The parent an adopted task's child runs under: `parent` (this node's), speaking for the
 /// task's own parent session, agent and user, one level above the depth the child ran at,
 /// so the child is rebuilt with what it had there and no more (a child at the cap gets no
@@ -353,5 +397,38 @@ fn adopted_parent(parent: &Parent, record: &TaskRecord, max_depth: u32) -> Paren
     Parent {
         run: Arc::new(run),
         ..parent.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::forget_unwritten_transcript;
+
+    #[test]
+    fn only_a_transcript_without_a_whole_record_is_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("sub-empty.jsonl"), "").unwrap();
+        std::fs::write(d.join("sub-torn.jsonl"), "{\"kind\":\"me").unwrap();
+        std::fs::write(d.join("sub-kept.jsonl"), "{\"kind\":\"meta\"}\n").unwrap();
+        assert!(forget_unwritten_transcript(d, "sub-empty"));
+        assert!(forget_unwritten_transcript(d, "sub-torn"));
+        assert!(!forget_unwritten_transcript(d, "sub-kept"));
+        assert!(!forget_unwritten_transcript(d, "sub-missing"));
+        assert!(!d.join("sub-empty.jsonl").exists());
+        assert!(d.join("sub-kept.jsonl").exists());
+    }
+
+    #[test]
+    fn a_hostile_session_id_touches_nothing_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = dir.path().join("sessions");
+        std::fs::create_dir(&sessions).unwrap();
+        let outside = dir.path().join("victim.jsonl");
+        std::fs::write(&outside, "").unwrap();
+        for sid in ["../victim", "..", "", "a/b", "victim\0", " ../victim"] {
+            assert!(!forget_unwritten_transcript(&sessions, sid), "{sid:?}");
+        }
+        assert!(outside.exists());
     }
 }

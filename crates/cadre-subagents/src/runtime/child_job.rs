@@ -366,9 +366,9 @@ impl ChildJob {
         self.forward.update(sid, kind, start_note, None, None);
         let lease = self.lease(proven);
         self.forward.leased(lease.clone());
-        let restored = match self.resumed.take() {
-            Some(r) => r.checkpoint,
-            None => None,
+        let (adopted, restored) = match self.resumed.take() {
+            Some(r) => (true, r.checkpoint),
+            None => (false, None),
         };
         let hook_run = run.clone();
         let context = super::child_hooks::started(&self.runtime, &hook_run).await;
@@ -411,6 +411,23 @@ impl ChildJob {
                         usage: cp.usage,
                     },
                 }
+            }
+            // Adopted before its first reply was checkpointed, its transcript reopened here:
+            // that holds the task message the lost process gave it, so the child goes on
+            // from there rather than being given the message a second time.
+            (ChildRunner::Local { agent, workspace }, None)
+                if adopted && !session.messages().is_empty() =>
+            {
+                let (ws, cancel) = (workspace.clone(), self.cancel.clone());
+                let observer =
+                    Checkpointer::new(self.store.clone(), id, self.epoch).leased(lease.clone());
+                let resume = cadre_engine::Resume {
+                    spent: Usage::default(),
+                    why: LOST.to_string(),
+                };
+                agent
+                    .resume_observed(&mut session, &resume, run, ws, cancel, &observer)
+                    .await
             }
             (ChildRunner::Local { agent, workspace }, None) => {
                 let prompt = Some(std::mem::take(&mut self.prompt));
