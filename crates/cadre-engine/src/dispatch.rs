@@ -286,7 +286,7 @@ impl<'a> Dispatcher<'a> {
                 ),
             };
             let asked = std::time::Instant::now();
-            let hooked = crate::hook_points::permission_request(&self.cfg, &self.run, &request);
+            let hooked = crate::hook_points::permission_request(self.cfg, &self.run, &request);
             let answer = match hooked.await {
                 // A hook answered for the user: nobody is asked.
                 Some(d) => Some(d),
@@ -300,7 +300,7 @@ impl<'a> Dispatcher<'a> {
                         request: request.clone(),
                     });
                     let told = crate::hook_points::approval_waits(
-                        &self.cfg,
+                        self.cfg,
                         &self.run,
                         request.tool.clone(),
                     );

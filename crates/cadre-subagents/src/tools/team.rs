@@ -401,7 +401,7 @@ impl TypedTool for BoardDoneTool {
             |rt, key, me| async move {
                 let teams = store_teams(&rt)?;
                 if let Some(hooks) = rt.config().claude_hooks.clone() {
-                    completing(&*hooks, teams, &key, a.id, &me, &a.result, &ctx.run).await?;
+                    completing(&hooks, teams, &key, a.id, &me, &a.result, &ctx.run).await?;
                 }
                 teams.board_done(&key, a.id, &me, &a.result).await
             },
