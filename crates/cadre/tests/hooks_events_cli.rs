@@ -450,3 +450,42 @@ text = "saw: {{tool_results}}"
     assert_eq!(j["tool_input"]["command"], "touch made.txt");
     assert_eq!(j["tool_use_id"], "call-1");
 }
+
+#[test]
+fn the_repl_ends_its_sessions_with_clear_and_prompt_input_exit() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = &d.path().canonicalize().unwrap();
+    write(
+        ws,
+        ".claude/settings.json",
+        &format!(
+            r#"{{"hooks": {{"SessionEnd": [{{"hooks": [{end}]}}]}}}}"#,
+            end = log_to("end.jsonl")
+        ),
+    );
+    write(
+        ws,
+        "s.toml",
+        "[[scripts]]\n[[scripts.turns]]\ntext = \"answered\"\n",
+    );
+    let model = format!("scripted:{}", ws.join("s.toml").display());
+    // Not a terminal: the line REPL; the input ends after the second prompt.
+    let out = cadre(ws)
+        .args(["--model", &model])
+        .write_stdin("hello\n/clear\nhi again\n")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let end = logged(ws, "end.jsonl");
+    let reasons: Vec<&str> = end.iter().map(|j| j["reason"].as_str().unwrap()).collect();
+    assert_eq!(reasons, ["clear", "prompt_input_exit"], "{end:?}");
+    // Each for its own session: the one /clear left, then the one the input ended.
+    assert_ne!(end[0]["session_id"], end[1]["session_id"]);
+    for j in &end {
+        let id = j["session_id"].as_str().unwrap();
+        assert!(stderr.contains(id), "{id} not in {stderr}");
+        assert_eq!(j["hook_event_name"], "SessionEnd");
+    }
+}
