@@ -33,6 +33,7 @@ impl ReplyCap {
             StreamEvent::ToolCall(c) => c.id.len() + c.name.len() + c.arguments.len(),
             StreamEvent::ThinkingSignature(_)
             | StreamEvent::Usage(_)
+            | StreamEvent::ResponseId(_)
             | StreamEvent::Restart
             | StreamEvent::Done { .. } => 0,
         };

@@ -92,7 +92,7 @@ pub(crate) async fn call_model(
                     &span,
                     crate::spans::tokens_of(&reply.usage),
                     reply.stop_reason.as_deref(),
-                    None,
+                    reply.response_id.as_deref(),
                     &reply.text,
                 ),
                 Err(failed) => {
@@ -130,6 +130,8 @@ pub(crate) struct Reply {
     pub(crate) usage: Usage,
     /// The provider's stop reason, if it gave one.
     pub(crate) stop_reason: Option<String>,
+    /// The provider's id of the reply, for its `chat` span.
+    pub(crate) response_id: Option<String>,
 }
 
 /// A model call that failed, with the text it streamed before failing (part of the run's
@@ -154,6 +156,7 @@ async fn stream_reply(
         calls: Vec::new(),
         usage: Usage::default(),
         stop_reason: None,
+        response_id: None,
     };
     while let Some(ev) = stream.next().await {
         let ev = match ev {
@@ -208,6 +211,7 @@ async fn stream_reply(
                         .into(),
                 });
             }
+            StreamEvent::ResponseId(id) => reply.response_id = Some(id),
             StreamEvent::Done { stop_reason } => {
                 reply.stop_reason = stop_reason;
                 break;

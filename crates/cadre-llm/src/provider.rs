@@ -64,6 +64,8 @@ pub enum StreamEvent {
     ToolCall(ToolCall),
     /// Token usage of this call.
     Usage(Usage),
+    /// The provider's id of the reply (`chatcmpl-…`, `msg_…`), given just before `Done`.
+    ResponseId(String),
     /// The reply broke off before any tool call and is being asked for again: forget the
     /// text and thinking received so far; the new reply follows from its start.
     Restart,
@@ -114,6 +116,8 @@ pub struct ModelResponse {
     pub usage: Usage,
     /// Stop reason.
     pub stop_reason: Option<String>,
+    /// The provider's id of the reply, if it gave one.
+    pub response_id: Option<String>,
 }
 
 /// Collect a stream into a [`ModelResponse`]; the first error is returned.
@@ -131,6 +135,7 @@ pub async fn collect(mut stream: ModelStream) -> Result<ModelResponse, ProviderE
                 out.thinking.clear();
                 out.thinking_signature = None;
             }
+            StreamEvent::ResponseId(id) => out.response_id = Some(id),
             StreamEvent::Done { stop_reason } => out.stop_reason = stop_reason,
         }
     }

@@ -39,6 +39,7 @@ async fn streamed_text_reply_and_request_shape() {
                 cached_input_tokens: 30,
                 ..Usage::default()
             }),
+            StreamEvent::ResponseId("msg_mock".into()),
             StreamEvent::Done {
                 stop_reason: Some("end_turn".into())
             },

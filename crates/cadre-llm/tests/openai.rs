@@ -39,6 +39,7 @@ async fn streamed_text_reply_and_request_shape() {
                 cached_input_tokens: 4,
                 ..Usage::default()
             }),
+            StreamEvent::ResponseId("chatcmpl-mock".into()),
             StreamEvent::Done {
                 stop_reason: Some("stop".into())
             },

@@ -494,7 +494,7 @@ impl McpServer {
         };
         let peer = conn.service.peer().clone();
         let Ok(handle) = peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .send_cancellable_request(request, trace_options())
             .await
         else {
             return Err(CallError::Lost(self.lost(&conn).await));
@@ -545,4 +545,17 @@ fn exited_message(said: &str) -> String {
     } else {
         format!("exited (it said: {said})")
     }
+}
+
+/// The options of a request to a server: its `_meta` carries the W3C `traceparent` of the
+/// span it is made in (the tool call's), as the MCP convention for trace context has it, so
+/// a server that traces continues the caller's trace.
+fn trace_options() -> PeerRequestOptions {
+    let mut options = PeerRequestOptions::no_options();
+    if let Some(tp) = cadre_tools::otel::current_traceparent() {
+        let mut meta = rmcp::model::Meta::new();
+        meta.0.insert("traceparent".into(), tp.into());
+        options.meta = Some(meta);
+    }
+    options
 }

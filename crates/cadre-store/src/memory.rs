@@ -291,6 +291,9 @@ impl MemoryStore {
         if let Some(u) = t.usage {
             r.usage = u;
         }
+        if t.turns.is_some() {
+            r.turns = t.turns;
+        }
         r.delivered |= t.deliver;
         let kept = keep.then(|| r.clone());
         if t.to.is_terminal() {

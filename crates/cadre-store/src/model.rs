@@ -103,6 +103,9 @@ pub struct NewTask {
     /// The id of the parent's tool call this task answers (a `task` call), if it was
     /// started by one: a parent resumed after a crash finds its child by it.
     pub parent_call_id: Option<String>,
+    /// The W3C `traceparent` of the span it is started under: an adopter's spans continue
+    /// that trace.
+    pub trace_parent: Option<String>,
     /// Create it `running`: its child has its slot already, so it starts without waiting
     /// (one write fewer than `pending`, then `running`).
     pub running: bool,
@@ -126,6 +129,7 @@ impl NewTask {
             on_orphan: OrphanPolicy::Fail,
             depth: 1,
             parent_call_id: None,
+            trace_parent: None,
             running: false,
         }
     }
@@ -184,6 +188,8 @@ impl NewTask {
             resumes: 0,
             depth: Some(self.depth),
             parent_call_id: self.parent_call_id,
+            turns: None,
+            trace_parent: self.trace_parent,
             served: None,
             question: None,
             answer: None,
@@ -285,6 +291,11 @@ pub struct TaskRecord {
     pub depth: Option<u32>,
     /// The id of the parent's tool call this task answers, if a tool call started it.
     pub parent_call_id: Option<String>,
+    /// The model turns of the run that ended it; `None` while it runs, when its executor
+    /// did not say (a remote child), or for a task stored before the store recorded them.
+    pub turns: Option<u64>,
+    /// The W3C `traceparent` of the span the task was started under, if telemetry was on.
+    pub trace_parent: Option<String>,
     /// What `cadre serve` records of a task it serves; `None` for other tasks.
     pub served: Option<ServedTurn>,
     /// The question (JSON, written by `cadre serve`) the task's agent waits on its caller
@@ -348,6 +359,8 @@ pub struct Transition {
     pub end_state: Option<String>,
     /// Usage to store (replaces the stored totals).
     pub usage: Option<Usage>,
+    /// The run's model turns, to store with its end.
+    pub turns: Option<u64>,
     /// Written only while the task's owner epoch is this one (its owner's writes); `None`:
     /// by anyone (a cancel from another node, say).
     pub epoch: Option<u64>,
@@ -365,6 +378,7 @@ impl Transition {
             error: None,
             end_state: None,
             usage: None,
+            turns: None,
             epoch: None,
             deliver: false,
         }
@@ -431,6 +445,12 @@ impl Transition {
         self
     }
 
+    /// Set the run's model turns.
+    pub fn with_turns(mut self, turns: u64) -> Self {
+        self.turns = Some(turns);
+        self
+    }
+
     /// The end of a run: its status, error and end state ([`cadre_types::TaskOutcome`]),
     /// its output (when there is any) and its usage.
     pub fn ended(end: &cadre_types::EndState, output: String, usage: Usage) -> Self {
@@ -441,6 +461,7 @@ impl Transition {
             error: outcome.error,
             end_state: Some(outcome.end_state),
             usage: Some(usage),
+            turns: None,
             epoch: None,
             deliver: false,
         }

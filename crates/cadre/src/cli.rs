@@ -126,6 +126,15 @@ pub enum TasksCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A session's delegation tree: each sub-agent under the agent that started it, with
+    /// its node, state, turns, tokens, cost and duration.
+    Tree {
+        /// The session (default: the session of the newest task in the store).
+        session: Option<String>,
+        /// Print the tree as nested JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Request cancellation; the node running the task stops it.
     Cancel {
         /// The task id.

@@ -1,5 +1,5 @@
-//! `cadre tasks list | show | cancel | sweep`: the persisted task records, readable and
-//! controllable from any process or node that shares the store.
+//! `cadre tasks list | show | tree | cancel | sweep`: the persisted task records, readable
+//! and controllable from any process or node that shares the store.
 
 use crate::cli::{Cli, TasksCommand};
 use crate::config;
@@ -13,6 +13,13 @@ use std::time::{Duration, UNIX_EPOCH};
 
 fn time(ms: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
+}
+
+/// Now, Unix ms: how long a running task has run.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A record as JSON: the fields scripts read from `cadre tasks list --json`, so renaming one breaks
@@ -57,6 +64,7 @@ pub fn record_json(r: &TaskRecord) -> Value {
         "remote_task_id": r.remote_task_id,
         "remote_headers": r.remote_headers,
         "usage": usage,
+        "turns": r.turns,
     })
 }
 
@@ -160,6 +168,7 @@ fn readable(r: &TaskRecord) -> String {
     if r.background {
         field("delivered", if r.delivered { "yes" } else { "no" });
     }
+    field("turns", &r.turns.map(|t| t.to_string()).unwrap_or_default());
     field("tokens", &r.usage.tokens_text());
     field("cost", &r.usage.task_cost_text(r.status.is_terminal()));
     for (name, text) in [
@@ -249,6 +258,14 @@ pub async fn run(cli: &Cli, cmd: &TasksCommand) -> Result<ExitCode> {
                         before.owner_node
                     )?,
                 }
+            }
+        }
+        TasksCommand::Tree { session, json } => {
+            let tree = crate::tasks_tree::load(store.as_ref(), session.as_deref()).await?;
+            if *json {
+                out!("{}", serde_json::to_string_pretty(&tree.to_json(now_ms()))?)?;
+            } else {
+                crate::stdout::print(&tree.text(now_ms()))?;
             }
         }
         TasksCommand::Sweep => {

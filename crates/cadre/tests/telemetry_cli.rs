@@ -494,3 +494,119 @@ fn bash_gets_the_traceparent_of_its_tool_call() {
     let want = format!("tp=00-{}-{}-01", to_hex(&s.trace_id), to_hex(&s.span_id));
     assert!(stdout.contains(&want), "{want} in {stdout}");
 }
+
+#[test]
+fn an_mcp_tool_call_carries_the_traceparent_of_its_tool_call_in_meta() {
+    if !cadre_testkit::optional::on_path("python3") {
+        cadre_testkit::optional::skip_because("python3 not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/writer_mcp.py");
+    std::fs::write(
+        dir.path().join(".mcp.json"),
+        serde_json::json!({"mcpServers": {"writer": {"command": "python3", "args": [server]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let script = dir.path().join("script.toml");
+    std::fs::write(
+        &script,
+        "[[scripts]]\nagent = \"main\"\n[[scripts.turns]]\n\
+         tool_calls = [ { name = \"mcp__writer__meta\", args = {} } ]\n\
+         [[scripts.turns]]\ntext = \"{{tool_results}}\"\n",
+    )
+    .unwrap();
+    let file = dir.path().join("trace.jsonl");
+    let out = cli_support::cadre(dir.path())
+        .args(["--model", &format!("scripted:{}", script.display())])
+        .args(["run", "--approval", "auto", "--trace-file"])
+        .arg(&file)
+        .arg("go")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stdout = cli_support::text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        cli_support::text(&out.stderr)
+    );
+    let mut tool_span = None;
+    for line in std::fs::read_to_string(&file).unwrap().lines() {
+        let request: ExportTraceServiceRequest = serde_json::from_str(line).unwrap();
+        for s in request
+            .resource_spans
+            .into_iter()
+            .flat_map(|rs| rs.scope_spans)
+            .flat_map(|ss| ss.spans)
+        {
+            if s.name == "execute_tool mcp__writer__meta" {
+                tool_span = Some(s);
+            }
+        }
+    }
+    let s = tool_span.expect("the MCP call's span");
+    let to_hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let want = format!(
+        r#""traceparent": "00-{}-{}-01""#,
+        to_hex(&s.trace_id),
+        to_hex(&s.span_id)
+    );
+    assert!(stdout.contains(&want), "{want} in {stdout}");
+}
+
+#[test]
+fn a_chat_span_carries_the_providers_reply_id() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mock = rt.block_on(cadre_testkit::MockServer::start()).unwrap();
+    mock.push_openai(
+        cadre_testkit::OpenAiStream::new()
+            .role()
+            .text("hi")
+            .finish("stop")
+            .usage(5, 1, 0)
+            .done()
+            .into_reply(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".cadre")).unwrap();
+    std::fs::write(
+        dir.path().join(".cadre/config.toml"),
+        format!(
+            "[providers.openai]\nbase_url = \"{}\"\napi_key_env = \"CADRE_TEST_KEY\"\n",
+            mock.openai_base_url()
+        ),
+    )
+    .unwrap();
+    let file = dir.path().join("trace.jsonl");
+    let out = cli_support::cadre(dir.path())
+        .env("CADRE_TEST_KEY", "sk-test")
+        .args(["--model", "openai:gpt-4o-mini", "run", "--trace-file"])
+        .arg(&file)
+        .arg("go")
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        cli_support::text(&out.stderr)
+    );
+    let mut chat = None;
+    for line in std::fs::read_to_string(&file).unwrap().lines() {
+        let request: ExportTraceServiceRequest = serde_json::from_str(line).unwrap();
+        for s in request
+            .resource_spans
+            .into_iter()
+            .flat_map(|rs| rs.scope_spans)
+            .flat_map(|ss| ss.spans)
+        {
+            if s.name.starts_with("chat ") {
+                chat = Some(s);
+            }
+        }
+    }
+    let chat = chat.expect("the model call's span");
+    assert_eq!(string(&chat, "gen_ai.response.id"), "chatcmpl-mock");
+}

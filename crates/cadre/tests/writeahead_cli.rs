@@ -110,8 +110,11 @@ struct Running {
 
 impl Running {
     fn start(ws: &Path, model: &str, prompt: &str) -> Self {
-        let mut child = cadre(ws, model)
-            .args(["run", "--output", "jsonl", prompt])
+        Self::spawn(cadre(ws, model).args(["run", "--output", "jsonl", prompt]))
+    }
+
+    fn spawn(cmd: &mut Command) -> Self {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -336,5 +339,84 @@ fn an_adopted_childs_usage_counts_in_the_resumed_runs_totals_and_budget() {
     assert_eq!(
         std::fs::read_to_string(ws.join("side.txt")).unwrap(),
         "spent\n"
+    );
+}
+
+/// The spans of an `--trace-file`, as (name, trace id, parent span id) in hex.
+fn trace_spans(file: &Path) -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        for rs in v["resourceSpans"].as_array().into_iter().flatten() {
+            for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
+                for span in ss["spans"].as_array().into_iter().flatten() {
+                    let field = |k: &str| span[k].as_str().unwrap_or_default().to_string();
+                    out.push((field("name"), field("traceId"), field("parentSpanId")));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_child_adopted_on_resume_continues_the_trace_it_was_started_in() {
+    let (dir, model) = workspace("resume");
+    let ws = dir.path();
+    // The first run's trace is the caller's, so it is known without its spans (a killed
+    // process exports none of those still open).
+    let first_trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+    let run = Running::spawn(
+        cadre(ws, &model)
+            .args(["run", "--output", "jsonl", "--trace-file"])
+            .arg(ws.join("first.jsonl"))
+            .arg("delegate the job")
+            .env(
+                "TRACEPARENT",
+                format!("00-{first_trace}-00f067aa0ba902b7-01"),
+            ),
+    );
+    let id = run.session_id();
+    wait_until("the child's side effect", || {
+        std::fs::read_to_string(ws.join("side.txt")).is_ok_and(|s| s == "once\n")
+    });
+    run.kill();
+    let second = ws.join("second.jsonl");
+    let out = cadre(ws, &model)
+        .args(["run", "--resume", &id, "--trace-file"])
+        .arg(&second)
+        .arg("carry on")
+        .env_remove("TRACEPARENT")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans = trace_spans(&second);
+    let main = spans.iter().find(|s| s.0 == "invoke_agent main").unwrap();
+    assert_ne!(main.1, first_trace, "the resumed run is a trace of its own");
+    let writer = spans
+        .iter()
+        .find(|s| s.0 == "invoke_agent writer")
+        .unwrap_or_else(|| panic!("no adopted child span: {spans:?}"));
+    assert_eq!(
+        writer.1, first_trace,
+        "the adopted child stays in its trace: {spans:?}"
+    );
+    // Under the span it was started under (the first run's `task` call), not a new root.
+    assert!(
+        !writer.2.is_empty() && writer.2 != "00f067aa0ba902b7",
+        "{writer:?}"
+    );
+    // Its own calls are in that trace too.
+    assert!(
+        spans
+            .iter()
+            .filter(|s| s.1 == first_trace)
+            .any(|s| s.0.starts_with("chat ")),
+        "{spans:?}"
     );
 }

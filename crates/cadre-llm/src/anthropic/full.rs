@@ -8,6 +8,7 @@ use serde_json::Value;
 
 #[derive(Deserialize)]
 struct FullReply {
+    id: Option<String>,
     #[serde(default)]
     content: Vec<Value>,
     stop_reason: Option<String>,
@@ -57,6 +58,9 @@ pub(super) fn parse_full(provider: &str, body: &[u8]) -> Result<Vec<StreamEvent>
     };
     reply.usage.fill_input(&mut usage);
     out.push(StreamEvent::Usage(usage));
+    if let Some(id) = reply.id.filter(|i| !i.is_empty()) {
+        out.push(StreamEvent::ResponseId(id));
+    }
     out.push(StreamEvent::Done {
         stop_reason: reply.stop_reason,
     });

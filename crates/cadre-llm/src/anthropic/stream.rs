@@ -66,6 +66,7 @@ enum Event {
 
 #[derive(Deserialize)]
 struct StartMessage {
+    id: Option<String>,
     #[serde(default)]
     model: String,
     #[serde(default)]
@@ -99,6 +100,8 @@ pub(super) struct Decoder {
     blocks: HashMap<usize, Block>,
     usage: Usage,
     stop_reason: Option<String>,
+    /// The reply's id, from `message_start`.
+    response_id: Option<String>,
 }
 
 impl Decoder {
@@ -111,6 +114,7 @@ impl Decoder {
             blocks: HashMap::new(),
             usage: Usage::default(),
             stop_reason: None,
+            response_id: None,
         }
     }
 
@@ -243,6 +247,7 @@ impl SseDecoder for Decoder {
         match event {
             Event::MessageStart { message } => {
                 self.model = message.model;
+                self.response_id = message.id.filter(|i| !i.is_empty());
                 message.usage.fill_input(&mut self.usage);
                 self.usage.output_tokens = message.usage.output_tokens.unwrap_or(0);
             }
@@ -267,6 +272,9 @@ impl SseDecoder for Decoder {
             }
             Event::MessageStop => {
                 out.push(StreamEvent::Usage(self.usage));
+                if let Some(id) = self.response_id.take() {
+                    out.push(StreamEvent::ResponseId(id));
+                }
                 out.push(StreamEvent::Done {
                     stop_reason: self.stop_reason.take(),
                 });
@@ -324,7 +332,7 @@ mod tests {
     #[test]
     fn blocks_assemble_into_events() {
         let (out, end) = feed(&[
-            r#"{"type":"message_start","message":{"model":"claude","usage":{"input_tokens":10,"cache_read_input_tokens":90,"cache_creation_input_tokens":20,"output_tokens":1}}}"#,
+            r#"{"type":"message_start","message":{"id":"msg_1","model":"claude","usage":{"input_tokens":10,"cache_read_input_tokens":90,"cache_creation_input_tokens":20,"output_tokens":1}}}"#,
             r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm"}}"#,
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"SIG"}}"#,
@@ -359,6 +367,7 @@ mod tests {
                     cache_write_tokens: 20,
                     ..Usage::default()
                 }),
+                StreamEvent::ResponseId("msg_1".into()),
                 StreamEvent::Done {
                     stop_reason: Some("tool_use".into())
                 },

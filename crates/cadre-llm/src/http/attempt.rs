@@ -104,7 +104,10 @@ fn content_bytes(event: &StreamEvent) -> usize {
         StreamEvent::TextDelta(t) | StreamEvent::ThinkingDelta(t) => t.len(),
         StreamEvent::ThinkingSignature(s) => s.len(),
         StreamEvent::ToolCall(c) => c.id.len() + c.name.len() + c.arguments.len(),
-        StreamEvent::Usage(_) | StreamEvent::Restart | StreamEvent::Done { .. } => 0,
+        StreamEvent::Usage(_)
+        | StreamEvent::ResponseId(_)
+        | StreamEvent::Restart
+        | StreamEvent::Done { .. } => 0,
     }
 }
 

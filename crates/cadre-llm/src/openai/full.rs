@@ -7,6 +7,7 @@ use serde_json::Value;
 
 #[derive(Deserialize)]
 struct Completion {
+    id: Option<String>,
     #[serde(default)]
     choices: Vec<FullChoice>,
     usage: Option<WireUsage>,
@@ -87,6 +88,9 @@ pub(super) fn parse_full(provider: &str, body: &[u8]) -> Result<Vec<StreamEvent>
     }
     if let Some(usage) = reply.usage {
         out.push(StreamEvent::Usage(usage.into()));
+    }
+    if let Some(id) = reply.id.filter(|i| !i.is_empty()) {
+        out.push(StreamEvent::ResponseId(id));
     }
     out.push(StreamEvent::Done { stop_reason });
     Ok(out)

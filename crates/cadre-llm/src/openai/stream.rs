@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 #[derive(Deserialize)]
 struct Chunk {
+    id: Option<String>,
     #[serde(default)]
     choices: Vec<ChunkChoice>,
     usage: Option<WireUsage>,
@@ -104,6 +105,8 @@ pub(super) struct Decoder {
     last_index: Option<usize>,
     finish_reason: Option<String>,
     usage: Option<Usage>,
+    /// The reply's id, from the first chunk that has one.
+    response_id: Option<String>,
 }
 
 impl Decoder {
@@ -115,6 +118,7 @@ impl Decoder {
             last_index: None,
             finish_reason: None,
             usage: None,
+            response_id: None,
         }
     }
 
@@ -167,6 +171,9 @@ impl Decoder {
         if let Some(usage) = self.usage.take() {
             out.push(StreamEvent::Usage(usage));
         }
+        if let Some(id) = self.response_id.take() {
+            out.push(StreamEvent::ResponseId(id));
+        }
         out.push(StreamEvent::Done {
             stop_reason: self.finish_reason.take(),
         });
@@ -213,6 +220,9 @@ impl SseDecoder for Decoder {
         }
         if let Some(usage) = chunk.usage {
             self.usage = Some(usage.into());
+        }
+        if self.response_id.is_none() {
+            self.response_id = chunk.id.filter(|i| !i.is_empty());
         }
         if let Some(choice) = chunk.choices.into_iter().next() {
             if let Some(delta) = choice.delta {
@@ -301,6 +311,26 @@ mod tests {
                 }),
                 StreamEvent::Done {
                     stop_reason: Some("tool_calls".into())
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn the_replys_id_comes_just_before_done() {
+        let (out, end) = feed(&[
+            r#"{"id":"chatcmpl-1","choices":[{"delta":{"content":"hi"}}]}"#,
+            r#"{"id":"chatcmpl-1","choices":[{"delta":{},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        end.unwrap();
+        assert_eq!(
+            out,
+            vec![
+                StreamEvent::TextDelta("hi".into()),
+                StreamEvent::ResponseId("chatcmpl-1".into()),
+                StreamEvent::Done {
+                    stop_reason: Some("stop".into())
                 },
             ]
         );

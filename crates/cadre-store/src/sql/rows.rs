@@ -15,7 +15,7 @@ pub(crate) const TASK_COLS: &str = "id, agent_id, parent_agent_id, parent_sessio
      output_tokens, cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls, \
      owner_epoch, on_orphan, resumes, served_task_id, served_turn, served_message_id, \
      caller_task_id, \
-     question, answer, depth, parent_call_id";
+     question, answer, depth, parent_call_id, turns, trace_parent";
 
 /// Every column of `live_children`.
 pub(crate) const LIVE_COLS: &str =
@@ -110,6 +110,8 @@ impl Row {
                 .get::<Option<i64>>("depth")?
                 .map(|d| u32::try_from(d).unwrap_or(u32::MAX)),
             parent_call_id: c.get("parent_call_id")?,
+            turns: c.get::<Option<i64>>("turns")?.map(to_u64),
+            trace_parent: c.get("trace_parent")?,
             served,
             agent_id,
             parent_agent_id,
@@ -189,6 +191,7 @@ mod tests {
             "resumes",
             "served_turn",
             "depth",
+            "turns",
         ];
         let cell = |name: &str| match name {
             "status" => Cell::Text("running".into()),

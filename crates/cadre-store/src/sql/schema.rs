@@ -8,8 +8,9 @@
 //! `0009_owners.sql` (a task's owners over time) are shared again. SQLite's version 10
 //! rewrites its status checks for speed (`migrations/sqlite/`). Version 11 drops the
 //! checkpoint cleanup trigger in each dialect (the sweep deletes ended tasks' checkpoints in
-//! bulk). `0012_parent_call.sql` (the parent's tool call a task answers) and `0013_teams.sql`
-//! (agent teams: members, messages, boards) are shared. Applying is serialised between processes: SQLite takes the write lock up front
+//! bulk). `0012_parent_call.sql` (the parent's tool call a task answers), `0013_teams.sql`
+//! (agent teams: members, messages, boards), `0014_turns.sql` (a run's model turns) and
+//! `0015_trace_parent.sql` (the trace a task belongs to) are shared. Applying is serialised between processes: SQLite takes the write lock up front
 //! (`BEGIN IMMEDIATE`), PostgreSQL a transaction-scoped advisory lock, so several `cadre`
 //! processes starting at once apply each migration exactly once.
 use crate::error::{StoreError, StoreResult};
@@ -80,6 +81,18 @@ const TEAMS: Migration = Migration {
     sql: include_str!("../../migrations/0013_teams.sql"),
 };
 
+const TURNS: Migration = Migration {
+    version: 14,
+    name: "turns",
+    sql: include_str!("../../migrations/0014_turns.sql"),
+};
+
+const TRACE_PARENT: Migration = Migration {
+    version: 15,
+    name: "trace_parent",
+    sql: include_str!("../../migrations/0015_trace_parent.sql"),
+};
+
 /// SQLite's own version 10: the status checks as `OR`s (a table rebuild).
 const PLAIN_STATUS_CHECKS: Migration = Migration {
     version: 10,
@@ -112,6 +125,8 @@ pub const SQLITE_MIGRATIONS: &[Migration] = &[
     },
     PARENT_CALL,
     TEAMS,
+    TURNS,
+    TRACE_PARENT,
 ];
 
 /// Migrations of the PostgreSQL backend.
@@ -140,6 +155,8 @@ pub const POSTGRES_MIGRATIONS: &[Migration] = &[
     },
     PARENT_CALL,
     TEAMS,
+    TURNS,
+    TRACE_PARENT,
 ];
 
 /// Advisory lock key for migrations ("cadre" in ASCII).
@@ -248,15 +265,15 @@ mod tests {
     #[test]
     fn pending_checks_names_and_versions() {
         let all = POSTGRES_MIGRATIONS;
-        assert_eq!(pending(all, &[]).unwrap().len(), 12);
+        assert_eq!(pending(all, &[]).unwrap().len(), 14);
         assert_eq!(pending(all, &[(1, "init".into())]).unwrap()[0].version, 2);
-        // SQLite has no version 2: a database at 1 gets 3 to 13.
+        // SQLite has no version 2: a database at 1 gets 3 to 15.
         let sqlite = pending(SQLITE_MIGRATIONS, &[(1, "init".into())]).unwrap();
         assert_eq!(
             sqlite.iter().map(|m| m.version).collect::<Vec<_>>(),
-            [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+            [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
         );
         assert!(pending(all, &[(1, "other".into())]).is_err());
-        assert!(pending(all, &[(14, "future".into())]).is_err());
+        assert!(pending(all, &[(16, "future".into())]).is_err());
     }
 }

@@ -32,7 +32,8 @@ static TRANSITION: Shared = Shared {
            cache_write_tokens = COALESCE($10, cache_write_tokens), \
            cost_nano_usd = COALESCE($11, cost_nano_usd), \
            unpriced_calls = COALESCE($12, unpriced_calls), \
-           delivered = CASE WHEN $14 THEN TRUE ELSE delivered END \
+           delivered = CASE WHEN $14 THEN TRUE ELSE delivered END, \
+           turns = COALESCE($15, turns) \
          WHERE id = $1 \
            AND ($13 IS NULL OR owner_epoch = $13) \
            AND (status = 'pending' OR status = 'running') \
@@ -48,13 +49,14 @@ static TRANSITION: Shared = Shared {
            cache_write_tokens = COALESCE(u.cache_write_tokens, t.cache_write_tokens), \
            cost_nano_usd = COALESCE(u.cost_nano_usd, t.cost_nano_usd), \
            unpriced_calls = COALESCE(u.unpriced_calls, t.unpriced_calls), \
-           delivered = CASE WHEN u.deliver THEN TRUE ELSE t.delivered END \
+           delivered = CASE WHEN u.deliver THEN TRUE ELSE t.delivered END, \
+           turns = COALESCE(u.turns, t.turns) \
          FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[], \
                      $7::int8[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[], \
-                     $13::int8[], $14::bool[]) \
+                     $13::int8[], $14::bool[], $15::int8[]) \
            AS u(id, status, at, result, error, end_state, input_tokens, output_tokens, \
                 cached_input_tokens, cache_write_tokens, cost_nano_usd, unpriced_calls, epoch, \
-                deliver) \
+                deliver, turns) \
          WHERE t.id = u.id \
            AND (u.epoch IS NULL OR t.owner_epoch = u.epoch) \
            AND (t.status = 'pending' OR t.status = 'running') \
@@ -74,24 +76,25 @@ pub(super) static INSERT: Shared = Shared {
     one: "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
            child_session_id, user_id, status, prompt, description, cancel_requested, background, \
            delivered, created_at, updated_at, owner_node, owner_instance, transport, \
-           remote_headers, on_orphan, depth, parent_call_id) \
+           remote_headers, on_orphan, depth, parent_call_id, trace_parent) \
          VALUES ($1, $2, $3, $4, $5, $6, $18, $7, $8, FALSE, $9, $10, $11, $11, $12, $13, \
-           $14, $15, $16, $17, $19)",
+           $14, $15, $16, $17, $19, $20)",
     many: "INSERT INTO tasks (id, agent_id, parent_agent_id, parent_session_id, \
            child_session_id, user_id, status, prompt, description, cancel_requested, background, \
            delivered, created_at, updated_at, owner_node, owner_instance, transport, \
-           remote_headers, on_orphan, depth, parent_call_id) \
+           remote_headers, on_orphan, depth, parent_call_id, trace_parent) \
          SELECT u.id, u.agent_id, u.parent_agent_id, u.parent_session_id, u.child_session_id, \
            u.user_id, u.status, u.prompt, u.description, FALSE, u.background, u.delivered, \
            u.at, u.at, u.owner_node, u.owner_instance, u.transport, u.remote_headers, \
-           u.on_orphan, u.depth, u.parent_call_id \
+           u.on_orphan, u.depth, u.parent_call_id, u.trace_parent \
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], \
                      $7::text[], $8::text[], $9::bool[], $10::bool[], $11::int8[], $12::text[], \
                      $13::text[], $14::text[], $15::text[], $16::text[], $17::int8[], $18::text[], \
-                     $19::text[]) \
+                     $19::text[], $20::text[]) \
            AS u(id, agent_id, parent_agent_id, parent_session_id, child_session_id, user_id, \
                 prompt, description, background, delivered, at, owner_node, owner_instance, \
-                transport, remote_headers, on_orphan, depth, status, parent_call_id) \
+                transport, remote_headers, on_orphan, depth, status, parent_call_id, \
+                trace_parent) \
          RETURNING id",
 };
 
@@ -214,6 +217,7 @@ fn transition_args(id: &str, t: Transition) -> Vec<Arg> {
         u.map(|u| tokens(u.unpriced_calls)).into(),
         t.epoch.map(tokens).into(),
         t.deliver.into(),
+        t.turns.map(tokens).into(),
     ]
 }
 
@@ -265,6 +269,7 @@ impl SqlStore {
             i64::from(t.depth).into(),
             t.status().as_str().into(),
             (&t.parent_call_id).into(),
+            (&t.trace_parent).into(),
         ])
     }
 

@@ -241,7 +241,11 @@ async fn rows_written_together_share_one_statement_on_postgres(kind: Kind) {
     let refused = queue_next(&store, transition(&done, Transition::running())).await;
     let after_cancel = queue_next(&store, transition(&cancelled, Transition::running())).await;
     let stale = queue_next(&store, transition(&fenced, Transition::running().fenced(3))).await;
-    let again = queue_next(&store, transition(&ids[0], Transition::completed("answer"))).await;
+    let again = queue_next(
+        &store,
+        transition(&ids[0], Transition::completed("answer").with_turns(3)),
+    )
+    .await;
     blocker.release().await;
 
     first.await.unwrap().unwrap();
@@ -281,6 +285,8 @@ async fn rows_written_together_share_one_statement_on_postgres(kind: Kind) {
     let first_task = store.get(&ids[0]).await.unwrap().unwrap();
     assert_eq!(first_task.status, TaskStatus::Completed);
     assert_eq!(first_task.result.as_deref(), Some("answer"));
+    // Written by the batched statement too.
+    assert_eq!(first_task.turns, Some(3));
     for id in &ids[1..] {
         assert_eq!(
             store.get(id).await.unwrap().unwrap().status,

@@ -313,12 +313,16 @@ async fn fields_and_queries(kind: Kind) {
         ..Default::default()
     }
     .priced(Some(0.000_123_456_789));
-    let t = Transition::to(Failed).with_error("boom").with_usage(usage);
+    let t = Transition::to(Failed)
+        .with_error("boom")
+        .with_usage(usage)
+        .with_turns(4);
     store.transition(&rec.id, t).await.unwrap();
     let got = store.get(&rec.id).await.unwrap().unwrap();
     assert_eq!(got.end_state.as_deref(), Some("limit_reached:max_turns"));
     assert_eq!(got.error.as_deref(), Some("boom"));
     assert_eq!(got.usage, usage);
+    assert_eq!(got.turns, Some(4));
     assert_eq!(got.usage.cost_nano_usd, 123_457, "nano-dollars, exact");
     // An unknown price stays unknown through the store.
     let unknown = cadre_types::Usage {
@@ -333,6 +337,8 @@ async fn fields_and_queries(kind: Kind) {
         .unwrap();
     let unpriced = store.get(&other.id).await.unwrap().unwrap();
     assert_eq!(unpriced.usage.cost_usd(), None);
+    // An end that does not say how many turns leaves them unknown.
+    assert_eq!(unpriced.turns, None);
     assert_eq!(got.remote_task_id.as_deref(), Some("r-9"));
     assert_eq!(got.parent_agent_id.as_deref(), Some("planner"));
 
@@ -389,7 +395,7 @@ async fn schema_is_identical(kind: Kind) {
          remote_task_id remote_headers input_tokens output_tokens cached_input_tokens \
          cache_write_tokens cost_nano_usd unpriced_calls owner_epoch on_orphan resumes \
          served_task_id served_turn served_message_id caller_task_id question answer depth \
-         parent_call_id";
+         parent_call_id turns trace_parent";
     assert_eq!(tasks, expected.split_whitespace().collect::<Vec<_>>());
     let checkpoints = store.table_columns("task_checkpoints").await.unwrap();
     assert_eq!(
@@ -412,7 +418,7 @@ async fn schema_is_identical(kind: Kind) {
     // Reopening applies nothing twice.
     drop(store);
     let again = fx.open_sql("node-b").await;
-    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 40);
+    assert_eq!(again.table_columns("tasks").await.unwrap().len(), 42);
 }
 
 async fn concurrent_first_open(kind: Kind) {

@@ -109,9 +109,10 @@ impl ChildJob {
     /// while, then the end goes to the local spool (written to the store when it answers,
     /// and read here meanwhile); either way the end told here is the real one, never a
     /// cancel.
-    async fn end(&self, end: &EndState, output: String, usage: Usage) {
+    async fn end(&self, end: &EndState, output: String, usage: Usage, turns: Option<u64>) {
         let id = &self.task_id;
         let mut t = Transition::ended(end, output, usage).fenced(self.epoch);
+        t.turns = turns;
         if t.to == TaskStatus::Cancelled
             && let Some(reason) = cancel_reason(&self.runtime)
         {
@@ -222,7 +223,7 @@ impl ChildJob {
                 error,
             ),
         };
-        self.end(&end, String::new(), Usage::default()).await;
+        self.end(&end, String::new(), Usage::default(), None).await;
         self.forward.ended(sid, &end, text, Usage::default());
     }
 
@@ -370,6 +371,8 @@ impl ChildJob {
         let hook_run = run.clone();
         let context = super::child_hooks::started(&self.runtime, &hook_run).await;
         super::child_hooks::add_context(&mut self.prompt, context);
+        // A remote agent does not say how many turns it took.
+        let counts_turns = matches!(child.runner, ChildRunner::Local { .. });
         let outcome = match (&child.runner, restored) {
             (ChildRunner::Local { agent, workspace }, Some(cp)) => {
                 let (ws, cancel) = (workspace.clone(), self.cancel.clone());
@@ -500,7 +503,8 @@ impl ChildJob {
             }
             output.push_str(&report);
         }
-        self.end(&outcome.state, output, outcome.usage).await;
+        let turns = counts_turns.then_some(u64::from(outcome.turns));
+        self.end(&outcome.state, output, outcome.usage, turns).await;
     }
 }
 

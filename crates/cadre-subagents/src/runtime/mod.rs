@@ -540,7 +540,12 @@ impl SubagentRuntime {
         });
         // Opened here, in the spawning call's span, before the job is spawned: a background
         // child that outlives that call still hangs under it.
-        let span = child.span(&task_id, background, resumed.as_ref());
+        let span = child.span(
+            &task_id,
+            background,
+            resumed.as_ref(),
+            created.trace_parent.as_deref(),
+        );
         let job = ChildJob {
             task_id: task_id.clone(),
             one_off: matches!(child, JobChild::Planned(_)),

@@ -37,6 +37,9 @@ struct SpooledEnd {
     error: Option<String>,
     end_state: Option<String>,
     usage: Option<Usage>,
+    // Absent from ends spooled before turns were recorded.
+    #[serde(default)]
+    turns: Option<u64>,
     epoch: Option<u64>,
 }
 
@@ -49,6 +52,7 @@ impl SpooledEnd {
             error: t.error.clone(),
             end_state: t.end_state.clone(),
             usage: t.usage,
+            turns: t.turns,
             epoch: t.epoch,
         }
     }
@@ -60,6 +64,7 @@ impl SpooledEnd {
             error: self.error.clone(),
             end_state: self.end_state.clone(),
             usage: self.usage,
+            turns: self.turns,
             epoch: self.epoch,
             // A spooled end is not taken with its write: a waiter reads it from the spool.
             deliver: false,

@@ -299,6 +299,8 @@ impl SubagentRuntime {
             depth: child.depth(),
             // Set by the caller that has one (a `task` call).
             parent_call_id: None,
+            // The spawning call's span: an adopter continues the trace from it.
+            trace_parent: cadre_tools::otel::current_traceparent(),
             running: registered.permit.is_some(),
         };
         PreparedJob {

@@ -395,12 +395,14 @@ impl JobChild {
     }
 
     /// Its `invoke_agent` telemetry span, a child of the current span; an adopted task's
-    /// says where it was lost.
+    /// is a child of the span its task was started under (`trace_parent`, stored with the
+    /// task), so the run goes on in its trace, and says where it was lost.
     pub fn span(
         &self,
         task_id: &str,
         background: bool,
         resumed: Option<&Resumed>,
+        trace_parent: Option<&str>,
     ) -> tracing::Span {
         let span = cadre_tools::otel::invoke_agent(cadre_tools::otel::AgentSpan {
             agent: self.name(),
@@ -412,6 +414,9 @@ impl JobChild {
             remote: self.model().starts_with("remote:"),
         });
         if let Some(r) = resumed {
+            if let Some(tp) = trace_parent {
+                cadre_tools::otel::continue_trace(&span, tp);
+            }
             cadre_tools::otel::adoption_event(&span, task_id, &r.lost_node);
         }
         span
