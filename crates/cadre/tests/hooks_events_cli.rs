@@ -1,7 +1,8 @@
 //! The hook events beyond tool calls, end to end with the scripted model: a
 //! `PermissionRequest` hook answers a background child's approvals (allow writes, deny
 //! refuses with the hook's message, a deny rule still wins), `Notification` hears of an
-//! approval that waits, `PreCompact` blocks a compaction, `SessionEnd` fires once per run,
+//! approval that waits, `PreCompact` blocks a compaction, `SessionEnd` fires once per run
+//! (and in the REPL with `clear` and `prompt_input_exit`),
 //! the team board's `TaskCreated` / `TaskCompleted` refuse with exit 2 and `TeammateIdle`
 //! follows a member's run; and an `http` handler's answer decides a call.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
