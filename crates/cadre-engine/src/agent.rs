@@ -277,6 +277,8 @@ impl Agent {
             run: &run,
             fixed_bytes: crate::compaction::fixed_bytes(&system, &c.tools.definitions()),
             instructions,
+            manual: true,
+            hooks: &c.hooks,
         };
         compaction.run(session, &cancel).await
     }

@@ -130,6 +130,9 @@ pub enum CompactionError {
     /// The model returned an empty summary.
     #[error("the model returned an empty summary")]
     EmptySummary,
+    /// A hook refused this compaction.
+    #[error("a PreCompact hook blocked it: {0}")]
+    Blocked(String),
     /// The run was cancelled during the summary call.
     #[error("cancelled")]
     Cancelled,
@@ -346,6 +349,10 @@ pub(crate) struct Compaction<'a> {
     pub fixed_bytes: usize,
     /// Extra instructions (`/compact keep the API decisions`).
     pub instructions: Option<&'a str>,
+    /// Asked for by the user (`/compact`), not by a full context window.
+    pub manual: bool,
+    /// The run's hooks, asked before each compaction whether it may happen.
+    pub hooks: &'a [Arc<dyn crate::ToolHook>],
 }
 
 impl Compaction<'_> {
@@ -359,6 +366,14 @@ impl Compaction<'_> {
         let keep = self.policy.keep_recent_turns.max(1);
         let cut =
             split_point(session.messages(), keep).ok_or(CompactionError::NothingToCompact(keep))?;
+        for hook in self.hooks {
+            if let Some(reason) = hook
+                .pre_compact(self.manual, self.instructions, self.run)
+                .await
+            {
+                return Err(CompactionError::Blocked(reason));
+            }
+        }
         let tokens_before = estimate_request(self.fixed_bytes, session.messages());
         let summariser = self.policy.model.as_ref().unwrap_or(self.model);
         let request = self.request(summariser, &session.messages()[..cut]);

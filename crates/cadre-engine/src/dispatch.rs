@@ -286,15 +286,27 @@ impl<'a> Dispatcher<'a> {
                 ),
             };
             let asked = std::time::Instant::now();
-            let decision = match self.run.approvals.policy_answer(&request) {
+            let hooked = crate::hook_points::permission_request(self.cfg, &self.run, &request);
+            let answer = match hooked.await {
+                // A hook answered for the user: nobody is asked.
+                Some(d) => Some(d),
                 // A policy answers without asking: nobody is told a request waits.
+                None => self.run.approvals.policy_answer(&request),
+            };
+            let decision = match answer {
                 Some(d) => d,
                 None => {
                     self.emitter.emit(Event::ApprovalRequired {
                         request: request.clone(),
                     });
+                    let told = crate::hook_points::approval_waits(
+                        self.cfg,
+                        &self.run,
+                        request.tool.clone(),
+                    );
+                    let asking = async { tokio::join!(told, self.run.approvals.decide(request)).1 };
                     tokio::select! {
-                        d = self.run.approvals.decide(request) => d,
+                        d = asking => d,
                         _ = stop.cancelled() => {
                             return self.finish(call, &call.name, ToolOutput::error("cancelled while waiting for approval"), None);
                         }

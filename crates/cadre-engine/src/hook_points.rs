@@ -1,13 +1,14 @@
-//! Where a run consults its hooks outside tool calls: the user's prompt before it joins
-//! the conversation, the model's finished answer before the run ends, and before each
-//! model call whether a hook asked for the run to stop.
+//! Where a run consults its hooks outside a tool call's before and after: the user's prompt
+//! before it joins the conversation, the model's finished answer before the run ends,
+//! before each model call whether a hook asked for the run to stop, and an approval about
+//! to be asked.
 
 use crate::agent::AgentConfig;
 use crate::hooks::PromptVerdict;
 use crate::run_loop::Emitter;
 use crate::{Session, SessionError};
 use cadre_tools::RunContext;
-use cadre_types::{EndState, Event, Message};
+use cadre_types::{ApprovalDecision, ApprovalRequest, EndState, Event, Message};
 
 fn saving(e: SessionError) -> EndState {
     EndState::Failed {
@@ -68,4 +69,32 @@ pub(crate) async fn keep_going(
         }
     }
     Ok(false)
+}
+
+/// What the hooks answer for an approval about to be asked: a refusal from any of them
+/// wins over an approval from another; `None` when none answers.
+pub(crate) async fn permission_request(
+    cfg: &AgentConfig,
+    run: &RunContext,
+    request: &ApprovalRequest,
+) -> Option<ApprovalDecision> {
+    let mut allowed = None;
+    for hook in &cfg.hooks {
+        match hook.permission_request(request, run).await {
+            Some(d) if d.refusal_text().is_some() => return Some(d),
+            Some(d) => {
+                allowed.get_or_insert(d);
+            }
+            None => {}
+        }
+    }
+    allowed
+}
+
+/// Tell the hooks an approval waits for the user.
+pub(crate) async fn approval_waits(cfg: &AgentConfig, run: &RunContext, tool: String) {
+    let message = format!("cadre needs your permission to use {tool}");
+    for hook in &cfg.hooks {
+        hook.notification("permission_prompt", &message, run).await;
+    }
 }

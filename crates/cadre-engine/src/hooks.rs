@@ -3,11 +3,12 @@
 //! Hooks run in registration order; the first deny stops the chain, rewritten arguments
 //! are what later hooks see. A run also asks its hooks about the user's prompt before it
 //! joins the conversation, whether the run may end when the model has finished, and
-//! before each model call whether one of them asked for the run to stop.
+//! before each model call whether one of them asked for the run to stop; they may answer
+//! an approval before anyone is asked, hear that one waits, and stop a compaction.
 
 use async_trait::async_trait;
 use cadre_tools::{RunContext, ToolOutput};
-use cadre_types::RiskLevel;
+use cadre_types::{ApprovalDecision, ApprovalRequest, RiskLevel};
 
 /// The call a hook is asked about.
 #[derive(Debug, Clone)]
@@ -91,6 +92,33 @@ pub trait ToolHook: Send + Sync {
     /// Checked before each model call: `Some(reason)` ends the run, cancelled, because a
     /// hook asked for it to stop.
     fn halt(&self, _run: &RunContext) -> Option<String> {
+        None
+    }
+
+    /// Called when a call is about to wait for an approval (the permission policy asked,
+    /// nothing denied it), before any approval handler or policy answers. `Some` answers
+    /// the request: nobody is asked. Deny rules and protected paths were applied before,
+    /// so an answer here can never let through what they refuse.
+    async fn permission_request(
+        &self,
+        _request: &ApprovalRequest,
+        _run: &RunContext,
+    ) -> Option<ApprovalDecision> {
+        None
+    }
+
+    /// Called when the user is told something waits for them (`kind`: `permission_prompt`
+    /// when an approval is asked). It runs while the question waits and decides nothing.
+    async fn notification(&self, _kind: &str, _message: &str, _run: &RunContext) {}
+
+    /// Called before the conversation is compacted (`manual`: asked for by the user, with
+    /// `instructions`). `Some(reason)` stops this compaction.
+    async fn pre_compact(
+        &self,
+        _manual: bool,
+        _instructions: Option<&str>,
+        _run: &RunContext,
+    ) -> Option<String> {
         None
     }
 }

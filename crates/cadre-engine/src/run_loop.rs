@@ -203,6 +203,8 @@ async fn run_inner(
         run: &run,
         fixed_bytes: crate::compaction::fixed_bytes(&system, &tools),
         instructions: None,
+        manual: false,
+        hooks: &cfg.hooks,
     };
     let automatic = cfg.compaction.as_ref().is_some_and(|p| p.automatic);
     let context_limit = cfg

@@ -547,3 +547,53 @@ async fn a_failed_summary_is_not_retried_at_every_turn() {
     let notice = notice_containing(&h, "not compacted").expect("the failure is said");
     assert!(notice.contains("tried again above"), "{notice}");
 }
+
+/// Refuses every compaction, and remembers how it was asked.
+#[derive(Default)]
+struct NoCompaction {
+    asked: std::sync::Mutex<Vec<(bool, Option<String>)>>,
+}
+
+#[async_trait]
+impl cadre_engine::ToolHook for NoCompaction {
+    async fn pre_compact(
+        &self,
+        manual: bool,
+        instructions: Option<&str>,
+        _run: &RunContext,
+    ) -> Option<String> {
+        self.asked
+            .lock()
+            .unwrap()
+            .push((manual, instructions.map(str::to_string)));
+        Some("keep it all".into())
+    }
+}
+
+#[tokio::test]
+async fn a_hook_that_blocks_an_automatic_compaction_keeps_the_history_and_says_why() {
+    let mock = MockServer::start().await.unwrap();
+    mock.set_responder(Arc::new(|r: &RecordedRequest| {
+        reply(r, OpenAiJson::new().text("answered uncompacted"))
+    }));
+    let hook = Arc::new(NoCompaction::default());
+    let agent = builder(model(&mock))
+        .tools(ToolRegistry::new().with(TestTool::new("echo", Behaviour::Echo)))
+        .compaction(policy(Some(1_000)))
+        .hook(hook.clone())
+        .build();
+    let h = Harness::new();
+    let mut session = h.session();
+    push_exchanges(&mut session, 150);
+    let out = h.run(&agent, &mut session, "one more").await;
+    assert_eq!(out.state, EndState::Completed, "{}", out.output);
+    // No summary was asked for: the hook said no before it.
+    assert!(!mock.requests().iter().any(is_summary_request));
+    assert_eq!(*hook.asked.lock().unwrap(), vec![(false, None)]);
+    let notice = notice_containing(&h, "not compacted").expect("the block is said");
+    assert!(
+        notice.contains("PreCompact hook blocked it: keep it all"),
+        "{notice}"
+    );
+    assert_eq!(session.messages().len(), 14);
+}

@@ -172,3 +172,48 @@ async fn a_blocked_prompt_is_not_sent_and_a_halt_stops_the_run() {
     assert_eq!(out.state, EndState::Cancelled);
     assert!(rec.requests.lock().unwrap().is_empty(), "no model call");
 }
+
+/// Answers approvals as `PermissionRequest` hooks do: allow, refuse, or leave it.
+struct Answers(Option<bool>);
+
+#[async_trait]
+impl ToolHook for Answers {
+    async fn permission_request(
+        &self,
+        _request: &cadre_types::ApprovalRequest,
+        _run: &RunContext,
+    ) -> Option<cadre_types::ApprovalDecision> {
+        self.0.map(|allow| {
+            if allow {
+                cadre_types::ApprovalDecision::AllowOnce
+            } else {
+                cadre_types::ApprovalDecision::Refused {
+                    policy: "a test hook".into(),
+                    feedback: Some("not this one".into()),
+                }
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_permission_request_answer_stands_for_the_user_and_a_refusal_wins() {
+    let allow = || Arc::new(Answers(Some(true))) as Arc<dyn ToolHook>;
+    let deny = || Arc::new(Answers(Some(false))) as Arc<dyn ToolHook>;
+    let silent = || Arc::new(Answers(None)) as Arc<dyn ToolHook>;
+    // An allow answers the question: the call runs and nobody is asked.
+    let (r, asked) = run_write(ask_policy(&[]), vec![silent(), allow()]).await;
+    assert_eq!(r, vec![("echo:a.txt".to_string(), false)]);
+    assert_eq!(asked, 0);
+    // A refusal from any hook beats another's allow; the model reads its reason.
+    let (r, asked) = run_write(ask_policy(&[]), vec![allow(), deny()]).await;
+    assert!(r[0].1 && r[0].0.contains("not this one"), "{r:?}");
+    assert_eq!(asked, 0);
+    // No answer leaves the question to the user.
+    let (_, asked) = run_write(ask_policy(&[]), vec![silent()]).await;
+    assert_eq!(asked, 1);
+    // A deny rule is applied before: an allow cannot let the call through.
+    let (r, asked) = run_write(ask_policy(&["write"]), vec![allow()]).await;
+    assert!(r[0].1 && r[0].0.starts_with("denied"), "{r:?}");
+    assert_eq!(asked, 0);
+}

@@ -1,5 +1,6 @@
 //! The hooks of a workspace: where they are read from (Claude Code's settings files and
-//! cadre's `config.toml` files, in that order) and `cadre hooks list`.
+//! cadre's `config.toml` files, in that order), `cadre hooks list`, and the `SessionEnd`
+//! the binary fires when a session's run, REPL or TUI ends.
 
 use crate::cli::{Cli, HooksCommand};
 use crate::config;
@@ -24,6 +25,23 @@ pub fn load(ws: &Path, explicit: Option<&Path>) -> (HookSet, Vec<String>) {
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
     HookSet::load(&standard_sources(home.as_deref(), ws, &tomls))
+}
+
+/// Fire `SessionEnd` for `session_id`, ended for `reason` (Claude Code's words:
+/// `prompt_input_exit` when the user left the REPL or TUI, `clear` for `/clear`, `other`
+/// for the end of `cadre run` or a signal). What went wrong with a handler is a warning on
+/// stderr; nothing waits for the session any more, so nothing can be blocked.
+pub async fn session_end(
+    runtime: &cadre_subagents::SubagentRuntime,
+    session_id: &str,
+    reason: &str,
+) {
+    let Some(hooks) = runtime.config().claude_hooks.clone() else {
+        return;
+    };
+    for w in hooks.session_end(session_id, reason).await {
+        eprintln!("cadre: warning: {w}");
+    }
 }
 
 /// The `permission_mode` hooks are told, in Claude Code's words for cadre's modes.

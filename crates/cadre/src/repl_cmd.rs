@@ -244,6 +244,13 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
             break;
         }
     }
+    // A signal ends the session; otherwise the user left the prompt.
+    let reason = if repl.stop.is_cancelled() {
+        "other"
+    } else {
+        "prompt_input_exit"
+    };
+    crate::hooks_cmd::session_end(repl.h().runtime(), repl.session.id(), reason).await;
     // The session is written as it goes; what still runs records its cancelled end.
     let left = repl.h().runtime().shutdown_and_drain(DRAIN).await;
     if left > 0 {
@@ -312,6 +319,8 @@ impl Repl {
             },
             SlashCommand::Clear => match self.h().new_session() {
                 Ok(s) => {
+                    let old = self.session.id().to_string();
+                    crate::hooks_cmd::session_end(self.h().runtime(), &old, "clear").await;
                     self.leave_session();
                     eprintln!("new session {}", s.id());
                     self.session = s;

@@ -204,6 +204,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
             (outcome.state, session.id().to_string())
         }
     };
+    crate::hooks_cmd::session_end(h.runtime(), &session_id, "other").await;
     let running = h.runtime().open_background(&session_id);
     if running > 0 {
         eprintln!(

@@ -69,6 +69,12 @@ pub async fn run(cli: &Cli) -> Result<ExitCode> {
             s.name()
         );
     }
+    let reason = if signals.received().is_some() {
+        "other"
+    } else {
+        "prompt_input_exit"
+    };
+    crate::hooks_cmd::session_end(&runtime, &exit.session_id, reason).await;
     let left = runtime.shutdown_and_drain(DRAIN).await;
     if left > 0 {
         eprintln!("cadre: {left} task(s) did not stop in time; the next start marks them failed");

@@ -1,7 +1,8 @@
 //! The configured hooks as an engine hook: `PreToolUse` before each call,
 //! `PostToolUse`/`PostToolUseFailure` after it, `SessionStart` and `UserPromptSubmit` when
-//! a prompt arrives, `Stop` when the model has finished. The event's JSON carries what
-//! Claude Code's does; a child's carries its task id and definition name too.
+//! a prompt arrives, `Stop` when the model has finished, and (through `lifecycle`) the
+//! approval, notification and compaction events. The event's JSON carries what Claude
+//! Code's does; a child's carries its task id and definition name too.
 
 use super::event::HookEvent;
 use super::matcher::{claude_name, tool_spellings};
@@ -11,7 +12,7 @@ use super::settings::HookSet;
 use async_trait::async_trait;
 use cadre_engine::{HookDecision, PromptVerdict, ToolCallInfo, ToolHook};
 use cadre_tools::{RunContext, ToolOutput};
-use cadre_types::{Event, EventEnvelope, RiskLevel};
+use cadre_types::{ApprovalDecision, ApprovalRequest, Event, EventEnvelope, RiskLevel};
 use serde_json::{Map, Value, json};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -61,9 +62,19 @@ impl ClaudeHooks {
 
     /// The fields every event's JSON has (and, in a child, its task and definition).
     pub fn base(&self, event: HookEvent, run: &RunContext) -> Map<String, Value> {
-        let transcript = self.sessions_dir.join(format!("{}.jsonl", run.session_id));
+        let mut m = self.session_base(event, &run.session_id);
+        if run.depth > 0 {
+            m.insert("agent_id".into(), json!(run.task_id));
+            m.insert("agent_type".into(), json!(run.agent));
+        }
+        m
+    }
+
+    /// The fields every event's JSON has, for session `session_id` outside any run.
+    pub fn session_base(&self, event: HookEvent, session_id: &str) -> Map<String, Value> {
+        let transcript = self.sessions_dir.join(format!("{session_id}.jsonl"));
         let mut m = Map::new();
-        m.insert("session_id".into(), json!(run.session_id));
+        m.insert("session_id".into(), json!(session_id));
         m.insert(
             "transcript_path".into(),
             json!(transcript.display().to_string()),
@@ -74,10 +85,6 @@ impl ClaudeHooks {
         );
         m.insert("permission_mode".into(), json!(self.permission_mode));
         m.insert("hook_event_name".into(), json!(event.as_str()));
-        if run.depth > 0 {
-            m.insert("agent_id".into(), json!(run.task_id));
-            m.insert("agent_type".into(), json!(run.agent));
-        }
         m
     }
 
@@ -90,6 +97,27 @@ impl ClaudeHooks {
         names: &[&str],
         input: Map<String, Value>,
         run: &RunContext,
+    ) -> Outcome {
+        let mut outcome = self.fire_quietly(event, names, input).await;
+        for w in outcome.warnings.drain(..) {
+            tracing::debug!(agent = %run.agent, "{w}");
+            notice(run, format!("warning: {w}"));
+        }
+        if let Some(why) = &outcome.stop
+            && let Ok(mut s) = self.state.lock()
+        {
+            s.halted.insert(run.session_id.clone(), why.clone());
+        }
+        outcome
+    }
+
+    /// Run the handlers of `event` matching `names` on `input`, in parallel, outside any
+    /// run: the warnings stay in the outcome, and nothing is stopped.
+    pub async fn fire_quietly(
+        &self,
+        event: HookEvent,
+        names: &[&str],
+        input: Map<String, Value>,
     ) -> Outcome {
         let mut outcome = Outcome::default();
         let handlers = self.set.matching(event, names);
@@ -106,19 +134,10 @@ impl ClaudeHooks {
         for (h, r) in handlers.iter().zip(runs) {
             outcome.add(event, &h.describe(), r);
         }
-        for w in outcome.warnings.drain(..) {
-            tracing::debug!(agent = %run.agent, "{w}");
-            notice(run, format!("warning: {w}"));
-        }
-        if let Some(why) = &outcome.stop
-            && let Ok(mut s) = self.state.lock()
-        {
-            s.halted.insert(run.session_id.clone(), why.clone());
-        }
         outcome
     }
 
-    fn tool_input(
+    pub(crate) fn tool_input(
         &self,
         event: HookEvent,
         call: &ToolCallInfo,
@@ -252,6 +271,27 @@ impl ToolHook for ClaudeHooks {
 
     fn halt(&self, run: &RunContext) -> Option<String> {
         self.state.lock().ok()?.halted.remove(&run.session_id)
+    }
+
+    async fn permission_request(
+        &self,
+        request: &ApprovalRequest,
+        run: &RunContext,
+    ) -> Option<ApprovalDecision> {
+        super::lifecycle::permission_request(self, request, run).await
+    }
+
+    async fn notification(&self, kind: &str, message: &str, run: &RunContext) {
+        super::lifecycle::notification(self, kind, message, run).await;
+    }
+
+    async fn pre_compact(
+        &self,
+        manual: bool,
+        instructions: Option<&str>,
+        run: &RunContext,
+    ) -> Option<String> {
+        super::lifecycle::pre_compact(self, manual, instructions, run).await
     }
 }
 

@@ -29,15 +29,17 @@ pub enum HookEvent {
     PreCompact,
     /// cadre tells the user something.
     Notification,
-    /// A background task was created.
+    /// An item is about to be added to a team's board.
     TaskCreated,
-    /// A background task completed.
+    /// A team's board item is about to be marked done.
     TaskCompleted,
+    /// A team member finished its task and waits for the next.
+    TeammateIdle,
 }
 
 impl HookEvent {
     /// Every event, in the order `cadre hooks list` shows them.
-    pub const ALL: [HookEvent; 14] = [
+    pub const ALL: [HookEvent; 15] = [
         Self::SessionStart,
         Self::SessionEnd,
         Self::UserPromptSubmit,
@@ -52,6 +54,7 @@ impl HookEvent {
         Self::Notification,
         Self::TaskCreated,
         Self::TaskCompleted,
+        Self::TeammateIdle,
     ];
 
     /// The event's name in settings files and in `hook_event_name`.
@@ -71,6 +74,7 @@ impl HookEvent {
             Self::Notification => "Notification",
             Self::TaskCreated => "TaskCreated",
             Self::TaskCompleted => "TaskCompleted",
+            Self::TeammateIdle => "TeammateIdle",
         }
     }
 
@@ -89,6 +93,7 @@ impl HookEvent {
                 | Self::SubagentStop
                 | Self::PreCompact
                 | Self::TaskCreated
+                | Self::TaskCompleted
         )
     }
 

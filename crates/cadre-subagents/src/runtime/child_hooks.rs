@@ -1,5 +1,6 @@
 //! `SubagentStart` and `SubagentStop`: the configured hooks fired once around every child's
-//! run (foreground, background, adopted or remote), matched on the child's agent name.
+//! run (foreground, background, adopted or remote), matched on the child's agent name; and
+//! `TeammateIdle` after the run of a team member.
 
 use super::SubagentRuntime;
 use crate::hooks::HookEvent;
@@ -54,4 +55,19 @@ pub(crate) async fn stopped(
     let _ = hooks
         .fire(HookEvent::SubagentStop, &names, input, run)
         .await;
+}
+
+/// Fire `TeammateIdle` for the team member that ran as `run` and now waits for its next task.
+pub(crate) async fn teammate_idle(
+    runtime: &Weak<SubagentRuntime>,
+    run: &RunContext,
+    seat: &super::teams::TeamSeat,
+) {
+    let Some(hooks) = runtime
+        .upgrade()
+        .and_then(|rt| rt.config().claude_hooks.clone())
+    else {
+        return;
+    };
+    hooks.teammate_idle(&seat.key.name, &seat.label, run).await;
 }

@@ -509,6 +509,9 @@ impl ChildJob {
         };
         drop(session);
         super::child_hooks::stopped(&self.runtime, &hook_run, &outcome).await;
+        if let Some(seat) = &child.team {
+            super::child_hooks::teammate_idle(&self.runtime, &hook_run, seat).await;
+        }
         if lease.is_lost() {
             return self.abandon().await;
         }

@@ -5,6 +5,7 @@
 //! like `agent_send`, they are reads for the approval policy: a team's work is never held
 //! up by an approval prompt nobody sees.
 
+use crate::hooks::BoardTask;
 use crate::runtime::RuntimeRef;
 use crate::runtime::teams::TeamSeat;
 use cadre_store::{BoardItem, BoardStatus, BoardUpdate, LEAD, StoreError, TeamKey, TeamStore};
@@ -288,6 +289,20 @@ impl TypedTool for BoardAddTool {
             Err(out) => return Ok(out),
         };
         let detail = a.detail.filter(|d| !d.trim().is_empty());
+        if let Some(hooks) = runtime.config().claude_hooks.clone() {
+            let task = BoardTask {
+                team: &c.key.name,
+                by: &c.me,
+                id: None,
+                title: &a.title,
+                detail: detail.as_deref(),
+            };
+            if let Some(reason) = hooks.task_created(task, &ctx.run).await {
+                return Ok(error(format!(
+                    "a TaskCreated hook refused the item, it was not added: {reason}"
+                )));
+            }
+        }
         Ok(
             match teams
                 .board_add(&c.key, &c.me, &a.title, detail.as_deref())
@@ -384,12 +399,49 @@ impl TypedTool for BoardDoneTool {
             a.team.team.as_deref(),
             "done",
             |rt, key, me| async move {
-                store_teams(&rt)?
-                    .board_done(&key, a.id, &me, &a.result)
-                    .await
+                let teams = store_teams(&rt)?;
+                if let Some(hooks) = rt.config().claude_hooks.clone() {
+                    completing(&hooks, teams, &key, a.id, &me, &a.result, &ctx.run).await?;
+                }
+                teams.board_done(&key, a.id, &me, &a.result).await
             },
         )
         .await
+    }
+}
+
+/// Ask the `TaskCompleted` hooks before `me` finishes item `id` of `key`; their refusal
+/// as the store's, so the model reads it like any other. An item `me` does not hold is
+/// left for the store to refuse, unasked.
+async fn completing(
+    hooks: &crate::hooks::ClaudeHooks,
+    teams: &dyn TeamStore,
+    key: &TeamKey,
+    id: u64,
+    me: &str,
+    result: &str,
+    run: &cadre_tools::RunContext,
+) -> Result<(), StoreError> {
+    let items = teams.board_list(key, Some(BoardStatus::Claimed)).await?;
+    let Some(item) = items
+        .iter()
+        .find(|i| i.id == id && i.claimed_by.as_deref() == Some(me))
+    else {
+        return Ok(());
+    };
+    let task = BoardTask {
+        team: &key.name,
+        by: me,
+        id: Some(id),
+        title: &item.title,
+        detail: item.detail.as_deref(),
+    };
+    match hooks.task_completed(task, result, run).await {
+        Some(reason) => Err(StoreError::TeamRefused(format!(
+            "a TaskCompleted hook refused to mark item {id} done; it stays claimed by you: \
+             {reason}"
+        ))),
+        None => Ok(()),
     }
 }
 
