@@ -60,7 +60,7 @@ pub(crate) fn run(
     if let Err(e) = mask.thread_block() {
         fail(SETUP_FAILED, &format!("cannot block signals: {}", e.desc()));
     }
-    // Carries how the program ended, when it was a signal, from the init to us.
+    // The init tells us through it that the program runs, and the signal it died of.
     let (status_r, status_w) = match nix::unistd::pipe2(OFlag::O_CLOEXEC) {
         Ok(p) => p,
         Err(e) => fail(SETUP_FAILED, &format!("pipe: {}", e.desc())),
