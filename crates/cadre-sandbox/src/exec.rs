@@ -1,21 +1,19 @@
 //! The launcher: cadre's binary started with [`LAUNCH_ARG`] confines itself (namespaces,
-//! then Landlock) and executes the program, so the restrictions hold before the program's
-//! first instruction and for everything it starts. With [`PROBE_ARG`] it only tries the
+//! then Landlock) and executes the program (under an init of a new PID namespace when it
+//! can, see [`pidns`](crate::pidns)), so the restrictions hold before the program's first
+//! instruction and for everything it starts. With [`PROBE_ARG`] it only tries the
 //! namespaces, which tells the parent whether they work here.
 
 use crate::plan::LaunchPlan;
 use std::ffi::{CString, OsString};
-use std::os::unix::ffi::OsStringExt;
+use std::os::unix::ffi::OsStrExt;
 
 /// First argument of a launcher run: `<exe> LAUNCH_ARG <plan json> <program> [args...]`.
 pub(crate) const LAUNCH_ARG: &str = "__cadre-sandbox-exec";
 /// First argument of a namespace probe: `<exe> PROBE_ARG`.
 pub(crate) const PROBE_ARG: &str = "__cadre-sandbox-probe";
 
-/// Exit status when the sandbox cannot be set up (the program never ran).
-const SETUP_FAILED: i32 = 125;
-/// Exit status when the program cannot be executed (as a shell reports it).
-const EXEC_FAILED: i32 = 127;
+use crate::pidns::{EXEC_FAILED, SETUP_FAILED, probe};
 
 /// If this process was started as the sandbox launcher, confine it and execute the program
 /// (or answer the probe, or be the [`tether`](crate::tether) watchdog); this never returns
@@ -28,10 +26,7 @@ pub fn run_launcher_if_requested() {
     match args.next() {
         Some(a) if a == LAUNCH_ARG => launch(args.collect()),
         Some(a) if a == crate::tether::WATCHDOG_ARG => crate::tether::run_watchdog(),
-        Some(a) if a == PROBE_ARG => std::process::exit(match enter_namespaces(true) {
-            Ok(()) => 0,
-            Err(_) => 1,
-        }),
+        Some(a) if a == PROBE_ARG => std::process::exit(probe_namespaces()),
         _ => {}
     }
 }
@@ -47,7 +42,8 @@ fn launch(args: Vec<OsString>) -> ! {
         Ok(p) => p,
         Err(e) => fail(SETUP_FAILED, &format!("bad launch plan: {e}")),
     };
-    let argv: Vec<CString> = match args.map(|a| CString::new(a.into_vec())).collect() {
+    let argv_os: Vec<OsString> = args.collect();
+    let argv: Vec<CString> = match argv_os.iter().map(|a| CString::new(a.as_bytes())).collect() {
         Ok(v) => v,
         Err(_) => fail(SETUP_FAILED, "an argument contains a NUL byte"),
     };
@@ -55,28 +51,16 @@ fn launch(args: Vec<OsString>) -> ! {
         fail(SETUP_FAILED, "no program to run");
     };
     if plan.new_userns
-        && let Err(e) = enter_namespaces(plan.new_netns)
+        && let Err(e) = enter_namespaces(plan.new_netns, plan.new_pidns)
     {
         fail(SETUP_FAILED, &format!("cannot enter namespaces: {e}"));
     }
-    for path in &plan.cover {
-        if let Err(e) = cover(path) {
-            fail(
-                SETUP_FAILED,
-                &format!("cannot cover {}: {e}", path.display()),
-            );
-        }
+    if plan.new_userns && plan.new_pidns {
+        // The program runs under an init of the new PID namespace, which applies the rest.
+        crate::pidns::run(plan.fresh_proc, || apply(&plan), &argv_os);
     }
-    for path in &plan.read_only {
-        if let Err(e) = bind_read_only(path) {
-            fail(
-                SETUP_FAILED,
-                &format!("cannot make {} read-only: {e}", path.display()),
-            );
-        }
-    }
-    if let Err(e) = confine(&plan) {
-        fail(SETUP_FAILED, &format!("cannot apply Landlock rules: {e}"));
+    if let Err(e) = apply(&plan) {
+        fail(SETUP_FAILED, &e);
     }
     let err = match nix::unistd::execvp(&program, &argv) {
         Err(e) => e,
@@ -88,16 +72,42 @@ fn launch(args: Vec<OsString>) -> ! {
     )
 }
 
+/// The sandbox inside the namespaces: the mounts of the plan, then Landlock.
+fn apply(plan: &LaunchPlan) -> Result<(), String> {
+    for path in &plan.cover {
+        cover(path).map_err(|e| format!("cannot cover {}: {e}", path.display()))?;
+    }
+    for path in &plan.read_only {
+        bind_read_only(path)
+            .map_err(|e| format!("cannot make {} read-only: {e}", path.display()))?;
+    }
+    confine(plan).map_err(|e| format!("cannot apply Landlock rules: {e}"))
+}
+
+/// The namespace probe: enter every namespace the launcher uses, PID namespace included,
+/// and say (as [`probe`] codes) how far that got.
+fn probe_namespaces() -> i32 {
+    if enter_namespaces(true, true).is_ok() {
+        return crate::pidns::probe_proc();
+    }
+    // A refused `unshare` changed nothing: try again without the PID namespace.
+    match enter_namespaces(true, false) {
+        Ok(()) => probe::NO_PID,
+        Err(_) => probe::NONE,
+    }
+}
+
 fn fail(code: i32, message: &str) -> ! {
     eprintln!("cadre sandbox: {message}");
     std::process::exit(code)
 }
 
-/// Enter new user and mount namespaces, keeping our own uid and gid, and with `net` a new
-/// network namespace: it has only a loopback interface, which is down, so no socket
-/// reaches anything. Mounts made here stay here.
+/// Enter new user and mount namespaces, keeping our own uid and gid, with `net` a new
+/// network namespace (it has only a loopback interface, which is down, so no socket
+/// reaches anything), and with `pid` a new PID namespace for the children of this process.
+/// Mounts made here stay here.
 #[cfg(target_os = "linux")]
-fn enter_namespaces(net: bool) -> Result<(), String> {
+fn enter_namespaces(net: bool, pid: bool) -> Result<(), String> {
     use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, unshare};
     use nix::unistd::{getgid, getuid};
@@ -105,6 +115,9 @@ fn enter_namespaces(net: bool) -> Result<(), String> {
     let mut flags = CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS;
     if net {
         flags |= CloneFlags::CLONE_NEWNET;
+    }
+    if pid {
+        flags |= CloneFlags::CLONE_NEWPID;
     }
     unshare(flags).map_err(|e| format!("unshare: {}", e.desc()))?;
     // Without `deny` here an unprivileged process may not write its gid map.
@@ -131,7 +144,7 @@ fn enter_namespaces(net: bool) -> Result<(), String> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn enter_namespaces(_net: bool) -> Result<(), String> {
+fn enter_namespaces(_net: bool, _pid: bool) -> Result<(), String> {
     Err("namespaces are a Linux feature".into())
 }
 

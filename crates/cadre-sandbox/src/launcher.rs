@@ -86,7 +86,28 @@ impl Launcher {
     /// What a sandboxed process lacks here compared to the full sandbox, worst case (no
     /// network): one sentence per missing mechanism. Empty when nothing is missing.
     pub fn gaps(&self) -> Vec<String> {
-        self.gaps_for(false)
+        let mut gaps = self.gaps_for(false);
+        let s = self.support();
+        if matches!(self.effective(), Effective::Launcher(_)) && s.pid_namespace && !s.fresh_proc {
+            // Reported, but not a reason to refuse a required sandbox: nothing else is lost.
+            gaps.push(
+                "a fresh /proc cannot be mounted in the sandbox's PID namespace here (a masked \
+                 /proc): sandboxed processes see every process of the machine in /proc, \
+                 cadre's own among them"
+                    .into(),
+            );
+        }
+        gaps
+    }
+
+    /// Whether every process a sandboxed command starts ends with it (its PID namespace
+    /// ends): with bubblewrap, and with the launcher where PID namespaces work.
+    pub(crate) fn commands_end_their_processes(&self) -> bool {
+        match self.effective() {
+            Effective::Bwrap(_) => true,
+            Effective::Launcher(_) => self.support().namespaces && self.support().pid_namespace,
+            Effective::None => false,
+        }
     }
 
     /// As [`gaps`](Self::gaps), for a policy with or without network.
@@ -125,6 +146,14 @@ impl Launcher {
                              sandboxed processes reach the network, and {sockets}"
                         ),
                     });
+                }
+                if !(s.namespaces && s.pid_namespace) {
+                    gaps.push(
+                        "PID namespaces are not available: a background process of a sandboxed \
+                         command can outlive it (what it creates under a protected name later \
+                         is moved away only when the agent's next sandboxed command starts)"
+                            .into(),
+                    );
                 }
             }
         }

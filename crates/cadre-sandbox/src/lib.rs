@@ -6,8 +6,9 @@
 //! confined. Two backends:
 //!
 //! - `landlock`: the command starts cadre's own binary in launcher mode
-//!   ([`run_launcher_if_requested`], called first thing in `main`), which enters new user and
-//!   network namespaces, applies a Landlock ruleset to itself and then executes the program.
+//!   ([`run_launcher_if_requested`], called first thing in `main`), which enters new user,
+//!   mount, network and PID namespaces, applies a Landlock ruleset and then executes the
+//!   program under a small init of the PID namespace (nothing outlives the program).
 //!   No `unsafe` and no `pre_exec` hook: the restrictions are applied by a fresh process
 //!   before `exec`.
 //! - `bwrap`: bubblewrap builds the same view of the file system with bind mounts.
@@ -20,6 +21,7 @@ mod credentials;
 mod error;
 mod exec;
 mod launcher;
+mod pidns;
 mod plan;
 mod policy;
 mod sandbox;

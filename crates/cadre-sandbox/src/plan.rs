@@ -32,6 +32,13 @@ pub(crate) struct LaunchPlan {
     pub new_userns: bool,
     /// Also a new network namespace (no interface but a loopback that is down).
     pub new_netns: bool,
+    /// Also a new PID namespace: the program runs under an init whose end ends every
+    /// process the program left behind.
+    #[serde(default)]
+    pub new_pidns: bool,
+    /// In that PID namespace, mount a fresh `/proc` (it shows that namespace only).
+    #[serde(default)]
+    pub fresh_proc: bool,
     /// Sockets (bound over with `/dev/null`) and directories (an empty tmpfs on top) to hide
     /// from the process, in the new mount namespace.
     pub cover: Vec<PathBuf>,
@@ -77,6 +84,8 @@ impl LaunchPlan {
             deny_tcp: offline && support.landlock_net,
             new_userns: support.namespaces,
             new_netns: offline && support.namespaces,
+            new_pidns: support.namespaces && support.pid_namespace,
+            fresh_proc: support.namespaces && support.pid_namespace && support.fresh_proc,
             cover: if support.namespaces {
                 sockets.to_vec()
             } else {
@@ -199,6 +208,8 @@ mod tests {
             landlock_net: true,
             landlock_scopes: true,
             namespaces: true,
+            pid_namespace: true,
+            fresh_proc: true,
             bwrap: None,
         };
         let mut policy = SandboxPolicy {
@@ -210,6 +221,7 @@ mod tests {
         let sockets = vec![PathBuf::from("/run/docker.sock")];
         let p = LaunchPlan::new(&policy, &full, tmp, &[], &sockets);
         assert!(p.deny_tcp && p.new_netns && p.scope_abstract_sockets && p.scope_signals);
+        assert!(p.new_pidns && p.fresh_proc);
         assert_eq!(p.cover, sockets);
         assert_eq!(p.write, vec![PathBuf::from("/w"), tmp.to_path_buf()]);
         assert_eq!(p.read, vec![PathBuf::from("/")]);
@@ -221,10 +233,24 @@ mod tests {
         policy.network = false;
         let weak = Support {
             namespaces: false,
-            ..full
+            ..full.clone()
         };
         let p = LaunchPlan::new(&policy, &weak, tmp, &[], &sockets);
         assert!(p.deny_tcp && !p.new_netns && !p.new_userns && p.cover.is_empty());
+        assert!(!p.new_pidns && !p.fresh_proc);
+        // No PID namespace: the other namespaces are still used.
+        let no_pid = Support {
+            pid_namespace: false,
+            ..full.clone()
+        };
+        let p = LaunchPlan::new(&policy, &no_pid, tmp, &[], &sockets);
+        assert!(p.new_userns && p.new_netns && !p.new_pidns && !p.fresh_proc);
+        let no_proc = Support {
+            fresh_proc: false,
+            ..full
+        };
+        let p = LaunchPlan::new(&policy, &no_proc, tmp, &[], &sockets);
+        assert!(p.new_pidns && !p.fresh_proc);
     }
 
     #[test]
@@ -247,6 +273,8 @@ mod tests {
             landlock_net: true,
             landlock_scopes: true,
             namespaces: true,
+            pid_namespace: true,
+            fresh_proc: true,
             bwrap: None,
         };
         let p = LaunchPlan::new(&policy, &support, tmp, &[], &[]).protecting(

@@ -28,8 +28,8 @@ pub struct Sandbox {
     /// Protected directories that are cadre's own: made (empty) before a command when
     /// missing, so they are covered like existing ones rather than watched.
     owned: Vec<PathBuf>,
-    /// Protected locations still missing after the last command (launcher backend, whose
-    /// background processes may outlive their call): checked when the next one starts.
+    /// Protected locations still missing after the last command (without a PID namespace,
+    /// whose background processes may outlive their call): checked when the next one starts.
     left_missing: Mutex<Vec<PathBuf>>,
     /// Created with the first sandboxed command, removed when the sandbox is dropped.
     tmp: Mutex<Option<Arc<tempfile::TempDir>>>,
@@ -116,9 +116,10 @@ impl Sandbox {
     pub fn settle(&self, watch: ProtectedWatch) -> Vec<Quarantined> {
         let mut out = watch.earlier;
         out.extend(neutralise(&watch.missing, false));
-        if !matches!(self.launcher.effective(), Effective::Bwrap(_)) {
-            // With bubblewrap no process outlives its command (its PID namespace ends);
-            // otherwise one may still create what is missing after this check.
+        if !self.launcher.commands_end_their_processes() {
+            // With a PID namespace (bubblewrap, or the launcher where it has one) no process
+            // outlives its command; otherwise one may still create what is missing after
+            // this check.
             let still = missing_in(&self.protected, &self.policy.writable);
             let mut left = self.left();
             left.extend(still);

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
-    /// cadre's launcher: Landlock rules, plus user and network namespaces.
+    /// cadre's launcher: Landlock rules, plus user, network and PID namespaces.
     #[default]
     Landlock,
     /// bubblewrap (`bwrap`), when it is installed.
@@ -40,6 +40,8 @@ pub enum Mechanism {
     LandlockNet,
     /// User and network namespaces (`namespaces`).
     Namespaces,
+    /// PID namespaces (`pid-namespace`): without one, processes may outlive their command.
+    PidNamespace,
     /// bubblewrap (`bwrap`).
     Bwrap,
 }
@@ -54,10 +56,11 @@ impl Mechanism {
                 "landlock" => Ok(Self::Landlock),
                 "landlock-net" => Ok(Self::LandlockNet),
                 "namespaces" => Ok(Self::Namespaces),
+                "pid-namespace" => Ok(Self::PidNamespace),
                 "bwrap" => Ok(Self::Bwrap),
                 other => Err(format!(
                     "unknown sandbox mechanism `{other}` (expected landlock, landlock-net, \
-                     namespaces or bwrap)"
+                     namespaces, pid-namespace or bwrap)"
                 )),
             })
             .collect()
@@ -75,6 +78,11 @@ pub struct Support {
     pub landlock_scopes: bool,
     /// User and network namespaces work through the launcher.
     pub namespaces: bool,
+    /// A PID namespace works too: nothing a command starts outlives it.
+    pub pid_namespace: bool,
+    /// A fresh `/proc` can be mounted in that PID namespace (refused where `/proc` is
+    /// partly masked, as in many containers: the host's `/proc` is seen then).
+    pub fresh_proc: bool,
     /// A working `bwrap`.
     pub bwrap: Option<PathBuf>,
 }
@@ -87,11 +95,22 @@ impl Support {
         let off = |m: Mechanism| missing.contains(&m);
         let (fs, net, scopes) = landlock_features();
         let landlock_fs = fs && !off(Mechanism::Landlock);
+        let probe = match launcher {
+            Some(l) if !off(Mechanism::Namespaces) => probe_namespaces(l),
+            _ => crate::pidns::probe::NONE,
+        };
+        let pid_namespace = !off(Mechanism::PidNamespace)
+            && matches!(
+                probe,
+                crate::pidns::probe::FULL | crate::pidns::probe::NO_PROC
+            );
         Self {
             landlock_fs,
             landlock_net: landlock_fs && net && !off(Mechanism::LandlockNet),
             landlock_scopes: landlock_fs && scopes,
-            namespaces: !off(Mechanism::Namespaces) && launcher.is_some_and(probe_namespaces),
+            namespaces: probe != crate::pidns::probe::NONE,
+            pid_namespace,
+            fresh_proc: pid_namespace && probe == crate::pidns::probe::FULL,
             bwrap: (want_bwrap && !off(Mechanism::Bwrap))
                 .then(find_bwrap)
                 .flatten(),
@@ -129,11 +148,20 @@ fn landlock_features() -> (bool, bool, bool) {
     (false, false, false)
 }
 
-/// Start the launcher in probe mode: it enters the namespaces it would use and exits.
-fn probe_namespaces(launcher: &Path) -> bool {
-    let mut cmd = Command::new(launcher);
-    cmd.arg(crate::exec::PROBE_ARG);
-    quiet_success(cmd)
+/// Start the launcher in probe mode: it enters the namespaces it would use and exits with
+/// one of the [`probe`](crate::pidns::probe) codes (any other answer: none work).
+fn probe_namespaces(launcher: &Path) -> i32 {
+    use crate::pidns::probe;
+    let status = Command::new(launcher)
+        .arg(crate::exec::PROBE_ARG)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match status.ok().and_then(|s| s.code()) {
+        Some(c @ (probe::FULL | probe::NO_PID | probe::NO_PROC)) => c,
+        _ => probe::NONE,
+    }
 }
 
 /// `bwrap` on the `PATH` that can set up a sandbox here with the options cadre uses (it

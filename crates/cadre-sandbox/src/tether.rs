@@ -10,7 +10,8 @@
 //! retires idle threads), it needs a `pre_exec` hook, and it reaches only the direct child,
 //! not the background jobs of a shell. The watchdog covers the child and its whole group
 //! with one mechanism and no `unsafe`. A process that leaves its group (`setsid`, a
-//! `setpgid` of its own) is not followed.
+//! `setpgid` of its own) is not followed; in a sandbox with a PID namespace it still dies
+//! with the namespace, whose init is in the group.
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;

@@ -339,7 +339,7 @@ impl Setup {
 }
 
 /// Treat these sandbox mechanisms as missing (comma-separated: `landlock`, `landlock-net`,
-/// `namespaces`, `bwrap`), to see how cadre behaves on a weaker machine.
+/// `namespaces`, `pid-namespace`, `bwrap`), to see how cadre behaves on a weaker machine.
 pub const SIMULATE_MISSING_ENV: &str = "CADRE_SANDBOX_SIMULATE_MISSING";
 
 /// The launcher of `[sandbox]`: this binary re-executed (or bubblewrap).

@@ -2,8 +2,8 @@
 //! exist in the workspace: another harness's settings, an MCP server list, injected
 //! instructions, agent definitions. A mount cannot cover a name that does not exist, so
 //! cadre moves whatever appeared into `.cadre/quarantine/` once the command has ended and
-//! says so; the next run loads none of it. Per sandbox mode: the launcher with namespaces,
-//! bubblewrap, and Landlock alone.
+//! says so; the next run loads none of it. Per sandbox mode: the launcher with namespaces
+//! (with and without a PID namespace), bubblewrap, and Landlock alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use cadre_testkit::{MockServer, OpenAiStream};
@@ -149,7 +149,7 @@ fn attack() -> Vec<String> {
             .to_string(),
     ]
     .join("\n");
-    // With bubblewrap the background process ends with the command, so this gives up.
+    // With a PID namespace the background process ends with the command, so this gives up.
     let second =
         "for i in $(seq 60); do [ -e late-done ] && break; sleep 0.05; done; echo SECOND-DONE";
     vec![first, second.to_string()]
@@ -159,7 +159,8 @@ fn attack() -> Vec<String> {
 struct Mode {
     config: &'static str,
     simulate_missing: Option<&'static str>,
-    /// The child's background process outlives its call (not with bubblewrap).
+    /// The child's background process outlives its call (not with a PID namespace:
+    /// bubblewrap, or the launcher where it has one).
     outlives: bool,
     /// New entries can be made at the top of the root. Landlock alone grants writes only
     /// around the existing `.cadre/`, so there nothing new is made at the top at all.
@@ -215,6 +216,11 @@ fn assert_quarantined(c: &Case, out: &str, outlives: bool) {
     for name in CREATED.iter().filter(|n| outlives || **n != "CLAUDE.md") {
         assert!(kept.iter().any(|k| k == name), "{name}: {kept:?}");
     }
+    if !outlives {
+        // The background process died with its command: it never made its files.
+        assert!(!kept.iter().any(|k| k == "CLAUDE.md"), "{kept:?}");
+        assert!(!c.ws.join("late-done").exists());
+    }
     let planted = std::fs::read_dir(&quarantine)
         .unwrap()
         .map(|d| d.unwrap().path().join(".gemini/agents/planted-gemini.md"))
@@ -264,9 +270,20 @@ fn next_run_loads_none_of_it(c: &Case, mock: &MockServer) {
 
 #[test]
 fn protected_paths_a_child_creates_are_moved_out_of_reach() {
+    // The launcher's PID namespace ends the background process with its command.
     created_paths_never_stay(&Mode {
         config: "[sandbox]\nrequired = true\n",
         simulate_missing: None,
+        outlives: false,
+        root_writable: true,
+    });
+}
+
+#[test]
+fn protected_paths_a_child_creates_are_moved_out_of_reach_without_pid_namespaces() {
+    created_paths_never_stay(&Mode {
+        config: "",
+        simulate_missing: Some("pid-namespace"),
         outlives: true,
         root_writable: true,
     });

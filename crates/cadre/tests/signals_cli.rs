@@ -22,7 +22,7 @@ fn signal_stops_the_run_cleanly(signal: Signal, code: i32) {
         .spawn()
         .unwrap();
     // Three shells, each with its sleep.
-    let pids = wait_for_the_commands(ws);
+    let pids = wait_for_the_commands(ws, child.id() as i32);
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

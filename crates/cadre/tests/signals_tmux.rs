@@ -34,10 +34,10 @@ fn signal_stops_the_surface(name: &str, extra: &[&str], signal: Signal, code: i3
     tmux.wait_for("scripted:");
     tmux.text("go");
     tmux.keys(&["Enter"]);
-    let pids = wait_for_the_commands(ws);
     // The pane's shell runs cadre, then writes its exit status.
     let shell: i32 = tmux.format("#{pane_pid}").parse().unwrap();
     let cadre_pid = child_named(shell, "cadre");
+    let pids = wait_for_the_commands(ws, cadre_pid);
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(cadre_pid), signal).unwrap();
     assert_eq!(tmux.exit_code(), code, "{}", tmux.with_history());
     nothing_survives_and_the_tasks_are_cancelled(ws, &model, &pids, signal.as_str());

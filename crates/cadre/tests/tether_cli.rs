@@ -20,7 +20,7 @@ fn start(ws: &std::path::Path) -> (std::process::Child, Vec<i32>, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pids = wait_for_the_commands(ws);
+    let pids = wait_for_the_commands(ws, child.id() as i32);
     (child, pids, model)
 }
 
@@ -82,16 +82,27 @@ fn sigkill_of_cadre_leaves_no_stdio_mcp_server_alive() {
         ),
     )
     .unwrap();
-    let (mut child, mut pids, _) = start(ws);
+    let (mut child, _, _) = start(ws);
     wait_until("the MCP server never started", || pidfile.exists());
-    let server: Vec<i32> = std::fs::read_to_string(&pidfile)
+    // The numbers in the file are the server's own view (a sandboxed server has a PID
+    // namespace of its own): its processes are found below cadre instead.
+    let server: Vec<String> = std::fs::read_to_string(&pidfile)
         .unwrap()
         .split_whitespace()
-        .map(|p| p.parse().unwrap())
+        .map(str::to_string)
         .collect();
     assert_eq!(server.len(), 2, "{server:?}");
-    assert!(server.iter().all(|p| alive(*p)), "{server:?}");
-    pids.extend(server);
+    let pids = descendants(child.id() as i32);
+    let commands = |name: &str| {
+        pids.iter()
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(name))
+            })
+            .count()
+    };
+    assert!(commands("writer_mcp.py") >= 1, "{pids:?}");
+    assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).unwrap();
     child.wait().unwrap();
     for pid in &pids {

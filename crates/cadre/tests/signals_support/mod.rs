@@ -111,12 +111,40 @@ pub fn pids(ws: &Path) -> Vec<i32> {
         .collect()
 }
 
-/// Wait until the three shells and their sleeps run; their PIDs.
-pub fn wait_for_the_commands(ws: &Path) -> Vec<i32> {
+/// Wait until the three shells and their sleeps run; the PIDs of every process below `cadre`
+/// (its shells and sleeps among them). Taken from the host's `/proc`, not from `pids`: a
+/// sandboxed shell runs in a PID namespace of its own, where `$$` is another number.
+pub fn wait_for_the_commands(ws: &Path, cadre: i32) -> Vec<i32> {
     wait_until("the three commands never started", || pids(ws).len() == 6);
-    let pids = pids(ws);
-    assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
-    pids
+    let below = descendants(cadre);
+    let named = |n: &str| {
+        below
+            .iter()
+            .filter(|p| parent_and_name(**p).is_some_and(|(_, name)| name == n))
+            .count()
+    };
+    // At least: other processes (a stdio MCP server and its helper) may run too.
+    assert!(named("bash") >= 3 && named("sleep") >= 3, "{below:?}");
+    assert!(below.iter().all(|p| alive(*p)), "{below:?}");
+    below
+}
+
+/// Every process below `root`, from `/proc`.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let all: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| Some((pid, parent_and_name(pid)?.0)))
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(all.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    found.remove(0);
+    found
 }
 
 /// Every process in `pids` is gone (waited for with the deadline: a killed group may take
