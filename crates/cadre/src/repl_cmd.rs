@@ -349,9 +349,7 @@ impl Repl {
                 Ok(s) => {
                     // The session left behind is removed when nothing was sent in it, as on
                     // /clear and on exit (not when it is the one resumed).
-                    if s.id() != self.session.id() {
-                        self.session.discard_if_empty();
-                    }
+                    self.session.leave_for(&s);
                     eprintln!("resumed {} ({} messages)", s.id(), s.messages().len());
                     self.session = s;
                     self.spent = Default::default();

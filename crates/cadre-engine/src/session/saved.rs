@@ -17,6 +17,13 @@ impl Session {
         self.messages.is_empty() && self.path().is_some_and(|p| std::fs::remove_file(p).is_ok())
     }
 
+    /// Leave this session for `next`: its transcript is removed when nothing was sent in it,
+    /// unless `next` is this very session reopened (removing it then would lose what the
+    /// reopened one writes). True when it was removed.
+    pub fn leave_for(&self, next: &Session) -> bool {
+        self.id() != next.id() && self.discard_if_empty()
+    }
+
     /// The first prompt of the session saved as `id` under `dir`, to title it by. Read from
     /// the transcript, which keeps the messages a compaction replaced: a compacted session is
     /// still titled by what the person first asked, not by the summary. `None` when it has
@@ -62,6 +69,30 @@ impl Session {
 mod tests {
     use super::*;
     use crate::session::{CompactionRecord, SessionMeta};
+
+    #[test]
+    fn leaving_an_empty_session_for_itself_keeps_its_transcript() {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = |id: &str| SessionMeta {
+            id: id.into(),
+            agent: "main".into(),
+            model: "scripted:x".into(),
+            created_at: 1,
+            parent_session_id: None,
+        };
+        let mut empty = Session::create(dir.path(), meta("s-empty")).unwrap();
+        empty.flush().unwrap();
+        let path = empty.path().unwrap().to_path_buf();
+        let again = Session::open(dir.path(), "s-empty").unwrap();
+        assert!(!empty.leave_for(&again));
+        assert!(path.exists(), "the reopened session's transcript is kept");
+        let other = Session::create(dir.path(), meta("s-other")).unwrap();
+        assert!(empty.leave_for(&other));
+        assert!(
+            !path.exists(),
+            "an empty session left for another is removed"
+        );
+    }
 
     #[test]
     fn a_compacted_session_is_titled_by_its_first_prompt_not_the_summary() {

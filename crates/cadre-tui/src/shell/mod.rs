@@ -549,7 +549,7 @@ impl Shell {
     }
 
     fn replace_session(&mut self, session: Session) {
-        let discarded = self.session.as_ref().is_some_and(Session::discard_if_empty);
+        let discarded = (self.session.as_ref()).is_some_and(|old| old.leave_for(&session));
         let old = std::mem::replace(&mut self.session_id, session.id().to_string());
         self.session = Some(session);
         self.app.transcript.clear();
