@@ -374,12 +374,13 @@ async fn eventually_session(events: &Arc<Mutex<Vec<Value>>>) -> String {
 
 /// The exit status of `child`, or `None` (after killing it) past the deadline.
 async fn wait_exit(child: &mut Child) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + DEADLINE;
-    while Instant::now() < deadline {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let exited = cadre_testkit::poll_some(DEADLINE, || {
+        let status = child.try_wait().unwrap();
+        async move { status }
+    })
+    .await;
+    if exited.is_some() {
+        return exited;
     }
     child.kill().unwrap();
     child.wait().unwrap();

@@ -364,6 +364,20 @@ fn a_traceparent_given_to_the_run_is_continued() {
     assert_eq!(main.parent_span_id, hex("00f067aa0ba902b7"));
 }
 
+/// The last span of a `--trace-file` whose name satisfies `wanted`.
+fn last_span_in(file: &Path, wanted: impl Fn(&str) -> bool) -> Option<Span> {
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut found = None;
+    for line in text.lines() {
+        let request: ExportTraceServiceRequest = serde_json::from_str(line).unwrap();
+        let spans = (request.resource_spans.into_iter())
+            .flat_map(|rs| rs.scope_spans)
+            .flat_map(|ss| ss.spans);
+        found = spans.filter(|s| wanted(&s.name)).last().or(found);
+    }
+    found
+}
+
 fn hex(s: &str) -> Vec<u8> {
     (0..s.len())
         .step_by(2)
@@ -476,20 +490,7 @@ fn bash_gets_the_traceparent_of_its_tool_call() {
         "stderr: {}",
         cli_support::text(&out.stderr)
     );
-    let mut tool_span = None;
-    for line in std::fs::read_to_string(&file).unwrap().lines() {
-        let request: ExportTraceServiceRequest = serde_json::from_str(line).unwrap();
-        for rs in request.resource_spans {
-            for ss in rs.scope_spans {
-                for s in ss.spans {
-                    if s.name == "execute_tool bash" {
-                        tool_span = Some(s);
-                    }
-                }
-            }
-        }
-    }
-    let s = tool_span.expect("the bash call's span");
+    let s = last_span_in(&file, |n| n == "execute_tool bash").expect("the bash call's span");
     let to_hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let want = format!("tp=00-{}-{}-01", to_hex(&s.trace_id), to_hex(&s.span_id));
     assert!(stdout.contains(&want), "{want} in {stdout}");
@@ -532,21 +533,8 @@ fn an_mcp_tool_call_carries_the_traceparent_of_its_tool_call_in_meta() {
         "stderr: {}",
         cli_support::text(&out.stderr)
     );
-    let mut tool_span = None;
-    for line in std::fs::read_to_string(&file).unwrap().lines() {
-        let request: ExportTraceServiceRequest = serde_json::from_str(line).unwrap();
-        for s in request
-            .resource_spans
-            .into_iter()
-            .flat_map(|rs| rs.scope_spans)
-            .flat_map(|ss| ss.spans)
-        {
-            if s.name == "execute_tool mcp__writer__meta" {
-                tool_span = Some(s);
-            }
-        }
-    }
-    let s = tool_span.expect("the MCP call's span");
+    let s = last_span_in(&file, |n| n == "execute_tool mcp__writer__meta")
+        .expect("the MCP call's span");
     let to_hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
     let want = format!(
         r#""traceparent": "00-{}-{}-01""#,
@@ -593,21 +581,7 @@ fn a_chat_span_carries_the_providers_reply_id() {
         "stderr: {}",
         cli_support::text(&out.stderr)
     );
-    let mut chat = None;
-    for line in std::fs::read_to_string(&file).unwrap().lines() {
-        let request: ExportTraceServiceRequest = serde_json::from_str(line).unwrap();
-        for s in request
-            .resource_spans
-            .into_iter()
-            .flat_map(|rs| rs.scope_spans)
-            .flat_map(|ss| ss.spans)
-        {
-            if s.name.starts_with("chat ") {
-                chat = Some(s);
-            }
-        }
-    }
-    let chat = chat.expect("the model call's span");
+    let chat = last_span_in(&file, |n| n.starts_with("chat ")).expect("the model call's span");
     assert_eq!(string(&chat, "gen_ai.response.id"), "chatcmpl-mock");
 }
 
