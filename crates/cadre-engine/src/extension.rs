@@ -40,10 +40,19 @@ pub trait TurnExtension: Send + Sync {
     /// Messages to append to the conversation before the next model call. `history` is the
     /// conversation so far — the record of what the model has been told — so an extension
     /// can append live state only when it differs from the last state it reported there.
-    /// Each message must be returned once only.
+    /// Each message must be returned once only. What is handed out exactly once (a finished
+    /// task's result) is marked handed out in [`recorded`](Self::recorded), not here: a
+    /// process lost before the session holds the message then hands it out again, and
+    /// `history` (its newest messages) says whether the lost process had recorded it.
     async fn take_injections(&self, _run: &RunContext, _history: &[Message]) -> Vec<Message> {
         Vec::new()
     }
+
+    /// Called once the messages of this extension's last
+    /// [`take_injections`](Self::take_injections) for `run` are recorded: in the session's
+    /// transcript and in the checkpoint of the turn boundary that follows, before the model
+    /// call that reads them.
+    async fn recorded(&self, _run: &RunContext) {}
 
     /// Called when the model has finished. Wait (until `cancel`) for outstanding work whose
     /// results the model should see; return true if new injections are ready. `round` counts

@@ -59,24 +59,41 @@ pub(crate) fn system_prompt(cfg: &AgentConfig, run: &RunContext) -> String {
 }
 
 /// Append the extensions' messages (live state, finished background work), written to the
-/// transcript at once: a finished task is marked delivered when it is taken, so its result
-/// must not wait in the buffer for the end of the model call (a kill then lost it).
+/// transcript at once. Returns which extensions gave some: they are told once the messages
+/// are recorded ([`recorded`]).
 async fn inject(
     cfg: &AgentConfig,
     run: &RunContext,
     session: &mut Session,
-) -> Result<(), crate::SessionError> {
-    let mut any = false;
-    for ext in &cfg.extensions {
-        for m in ext.take_injections(run, session.messages()).await {
+) -> Result<Vec<usize>, crate::SessionError> {
+    let mut gave = Vec::new();
+    for (i, ext) in cfg.extensions.iter().enumerate() {
+        let messages = ext.take_injections(run, session.messages()).await;
+        if !messages.is_empty() {
+            gave.push(i);
+        }
+        for m in messages {
             session.push(m)?;
-            any = true;
         }
     }
-    if any {
+    if !gave.is_empty() {
         session.flush()?;
     }
-    Ok(())
+    Ok(gave)
+}
+
+/// Tell the extensions in `gave` that what they injected is recorded: in the transcript and
+/// in the turn boundary's checkpoint (a durable child is continued from that, elsewhere). A
+/// finished task is marked delivered only now, so a kill before leaves it undelivered and
+/// recorded nowhere, or recorded and seen in the history the next run reads.
+async fn recorded(cfg: &AgentConfig, run: &RunContext, gave: &mut Vec<usize>) {
+    gave.sort_unstable();
+    gave.dedup();
+    for i in gave.drain(..) {
+        if let Some(ext) = cfg.extensions.get(i) {
+            ext.recorded(run).await;
+        }
+    }
 }
 
 /// Show the observer the conversation as it stands.
@@ -336,9 +353,10 @@ async fn run_inner(
             };
             return finish(session, state, &text, turns);
         }
-        if let Err(e) = inject(cfg, &run, session).await {
-            return finish(session, persist_failed(e), &text, turns);
-        }
+        let mut gave = match inject(cfg, &run, session).await {
+            Ok(gave) => gave,
+            Err(e) => return finish(session, persist_failed(e), &text, turns),
+        };
         if let Some(limit) = context_limit {
             let estimate = meter.estimate(compaction.fixed_bytes, session.messages());
             if estimate > limit && retry_above.is_none_or(|above| estimate > above) {
@@ -347,8 +365,9 @@ async fn run_inner(
                         retry_above = None;
                         meter.reset();
                         // Live state whose last copy was summarised is appended again.
-                        if let Err(e) = inject(cfg, &run, session).await {
-                            return finish(session, persist_failed(e), &text, turns);
+                        match inject(cfg, &run, session).await {
+                            Ok(more) => gave.extend(more),
+                            Err(e) => return finish(session, persist_failed(e), &text, turns),
                         }
                     }
                     Err(CompactionError::Cancelled) => {
@@ -380,6 +399,7 @@ async fn run_inner(
             return finish(session, persist_failed(e), &text, turns);
         }
         boundary(observer, &run, session, &stop.budget).await;
+        recorded(cfg, &run, &mut gave).await;
         if !observer.may_proceed(&run, Step::ModelCall).await {
             stop.token.cancel();
             return finish(session, EndState::Cancelled, &text, turns);

@@ -563,26 +563,14 @@ impl TaskStore for MemoryStore {
         Ok(Some(taken))
     }
 
-    async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
-        let mut g = self.lock();
-        let ids: Vec<String> = g
+    async fn undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
+        let g = self.lock();
+        let out = g
             .session_ids(session)
-            .filter(|id| {
-                g.tasks
-                    .get(*id)
-                    .is_some_and(|r| r.background && !r.delivered && r.status.is_terminal())
-            })
+            .filter_map(|id| g.tasks.get(id))
+            .filter(|r| r.background && !r.delivered && r.status.is_terminal())
             .cloned()
             .collect();
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            if let Some(r) = g.tasks.get_mut(&id) {
-                r.delivered = true;
-                out.push(r.clone());
-            }
-            g.done.push_back(id);
-        }
-        g.forget_beyond(self.shared.retention);
         Ok(sorted(out))
     }
 
@@ -962,7 +950,10 @@ mod tests {
         }
         let running = s.create(&NewTask::new("w", "s", "r")).await.unwrap().id;
         assert_eq!(s.len(), 7, "undelivered results are kept");
-        assert_eq!(s.take_undelivered_finished("s").await.unwrap().len(), 6);
+        assert_eq!(s.undelivered_finished("s").await.unwrap().len(), 6);
+        assert_eq!(s.len(), 7, "reading them forgets nothing");
+        // Delivered in the order they were created: the oldest deliveries go first.
+        assert_eq!(s.mark_delivered_many(&ids).await.unwrap(), 6);
         assert_eq!(s.len(), 4);
         assert!(s.get(&ids[0]).await.unwrap().is_none());
         assert!(s.get(&ids[5]).await.unwrap().is_some());

@@ -192,25 +192,42 @@ impl TeamStore for MemoryStore {
         })
     }
 
-    async fn take_team_messages(
+    async fn undelivered_team_messages(
         &self,
         key: &TeamKey,
         recipient: &str,
     ) -> StoreResult<Vec<TeamMessage>> {
-        let mut teams = self.teams_lock();
-        let Some(t) = teams.by_key.get_mut(key) else {
+        let teams = self.teams_lock();
+        let Some(t) = teams.by_key.get(key) else {
             return Ok(Vec::new());
         };
-        let mut taken = Vec::new();
+        Ok(t.messages
+            .iter()
+            .filter(|m| m.recipient == recipient && !m.delivered)
+            .cloned()
+            .collect())
+    }
+
+    async fn mark_team_messages_delivered(
+        &self,
+        key: &TeamKey,
+        recipient: &str,
+        ids: &[u64],
+    ) -> StoreResult<u64> {
+        let mut teams = self.teams_lock();
+        let Some(t) = teams.by_key.get_mut(key) else {
+            return Ok(0);
+        };
+        let mut n = 0;
         for m in t
             .messages
             .iter_mut()
-            .filter(|m| m.recipient == recipient && !m.delivered)
+            .filter(|m| m.recipient == recipient && !m.delivered && ids.contains(&m.id))
         {
             m.delivered = true;
-            taken.push(m.clone());
+            n += 1;
         }
-        Ok(taken)
+        Ok(n)
     }
 
     async fn team_messages(&self, key: &TeamKey, limit: usize) -> StoreResult<Vec<TeamMessage>> {

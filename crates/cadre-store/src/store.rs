@@ -135,9 +135,13 @@ pub trait TaskStore: Send + Sync {
         Ok(n)
     }
 
-    /// Finished, undelivered background tasks of a session, marked delivered in the same
-    /// statement: each completion is handed out exactly once, across processes and restarts.
-    async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>>;
+    /// Finished background tasks of a session whose results were not delivered yet, oldest
+    /// first. Read only: the parent marks them delivered ([`mark_delivered_many`]) once its
+    /// session has recorded them, so a process lost in between hands them out again and the
+    /// session (what the model was told) decides whether they were seen.
+    ///
+    /// [`mark_delivered_many`]: Self::mark_delivered_many
+    async fn undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>>;
 
     /// One task of `session` that has ended and whose result was not delivered yet, marked
     /// delivered and returned as stored: what a caller asking for that one result

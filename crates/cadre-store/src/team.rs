@@ -185,13 +185,24 @@ pub trait TeamStore: Send + Sync {
         mailbox: usize,
     ) -> StoreResult<Vec<TeamMessage>>;
 
-    /// Hand over `recipient`'s undelivered messages, oldest first, marking them delivered
-    /// in the same write: each message is taken once, whichever node asks.
-    async fn take_team_messages(
+    /// `recipient`'s undelivered messages, oldest first. Read only: the recipient marks
+    /// them delivered ([`mark_team_messages_delivered`](Self::mark_team_messages_delivered))
+    /// once its conversation (transcript and checkpoint) holds them, so a member lost in
+    /// between, adopted on another node, reads them again.
+    async fn undelivered_team_messages(
         &self,
         key: &TeamKey,
         recipient: &str,
     ) -> StoreResult<Vec<TeamMessage>>;
+
+    /// Mark `recipient`'s messages `ids` delivered; how many this call marked (a message
+    /// is marked once, whichever node asks).
+    async fn mark_team_messages_delivered(
+        &self,
+        key: &TeamKey,
+        recipient: &str,
+        ids: &[u64],
+    ) -> StoreResult<u64>;
 
     /// The newest `limit` messages of the team, oldest first.
     async fn team_messages(&self, key: &TeamKey, limit: usize) -> StoreResult<Vec<TeamMessage>>;

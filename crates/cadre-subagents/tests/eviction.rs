@@ -74,6 +74,8 @@ text = "r"
         })
         .sum();
     assert_eq!(delivered, TASKS);
+    // Once the session holds them (the engine says so), they are marked delivered.
+    ctx.recorded(&run).await;
     assert!(ctx.take_injections(&run, &[]).await.iter().all(|m| {
         !matches!(m, cadre_types::Message::User { content } if content.contains("<task id="))
     }));

@@ -1,7 +1,9 @@
-//! A durable child lost right after a step completed is continued by another node from its
-//! checkpoint without that step being asked of the model again: each completed model turn
-//! (the final answer included) and each completed tool result is in the store before the
-//! run takes its next step.
+//! Exactly once after a crash. A durable child lost right after a step completed is
+//! continued by another node from its checkpoint without that step being asked of the model
+//! again: each completed model turn (the final answer included) and each completed tool
+//! result is in the store before the run takes its next step. And a parent lost while it
+//! was being handed its finished background tasks gets each result once: again when its
+//! session did not record them, never when it did.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -179,4 +181,79 @@ async fn a_child_lost_after_its_first_reply_continues_with_its_call() {
     assert_eq!(turns(&adopter), [1], "the first turn ran twice");
     assert_eq!(done.status, TaskStatus::Completed, "{done:?}");
     assert_eq!(done.result.as_deref(), Some("the answer"));
+}
+
+/// A worker that answers at once.
+const QUICK: &str = r#"
+[[scripts]]
+agent = "worker"
+[[scripts.turns]]
+text = "the answer"
+"#;
+
+/// Three finished background workers of one session, and the parent's run.
+async fn three_finished() -> (Fixture, Arc<cadre_tools::RunContext>) {
+    let f = fixture(
+        QUICK,
+        Options {
+            defs: vec![worker("worker")],
+            ..Default::default()
+        },
+    );
+    let session = f.session();
+    for i in 0..3 {
+        let args =
+            json!({"subagent_type": "worker", "prompt": format!("job {i}"), "background": true});
+        call(&f, session.id(), "task", args).await;
+    }
+    tokio::time::timeout(Duration::from_secs(10), f.runtime.wait_idle())
+        .await
+        .unwrap();
+    let run = f.run_context(&session);
+    (f, run)
+}
+
+fn results_in(messages: &[cadre_types::Message]) -> usize {
+    delivered(messages)
+        .iter()
+        .map(|m| m.matches("<task id=").count())
+        .sum()
+}
+
+#[tokio::test]
+async fn results_handed_to_a_parent_lost_before_its_session_held_them_are_handed_out_again() {
+    use cadre_engine::TurnExtension;
+    let (f, run) = three_finished().await;
+    let lost = cadre_subagents::SubagentContext::new(f.runtime.clone());
+    assert_eq!(results_in(&lost.take_injections(&run, &[]).await), 3);
+    // The process died here, before its session was written: nothing was recorded.
+    drop(lost);
+    let resumed = cadre_subagents::SubagentContext::new(f.runtime.clone());
+    let again = resumed.take_injections(&run, &[]).await;
+    assert_eq!(results_in(&again), 3, "{again:?}");
+    resumed.recorded(&run).await;
+    assert_eq!(results_in(&resumed.take_injections(&run, &again).await), 0);
+    let tasks = f.runtime.tasks_of(&run.session_id).await;
+    assert!(tasks.iter().all(|t| t.delivered), "{tasks:?}");
+}
+
+#[tokio::test]
+async fn results_a_lost_parent_had_recorded_are_not_handed_out_again() {
+    use cadre_engine::TurnExtension;
+    let (f, run) = three_finished().await;
+    let lost = cadre_subagents::SubagentContext::new(f.runtime.clone());
+    let history = lost.take_injections(&run, &[]).await;
+    // The session holds them; the process died before marking them delivered.
+    drop(lost);
+    let tasks = f.runtime.tasks_of(&run.session_id).await;
+    assert!(tasks.iter().all(|t| !t.delivered), "{tasks:?}");
+    let resumed = cadre_subagents::SubagentContext::new(f.runtime.clone());
+    let mut history = history;
+    history.push(cadre_types::Message::user("and a new prompt"));
+    assert_eq!(
+        results_in(&resumed.take_injections(&run, &history).await),
+        0
+    );
+    let tasks = f.runtime.tasks_of(&run.session_id).await;
+    assert!(tasks.iter().all(|t| t.delivered), "marked now: {tasks:?}");
 }

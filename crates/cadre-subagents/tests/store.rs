@@ -316,7 +316,7 @@ async fn a_waiting_task_output_is_delivered_by_the_end_itself(kind: Kind) {
     assert!(
         f.runtime
             .store()
-            .take_undelivered_finished("s-bg")
+            .undelivered_finished("s-bg")
             .await
             .unwrap()
             .is_empty()
@@ -379,7 +379,7 @@ async fn a_task_output_after_the_end_takes_it_in_one_write() {
     assert!(
         f.runtime
             .store()
-            .take_undelivered_finished("s-after")
+            .undelivered_finished("s-after")
             .await
             .unwrap()
             .is_empty()

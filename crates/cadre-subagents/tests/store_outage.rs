@@ -173,8 +173,8 @@ impl TaskStore for Flaky {
         self.marked.fetch_add(1, Ordering::SeqCst);
         self.inner.mark_delivered(id).await
     }
-    async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
-        self.inner.take_undelivered_finished(session).await
+    async fn undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
+        self.inner.undelivered_finished(session).await
     }
     async fn deliver_finished(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {
         self.takes.fetch_add(1, Ordering::SeqCst);

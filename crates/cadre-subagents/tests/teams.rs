@@ -245,8 +245,31 @@ async fn a_scripted_team_messages_and_shares_a_board() {
         .take_injections(&ctx.run, &[])
         .await;
     let text = serde_json::to_string(&injected).unwrap();
-    assert!(text.contains(r#"<team-message from=\"coder\""#), "{text}");
+    assert!(
+        text.contains(r#"<team-message team=\"t\" from=\"coder\""#),
+        "{text}"
+    );
     assert!(text.contains("coder finished"), "{text}");
+
+    // That process was lost before its session held the message: the next one is handed
+    // it again; once its conversation holds it, it is marked delivered and never repeated.
+    let resumed = SubagentContext::new(f.runtime.clone());
+    let again = resumed.take_injections(&ctx.run, &[]).await;
+    let text = serde_json::to_string(&again).unwrap();
+    assert!(text.contains("coder finished"), "{text}");
+    let later = SubagentContext::new(f.runtime.clone());
+    let text = serde_json::to_string(&later.take_injections(&ctx.run, &again).await).unwrap();
+    assert!(!text.contains("coder finished"), "{text}");
+    let teams = f.runtime.store().teams().unwrap();
+    let key = cadre_store::TeamKey::new(SESSION, "t");
+    assert!(
+        teams
+            .undelivered_team_messages(&key, "lead")
+            .await
+            .unwrap()
+            .is_empty(),
+        "marked delivered once the conversation held it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -126,13 +126,13 @@ const SUMMARY_COUNTS: &str = "SELECT \
        COALESCE(SUM(CASE WHEN status IN ('pending', 'running') OR delivered THEN 0 ELSE 1 END), 0) \
      FROM tasks WHERE parent_session_id = $1 AND background";
 
-/// A session's finished background tasks not delivered yet, marked delivered.
-static TAKE_FINISHED: LazyLock<String> = LazyLock::new(|| {
+/// A session's finished background tasks not delivered yet (read only: the parent marks
+/// them delivered once its session records them).
+static UNDELIVERED_FINISHED: LazyLock<String> = LazyLock::new(|| {
     format!(
-        "UPDATE tasks SET delivered = TRUE \
+        "SELECT {TASK_COLS} FROM tasks \
          WHERE parent_session_id = $1 AND background AND NOT delivered \
-           AND (status = 'completed' OR status = 'failed' OR status = 'cancelled') \
-         RETURNING {TASK_COLS}"
+           AND (status = 'completed' OR status = 'failed' OR status = 'cancelled')"
     )
 });
 
@@ -165,13 +165,17 @@ pub(super) fn hot_writes_pg() -> Vec<String> {
     [INSERT.many, TRANSITION.many, DELIVERED.many]
         .into_iter()
         .map(str::to_owned)
-        .chain([TAKE_FINISHED.clone()])
         .collect()
 }
 
 /// The reads every task or turn makes, prepared on each PostgreSQL connection as it opens.
 pub(super) fn hot_reads_pg() -> Vec<String> {
-    vec![GET.clone(), GET_MANY.clone(), SUMMARY_COUNTS.to_owned()]
+    vec![
+        GET.clone(),
+        GET_MANY.clone(),
+        SUMMARY_COUNTS.to_owned(),
+        UNDELIVERED_FINISHED.clone(),
+    ]
 }
 
 /// The writes every task makes, prepared by SQLite's writer as it opens: one row each, as
@@ -180,11 +184,7 @@ pub(super) fn hot_writes_sqlite() -> Vec<String> {
     [INSERT.one, TRANSITION.one, DELIVERED.one]
         .into_iter()
         .map(str::to_owned)
-        .chain([
-            TRANSITION_RETURNING.clone(),
-            DELIVER_FINISHED.clone(),
-            TAKE_FINISHED.clone(),
-        ])
+        .chain([TRANSITION_RETURNING.clone(), DELIVER_FINISHED.clone()])
         .chain(super::children::hot_writes_sqlite())
         .chain(super::checkpoints::hot_writes_sqlite())
         .collect()
@@ -196,6 +196,7 @@ pub(super) fn hot_reads_sqlite() -> Vec<String> {
         GET.clone(),
         GET_MANY_SQLITE.clone(),
         SUMMARY_COUNTS.to_owned(),
+        UNDELIVERED_FINISHED.clone(),
     ]
 }
 
@@ -608,12 +609,12 @@ impl SqlStore {
         })
     }
 
-    pub(super) async fn take_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
-        let sql = TAKE_FINISHED.as_str();
-        let args = vec![Arg::from(session)];
-        on_writer!(&self.db, (sql, args), |p, (sql, args)| {
-            tasks_sorted(&p.fetch(sql, args).await?)?
-        })
+    pub(super) async fn undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
+        let rows = self
+            .db
+            .fetch(UNDELIVERED_FINISHED.as_str(), vec![Arg::from(session)])
+            .await?;
+        tasks_sorted(&rows)
     }
 }
 

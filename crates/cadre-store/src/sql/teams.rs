@@ -240,23 +240,42 @@ impl TeamStore for SqlStore {
         })?
     }
 
-    async fn take_team_messages(
+    async fn undelivered_team_messages(
         &self,
         key: &TeamKey,
         recipient: &str,
     ) -> StoreResult<Vec<TeamMessage>> {
         let mut args = key_args(key);
         args.push(recipient.into());
-        let rows = on_writer!(&self.db, args, |p, a| {
-            let sql = format!(
-                "UPDATE team_messages SET delivered = TRUE \
-                 WHERE {OF_TEAM} AND recipient = $3 AND NOT delivered RETURNING {MESSAGE_COLS}"
-            );
-            p.fetch(&sql, a).await?
-        })?;
-        let mut taken = rows.iter().map(message).collect::<StoreResult<Vec<_>>>()?;
-        taken.sort_by_key(|m| m.id);
-        Ok(taken)
+        let sql = format!(
+            "SELECT {MESSAGE_COLS} FROM team_messages \
+             WHERE {OF_TEAM} AND recipient = $3 AND NOT delivered ORDER BY id"
+        );
+        let rows = self.db.fetch(&sql, args).await?;
+        rows.iter().map(message).collect()
+    }
+
+    async fn mark_team_messages_delivered(
+        &self,
+        key: &TeamKey,
+        recipient: &str,
+        ids: &[u64],
+    ) -> StoreResult<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut args = key_args(key);
+        args.push(recipient.into());
+        let marks: Vec<String> = (0..ids.len()).map(|i| format!("${}", i + 4)).collect();
+        args.extend(ids.iter().map(|&id| Arg::from(to_i64(id))));
+        let sql = format!(
+            "UPDATE team_messages SET delivered = TRUE \
+             WHERE {OF_TEAM} AND recipient = $3 AND NOT delivered AND id IN ({})",
+            marks.join(", ")
+        );
+        on_writer!(&self.db, (sql, args), |p, (sql, args)| {
+            p.execute(sql, args).await?
+        })
     }
 
     async fn team_messages(&self, key: &TeamKey, limit: usize) -> StoreResult<Vec<TeamMessage>> {

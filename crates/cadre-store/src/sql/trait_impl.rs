@@ -101,8 +101,8 @@ impl TaskStore for SqlStore {
         self.mark_delivered_tasks(ids).await
     }
 
-    async fn take_undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
-        self.take_finished(session).await
+    async fn undelivered_finished(&self, session: &str) -> StoreResult<Vec<TaskRecord>> {
+        SqlStore::undelivered_finished(self, session).await
     }
 
     async fn deliver_finished(&self, id: &str, session: &str) -> StoreResult<Option<TaskRecord>> {

@@ -40,15 +40,17 @@ async fn finished_delivered_exactly_once(kind: Kind) {
         }
         finished.insert(id);
     }
-    // Four concurrent takers on two handles.
+    // Four concurrent readers on two handles, each claiming what it read: a claim is won once.
     let mut takers = Vec::new();
     for store in [a.clone(), b.clone(), a.clone(), b.clone()] {
         takers.push(tokio::spawn(async move {
             let mut got = Vec::new();
             for _ in 0..20 {
-                for r in store.take_undelivered_finished("s").await.unwrap() {
-                    assert!(r.delivered && r.background && r.status.is_terminal());
-                    got.push(r.id);
+                for r in store.undelivered_finished("s").await.unwrap() {
+                    assert!(!r.delivered && r.background && r.status.is_terminal());
+                    if store.mark_delivered(&r.id).await.unwrap() {
+                        got.push(r.id);
+                    }
                 }
             }
             got
@@ -64,14 +66,14 @@ async fn finished_delivered_exactly_once(kind: Kind) {
     // Survives a restart.
     drop((a, b));
     let a = fx.open("node-a").await;
-    assert!(a.take_undelivered_finished("s").await.unwrap().is_empty());
+    assert!(a.undelivered_finished("s").await.unwrap().is_empty());
     for id in &still_running {
         a.transition(id, Transition::completed("late"))
             .await
             .unwrap();
     }
     let late: HashSet<_> = a
-        .take_undelivered_finished("s")
+        .undelivered_finished("s")
         .await
         .unwrap()
         .into_iter()
@@ -85,7 +87,7 @@ async fn finished_delivered_exactly_once(kind: Kind) {
     a.transition(&fg, Transition::completed("x")).await.unwrap();
     assert!(a.mark_delivered(&fg).await.unwrap());
     assert!(!a.mark_delivered(&fg).await.unwrap());
-    assert!(a.take_undelivered_finished("s2").await.unwrap().is_empty());
+    assert!(a.undelivered_finished("s2").await.unwrap().is_empty());
     assert!(matches!(
         a.mark_delivered("task_nope").await,
         Err(StoreError::NotFound(_))
@@ -319,7 +321,7 @@ async fn batch_delivery_marks_each_once(kind: Kind) {
     batch.push("task_unknown".to_string());
     assert_eq!(a.mark_delivered_many(&batch).await.unwrap(), 619);
     assert_eq!(a.mark_delivered_many(&batch).await.unwrap(), 0);
-    assert!(a.take_undelivered_finished("s").await.unwrap().is_empty());
+    assert!(a.undelivered_finished("s").await.unwrap().is_empty());
     assert!(a.get(&ids[619]).await.unwrap().unwrap().delivered);
 }
 
@@ -393,7 +395,7 @@ async fn one_finished_task_taken_once(kind: Kind) {
         a.take_finished_task(&id, "s").await.unwrap().is_none(),
         "delivered"
     );
-    assert!(a.take_undelivered_finished("s").await.unwrap().is_empty());
+    assert!(a.undelivered_finished("s").await.unwrap().is_empty());
     assert!(
         a.take_finished_task("task_missing", "s")
             .await
@@ -433,7 +435,7 @@ async fn a_finished_task_is_delivered_whenever_asked(kind: Kind) {
         assert!(r.delivered);
     }
     assert!(a.get(&id).await.unwrap().unwrap().delivered);
-    assert!(a.take_undelivered_finished("s").await.unwrap().is_empty());
+    assert!(a.undelivered_finished("s").await.unwrap().is_empty());
     assert!(
         a.deliver_finished("task_missing", "s")
             .await

@@ -162,7 +162,7 @@ async fn a_delivering_end_is_taken_with_it(kind: Kind) {
     assert!(store.get(&id).await.unwrap().unwrap().delivered);
     assert!(
         store
-            .take_undelivered_finished("s-take")
+            .undelivered_finished("s-take")
             .await
             .unwrap()
             .is_empty()
@@ -177,7 +177,7 @@ async fn a_delivering_end_is_taken_with_it(kind: Kind) {
         .await
         .unwrap();
     assert!(store.transition(&other, end).await.is_err());
-    let taken = store.take_undelivered_finished("s-take").await.unwrap();
+    let taken = store.undelivered_finished("s-take").await.unwrap();
     assert_eq!(taken.len(), 1);
     assert_eq!(taken[0].id, other);
 
@@ -192,7 +192,7 @@ async fn a_delivering_end_is_taken_with_it(kind: Kind) {
     for r in futures::future::join_all(ends).await {
         r.unwrap();
     }
-    let taken = store.take_undelivered_finished("s-many").await.unwrap();
+    let taken = store.undelivered_finished("s-many").await.unwrap();
     let odd: std::collections::BTreeSet<&String> = ids.iter().skip(1).step_by(2).collect();
     let got: std::collections::BTreeSet<&String> = taken.iter().map(|r| &r.id).collect();
     assert_eq!(got, odd);

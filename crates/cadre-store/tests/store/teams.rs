@@ -1,5 +1,5 @@
-//! Agent teams in the store, on every backend: joining (bounded), messages handed over once
-//! whichever node takes them, bounded mailboxes, a board whose claims are compare and set,
+//! Agent teams in the store, on every backend: joining (bounded), messages marked delivered
+//! once whichever node marks them, bounded mailboxes, a board whose claims are compare and set,
 //! and a member's end giving its claims back with a note.
 
 use crate::both_backends;
@@ -19,6 +19,19 @@ fn member(label: &str) -> NewMember {
 
 fn teams(s: &Arc<dyn TaskStore>) -> &dyn TeamStore {
     s.teams().expect("this store keeps teams")
+}
+
+/// Read `who`'s undelivered messages and mark them delivered, as a recipient does once its
+/// conversation holds them: what was read, and how many this call marked.
+async fn take(
+    s: &Arc<dyn TaskStore>,
+    t: &TeamKey,
+    who: &str,
+) -> Result<(Vec<cadre_store::TeamMessage>, u64), StoreError> {
+    let read = teams(s).undelivered_team_messages(t, who).await?;
+    let ids: Vec<u64> = read.iter().map(|m| m.id).collect();
+    let marked = teams(s).mark_team_messages_delivered(t, who, &ids).await?;
+    Ok((read, marked))
 }
 
 fn refused<T: std::fmt::Debug>(r: Result<T, StoreError>, says: &str) {
@@ -83,7 +96,7 @@ async fn joining_is_bounded_and_scoped_to_the_session(kind: Kind) {
     );
 }
 
-async fn messages_are_taken_once_from_any_node(kind: Kind) {
+async fn messages_are_marked_once_from_any_node(kind: Kind) {
     let Some(fx) = Fixture::new(kind).await else {
         return;
     };
@@ -115,27 +128,22 @@ async fn messages_are_taken_once_from_any_node(kind: Kind) {
         .await
         .unwrap();
 
-    // Both nodes take at once: each message goes to exactly one of them.
-    let (x, y) = tokio::join!(
-        teams(&a).take_team_messages(&t, "coder"),
-        teams(&b).take_team_messages(&t, "coder")
-    );
-    let mut got: Vec<(u64, String)> = x
-        .unwrap()
-        .into_iter()
-        .chain(y.unwrap())
-        .map(|m| (m.id, m.body))
-        .collect();
+    // Both nodes read at once and mark what they read: each message is marked once.
+    let (x, y) = tokio::join!(take(&a, &t, "coder"), take(&b, &t, "coder"));
+    let (x, y) = (x.unwrap(), y.unwrap());
+    assert_eq!(x.1 + y.1, 2, "each message marked by one of them");
+    let mut got: Vec<(u64, String)> = x.0.into_iter().chain(y.0).map(|m| (m.id, m.body)).collect();
     got.sort();
+    got.dedup();
     assert_eq!(got, [(1, hostile.to_string()), (2, "standup".to_string())]);
     assert!(
         teams(&a)
-            .take_team_messages(&t, "coder")
+            .undelivered_team_messages(&t, "coder")
             .await
             .unwrap()
             .is_empty()
     );
-    let lead = teams(&b).take_team_messages(&t, "lead").await.unwrap();
+    let (lead, _) = take(&b, &t, "lead").await.unwrap();
     assert_eq!(lead.len(), 1);
     assert_eq!(
         (lead[0].sender.as_str(), lead[0].body.as_str()),
@@ -203,7 +211,14 @@ async fn sends_are_refused_not_dropped(kind: Kind) {
         "already has 4 undelivered",
     );
     // Every accepted message is still there, the refused one was never stored.
-    let taken = s.take_team_messages(&t, "coder").await.unwrap();
+    let taken = s.undelivered_team_messages(&t, "coder").await.unwrap();
+    let ids: Vec<u64> = taken.iter().map(|m| m.id).collect();
+    assert_eq!(
+        s.mark_team_messages_delivered(&t, "coder", &ids)
+            .await
+            .unwrap(),
+        4
+    );
     let bodies: Vec<&str> = taken.iter().map(|m| m.body.as_str()).skip(1).collect();
     assert_eq!(bodies, ["m0", "m1", "m2"]);
     assert_eq!(taken[0].body.len(), MAX_TEAM_MESSAGE_BYTES);
@@ -385,7 +400,7 @@ async fn an_ended_member_gives_its_claims_back(kind: Kind) {
 
 both_backends!(
     joining_is_bounded_and_scoped_to_the_session,
-    messages_are_taken_once_from_any_node,
+    messages_are_marked_once_from_any_node,
     sends_are_refused_not_dropped,
     claims_are_compare_and_set,
     an_ended_member_gives_its_claims_back,

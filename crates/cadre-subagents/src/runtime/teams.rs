@@ -3,6 +3,7 @@
 //! a member's (or lead's) team messages to its next request, and releasing a member's
 //! board items when it ends without finishing them.
 
+use crate::tools::deliveries::{Deliveries, TEAM_MESSAGE_TAG, team_messages_since_last_reply};
 use crate::tools::task::xml_escape;
 use async_trait::async_trait;
 use cadre_engine::TurnExtension;
@@ -118,13 +119,17 @@ pub async fn join(
 }
 
 /// The team messages as the recipient's model reads them, one element each, bodies
-/// escaped so that a message cannot close its envelope or forge another.
-pub fn render_messages(messages: &[TeamMessage]) -> String {
+/// escaped so that a message cannot close its envelope or forge another. A lead's name
+/// their team (it may lead several, and message numbers are per team).
+pub fn render_messages(messages: &[TeamMessage], team: Option<&str>) -> String {
+    let team = team
+        .map(|t| format!("team=\"{}\" ", xml_escape(t)))
+        .unwrap_or_default();
     messages
         .iter()
         .map(|m| {
             format!(
-                "<team-message from=\"{}\" id=\"{}\">{}</team-message>",
+                "{TEAM_MESSAGE_TAG}{team}from=\"{}\" id=\"{}\">{}</team-message>",
                 xml_escape(&m.sender),
                 m.id,
                 xml_escape(&m.body)
@@ -134,68 +139,145 @@ pub fn render_messages(messages: &[TeamMessage]) -> String {
         .join("\n")
 }
 
-/// Take `recipient`'s undelivered messages of team `key` as one user message, if any.
-pub async fn take_as_message(
-    store: &dyn TaskStore,
+/// `recipient`'s undelivered messages of team `key` that the conversation (`history`) does
+/// not hold yet, handed out through `inbox` under `slot`; those it holds are marked
+/// delivered now.
+async fn undelivered(
+    teams: &dyn cadre_store::TeamStore,
     key: &TeamKey,
     recipient: &str,
-) -> Option<Message> {
-    let teams = store.teams()?;
-    match teams.take_team_messages(key, recipient).await {
-        Ok(m) if m.is_empty() => None,
-        Ok(m) => Some(Message::user(render_messages(&m))),
+    in_history: &std::collections::HashSet<String>,
+    (inbox, slot): (&Deliveries, &str),
+) -> Vec<TeamMessage> {
+    let messages = match teams.undelivered_team_messages(key, recipient).await {
+        Ok(m) => m,
         Err(e) => {
-            tracing::warn!(team = %key.name, error = %e, "store: taking team messages failed");
-            None
+            tracing::warn!(team = %key.name, error = %e, "store: reading team messages failed");
+            return Vec::new();
+        }
+    };
+    let split = inbox.split(slot, in_history, messages, |m| m.id.to_string());
+    if !split.recorded.is_empty() {
+        mark(teams, key, recipient, split.recorded, (inbox, slot)).await;
+    }
+    split.deliver
+}
+
+/// Mark `ids` (message numbers) of `recipient` in team `key` delivered; a failed mark is
+/// tried again at the next delivery.
+async fn mark(
+    teams: &dyn cadre_store::TeamStore,
+    key: &TeamKey,
+    recipient: &str,
+    ids: Vec<String>,
+    (inbox, slot): (&Deliveries, &str),
+) {
+    let numbers: Vec<u64> = ids.iter().filter_map(|i| i.parse().ok()).collect();
+    match teams
+        .mark_team_messages_delivered(key, recipient, &numbers)
+        .await
+    {
+        Ok(_) => inbox.marked(slot, &ids),
+        Err(e) => {
+            tracing::warn!(team = %key.name, error = %e, "store: marking team messages delivered failed; trying again at the next turn");
+            inbox.mark_failed(slot, ids);
         }
     }
 }
 
 /// Hands a member its team messages at the end of each of its requests: appended after
 /// everything the conversation holds, so the request's earlier bytes (the cached prefix)
-/// are what they were.
+/// are what they were. They are marked delivered once recorded, so a member lost before
+/// (and adopted elsewhere) reads them again.
 pub struct TeamInbox {
     store: Arc<dyn TaskStore>,
     seat: Arc<TeamSeat>,
+    inbox: Deliveries,
 }
 
 impl TeamInbox {
     /// The inbox of `seat`.
     pub fn new(store: Arc<dyn TaskStore>, seat: Arc<TeamSeat>) -> Self {
-        Self { store, seat }
+        Self {
+            store,
+            seat,
+            inbox: Deliveries::default(),
+        }
     }
 }
 
 #[async_trait]
 impl TurnExtension for TeamInbox {
-    async fn take_injections(&self, _run: &RunContext, _history: &[Message]) -> Vec<Message> {
-        take_as_message(self.store.as_ref(), &self.seat.key, &self.seat.label)
-            .await
-            .into_iter()
-            .collect()
+    async fn take_injections(&self, _run: &RunContext, history: &[Message]) -> Vec<Message> {
+        let Some(teams) = self.store.teams() else {
+            return Vec::new();
+        };
+        let seen = team_messages_since_last_reply(history, None);
+        let seat = &self.seat;
+        let m = undelivered(teams, &seat.key, &seat.label, &seen, (&self.inbox, "")).await;
+        if m.is_empty() {
+            return Vec::new();
+        }
+        vec![Message::user(render_messages(&m, None))]
+    }
+
+    async fn recorded(&self, _run: &RunContext) {
+        let ids = self.inbox.recorded("");
+        if let Some(teams) = self.store.teams()
+            && !ids.is_empty()
+        {
+            let seat = &self.seat;
+            mark(teams, &seat.key, &seat.label, ids, (&self.inbox, "")).await;
+        }
     }
 }
 
-/// The messages sent to `lead` in the teams `session` leads, as one user message.
-pub async fn lead_messages(
+/// The messages sent to `lead` in the teams `session` leads that `history` does not hold
+/// yet, as one user message, handed out through `inbox`.
+pub(crate) async fn lead_messages(
     store: &dyn TaskStore,
     led: &LedTeams,
     session: &str,
+    history: &[Message],
+    inbox: &Deliveries,
 ) -> Option<Message> {
+    let teams = store.teams()?;
     let mut parts = Vec::new();
     for name in led.of(session) {
         let key = TeamKey::new(session, &name);
-        if let Some(teams) = store.teams() {
-            match teams.take_team_messages(&key, LEAD).await {
-                Ok(m) if !m.is_empty() => parts.push(render_messages(&m)),
-                Ok(_) => {}
-                Err(e) => {
-                    tracing::warn!(team = %name, error = %e, "store: taking lead messages failed")
-                }
-            }
+        let seen = team_messages_since_last_reply(history, Some(&name));
+        let slot = lead_slot(session, &name);
+        let m = undelivered(teams, &key, LEAD, &seen, (inbox, &slot)).await;
+        if !m.is_empty() {
+            parts.push(render_messages(&m, Some(&name)));
         }
     }
     (!parts.is_empty()).then(|| Message::user(parts.join("\n")))
+}
+
+/// The lead messages [`lead_messages`] handed out for `session` are recorded: mark them.
+pub(crate) async fn lead_recorded(
+    store: &dyn TaskStore,
+    led: &LedTeams,
+    session: &str,
+    inbox: &Deliveries,
+) {
+    let Some(teams) = store.teams() else {
+        return;
+    };
+    for name in led.of(session) {
+        let slot = lead_slot(session, &name);
+        let ids = inbox.recorded(&slot);
+        if !ids.is_empty() {
+            let key = TeamKey::new(session, &name);
+            mark(teams, &key, LEAD, ids, (inbox, &slot)).await;
+        }
+    }
+}
+
+/// Where a lead's messages of one team are kept in its inbox.
+fn lead_slot(session: &str, team: &str) -> String {
+    format!("{session}\u{0}{team}")
 }
 
 /// Member `seat` ended (`outcome` says how): it leaves the team, the items it held go back
@@ -285,7 +367,7 @@ mod tests {
             delivered: false,
             created_at: 0,
         };
-        let s = render_messages(&[m]);
+        let s = render_messages(&[m], None);
         assert_eq!(s.matches("</team-message>").count(), 1, "{s}");
         assert!(
             s.starts_with("<team-message from=\"plan&quot;ner\" id=\"3\">"),

@@ -9,6 +9,7 @@
 use crate::definitions::registry::AgentRegistry;
 use crate::runtime::results::ShownResult;
 use crate::runtime::{SubagentRuntime, ToolSurface};
+use crate::tools::deliveries::{Deliveries, RESULTS_TAG, results_since_last_reply};
 use crate::tools::task::{completeness_attrs, xml_escape};
 use async_trait::async_trait;
 use cadre_engine::TurnExtension;
@@ -52,13 +53,22 @@ pub struct SubagentContext {
     runtime: Arc<SubagentRuntime>,
     /// The system-prompt section, built once from the runtime's (fixed) registry.
     section: String,
+    /// Results handed out and not yet marked delivered.
+    deliveries: Deliveries,
+    /// Team messages to this session as a lead, handed out and not yet marked delivered.
+    lead_inbox: Deliveries,
 }
 
 impl SubagentContext {
     /// The extension over `runtime`.
     pub fn new(runtime: Arc<SubagentRuntime>) -> Self {
         let section = section(runtime.registry(), runtime.config().surface);
-        Self { runtime, section }
+        Self {
+            runtime,
+            section,
+            deliveries: Deliveries::default(),
+            lead_inbox: Deliveries::default(),
+        }
     }
 }
 
@@ -183,7 +193,7 @@ pub fn section(registry: &AgentRegistry, surface: ToolSurface) -> String {
 /// result as shown to the parent.
 pub fn delivery_message(tasks: &[(TaskRecord, ShownResult)]) -> Message {
     use std::fmt::Write as _;
-    let mut s = String::from("<background-task-results>\n");
+    let mut s = format!("{RESULTS_TAG}\n");
     for (t, shown) in tasks {
         let state = match t.status {
             TaskStatus::Completed => "completed",
@@ -223,14 +233,22 @@ impl TurnExtension for SubagentContext {
 
     async fn take_injections(&self, run: &RunContext, history: &[Message]) -> Vec<Message> {
         let store = self.runtime.store();
-        // The store hands each completion out once, across processes and restarts.
-        let done = store
-            .take_undelivered_finished(&run.session_id)
+        // Read, not claimed: they are marked delivered once the session holds them.
+        let undelivered = store
+            .undelivered_finished(&run.session_id)
             .await
             .unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "store: collecting finished tasks failed");
                 Vec::new()
             });
+        let seen = results_since_last_reply(history);
+        let split = self
+            .deliveries
+            .split(&run.session_id, &seen, undelivered, |t| t.id.clone());
+        if !split.recorded.is_empty() {
+            self.mark(&run.session_id, split.recorded).await;
+        }
+        let done = split.deliver;
         // The status first, then the results it counts as finished.
         let mut out = Vec::new();
         match store
@@ -245,14 +263,6 @@ impl TurnExtension for SubagentContext {
             Err(e) => tracing::warn!(error = %e, "store: reading the task status failed"),
         }
         if !done.is_empty() {
-            run.events.emit(cadre_types::EventEnvelope {
-                session_id: run.session_id.clone(),
-                agent: run.agent.clone(),
-                task_id: run.task_id.clone(),
-                event: cadre_types::Event::ResultsDelivered {
-                    task_ids: done.iter().map(|t| t.id.clone()).collect(),
-                },
-            });
             let shown: Vec<_> = done
                 .into_iter()
                 .map(|t| {
@@ -267,12 +277,37 @@ impl TurnExtension for SubagentContext {
             store.as_ref(),
             self.runtime.led_teams(),
             &run.session_id,
+            history,
+            &self.lead_inbox,
         )
         .await
         {
             out.push(m);
         }
         out
+    }
+
+    async fn recorded(&self, run: &RunContext) {
+        crate::runtime::teams::lead_recorded(
+            self.runtime.store().as_ref(),
+            self.runtime.led_teams(),
+            &run.session_id,
+            &self.lead_inbox,
+        )
+        .await;
+        let ids = self.deliveries.recorded(&run.session_id);
+        if ids.is_empty() {
+            return;
+        }
+        run.events.emit(cadre_types::EventEnvelope {
+            session_id: run.session_id.clone(),
+            agent: run.agent.clone(),
+            task_id: run.task_id.clone(),
+            event: cadre_types::Event::ResultsDelivered {
+                task_ids: ids.clone(),
+            },
+        });
+        self.mark(&run.session_id, ids).await;
     }
 
     async fn settle_call(
@@ -370,6 +405,18 @@ impl TurnExtension for SubagentContext {
 }
 
 impl SubagentContext {
+    /// Mark results the session of `session` holds delivered; a failed mark is tried again
+    /// at the next delivery (they are not shown again meanwhile).
+    async fn mark(&self, session: &str, ids: Vec<String>) {
+        match self.runtime.store().mark_delivered_many(&ids).await {
+            Ok(_) => self.deliveries.marked(session, &ids),
+            Err(e) => {
+                tracing::warn!(error = %e, "store: marking delivered results failed; trying again at the next turn");
+                self.deliveries.mark_failed(session, ids);
+            }
+        }
+    }
+
     /// With nothing of `run`'s session running here: wait while its background tasks run
     /// elsewhere (another node or process; e.g. after `cadre run --resume`), looking through
     /// the store every [`ELSEWHERE_POLL`]. Lost ones of policy `resume` are adopted on the

@@ -27,6 +27,7 @@ macro_rules! delegating_constructors {
 
 pub mod agents;
 pub(crate) mod context_ext;
+pub(crate) mod deliveries;
 pub(crate) mod guard;
 pub(crate) mod surface;
 pub(crate) mod task;
