@@ -4,7 +4,7 @@
 use crate::agent::{AgentConfig, RunOutcome};
 use crate::compaction::{Compaction, CompactionError, ContextMeter};
 use crate::dispatch::{Dispatcher, not_run};
-use crate::observer::{Step, TurnBoundary, TurnObserver};
+use crate::observer::{TurnBoundary, TurnObserver};
 use crate::resume::Resume;
 use crate::run_state::{RunText, Stop};
 use crate::session::Session;
@@ -380,9 +380,13 @@ async fn run_inner(
             return finish(session, persist_failed(e), &text, turns);
         }
         boundary(observer, &run, session, &stop.budget).await;
-        if !observer.may_proceed(&run, Step::ModelCall).await {
-            stop.token.cancel();
-            return finish(session, EndState::Cancelled, &text, turns);
+        let gate = Gate {
+            observer,
+            run: &run,
+        };
+        if !gate.may_call(&stop).await {
+            let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
+            return finish(session, state, &text, turns);
         }
         turns += 1;
         emitter.emit(Event::TurnStarted { turn: turns });
@@ -404,18 +408,7 @@ async fn run_inner(
             let _in_turn = turn_span.enter();
             cadre_tools::otel::chat(&cfg.model.spec, cfg.model.provider.server_address())
         };
-        let reply = call_model(
-            cfg,
-            request,
-            &emitter,
-            &stop,
-            Gate {
-                observer,
-                run: &run,
-            },
-            model_span,
-        )
-        .await;
+        let reply = call_model(cfg, request, &emitter, &stop, gate, model_span).await;
         let reply = match reply {
             None => {
                 let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
@@ -465,7 +458,7 @@ async fn run_inner(
             }
             Some(Ok(r)) => r,
         };
-        charge_call(cfg, &stop.budget, &emitter, reply.usage);
+        charge_call(&cfg.model, &stop.budget, &emitter, reply.usage);
         text.add(&reply.text);
         let mut calls = reply.calls;
         crate::call_ids::make_unique(&mut calls, session.messages());
