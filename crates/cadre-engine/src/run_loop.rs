@@ -342,7 +342,7 @@ async fn run_inner(
         if let Some(limit) = context_limit {
             let estimate = meter.estimate(compaction.fixed_bytes, session.messages());
             if estimate > limit && retry_above.is_none_or(|above| estimate > above) {
-                match compaction.run(session, &stop.token).await {
+                match compaction.run(session, &stop, observer).await {
                     Ok(_) => {
                         retry_above = None;
                         meter.reset();
@@ -351,7 +351,7 @@ async fn run_inner(
                             return finish(session, persist_failed(e), &text, turns);
                         }
                     }
-                    Err(CompactionError::Cancelled) => {
+                    Err(CompactionError::Cancelled | CompactionError::LimitReached(_)) => {
                         let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
                         return finish(session, state, &text, turns);
                     }
@@ -421,13 +421,13 @@ async fn run_inner(
                 // The provider counts differently than the estimate: compact once and
                 // retry the same turn.
                 overflow_retried = true;
-                match compaction.run(session, &stop.token).await {
+                match compaction.run(session, &stop, observer).await {
                     Ok(_) => {
                         meter.reset();
                         turns -= 1;
                         continue;
                     }
-                    Err(CompactionError::Cancelled) => {
+                    Err(CompactionError::Cancelled | CompactionError::LimitReached(_)) => {
                         let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
                         return finish(session, state, &text, turns);
                     }

@@ -2,13 +2,16 @@
 //! come, its tool calls and usage gathered into the reply, and a reply past its size cap
 //! cut off. A call stopped by a budget is still read to its usage for a moment: what the
 //! provider bills is counted. Between a failed attempt and its retry the provider asks the
-//! run whether it may still act (its stop, its budget, its observer).
+//! run whether it may still act (its stop, its budget, its observer). A call whose reply is
+//! read whole and not shown (a compaction's summary) obeys the same stops.
 
 use crate::agent::AgentConfig;
 use crate::observer::{Step, TurnObserver};
 use crate::run_loop::Emitter;
 use crate::run_state::Stop;
-use cadre_llm::{ModelRequest, ProviderError, ResolvedModel, RetryAsks, RetryGate, StreamEvent};
+use cadre_llm::{
+    ModelRequest, ModelResponse, ProviderError, ResolvedModel, RetryAsks, RetryGate, StreamEvent,
+};
 use cadre_tools::{Budget, RunContext, Spend};
 use cadre_types::{Event, Usage};
 use futures::StreamExt;
@@ -111,6 +114,40 @@ impl Gate<'_> {
                 r = &mut call => return r,
                 Some(ask) = asks.next() => ask.answer(self.allows_retry(stop).await),
             }
+        }
+    }
+}
+
+/// A model call on `model` whose reply is read whole and not shown (a compaction's
+/// summary), stopped like [`call_model`]: `None` when the run may not take the step (it is
+/// stopped, or `gate` says no), its budget is exhausted when the call would start (checked
+/// and started in one critical section), or either happens during the call, a refused retry
+/// included. The usage of a reply is charged to the run's budget and reported.
+pub(crate) async fn call_unshown(
+    model: &ResolvedModel,
+    mut request: ModelRequest,
+    emitter: &Emitter,
+    stop: &Stop,
+    gate: Gate<'_>,
+) -> Option<Result<ModelResponse, ProviderError>> {
+    if !gate.may_call(stop).await {
+        return None;
+    }
+    let (retry_gate, mut asks) = RetryGate::channel();
+    request.retry_gate = retry_gate;
+    let stream = stop.budget.start(|| model.provider.stream(request))?;
+    let reply = tokio::select! {
+        biased;
+        _ = stop.token.cancelled() => return None,
+        _ = stop.budget.exhausted() => return None,
+        r = gate.answer_while(stop, &mut asks, cadre_llm::collect(stream)) => r,
+    };
+    match reply {
+        Err(ProviderError::RetryRefused { .. }) => None,
+        Err(e) => Some(Err(e)),
+        Ok(reply) => {
+            charge_call(model, &stop.budget, emitter, reply.usage);
+            Some(Ok(reply))
         }
     }
 }
