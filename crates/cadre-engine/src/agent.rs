@@ -261,6 +261,8 @@ impl Agent {
     /// Compact `session` now (`/compact`, `cadre run --compact-now`): summarise all but the
     /// latest turns with the policy's model (or the agent's), with `instructions` added to
     /// the summarisation prompt. Works without a configured policy too, with the defaults.
+    /// The summary call spends from `run`'s budget: it is not made once that is used up
+    /// ([`CompactionError::LimitReached`]), and it is charged to it.
     pub async fn compact(
         &self,
         session: &mut Session,
@@ -280,7 +282,16 @@ impl Agent {
             manual: true,
             hooks: &c.hooks,
         };
-        compaction.run(session, &cancel).await
+        // Asked for by whoever holds the session, outside any run: no observer holds it
+        // back (a durable child's lease guards its own runs' steps, not this), only the
+        // budget and `cancel` stop it.
+        let stop = crate::run_state::Stop {
+            token: cancel.child_token(),
+            budget: run.budget.clone(),
+        };
+        compaction
+            .run(session, &stop, &crate::observer::Unobserved)
+            .await
     }
 }
 

@@ -7,16 +7,20 @@
 //! tool call with its result (the cut is never between them). Live state that extensions
 //! append (a background-task status) is appended again by them when the summarised part
 //! held the last copy, because they read the history to decide what the model still needs.
-//! The summary request carries no tools and only the summarisation prompt; it is charged
-//! to the run's budget like any model call.
+//! The summary request carries no tools and only the summarisation prompt; it is a model
+//! call of the run like any other: not sent once the run is stopped, its budget exhausted or
+//! its observer refuses, not retried either then, and charged to the run's budget.
 
+use crate::observer::TurnObserver;
+use crate::run_loop::Emitter;
+use crate::run_state::Stop;
 use crate::session::{CompactionRecord, Session, SessionError};
+use crate::stream::{Gate, call_unshown};
 use cadre_llm::{ContextWindows, ModelRequest, ProviderError, RequestMetadata, ResolvedModel};
-use cadre_tools::{RunContext, Spend};
-use cadre_types::{Event, EventEnvelope, Message, ToolDefinition};
+use cadre_tools::RunContext;
+use cadre_types::{Event, LimitKind, Message, ToolDefinition};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
-use tokio_util::sync::CancellationToken;
 
 /// Default share of the window at which a conversation is compacted.
 pub const DEFAULT_COMPACTION_THRESHOLD: f64 = 0.8;
@@ -133,9 +137,13 @@ pub enum CompactionError {
     /// A hook refused this compaction.
     #[error("a PreCompact hook blocked it: {0}")]
     Blocked(String),
-    /// The run was cancelled during the summary call.
+    /// The run was stopped before or during the summary call (cancelled, or its observer
+    /// refused the model step).
     #[error("cancelled")]
     Cancelled,
+    /// The budget was used up before or during the summary call.
+    #[error("the {0} is used up")]
+    LimitReached(LimitKind),
     /// The compacted session could not be saved.
     #[error(transparent)]
     Session(#[from] SessionError),
@@ -344,7 +352,7 @@ pub(crate) struct Compaction<'a> {
     /// The agent's model (the summariser when the policy names none).
     pub model: &'a ResolvedModel,
     pub policy: &'a CompactionPolicy,
-    pub run: &'a RunContext,
+    pub run: &'a Arc<RunContext>,
     /// The bytes of the system prompt and tools of the run's requests.
     pub fixed_bytes: usize,
     /// Extra instructions (`/compact keep the API decisions`).
@@ -357,11 +365,14 @@ pub(crate) struct Compaction<'a> {
 
 impl Compaction<'_> {
     /// Summarise the older turns of `session` and replace them with the summary (recorded
-    /// in the transcript). Emits a `compaction` event and charges the summary call.
+    /// in the transcript). Emits a `compaction` event and charges the summary call to
+    /// `stop`'s budget. The summary call is gated like a turn's: `stop` and `observer`
+    /// may refuse it or its retries.
     pub(crate) async fn run(
         &self,
         session: &mut Session,
-        cancel: &CancellationToken,
+        stop: &Stop,
+        observer: &dyn TurnObserver,
     ) -> Result<CompactionReport, CompactionError> {
         let keep = self.policy.keep_recent_turns.max(1);
         let cut =
@@ -377,20 +388,18 @@ impl Compaction<'_> {
         let tokens_before = estimate_request(self.fixed_bytes, session.messages());
         let summariser = self.policy.model.as_ref().unwrap_or(self.model);
         let request = self.request(summariser, &session.messages()[..cut]);
-        let reply = tokio::select! {
-            biased;
-            _ = cancel.cancelled() => return Err(CompactionError::Cancelled),
-            r = cadre_llm::collect(summariser.provider.stream(request)) => r?,
+        let emitter = Emitter::new(Arc::clone(self.run));
+        let gate = Gate {
+            observer,
+            run: self.run,
         };
-        let usage = reply
-            .usage
-            .priced(summariser.price.map(|p| p.cost_usd(&reply.usage)));
-        self.run.budget.charge(Spend::tokens(usage));
-        self.emit(Event::Usage {
-            usage,
-            total: self.run.budget.spent().usage,
-            subagent: None,
-        });
+        let Some(reply) = call_unshown(summariser, request, &emitter, stop, gate).await else {
+            return Err(match stop.budget.exceeded() {
+                Some(limit) => CompactionError::LimitReached(limit),
+                None => CompactionError::Cancelled,
+            });
+        };
+        let reply = reply?;
         let summary = reply.text.trim();
         if summary.is_empty() {
             return Err(CompactionError::EmptySummary);
@@ -417,7 +426,7 @@ impl Compaction<'_> {
             report.tokens_before,
             report.tokens_after,
         );
-        self.emit(Event::Compaction {
+        emitter.emit(Event::Compaction {
             replaced_messages: report.replaced_messages,
             tokens_before: report.tokens_before,
             tokens_after: report.tokens_after,
@@ -461,17 +470,9 @@ impl Compaction<'_> {
                 // Not the conversation's cache: this prefix is never sent again.
                 cache_key: String::new(),
             },
+            // Set by the call (it answers the provider's questions between attempts).
             retry_gate: cadre_llm::RetryGate::default(),
         }
-    }
-
-    fn emit(&self, event: Event) {
-        self.run.events.emit(EventEnvelope {
-            session_id: self.run.session_id.clone(),
-            agent: self.run.agent.clone(),
-            task_id: self.run.task_id.clone(),
-            event,
-        });
     }
 }
 

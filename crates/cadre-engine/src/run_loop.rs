@@ -4,7 +4,7 @@
 use crate::agent::{AgentConfig, RunOutcome};
 use crate::compaction::{Compaction, CompactionError, ContextMeter};
 use crate::dispatch::{Dispatcher, not_run};
-use crate::observer::{Step, TurnBoundary, TurnObserver};
+use crate::observer::{TurnBoundary, TurnObserver};
 use crate::resume::Resume;
 use crate::run_state::{RunText, Stop};
 use crate::session::Session;
@@ -360,7 +360,7 @@ async fn run_inner(
         if let Some(limit) = context_limit {
             let estimate = meter.estimate(compaction.fixed_bytes, session.messages());
             if estimate > limit && retry_above.is_none_or(|above| estimate > above) {
-                match compaction.run(session, &stop.token).await {
+                match compaction.run(session, &stop, observer).await {
                     Ok(_) => {
                         retry_above = None;
                         meter.reset();
@@ -370,7 +370,7 @@ async fn run_inner(
                             Err(e) => return finish(session, persist_failed(e), &text, turns),
                         }
                     }
-                    Err(CompactionError::Cancelled) => {
+                    Err(CompactionError::Cancelled | CompactionError::LimitReached(_)) => {
                         let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
                         return finish(session, state, &text, turns);
                     }
@@ -400,9 +400,13 @@ async fn run_inner(
         }
         boundary(observer, &run, session, &stop.budget).await;
         recorded(cfg, &run, &mut gave).await;
-        if !observer.may_proceed(&run, Step::ModelCall).await {
-            stop.token.cancel();
-            return finish(session, EndState::Cancelled, &text, turns);
+        let gate = Gate {
+            observer,
+            run: &run,
+        };
+        if !gate.may_call(&stop).await {
+            let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
+            return finish(session, state, &text, turns);
         }
         turns += 1;
         emitter.emit(Event::TurnStarted { turn: turns });
@@ -424,18 +428,7 @@ async fn run_inner(
             let _in_turn = turn_span.enter();
             cadre_tools::otel::chat(&cfg.model.spec, cfg.model.provider.server_address())
         };
-        let reply = call_model(
-            cfg,
-            request,
-            &emitter,
-            &stop,
-            Gate {
-                observer,
-                run: &run,
-            },
-            model_span,
-        )
-        .await;
+        let reply = call_model(cfg, request, &emitter, &stop, gate, model_span).await;
         let reply = match reply {
             None => {
                 let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
@@ -448,13 +441,13 @@ async fn run_inner(
                 // The provider counts differently than the estimate: compact once and
                 // retry the same turn.
                 overflow_retried = true;
-                match compaction.run(session, &stop.token).await {
+                match compaction.run(session, &stop, observer).await {
                     Ok(_) => {
                         meter.reset();
                         turns -= 1;
                         continue;
                     }
-                    Err(CompactionError::Cancelled) => {
+                    Err(CompactionError::Cancelled | CompactionError::LimitReached(_)) => {
                         let state = stop.state(&cancel).unwrap_or(EndState::Cancelled);
                         return finish(session, state, &text, turns);
                     }
@@ -485,7 +478,7 @@ async fn run_inner(
             }
             Some(Ok(r)) => r,
         };
-        charge_call(cfg, &stop.budget, &emitter, reply.usage);
+        charge_call(&cfg.model, &stop.budget, &emitter, reply.usage);
         text.add(&reply.text);
         let mut calls = reply.calls;
         crate::call_ids::make_unique(&mut calls, session.messages());

@@ -2,13 +2,16 @@
 //! come, its tool calls and usage gathered into the reply, and a reply past its size cap
 //! cut off. A call stopped by a budget is still read to its usage for a moment: what the
 //! provider bills is counted. Between a failed attempt and its retry the provider asks the
-//! run whether it may still act (its stop, its budget, its observer).
+//! run whether it may still act (its stop, its budget, its observer). A call whose reply is
+//! read whole and not shown (a compaction's summary) obeys the same stops.
 
 use crate::agent::AgentConfig;
 use crate::observer::{Step, TurnObserver};
 use crate::run_loop::Emitter;
 use crate::run_state::Stop;
-use cadre_llm::{ModelRequest, RetryGate, StreamEvent};
+use cadre_llm::{
+    ModelRequest, ModelResponse, ProviderError, ResolvedModel, RetryAsks, RetryGate, StreamEvent,
+};
 use cadre_tools::{Budget, RunContext, Spend};
 use cadre_types::{Event, Usage};
 use futures::StreamExt;
@@ -46,16 +49,16 @@ impl CallMeter {
     }
 }
 
-/// Charge one model call's `usage`, priced at the run's model, to the run's budget node and
-/// report it with the running total; returns it priced.
+/// Charge one model call's `usage`, priced at the `model` it called, to the run's budget
+/// node and report it with the running total; returns it priced.
 pub(crate) fn charge_call(
-    cfg: &AgentConfig,
+    model: &ResolvedModel,
     budget: &Budget,
     emitter: &Emitter,
     usage: Usage,
 ) -> Usage {
     // Priced per call: the calls of a job may use models with different prices.
-    let call_usage = usage.priced(cfg.model.price.map(|p| p.cost_usd(&usage)));
+    let call_usage = usage.priced(model.price.map(|p| p.cost_usd(&usage)));
     // Reported in the budget's critical section: a report that says the limit is crossed
     // comes before any call a sibling could still start.
     budget.charge_then(Spend::tokens(call_usage), |total| {
@@ -68,19 +71,19 @@ pub(crate) fn charge_call(
     call_usage
 }
 
-/// Who may stop a model call between its attempts: the run's observer (a durable child's
-/// lease) and the run it asks for.
+/// Who may stop a model call before it starts and between its attempts: the run's observer
+/// (a durable child's lease) and the run it asks for.
 pub(crate) struct Gate<'a> {
     pub(crate) observer: &'a dyn TurnObserver,
     pub(crate) run: &'a RunContext,
 }
 
 impl Gate<'_> {
-    /// Whether a retry of the call may be sent now: the run is not stopped, its budget is
-    /// not exhausted, and its observer lets it take a model step. An observer's refusal
-    /// stops the run, as a refused step does.
-    async fn allows_retry(&self, stop: &Stop) -> bool {
-        if stop.token.is_cancelled() || stop.budget.start(|| ()).is_none() {
+    /// Whether the run may take a model step now: it is not stopped and its observer lets
+    /// it. An observer's refusal stops the run, as a refused step does. The budget is
+    /// checked where the call starts (see [`Budget::start`]).
+    pub(crate) async fn may_call(&self, stop: &Stop) -> bool {
+        if stop.token.is_cancelled() {
             return false;
         }
         if self.observer.may_proceed(self.run, Step::ModelCall).await {
@@ -88,6 +91,64 @@ impl Gate<'_> {
         }
         stop.token.cancel();
         false
+    }
+
+    /// Whether a retry of the call may be sent now: its budget is not exhausted and the
+    /// run may take a model step ([`may_call`](Self::may_call)).
+    async fn allows_retry(&self, stop: &Stop) -> bool {
+        stop.budget.start(|| ()).is_some() && self.may_call(stop).await
+    }
+
+    /// Run `call`, a model call whose request carries the gate of `asks`, answering the
+    /// provider's questions as they come: they come between attempts, while the reply
+    /// waits for the answer, so they are answered while it is read.
+    pub(crate) async fn answer_while<T>(
+        &self,
+        stop: &Stop,
+        asks: &mut RetryAsks,
+        call: impl Future<Output = T>,
+    ) -> T {
+        tokio::pin!(call);
+        loop {
+            tokio::select! {
+                r = &mut call => return r,
+                Some(ask) = asks.next() => ask.answer(self.allows_retry(stop).await),
+            }
+        }
+    }
+}
+
+/// A model call on `model` whose reply is read whole and not shown (a compaction's
+/// summary), stopped like [`call_model`]: `None` when the run may not take the step (it is
+/// stopped, or `gate` says no), its budget is exhausted when the call would start (checked
+/// and started in one critical section), or either happens during the call, a refused retry
+/// included. The usage of a reply is charged to the run's budget and reported.
+pub(crate) async fn call_unshown(
+    model: &ResolvedModel,
+    mut request: ModelRequest,
+    emitter: &Emitter,
+    stop: &Stop,
+    gate: Gate<'_>,
+) -> Option<Result<ModelResponse, ProviderError>> {
+    if !gate.may_call(stop).await {
+        return None;
+    }
+    let (retry_gate, mut asks) = RetryGate::channel();
+    request.retry_gate = retry_gate;
+    let stream = stop.budget.start(|| model.provider.stream(request))?;
+    let reply = tokio::select! {
+        biased;
+        _ = stop.token.cancelled() => return None,
+        _ = stop.budget.exhausted() => return None,
+        r = gate.answer_while(stop, &mut asks, cadre_llm::collect(stream)) => r,
+    };
+    match reply {
+        Err(ProviderError::RetryRefused { .. }) => None,
+        Err(e) => Some(Err(e)),
+        Ok(reply) => {
+            charge_call(model, &stop.budget, emitter, reply.usage);
+            Some(Ok(reply))
+        }
     }
 }
 
@@ -114,17 +175,7 @@ pub(crate) async fn call_model(
     let meter = CallMeter::default();
     let started = tokio::time::Instant::now();
     let reply = stream_reply(cfg, stream, emitter, &meter).instrument(span.clone());
-    // The provider's questions are answered while its reply is read: they come between
-    // attempts, while the reply waits for the answer.
-    let call = async {
-        tokio::pin!(reply);
-        loop {
-            tokio::select! {
-                r = &mut reply => return r,
-                Some(ask) = asks.next() => ask.answer(gate.allows_retry(stop).await),
-            }
-        }
-    };
+    let call = gate.answer_while(stop, &mut asks, reply);
     tokio::pin!(call);
     tokio::select! {
         biased;
@@ -144,7 +195,7 @@ pub(crate) async fn call_model(
                 }
                 // A retry refused: the call ends as a stopped one.
                 Err(FailedReply {
-                    error: cadre_llm::ProviderError::RetryRefused { .. },
+                    error: ProviderError::RetryRefused { .. },
                     ..
                 }) => return stopped(cfg, &meter, emitter, stop, &span, started),
                 Err(failed) => {
@@ -199,7 +250,7 @@ fn stopped(
     cadre_tools::otel::record_chat(span, crate::spans::tokens_of(&usage), None, None, "");
     cadre_tools::otel::record_error(span, "cancelled");
     if usage != Usage::default() {
-        charge_call(cfg, &stop.budget, emitter, usage);
+        charge_call(&cfg.model, &stop.budget, emitter, usage);
     }
     None
 }
@@ -219,7 +270,7 @@ pub(crate) struct Reply {
 /// A model call that failed, with the text it streamed before failing (part of the run's
 /// output: nothing the model wrote is dropped).
 pub(crate) struct FailedReply {
-    pub(crate) error: cadre_llm::ProviderError,
+    pub(crate) error: ProviderError,
     pub(crate) partial_text: String,
 }
 
@@ -252,7 +303,7 @@ async fn stream_reply(
         if cap.exceeded_by(&ev) {
             // Dropping the stream closes the connection: nothing more of it is read.
             return Err(FailedReply {
-                error: cadre_llm::ProviderError::ReplyTooLong {
+                error: ProviderError::ReplyTooLong {
                     provider: cfg.model.provider.name().to_string(),
                     limit: cfg.max_reply_bytes,
                 },

@@ -11,8 +11,8 @@ use cadre_engine::{CompactionPolicy, Session, TurnExtension};
 use cadre_llm::openai::OpenAiProvider;
 use cadre_llm::{ContextWindows, ProviderConfig, ResolvedModel};
 use cadre_testkit::{MockReply, MockServer, OpenAiJson, RecordedRequest};
-use cadre_tools::{RunContext, ToolRegistry};
-use cadre_types::{EndState, Event, Message};
+use cadre_tools::{Budget, BudgetLimits, RunContext, Spend, ToolRegistry};
+use cadre_types::{EndState, Event, Message, Usage};
 use common::*;
 use serde_json::{Value, json};
 use std::collections::HashSet;
@@ -401,6 +401,37 @@ async fn a_forced_compaction_follows_the_users_instructions() {
     assert!(sent.get("tools").is_none());
     let system = sent["messages"][0]["content"].as_str().unwrap();
     assert!(system.ends_with("keep the API decisions"), "{system}");
+}
+
+#[tokio::test]
+async fn a_forced_compaction_asks_for_no_summary_once_the_budget_is_used_up() {
+    let mock = MockServer::start().await.unwrap();
+    mock.set_responder(Arc::new(|r: &RecordedRequest| {
+        reply(r, OpenAiJson::new().text("a summary"))
+    }));
+    let agent = builder(model(&mock)).build();
+    let h = Harness::new();
+    let mut session = h.session();
+    push_exchanges(&mut session, 0);
+    let budget = Budget::unlimited().child(BudgetLimits {
+        max_tokens: Some(100),
+        ..BudgetLimits::default()
+    });
+    budget.charge(Spend::tokens(Usage {
+        input_tokens: 100,
+        ..Usage::default()
+    }));
+    let run = Arc::new(RunContext {
+        budget,
+        ..(*h.run_context(&session)).clone()
+    });
+    let result = agent
+        .compact(&mut session, None, run, h.cancel.clone())
+        .await;
+    assert_eq!(mock.request_count(), 0, "the summary was asked for");
+    let error = result.unwrap_err().to_string();
+    assert!(error.contains("token budget is used up"), "{error}");
+    assert_eq!(session.messages().len(), 12);
 }
 
 #[tokio::test]

@@ -35,15 +35,24 @@ impl Provider for Recording {
 
 pub fn scripted(toml_text: &str) -> (ResolvedModel, Arc<Recording>) {
     let file: ScriptFile = toml::from_str(toml_text).expect("script parses");
+    recorded(ResolvedModel {
+        provider: Arc::new(ScriptedProvider::new(file)),
+        model: "test".into(),
+        spec: "scripted:test".into(),
+        price: None,
+    })
+}
+
+/// `model` with every request recorded when it is made (when the call starts, before
+/// anything reaches the wire, which may never happen for a call dropped at once).
+pub fn recorded(model: ResolvedModel) -> (ResolvedModel, Arc<Recording>) {
     let rec = Arc::new(Recording {
-        inner: Arc::new(ScriptedProvider::new(file)),
+        inner: model.provider,
         requests: Mutex::new(Vec::new()),
     });
     let model = ResolvedModel {
         provider: rec.clone(),
-        model: "test".into(),
-        spec: "scripted:test".into(),
-        price: None,
+        ..model
     };
     (model, rec)
 }
