@@ -547,14 +547,18 @@ fn exited_message(said: &str) -> String {
     }
 }
 
-/// The options of a request to a server: its `_meta` carries the W3C `traceparent` of the
+/// The options of a request to a server: its `_meta` carries the W3C `traceparent` (and
+/// `tracestate`) of the
 /// span it is made in (the tool call's), as the MCP convention for trace context has it, so
 /// a server that traces continues the caller's trace.
 fn trace_options() -> PeerRequestOptions {
     let mut options = PeerRequestOptions::no_options();
-    if let Some(tp) = cadre_tools::otel::current_traceparent() {
+    let fields = cadre_tools::otel::current_trace_fields();
+    if !fields.is_empty() {
         let mut meta = rmcp::model::Meta::new();
-        meta.0.insert("traceparent".into(), tp.into());
+        for (name, value) in fields {
+            meta.0.insert(name.into(), value.into());
+        }
         options.meta = Some(meta);
     }
     options

@@ -342,6 +342,7 @@ fn a_traceparent_given_to_the_run_is_continued() {
             "TRACEPARENT",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
         )
+        .env("TRACESTATE", "congo=t61rcWkgMzE")
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
@@ -356,6 +357,11 @@ fn a_traceparent_given_to_the_run_is_continued() {
     assert!(
         spans.iter().all(|s| s.trace_id == want_trace),
         "the caller's trace"
+    );
+    assert!(
+        spans.iter().all(|s| s.trace_state == "congo=t61rcWkgMzE"),
+        "the caller's vendor entries: {:?}",
+        spans.iter().map(|s| &s.trace_state).collect::<Vec<_>>()
     );
     let main = spans
         .iter()
@@ -465,14 +471,27 @@ fn a_collector_that_never_answers_neither_stops_nor_fails_the_run() {
 }
 
 #[test]
-fn bash_gets_the_traceparent_of_its_tool_call() {
+fn bash_and_hooks_get_the_trace_context_of_their_tool_call() {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("script.toml");
     std::fs::write(
         &script,
         "[[scripts]]\nagent = \"main\"\n[[scripts.turns]]\n\
-         tool_calls = [ { name = \"bash\", args = { command = \"echo tp=$TRACEPARENT\" } } ]\n\
+         tool_calls = [ { name = \"bash\", args = { command = \"echo tp=$TRACEPARENT ts=$TRACESTATE\" } } ]\n\
          [[scripts.turns]]\ntext = \"{{tool_results}}\"\n",
+    )
+    .unwrap();
+    // A PostToolUse hook (a command and an HTTP one would both be sent the fields; the
+    // command shows them) writes what it was given.
+    let seen = dir.path().join("hook.txt");
+    std::fs::create_dir_all(dir.path().join(".claude")).unwrap();
+    let hook = format!("echo \"$TRACEPARENT $TRACESTATE\" > {}", seen.display());
+    let settings = serde_json::json!({"hooks": {"PostToolUse": [
+        {"matcher": "Bash", "hooks": [{"type": "command", "command": hook}]}
+    ]}});
+    std::fs::write(
+        dir.path().join(".claude/settings.json"),
+        settings.to_string(),
     )
     .unwrap();
     let file = dir.path().join("trace.jsonl");
@@ -481,6 +500,11 @@ fn bash_gets_the_traceparent_of_its_tool_call() {
         .args(["run", "--approval", "auto", "--trace-file"])
         .arg(&file)
         .arg("go")
+        .env(
+            "TRACEPARENT",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .env("TRACESTATE", "congo=t61rcWkgMzE")
         .timeout(Duration::from_secs(60))
         .output()
         .unwrap();
@@ -492,8 +516,18 @@ fn bash_gets_the_traceparent_of_its_tool_call() {
     );
     let s = last_span_in(&file, |n| n == "execute_tool bash").expect("the bash call's span");
     let to_hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    let want = format!("tp=00-{}-{}-01", to_hex(&s.trace_id), to_hex(&s.span_id));
+    let want = format!(
+        "tp=00-{}-{}-01 ts=congo=t61rcWkgMzE",
+        to_hex(&s.trace_id),
+        to_hex(&s.span_id)
+    );
     assert!(stdout.contains(&want), "{want} in {stdout}");
+    let hook = std::fs::read_to_string(&seen).expect("the hook ran");
+    let trace = format!("00-{}-", to_hex(&s.trace_id));
+    assert!(
+        hook.starts_with(&trace) && hook.trim_end().ends_with("-01 congo=t61rcWkgMzE"),
+        "{hook}"
+    );
 }
 
 #[test]

@@ -71,6 +71,7 @@ async fn a_served_task_continues_the_callers_trace() {
             "traceparent",
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         )
+        .header("tracestate", "rojo=00f067aa0ba902b7")
         .json(&json!({"task_id": "job-1", "input": "do it"}))
         .send()
         .await
@@ -107,6 +108,10 @@ async fn a_served_task_continues_the_callers_trace() {
     assert_eq!(server.trace_id, trace);
     assert_eq!(server.parent_span_id, hex("b7ad6b7169203331"));
     assert_eq!(server.kind, 2, "SERVER");
+    assert_eq!(
+        server.trace_state, "rojo=00f067aa0ba902b7",
+        "the caller's tracestate"
+    );
     let agent = spans
         .iter()
         .find(|s| s.name == "invoke_agent worker")

@@ -73,10 +73,10 @@ impl<'a> Call<'a> {
             headers.insert(name, value);
         }
         // The remote agent's spans continue this one (its `invoke_agent` CLIENT span).
-        if let Some(tp) = cadre_tools::otel::current_traceparent()
-            && let Ok(value) = HeaderValue::from_str(&tp)
-        {
-            headers.insert(HeaderName::from_static("traceparent"), value);
+        for (name, value) in cadre_tools::otel::current_trace_fields() {
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                headers.insert(HeaderName::from_static(name), value);
+            }
         }
         Ok(Self {
             http: &client.http,

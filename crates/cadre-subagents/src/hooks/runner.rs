@@ -83,6 +83,11 @@ impl RunnerEnv {
         cmd.env("CLAUDE_PROJECT_DIR", &self.workspace)
             .env("CADRE_WORKSPACE", &self.workspace)
             .current_dir(&self.workspace);
+        // What the handler reports to a tracing backend joins the trace of the step it
+        // runs for, as `bash` does.
+        for (name, value) in cadre_tools::otel::current_trace_fields() {
+            cmd.env(name.to_ascii_uppercase(), value);
+        }
         let mut cmd = tokio::process::Command::from(cmd);
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -210,6 +215,9 @@ async fn post(
         .body(input.to_vec());
     for (k, v) in headers {
         req = req.header(k.as_str(), v.as_str());
+    }
+    for (name, value) in cadre_tools::otel::current_trace_fields() {
+        req = req.header(name, value);
     }
     let resp = match req.send().await {
         Ok(r) => r,

@@ -415,7 +415,7 @@ impl JobChild {
         });
         if let Some(r) = resumed {
             if let Some(tp) = trace_parent {
-                cadre_tools::otel::continue_trace(&span, tp);
+                cadre_tools::otel::continue_trace(&span, tp, None);
             }
             cadre_tools::otel::adoption_event(&span, task_id, &r.lost_node);
             cadre_tools::otel::metrics::subagent_adopted(self.name());

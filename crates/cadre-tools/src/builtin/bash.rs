@@ -118,8 +118,8 @@ impl TypedTool for BashTool {
         // The sandbox launcher (bwrap or cadre's own) passes its environment on to bash.
         self.secrets.apply(&mut sandboxed);
         // What the command reports to a tracing backend joins the call's trace.
-        if let Some(tp) = crate::otel::current_traceparent() {
-            sandboxed.env("TRACEPARENT", tp);
+        for (name, value) in crate::otel::current_trace_fields() {
+            sandboxed.env(name.to_ascii_uppercase(), value);
         }
         let mut child = Command::from(sandboxed)
             .arg("-c")

@@ -36,10 +36,11 @@ pub fn capture_content() -> bool {
     CAPTURE_CONTENT.load(Ordering::Relaxed)
 }
 
-/// Make the trace of `traceparent` (a W3C header value, as `TRACEPARENT` holds it) the parent
-/// of the top-level agent span of this process. Ignored when malformed or set already.
-pub fn inherit_traceparent(traceparent: &str) -> bool {
-    match parse_traceparent(traceparent) {
+/// Make the trace of `traceparent` (a W3C header value, as `TRACEPARENT` holds it), with the
+/// vendor entries of `tracestate` (`TRACESTATE`), the parent of the top-level agent span of
+/// this process. Ignored when malformed or set already.
+pub fn inherit_trace(traceparent: &str, tracestate: Option<&str>) -> bool {
+    match parse_trace_context(traceparent, tracestate) {
         Some(sc) => INHERITED
             .set(opentelemetry::Context::new().with_remote_span_context(sc))
             .is_ok(),
@@ -80,6 +81,38 @@ pub fn parse_traceparent(value: &str) -> Option<SpanContext> {
     sc.is_valid().then_some(sc)
 }
 
+/// The span context of a W3C `traceparent` with the entries of its `tracestate`; a
+/// malformed `tracestate` is dropped (the W3C rule: the parent still counts).
+pub fn parse_trace_context(traceparent: &str, tracestate: Option<&str>) -> Option<SpanContext> {
+    let sc = parse_traceparent(traceparent)?;
+    let state = tracestate
+        .and_then(|s| s.trim().parse::<TraceState>().ok())
+        .unwrap_or_default();
+    Some(SpanContext::new(
+        sc.trace_id(),
+        sc.span_id(),
+        sc.trace_flags(),
+        sc.is_remote(),
+        state,
+    ))
+}
+
+/// The W3C trace-context fields of the current span, as headers name them (environment
+/// variables take the same names in capitals, `_meta` as they are): `traceparent`, and
+/// `tracestate` when the trace carries vendor entries. Empty when telemetry records nothing.
+pub fn current_trace_fields() -> Vec<(&'static str, String)> {
+    let span = Span::current();
+    let Some(tp) = traceparent(&span) else {
+        return Vec::new();
+    };
+    let mut fields = vec![("traceparent", tp)];
+    let state = span.context().span().span_context().trace_state().header();
+    if !state.is_empty() {
+        fields.push(("tracestate", state));
+    }
+    fields
+}
+
 /// The W3C `traceparent` of `span`, when telemetry records it.
 pub fn traceparent(span: &Span) -> Option<String> {
     let cx = span.context();
@@ -99,16 +132,22 @@ pub fn current_traceparent() -> Option<String> {
     traceparent(&Span::current())
 }
 
-/// Continue the trace of `traceparent` in `span` (a request from another process).
-pub fn continue_trace(span: &Span, traceparent: &str) {
-    if let Some(sc) = parse_traceparent(traceparent) {
+/// Continue the trace of `traceparent` (and `tracestate`) in `span` (a request from another
+/// process, or a task adopted from one).
+pub fn continue_trace(span: &Span, traceparent: &str, tracestate: Option<&str>) {
+    if let Some(sc) = parse_trace_context(traceparent, tracestate) {
         let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(sc));
     }
 }
 
 /// The span of one request `cadre serve` answers (SERVER), continuing the caller's trace
-/// when it sent a valid `traceparent`.
-pub fn served(method: &str, route: &str, traceparent: Option<&str>) -> Span {
+/// when it sent a valid `traceparent` (with its `tracestate`).
+pub fn served(
+    method: &str,
+    route: &str,
+    traceparent: Option<&str>,
+    tracestate: Option<&str>,
+) -> Span {
     let span = tracing::info_span!(
         target: TARGET,
         "serve",
@@ -120,7 +159,7 @@ pub fn served(method: &str, route: &str, traceparent: Option<&str>) -> Span {
     if let Some(tp) = traceparent
         && !span.is_disabled()
     {
-        continue_trace(&span, tp);
+        continue_trace(&span, tp, tracestate);
     }
     span
 }
@@ -392,6 +431,21 @@ pub fn adoption_event(span: &Span, task_id: &str, lost_node: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tracestate_travels_with_its_traceparent_and_a_malformed_one_is_dropped() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let sc = parse_trace_context(tp, Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"))
+            .expect("valid");
+        assert_eq!(sc.trace_state().get("congo"), Some("t61rcWkgMzE"));
+        assert_eq!(
+            sc.trace_state().header(),
+            "congo=t61rcWkgMzE,rojo=00f067aa0ba902b7"
+        );
+        let sc = parse_trace_context(tp, Some("no equals sign")).expect("the parent counts");
+        assert_eq!(sc.trace_state().header(), "");
+        assert!(parse_trace_context("00-bad", Some("a=b")).is_none());
+    }
 
     #[test]
     fn traceparents_parse_only_in_their_w3c_form() {

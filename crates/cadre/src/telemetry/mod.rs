@@ -100,7 +100,8 @@ fn build(s: &settings::Settings, trace_file: Option<&Path>) -> Result<Option<Ote
     }
     cadre_tools::otel::set_capture_content(s.capture_content);
     if let Ok(tp) = std::env::var("TRACEPARENT") {
-        cadre_tools::otel::inherit_traceparent(&tp);
+        let state = std::env::var("TRACESTATE").ok();
+        cadre_tools::otel::inherit_trace(&tp, state.as_deref());
     }
     let tracer = provider.tracer("cadre");
     let _ = PROVIDER.set(provider);
