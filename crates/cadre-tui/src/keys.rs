@@ -234,7 +234,7 @@ fn command(app: &mut App, cmd: SlashCommand) -> Vec<Action> {
         SlashCommand::Tasks => app.overlay = Overlay::Tasks(TaskPanel::default()),
         SlashCommand::Model(None) => app.notice(format!("model: {}", app.status.model)),
         SlashCommand::Model(Some(spec)) => return vec![Action::SetModel(spec)],
-        SlashCommand::Clear => return vec![Action::NewSession],
+        SlashCommand::Clear => return vec![Action::NewSession { reason: "clear" }],
         SlashCommand::Resume(None) => return vec![Action::ListSessions],
         SlashCommand::Resume(Some(id)) => return vec![Action::Resume(id)],
         SlashCommand::Cost => {

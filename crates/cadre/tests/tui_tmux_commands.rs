@@ -1,7 +1,7 @@
 //! The full-screen UI's commands and the rest of its keys, end to end in tmux with a
 //! scripted model: `/help`, `/agents`, an unknown command, a follow-up (`s`) to a live child
 //! from the task panel, an escalated approval from a background child, `/model`, `@agent`
-//! direct runs, `/clear`, the `/resume` picker, and `--continue` with the input history of
+//! direct runs, `/clear` (and the `SessionEnd` hook it fires), the `/resume` picker, and `--continue` with the input history of
 //! the previous process. Needs tmux (installed by `.ci/run`); without it the test says
 //! SKIPPED, and fails in CI.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -70,6 +70,14 @@ fn workspace(dir: &Path) {
     )
     .unwrap();
     std::fs::write(dir.join("main.toml"), MAIN).unwrap();
+    // A SessionEnd hook logs each session the UI leaves.
+    std::fs::create_dir_all(dir.join(".claude")).unwrap();
+    let log = dir.join("ended.jsonl");
+    let hook = format!("cat >> {}; echo >> {}", log.display(), log.display());
+    let settings = serde_json::json!({"hooks": {"SessionEnd": [
+        {"hooks": [{"type": "command", "command": hook}]}
+    ]}});
+    std::fs::write(dir.join(".claude/settings.json"), settings.to_string()).unwrap();
     std::fs::write(dir.join("other.toml"), other_script()).unwrap();
 }
 
@@ -221,6 +229,18 @@ fn commands_follow_ups_escalations_and_resuming() {
         s.contains(&format!("the previous one ({first}"))
             && !s.contains("main says hello")
             && status_session(s).is_some_and(|id| id != first)
+    });
+    // The session /clear left ends for `clear` (its SessionEnd hook ran).
+    let ended = || std::fs::read_to_string(ws.join("ended.jsonl")).unwrap_or_default();
+    tmux.wait("the SessionEnd hook of the cleared session", |_| {
+        ended().lines().any(|l| {
+            serde_json::from_str::<serde_json::Value>(l).is_ok_and(|j| {
+                j["reason"] == "clear"
+                    && j["session_id"]
+                        .as_str()
+                        .is_some_and(|id| id.starts_with(&first))
+            })
+        })
     });
     submit(&tmux, "/resume");
     tmux.wait_for("Resume a session");

@@ -49,8 +49,12 @@ pub enum Action {
     LoadDetail(String),
     /// Switch the main model.
     SetModel(String),
-    /// Start a new session.
-    NewSession,
+    /// Start a new session; the one left ends for `reason` (a `SessionEnd` hook's words:
+    /// `clear` for `/clear`).
+    NewSession {
+        /// Why the session in use ends.
+        reason: &'static str,
+    },
     /// List the sub-agents (`/agents`).
     ShowAgents,
     /// List saved sessions for the picker.

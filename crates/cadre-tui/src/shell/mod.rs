@@ -220,7 +220,7 @@ pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
                     Some((session, end)) => shell.on_turn_end(session, end).await,
                     None => {
                         shell.app.error("the turn stopped unexpectedly; starting a new session");
-                        shell.act(Action::NewSession).await;
+                        shell.act(Action::NewSession { reason: "other" }).await;
                     }
                 }
             }
@@ -569,6 +569,20 @@ impl Shell {
         });
     }
 
+    /// Fire `SessionEnd` for session `id`, left for `reason`, off the UI's loop (a handler
+    /// may take up to its timeout); what went wrong with a handler is logged, which the UI
+    /// shows as a notice.
+    fn session_ended(&self, id: String, reason: &'static str) {
+        let Some(hooks) = self.harness.runtime().config().claude_hooks.clone() else {
+            return;
+        };
+        tokio::spawn(async move {
+            for w in hooks.session_end(&id, reason).await {
+                tracing::warn!("{w}");
+            }
+        });
+    }
+
     /// With no key for the model, nothing is sent: say why (again) and stay idle.
     fn refused_without_key(&mut self) -> bool {
         let Some(msg) = self.app.first_run.clone() else {
@@ -681,8 +695,12 @@ impl Shell {
                     None => self.app.error("cannot switch the model while sub-agents use it; try again when they are done"),
                 }
             }
-            Action::NewSession => match self.harness.new_session() {
-                Ok(s) => self.replace_session(s),
+            Action::NewSession { reason } => match self.harness.new_session() {
+                Ok(s) => {
+                    let left = self.session_id.clone();
+                    self.replace_session(s);
+                    self.session_ended(left, reason);
+                }
                 Err(e) => self.app.error(format!("cannot start a new session: {e}")),
             },
             Action::ShowAgents => self.show_agents(),
