@@ -1,21 +1,24 @@
 //! One task of a child: wait for a concurrency slot, make its worktree and build the child
 //! if it was only planned, run its agent on its session, settle the worktree, and store the
-//! honest end state (once, in the task store) before anyone here is told.
+//! honest end state (once, in the task store) before anyone here is told. Once the task holds
+//! its slot it goes through named phases: `materialise` (worktree, child), `begin` (its
+//! conversation, `running`), `run_child` (the run proper, in `job_run`), `deliver` (hooks,
+//! worktree, end).
 
-use crate::runtime::checkpoint::Checkpointer;
 use crate::runtime::forward::ForwardSink;
+use crate::runtime::lease::OwnerLease;
 use crate::runtime::live::LiveChildren;
-use crate::runtime::remote::{OnRemoteId, RemoteApprovals, RemoteRequest};
 use crate::runtime::spool::Spool;
 use crate::runtime::tracker::LocalTasks;
 use crate::runtime::worktree::Worktree;
 use crate::runtime::{Child, ChildRunner, JobChild, Resumed, SubagentRuntime};
-use cadre_engine::RunOutcome;
+use cadre_engine::{RunOutcome, Session};
 use cadre_store::{StoreError, TaskRecord, TaskStore, Transition};
-use cadre_tools::{RunContext, Spend};
-use cadre_types::{EndState, Event, EventEnvelope, Message, TaskStatus, UpdateKind, Usage};
+use cadre_tools::RunContext;
+use cadre_types::{EndState, TaskStatus, UpdateKind, Usage};
 use std::sync::{Arc, Weak};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedMutexGuard, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) struct ChildJob {
@@ -71,9 +74,6 @@ enum BuildFailure {
     ShutDown,
 }
 
-/// Why the calls a lost node had in flight stopped, as the resumed child's model reads it.
-const LOST: &str = "the node running it was lost";
-
 impl ChildJob {
     /// The task was created `running` (it had its slot, and its turn): its job writes no
     /// `running`. An adopted task was running on the node it came from, which is another
@@ -85,7 +85,7 @@ impl ChildJob {
     /// Build a planned child now that it has a slot, in `root` when it has its own
     /// worktree. A panic while building (in a factory, say) fails the task instead of
     /// leaving it pending forever.
-    fn materialize(&self, worktree: Option<&Arc<Worktree>>) -> Result<Child, BuildFailure> {
+    fn build_child(&self, worktree: Option<&Arc<Worktree>>) -> Result<Child, BuildFailure> {
         match &self.child {
             JobChild::Ready(c) => Ok(c.clone()),
             JobChild::Planned(plan) => match self.runtime.upgrade() {
@@ -248,21 +248,44 @@ impl ChildJob {
         Box::pin(self.run_in_slot(permit)).await;
     }
 
-    /// The run once it holds its slot (`_permit`, released when the run ends).
+    /// The run once it holds its slot (`_permit`, released when the run ends): the child
+    /// is materialised, its task begins, it runs, and its end is delivered.
     async fn run_in_slot(mut self, _permit: OwnedSemaphorePermit) {
+        let Some(child) = self.materialise().await else {
+            return;
+        };
+        let mut run = self.run.clone();
+        if run.model != child.model {
+            // A factory may pick another model than the definition said.
+            let mut r = (*run).clone();
+            r.model = child.model.clone();
+            run = Arc::new(r);
+        }
+        let Some((session, proven)) = self.begin(&child).await else {
+            return;
+        };
+        let hook_run = run.clone();
+        let (outcome, lease) = self.run_child(&child, session, run, proven).await;
+        self.deliver(&child, &hook_run, &lease, outcome).await;
+    }
+
+    /// Make the task's worktree and build its child if it was only planned; the job then
+    /// holds the built child. `None` when the task ended instead: cancelled, or its child
+    /// could not be built or was closed.
+    async fn materialise(&mut self) -> Option<Child> {
         if self.cancel.is_cancelled() {
             // The slot and the cancel came together: do not build a child for nothing.
             self.end_unstarted(None).await;
-            return;
+            return None;
         }
         let worktree = match self.make_worktree().await {
             Ok(w) => w.map(Arc::new),
             Err(e) => {
                 self.end_unstarted(Some(e)).await;
-                return;
+                return None;
             }
         };
-        let child = match self.materialize(worktree.as_ref()) {
+        let child = match self.build_child(worktree.as_ref()) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(task = %self.task_id, error = %e, "the sub-agent could not be built");
@@ -271,7 +294,7 @@ impl ChildJob {
                     w.finish(None, "unused").await;
                 }
                 self.end_unstarted(Some(e.to_string())).await;
-                return;
+                return None;
             }
         };
         if child.worktree.as_ref().is_some_and(|w| w.is_closed()) {
@@ -281,19 +304,20 @@ impl ChildJob {
                 child.name
             )))
             .await;
-            return;
+            return None;
         }
         // The built child replaces the plan: the job holds one copy of it.
         self.child = JobChild::Ready(child.clone());
-        let mut run = self.run.clone();
-        if run.model != child.model {
-            // A factory may pick another model than the definition said.
-            let mut r = (*run).clone();
-            r.model = child.model.clone();
-            run = Arc::new(r);
-        }
-        let id = &self.task_id;
-        let sid = &child.session_id;
+        Some(child)
+    }
+
+    /// Take the child's conversation and record that the task runs. Returns the
+    /// conversation and when ownership of the task was proven (none for an adopted task);
+    /// `None` when the task was cancelled before it could start (it is ended then).
+    async fn begin(
+        &mut self,
+        child: &Child,
+    ) -> Option<(OwnedMutexGuard<Session>, Option<Instant>)> {
         let session = match self.conversation.take() {
             Some(held) => Some(held),
             None => tokio::select! {
@@ -303,55 +327,75 @@ impl ChildJob {
         };
         // Ownership is proven as of now by the write below (or the creation just before);
         // an adopted task's first step asks the store.
-        let proven = self.resumed.is_none().then(tokio::time::Instant::now);
+        let proven = self.resumed.is_none().then(Instant::now);
         let started = match session {
             // Created `running` with its slot: nothing to write.
             Some(session) if self.created_running() && !self.cancel.is_cancelled() => Some(session),
             // A cancel requested in the store (here or on another node) refuses `running`.
             Some(session) if !self.cancel.is_cancelled() => {
-                match cadre_store::transition_retrying(
-                    self.store.as_ref(),
-                    id,
-                    Transition::running().fenced(self.epoch),
-                    self.write_retry,
-                )
-                .await
-                {
-                    Ok(()) => {
-                        self.local.started(id);
-                        Some(session)
-                    }
-                    // An adopted task was running on the lost node: it runs on here.
-                    Err(StoreError::Refused {
-                        from: TaskStatus::Running,
-                        ..
-                    }) if self.resumed.is_some() => {
-                        self.local.started(id);
-                        Some(session)
-                    }
-                    Err(e) if e.is_refused() => {
-                        tracing::debug!(task = %id, error = %e, "store refused running");
-                        None
-                    }
-                    Err(e) => {
-                        // The store is down, not saying no: the work goes on, and its end
-                        // (allowed from pending) is written when it comes.
-                        tracing::error!(task = %id, error = %e, "store: cannot record that a task runs");
-                        self.local.started(id);
-                        Some(session)
-                    }
-                }
+                self.record_running().await.then_some(session)
             }
             _ => None,
         };
-        let Some(mut session) = started else {
+        let Some(session) = started else {
             // Cancelled before it could start (here or, through the store, elsewhere).
             if let (Some(w), true) = (&child.worktree, self.one_off) {
                 w.finish(None, "unused").await;
             }
             self.end_unstarted(None).await;
-            return;
+            return None;
         };
+        Some((session, proven))
+    }
+
+    /// Write that the task runs; false when the store refused it (a cancel was asked for
+    /// there). A store that is down does not stop the task.
+    async fn record_running(&self) -> bool {
+        let id = &self.task_id;
+        match cadre_store::transition_retrying(
+            self.store.as_ref(),
+            id,
+            Transition::running().fenced(self.epoch),
+            self.write_retry,
+        )
+        .await
+        {
+            Ok(()) => {
+                self.local.started(id);
+                true
+            }
+            // An adopted task was running on the lost node: it runs on here.
+            Err(StoreError::Refused {
+                from: TaskStatus::Running,
+                ..
+            }) if self.resumed.is_some() => {
+                self.local.started(id);
+                true
+            }
+            Err(e) if e.is_refused() => {
+                tracing::debug!(task = %id, error = %e, "store refused running");
+                false
+            }
+            Err(e) => {
+                // The store is down, not saying no: the work goes on, and its end
+                // (allowed from pending) is written when it comes.
+                tracing::error!(task = %id, error = %e, "store: cannot record that a task runs");
+                self.local.started(id);
+                true
+            }
+        }
+    }
+
+    /// Announce the start (or the resumption on this node), take the task's lease, let
+    /// the hooks add to the prompt, and run the child on `session`, released when its run
+    /// ends.
+    async fn run_child(
+        &mut self,
+        child: &Child,
+        mut session: OwnedMutexGuard<Session>,
+        run: Arc<RunContext>,
+        proven: Option<Instant>,
+    ) -> (RunOutcome, Arc<OwnerLease>) {
         let (kind, start_note) = match &self.resumed {
             Some(r) => (
                 UpdateKind::Resumed,
@@ -363,165 +407,46 @@ impl ChildJob {
             ),
             None => (UpdateKind::Start, self.prompt.clone()),
         };
-        self.forward.update(sid, kind, start_note, None, None);
+        self.forward
+            .update(&child.session_id, kind, start_note, None, None);
         let lease = self.lease(proven);
         self.forward.leased(lease.clone());
-        let (adopted, restored) = match self.resumed.take() {
+        let from = match self.resumed.take() {
             Some(r) => (true, r.checkpoint),
             None => (false, None),
         };
-        let hook_run = run.clone();
-        let context = super::child_hooks::started(&self.runtime, &hook_run).await;
+        let context = super::child_hooks::started(&self.runtime, &run).await;
         super::child_hooks::add_context(&mut self.prompt, context);
-        // A remote agent does not say how many turns it took.
-        let counts_turns = matches!(child.runner, ChildRunner::Local { .. });
-        let outcome = match (&child.runner, restored) {
-            (ChildRunner::Local { agent, workspace }, Some(cp)) => {
-                let (ws, cancel) = (workspace.clone(), self.cancel.clone());
-                match super::checkpoint::restore(&mut session, &cp.messages) {
-                    Ok(extends) => {
-                        let (generation, stored) = if extends {
-                            (cp.generation, cp.messages.len())
-                        } else {
-                            (cp.generation + 1, 0)
-                        };
-                        let observer = Checkpointer::continuing(
-                            self.store.clone(),
-                            id,
-                            self.epoch,
-                            generation,
-                            session.compactions(),
-                            stored,
-                        )
-                        .leased(lease.clone());
-                        let resume = cadre_engine::Resume {
-                            spent: cp.usage,
-                            why: LOST.to_string(),
-                        };
-                        agent
-                            .resume_observed(&mut session, &resume, run, ws, cancel, &observer)
-                            .await
-                    }
-                    Err(e) => RunOutcome {
-                        state: EndState::Failed {
-                            error: format!("cannot restore the checkpoint: {e}"),
-                        },
-                        output: String::new(),
-                        turns: 0,
-                        usage: cp.usage,
-                    },
-                }
-            }
-            // Adopted before its first reply was checkpointed, its transcript reopened here:
-            // that holds the task message the lost process gave it, so the child goes on
-            // from there rather than being given the message a second time.
-            (ChildRunner::Local { agent, workspace }, None)
-                if adopted && !session.messages().is_empty() =>
-            {
-                let (ws, cancel) = (workspace.clone(), self.cancel.clone());
-                let observer =
-                    Checkpointer::new(self.store.clone(), id, self.epoch).leased(lease.clone());
-                let resume = cadre_engine::Resume {
-                    spent: Usage::default(),
-                    why: LOST.to_string(),
-                };
-                agent
-                    .resume_observed(&mut session, &resume, run, ws, cancel, &observer)
-                    .await
-            }
-            (ChildRunner::Local { agent, workspace }, None) => {
-                let prompt = Some(std::mem::take(&mut self.prompt));
-                let (ws, cancel) = (workspace.clone(), self.cancel.clone());
-                if self.checkpoints {
-                    let observer =
-                        Checkpointer::new(self.store.clone(), id, self.epoch).leased(lease.clone());
-                    agent
-                        .run_observed(&mut session, prompt, run, ws, cancel, &observer)
-                        .await
-                } else {
-                    agent.run(&mut session, prompt, run, ws, cancel).await
-                }
-            }
-            (
-                ChildRunner::Remote {
-                    spec,
-                    executor,
-                    context_id,
-                },
-                _,
-            ) => {
-                let context = context_id.lock().ok().and_then(|c| c.clone());
-                let _ = session.push(Message::user(self.prompt.clone()));
-                let request = RemoteRequest {
-                    agent: child.name.clone(),
-                    spec: spec.clone(),
-                    prompt: std::mem::take(&mut self.prompt),
-                    task_id: id.clone(),
-                    session_id: sid.clone(),
-                    context_id: context,
-                    on_remote_id: Some(record_remote_id(&self.store, id)),
-                    approvals: RemoteApprovals(run.approvals.clone()),
-                };
-                let events = run.events.clone();
-                // The remote run spends from the parent's budget: stopped when it runs out,
-                // and charged with what it reports at its end.
-                let stop = self.cancel.clone();
-                let budget = run.budget.clone();
-                let _watch = budget.is_limited().then(|| {
-                    let (stop, budget) = (stop.clone(), budget.clone());
-                    AbortOnDrop(tokio::spawn(async move {
-                        budget.exhausted().await;
-                        stop.cancel();
-                    }))
-                });
-                let mut remote = executor.run(request, events.clone(), stop).await;
-                budget.charge(Spend::tokens(remote.usage));
-                if remote.state == EndState::Cancelled
-                    && let Some(limit) = budget.exceeded()
-                {
-                    remote.state = EndState::LimitReached { limit };
-                }
-                if let (Some(c), Ok(mut slot)) = (remote.context_id.clone(), context_id.lock()) {
-                    *slot = Some(c);
-                }
-                if !remote.output.is_empty() {
-                    let _ = session.push(Message::assistant(remote.output.clone()));
-                }
-                // The local view of a remote run ends like a local one.
-                events.emit(EventEnvelope {
-                    session_id: sid.clone(),
-                    agent: child.name.clone(),
-                    task_id: Some(id.clone()),
-                    event: Event::Done {
-                        state: remote.state.clone(),
-                        output: remote.output.clone(),
-                        turns: 0,
-                        usage: remote.usage,
-                    },
-                });
-                RunOutcome {
-                    state: remote.state,
-                    output: remote.output,
-                    turns: 0,
-                    usage: remote.usage,
-                }
-            }
-        };
+        let outcome = self.execute(child, &mut session, run, &lease, from).await;
         drop(session);
-        super::child_hooks::stopped(&self.runtime, &hook_run, &outcome).await;
+        (outcome, lease)
+    }
+
+    /// After the run: the hooks hear it stopped; a run whose task another node owns now is
+    /// abandoned, any other has its worktree settled and its end stored and told.
+    async fn deliver(
+        &self,
+        child: &Child,
+        run: &Arc<RunContext>,
+        lease: &OwnerLease,
+        outcome: RunOutcome,
+    ) {
+        super::child_hooks::stopped(&self.runtime, run, &outcome).await;
         if let Some(seat) = &child.team {
-            super::child_hooks::teammate_idle(&self.runtime, &hook_run, seat).await;
+            super::child_hooks::teammate_idle(&self.runtime, run, seat).await;
         }
         if lease.is_lost() {
             return self.abandon().await;
         }
         let mut output = outcome.output;
-        if let Some(report) = self.settle_worktree(&child, &outcome.state).await {
+        if let Some(report) = self.settle_worktree(child, &outcome.state).await {
             if !output.is_empty() {
                 output.push_str("\n\n");
             }
             output.push_str(&report);
         }
+        // A remote agent does not say how many turns it took.
+        let counts_turns = matches!(child.runner, ChildRunner::Local { .. });
         let turns = counts_turns.then_some(u64::from(outcome.turns));
         self.end(&outcome.state, output, outcome.usage, turns).await;
     }
@@ -531,26 +456,6 @@ impl ChildJob {
 /// that is why (none for a cancel asked for by a user or a model).
 fn cancel_reason(runtime: &Weak<SubagentRuntime>) -> Option<String> {
     runtime.upgrade().and_then(|rt| rt.shutdown_reason())
-}
-
-/// A callback that records the remote task id in the store (in the background; a failed
-/// write is only logged, the run goes on).
-fn record_remote_id(store: &Arc<dyn TaskStore>, task_id: &str) -> OnRemoteId {
-    let store = store.clone();
-    let task_id = task_id.to_string();
-    OnRemoteId::new(move |remote_id: &str| {
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let store = store.clone();
-        let task_id = task_id.clone();
-        let remote_id = remote_id.to_string();
-        rt.spawn(async move {
-            if let Err(e) = store.set_remote_task_id(&task_id, &remote_id).await {
-                tracing::warn!(task = %task_id, error = %e, "cannot record the remote task id");
-            }
-        });
-    })
 }
 
 /// Aborts a helper task when dropped.

@@ -14,6 +14,7 @@ pub(crate) mod child_job;
 pub(crate) mod child_setup;
 mod config;
 pub(crate) mod forward;
+mod job_run;
 mod job_worktree;
 mod lease;
 pub mod live;
