@@ -55,6 +55,26 @@ pub(crate) struct Dispatcher<'a> {
 
 /// The result of one call, plus a tool newly approved for the session.
 type CallResult = (Message, Option<String>);
+/// A call refused on its way to running: its result (boxed: a refusal is rare, and the
+/// steps' results stay small).
+type Refused = Box<CallResult>;
+
+/// What the hooks before a call said, besides refusing it.
+#[derive(Default)]
+struct Hooked {
+    /// One approved the call (it answers the rules' question).
+    approved: bool,
+    /// One asks the user.
+    ask: Option<(String, RiskLevel)>,
+}
+
+/// A call cleared to run: its tool, its arguments as the hooks left them, and the tool
+/// approved for the session on the way (reported with the call's result).
+struct Judged {
+    tool: Arc<dyn Tool>,
+    info: ToolCallInfo,
+    newly_approved: Option<String>,
+}
 
 impl<'a> Dispatcher<'a> {
     pub(crate) fn new(
@@ -181,7 +201,71 @@ impl<'a> Dispatcher<'a> {
         (msg, approved)
     }
 
+    /// One call, in its steps: what it is and what the hooks say, what the rules say, the
+    /// user's answer when one is needed, then the call and the hooks after it. A step that
+    /// refuses the call ends it with its result.
     async fn run_one(&self, call: &ToolCall, stop: &CancellationToken) -> CallResult {
+        match self.judged(call, stop).await {
+            Ok(Judged {
+                tool,
+                mut info,
+                newly_approved,
+            }) => {
+                // Hooks after the call read its arguments; without any, they move to the
+                // tool instead of being copied (each waiting call of a fan-out held a copy).
+                let args = if self.cfg.hooks.is_empty() {
+                    std::mem::take(&mut info.args)
+                } else {
+                    info.args.clone()
+                };
+                let mut out = self.execute(tool.as_ref(), &info.call_id, args, stop).await;
+                for hook in &self.cfg.hooks {
+                    if let Some(replaced) = hook.after(&info, &out, &self.run).await {
+                        out = replaced;
+                    }
+                }
+                self.finish(call, &call.name, out, newly_approved)
+            }
+            Err(refused) => *refused,
+        }
+    }
+
+    /// The call as it will run, once the hooks, the rules and (when asked) the user let it.
+    async fn judged(
+        &self,
+        call: &ToolCall,
+        stop: &CancellationToken,
+    ) -> Result<Judged, Refused> {
+        let (tool, mut info, hooked) = self.prepared(call).await?;
+        // What the call acts on, resolved; a path outside the workspace is refused here,
+        // before any rule is consulted.
+        let subject = tool
+            .permission_subject(&info.args, &self.workspace)
+            .map_err(|e| self.refuse(call, e.to_string()))?;
+        let ask = self.ruled(call, tool.as_ref(), &subject, hooked)?;
+        let newly_approved = match ask {
+            Some((reason, risk)) => {
+                self.asked(call, &mut info, subject.display(), (reason, risk), stop)
+                    .await?
+            }
+            None => {
+                otel::record_permission(&tracing::Span::current(), "allow", None);
+                None
+            }
+        };
+        Ok(Judged {
+            tool,
+            info,
+            newly_approved,
+        })
+    }
+
+    /// The call announced, its tool found, its arguments decoded and the hooks before it
+    /// asked: the tool, the call as the hooks left it, and what they said.
+    async fn prepared(
+        &self,
+        call: &ToolCall,
+    ) -> Result<(Arc<dyn Tool>, ToolCallInfo, Hooked), Refused> {
         // Read before the call can run, so a preview diffs an overwrite against what it
         // replaces.
         let replaces = serde_json::from_str(&call.arguments).ok().and_then(|v| {
@@ -193,67 +277,61 @@ impl<'a> Dispatcher<'a> {
             args: call.arguments.clone(),
             replaces,
         });
-        let tool = match self.available(&call.name) {
-            Ok(t) => t.clone(),
-            Err(msg) => return self.finish(call, &call.name, ToolOutput::error(msg), None),
-        };
-        let args = match cadre_tools::decode_arguments(&call.name, &call.arguments) {
-            Ok(v) => v,
-            Err(e) => {
-                return self.finish(call, &call.name, ToolOutput::error(e.to_string()), None);
-            }
-        };
+        let tool = self
+            .available(&call.name)
+            .map_err(|msg| self.refuse(call, msg))?
+            .clone();
+        let args = cadre_tools::decode_arguments(&call.name, &call.arguments)
+            .map_err(|e| self.refuse(call, e.to_string()))?;
         let mut info = ToolCallInfo {
             call_id: call.id.clone(),
             tool: call.name.clone(),
             args,
         };
-        let mut ask: Option<(String, RiskLevel)> = None;
-        let mut hook_approved = false;
+        let mut hooked = Hooked::default();
         for hook in &self.cfg.hooks {
             match hook.before(&info, &self.run).await {
                 HookDecision::Allow => {}
                 HookDecision::Approve(args) => {
-                    hook_approved = true;
+                    hooked.approved = true;
                     if let Some(v) = args {
                         info.args = v;
                     }
                 }
                 HookDecision::Deny(reason) => {
-                    let msg = format!("blocked: {reason}");
-                    return self.finish(call, &call.name, ToolOutput::error(msg), None);
+                    return Err(self.refuse(call, format!("blocked: {reason}")));
                 }
-                HookDecision::Ask { reason, risk } => ask = Some((reason, risk)),
+                HookDecision::Ask { reason, risk } => hooked.ask = Some((reason, risk)),
                 HookDecision::ModifyArgs(v) => info.args = v,
             }
         }
-        // What the call acts on, resolved; a path outside the workspace is refused here,
-        // before any rule is consulted.
-        let subject = match tool.permission_subject(&info.args, &self.workspace) {
-            Ok(s) => s,
-            Err(e) => {
-                return self.finish(call, &call.name, ToolOutput::error(e.to_string()), None);
-            }
-        };
+        Ok((tool, info, hooked))
+    }
+
+    /// What the rules say of the call: refused, or the question to put to the user (`None`:
+    /// it runs unasked).
+    fn ruled(
+        &self,
+        call: &ToolCall,
+        tool: &dyn Tool,
+        subject: &cadre_tools::PermissionSubject,
+        hooked: Hooked,
+    ) -> Result<Option<(String, RiskLevel)>, Refused> {
         let session_ok = self
             .approved
             .lock()
             .map(|a| a.contains(&call.name))
             .unwrap_or(false);
         let policy = &self.cfg.permissions;
-        match policy.decide(&call.name, &subject, tool.is_read_only(), session_ok) {
+        let mut ask = hooked.ask;
+        match policy.decide(&call.name, subject, tool.is_read_only(), session_ok) {
             PolicyDecision::Allow => {}
             PolicyDecision::Deny(reason) => {
                 otel::record_permission(&tracing::Span::current(), "deny", None);
-                return self.finish(
-                    call,
-                    &call.name,
-                    ToolOutput::error(format!("denied: {reason}")),
-                    None,
-                );
+                return Err(self.refuse(call, format!("denied: {reason}")));
             }
             // A hook's approval answers the policy's question, not a hook's.
-            PolicyDecision::Ask(_) if hook_approved && ask.is_none() => {}
+            PolicyDecision::Ask(_) if hooked.approved && ask.is_none() => {}
             PolicyDecision::Ask(reason) => {
                 let risk = if tool.is_read_only() {
                     RiskLevel::Low
@@ -263,92 +341,88 @@ impl<'a> Dispatcher<'a> {
                 ask = ask.or(Some((reason, risk)));
             }
         }
-        if policy.mode == ApprovalMode::Bypass {
-            ask = None;
-        }
-        let mut newly_approved = None;
-        if let Some((reason, risk)) = ask {
-            let request = ApprovalRequest {
-                call_id: call.id.clone(),
-                tool: call.name.clone(),
-                args: info.args.clone(),
-                subject: subject.display(),
-                reason,
-                risk,
-                agent: self.run.agent.clone(),
-                task_id: self.run.task_id.clone(),
-                // From the arguments the call would run with (a hook may have changed them).
-                replaces: cadre_tools::replaced_text(
-                    &call.name,
-                    &info.args,
-                    &self.workspace,
-                    &self.hidden,
-                ),
-            };
-            let asked = std::time::Instant::now();
-            let hooked = crate::hook_points::permission_request(self.cfg, &self.run, &request);
-            let answer = match hooked.await {
-                // A hook answered for the user: nobody is asked.
-                Some(d) => Some(d),
-                // A policy answers without asking: nobody is told a request waits.
-                None => self.run.approvals.policy_answer(&request),
-            };
-            let decision = match answer {
-                Some(d) => d,
-                None => {
-                    self.emitter.emit(Event::ApprovalRequired {
-                        request: request.clone(),
-                    });
-                    let told = crate::hook_points::approval_waits(
-                        self.cfg,
-                        &self.run,
-                        request.tool.clone(),
-                    );
-                    let asking = async { tokio::join!(told, self.run.approvals.decide(request)).1 };
-                    tokio::select! {
-                        d = asking => d,
-                        _ = stop.cancelled() => {
-                            return self.finish(call, &call.name, ToolOutput::error("cancelled while waiting for approval"), None);
-                        }
-                    }
-                }
-            };
-            otel::record_permission(
-                &tracing::Span::current(),
-                decision_name(&decision),
-                Some(asked.elapsed()),
-            );
-            match decision {
-                ApprovalDecision::AllowOnce => {}
-                ApprovalDecision::AllowSession => {
-                    if let Ok(mut a) = self.approved.lock() {
-                        a.insert(call.name.clone());
-                    }
-                    newly_approved = Some(call.name.clone());
-                }
-                refused @ (ApprovalDecision::Deny { .. } | ApprovalDecision::Refused { .. }) => {
-                    let msg = refused.refusal_text().unwrap_or_default();
-                    return self.finish(call, &call.name, ToolOutput::error(msg), None);
-                }
-            }
+        Ok(if policy.mode == ApprovalMode::Bypass {
+            None
         } else {
-            otel::record_permission(&tracing::Span::current(), "allow", None);
-        }
+            ask
+        })
+    }
 
-        // Hooks after the call read its arguments; without any, they move to the tool
-        // instead of being copied (each waiting call of a fan-out held a copy).
-        let args = if self.cfg.hooks.is_empty() {
-            std::mem::take(&mut info.args)
-        } else {
-            info.args.clone()
+    /// Put the call to whoever answers (a `PermissionRequest` hook, the approval policy, or
+    /// the user, while the run is not stopped): the tool approved for the session when the
+    /// answer says so, or the refusal as the call's result.
+    async fn asked(
+        &self,
+        call: &ToolCall,
+        info: &mut ToolCallInfo,
+        subject: Option<String>,
+        (reason, risk): (String, RiskLevel),
+        stop: &CancellationToken,
+    ) -> Result<Option<String>, Refused> {
+        let request = ApprovalRequest {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            args: info.args.clone(),
+            subject,
+            reason,
+            risk,
+            agent: self.run.agent.clone(),
+            task_id: self.run.task_id.clone(),
+            // From the arguments the call would run with (a hook may have changed them).
+            replaces: cadre_tools::replaced_text(
+                &call.name,
+                &info.args,
+                &self.workspace,
+                &self.hidden,
+            ),
         };
-        let mut out = self.execute(tool.as_ref(), &info.call_id, args, stop).await;
-        for hook in &self.cfg.hooks {
-            if let Some(replaced) = hook.after(&info, &out, &self.run).await {
-                out = replaced;
+        let asked = std::time::Instant::now();
+        let hooked = crate::hook_points::permission_request(self.cfg, &self.run, &request);
+        let answer = match hooked.await {
+            // A hook answered for the user: nobody is asked.
+            Some(d) => Some(d),
+            // A policy answers without asking: nobody is told a request waits.
+            None => self.run.approvals.policy_answer(&request),
+        };
+        let decision = match answer {
+            Some(d) => d,
+            None => {
+                self.emitter.emit(Event::ApprovalRequired {
+                    request: request.clone(),
+                });
+                let told =
+                    crate::hook_points::approval_waits(self.cfg, &self.run, request.tool.clone());
+                let asking = async { tokio::join!(told, self.run.approvals.decide(request)).1 };
+                tokio::select! {
+                    d = asking => d,
+                    _ = stop.cancelled() => {
+                        return Err(self.refuse(call, "cancelled while waiting for approval".into()));
+                    }
+                }
+            }
+        };
+        otel::record_permission(
+            &tracing::Span::current(),
+            decision_name(&decision),
+            Some(asked.elapsed()),
+        );
+        match decision {
+            ApprovalDecision::AllowOnce => Ok(None),
+            ApprovalDecision::AllowSession => {
+                if let Ok(mut a) = self.approved.lock() {
+                    a.insert(call.name.clone());
+                }
+                Ok(Some(call.name.clone()))
+            }
+            refused @ (ApprovalDecision::Deny { .. } | ApprovalDecision::Refused { .. }) => {
+                Err(self.refuse(call, refused.refusal_text().unwrap_or_default()))
             }
         }
-        self.finish(call, &call.name, out, newly_approved)
+    }
+
+    /// The result of a call refused before it ran.
+    fn refuse(&self, call: &ToolCall, message: String) -> Refused {
+        Box::new(self.finish(call, &call.name, ToolOutput::error(message), None))
     }
 
     /// The tool `name`, or why it cannot be called: withheld (with its reason), offered by

@@ -15,7 +15,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -111,26 +111,7 @@ impl TypedTool for BashTool {
             .clamp(1, MAX_TIMEOUT_MS);
         // Protected locations missing now are checked again once the command has ended.
         let watch = ctx.workspace.sandbox().map(|s| (s, s.watch_protected()));
-        let mut sandboxed = ctx
-            .workspace
-            .command("bash")
-            .map_err(|e| ToolError::Failed(e.to_string()))?;
-        // The sandbox launcher (bwrap or cadre's own) passes its environment on to bash.
-        self.secrets.apply(&mut sandboxed);
-        // What the command reports to a tracing backend joins the call's trace.
-        for (name, value) in crate::otel::current_trace_fields() {
-            sandboxed.env(name.to_ascii_uppercase(), value);
-        }
-        let mut child = Command::from(sandboxed)
-            .arg("-c")
-            .arg(&args.command)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| ToolError::io("cannot start bash", e))?;
+        let mut child = self.spawn(&args.command, ctx)?;
         let pid = child
             .id()
             .and_then(|id| i32::try_from(id).ok())
@@ -198,23 +179,60 @@ impl TypedTool for BashTool {
                 body.push('\n');
             }
         }
-        match ending {
-            Ending::Cancelled => Err(ToolError::Cancelled),
-            Ending::TimedOut => Ok(ToolOutput::error(format!(
-                "command timed out after {}; process group killed\n{body}",
-                seconds(timeout_ms)
-            ))),
-            Ending::Exited(s) => {
-                let mut text = body;
-                if held_open {
-                    text.push_str(
-                        "[the shell exited but background processes kept its output open; \
-                         they were killed]\n",
-                    );
-                }
-                text.push_str(&describe_status(s));
-                Ok(ToolOutput::ok(text))
+        outcome(ending, body, held_open, timeout_ms)
+    }
+}
+
+impl BashTool {
+    /// `bash -c command` in the workspace's sandbox, in a process group of its own, with
+    /// the environment of every command (secrets removed, the call's trace context).
+    fn spawn(&self, command: &str, ctx: &ToolContext) -> Result<Child, ToolError> {
+        let mut sandboxed = ctx
+            .workspace
+            .command("bash")
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
+        // The sandbox launcher (bwrap or cadre's own) passes its environment on to bash.
+        self.secrets.apply(&mut sandboxed);
+        // What the command reports to a tracing backend joins the call's trace.
+        for (name, value) in crate::otel::current_trace_fields() {
+            sandboxed.env(name.to_ascii_uppercase(), value);
+        }
+        Command::from(sandboxed)
+            .arg("-c")
+            .arg(command)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| ToolError::io("cannot start bash", e))
+    }
+}
+
+/// The call's result from how the command ended and what it printed (`body`).
+fn outcome(
+    ending: Ending,
+    body: String,
+    held_open: bool,
+    timeout_ms: u64,
+) -> Result<ToolOutput, ToolError> {
+    match ending {
+        Ending::Cancelled => Err(ToolError::Cancelled),
+        Ending::TimedOut => Ok(ToolOutput::error(format!(
+            "command timed out after {}; process group killed\n{body}",
+            seconds(timeout_ms)
+        ))),
+        Ending::Exited(s) => {
+            let mut text = body;
+            if held_open {
+                text.push_str(
+                    "[the shell exited but background processes kept its output open; \
+                     they were killed]\n",
+                );
             }
+            text.push_str(&describe_status(s));
+            Ok(ToolOutput::ok(text))
         }
     }
 }
