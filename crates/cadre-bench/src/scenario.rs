@@ -141,6 +141,10 @@ fn json_size(messages: &[Message]) -> usize {
 
 /// Run the scenario once in a fresh temporary workspace with a fresh runtime, parent agent
 /// and session (the providers, and so the HTTP connection pool, are the caller's).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one benchmark run set up and measured in order; split, the timed part would be harder to see"
+)]
 pub async fn run_once(opts: &ScenarioOptions) -> Result<ScenarioRun> {
     let dir = tempfile::tempdir().context("creating the scenario workspace")?;
     let ws = dir.path().canonicalize()?;

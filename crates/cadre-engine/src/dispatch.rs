@@ -231,11 +231,7 @@ impl<'a> Dispatcher<'a> {
     }
 
     /// The call as it will run, once the hooks, the rules and (when asked) the user let it.
-    async fn judged(
-        &self,
-        call: &ToolCall,
-        stop: &CancellationToken,
-    ) -> Result<Judged, Refused> {
+    async fn judged(&self, call: &ToolCall, stop: &CancellationToken) -> Result<Judged, Refused> {
         let (tool, mut info, hooked) = self.prepared(call).await?;
         // What the call acts on, resolved; a path outside the workspace is refused here,
         // before any rule is consulted.

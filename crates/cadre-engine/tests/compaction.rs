@@ -178,6 +178,10 @@ fn texts(r: &RecordedRequest) -> Vec<String> {
 }
 
 #[tokio::test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario read top to bottom: its steps share what the earlier ones built"
+)]
 async fn a_long_session_under_a_small_window_is_compacted_and_keeps_what_it_learned() {
     let mock = MockServer::start().await.unwrap();
     mock.set_responder(long_session_responder(Arc::new(AtomicUsize::new(0))));

@@ -76,6 +76,10 @@ fn decide(policy: &PermissionPolicy, ws: &Workspace, tool: &str, args: &Value) -
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario read top to bottom: its steps share what the earlier ones built"
+)]
 fn rules_judge_resolved_paths_and_each_simple_command() {
     let f = fixture();
     let ws = Workspace::new(f.ws_dir.path()).unwrap();

@@ -351,6 +351,10 @@ impl HarnessBuilder {
     }
 
     /// Build the harness.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the harness builder: one step per setting, in the order they depend on each other"
+    )]
     pub fn build(self) -> Result<Harness, HarnessError> {
         let ws = self
             .workspace

@@ -371,6 +371,10 @@ fn mode_text(mode: RequestedMode) -> &'static str {
     }
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "one field of `cadre agents show` after the other, in the order they print"
+)]
 fn show(view: &View, def: &AgentDefinition, out: &mut impl Write) -> Result<()> {
     let field = |out: &mut dyn Write, key: &str, value: &str| -> std::io::Result<()> {
         let mut lines = value.lines();

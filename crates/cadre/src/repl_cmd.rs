@@ -151,6 +151,10 @@ struct Repl {
 }
 
 /// Run the REPL.
+#[expect(
+    clippy::too_many_lines,
+    reason = "not split yet (issue 46): the REPL's set-up and its read-eval loop"
+)]
 pub async fn run(cli: &Cli) -> Result<ExitCode> {
     let setup = Setup::new(cli, &Overrides::default()).await?;
     let session = open_session(cli, &setup.harness)?;

@@ -76,6 +76,10 @@ fn recorded_model(cli: &Cli, id: &str) -> Result<String> {
 }
 
 /// Run `cadre run`.
+#[expect(
+    clippy::too_many_lines,
+    reason = "not split yet (issue 46): `cadre run`'s set-up, its run, and its summary and exit code"
+)]
 pub async fn run(cli: &Cli, args: &RunArgs) -> Result<ExitCode> {
     if args.prompt.trim().is_empty() {
         bail!("the prompt is empty: say what the agent should do, as in cadre run \"PROMPT\"");

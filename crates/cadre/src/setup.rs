@@ -137,6 +137,10 @@ impl Setup {
         Ok(setup)
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the harness builder chain: one step per setting, in the order they apply"
+    )]
     async fn build(cli: &Cli, overrides: &Overrides, min_concurrent: usize) -> Result<Self> {
         let ws = workspace_root(cli)?;
         let config = config::load(&ws, cli.config.as_deref())?;

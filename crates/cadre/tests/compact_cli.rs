@@ -356,6 +356,10 @@ const CHILD_WINDOW: u64 = 4_000;
 const CHILD_READS: usize = 4;
 
 #[tokio::test(flavor = "multi_thread")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario read top to bottom: its steps share what the earlier ones built"
+)]
 async fn a_child_under_a_small_window_compacts_and_its_progress_says_so() {
     let mock = MockServer::start().await.unwrap();
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -556,6 +560,10 @@ fn as_reply(r: &RecordedRequest, reply: OpenAiJson) -> MockReply {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario read top to bottom: its steps share what the earlier ones built"
+)]
 async fn a_long_session_with_background_results_is_compacted_and_keeps_them() {
     let mock = MockServer::start().await.unwrap();
     let turn = Arc::new(std::sync::atomic::AtomicUsize::new(0));

@@ -161,6 +161,10 @@ async fn b_tasks(url: &str) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario read top to bottom: its steps share what the earlier ones built"
+)]
 async fn task_cancel_on_node_a_stops_the_task_on_node_b() {
     let mock = MockServer::start().await.unwrap();
     // B's child gets a tool call after 3 s: if it were not stopped, it would ask again.

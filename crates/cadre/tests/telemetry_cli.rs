@@ -179,6 +179,10 @@ fn agent_of<'a>(span: &Span, by_id: &BTreeMap<Vec<u8>, &'a Span>) -> Option<&'a 
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario read top to bottom: its steps share what the earlier ones built"
+)]
 fn a_delegation_tree_is_one_trace_whose_agent_spans_mirror_it_with_every_calls_usage() {
     let dir = tempfile::tempdir().unwrap();
     let model = delegation_tree(dir.path());

@@ -9,6 +9,10 @@ mod tui_support;
 use tui_support::{Tmux, copy_dir, repo, tmux_available};
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario read top to bottom: its steps share what the earlier ones built"
+)]
 fn the_full_screen_ui_drives_sub_agents_tasks_and_approvals() {
     if !tmux_available() {
         return;

@@ -130,6 +130,10 @@ fn status_session(screen: &str) -> Option<String> {
 }
 
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario read top to bottom: its steps share what the earlier ones built"
+)]
 fn commands_follow_ups_escalations_and_resuming() {
     if !tmux_available() {
         return;

@@ -233,6 +233,10 @@ async fn sends_are_refused_not_dropped(kind: Kind) {
     );
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "one end-to-end scenario read top to bottom: its steps share what the earlier ones built"
+)]
 async fn claims_are_compare_and_set(kind: Kind) {
     let Some(fx) = Fixture::new(kind).await else {
         return;

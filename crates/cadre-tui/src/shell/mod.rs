@@ -128,6 +128,10 @@ struct Shell {
 }
 
 /// Run the full-screen UI until the person leaves.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the UI's event loop: one select! over keys, events, asks, the turn and the tick, each arm one call"
+)]
 pub async fn run(opts: TuiOptions) -> Result<TuiExit, TuiError> {
     let (sink, mut events) = ChannelSink::new();
     let (approvals, mut asks) = DialogApprovals::new();
@@ -593,6 +597,10 @@ impl Shell {
         true
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one match arm per user action, each a call or two"
+    )]
     async fn act(&mut self, action: Action) {
         self.dirty = true;
         match action {
