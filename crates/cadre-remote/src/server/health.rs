@@ -102,11 +102,13 @@ impl Health {
 pub(crate) async fn probe_loop(state: Arc<State>) {
     let store = state.runtime.store().clone();
     loop {
-        let outcome = match tokio::time::timeout(PROBE_TIMEOUT, store.ping()).await {
-            Ok(Ok(())) => Probe::Answered,
-            Ok(Err(e)) => Probe::Failed(e.to_string()),
-            Err(_) => Probe::Late,
-        };
+        let mut outcome = probe(store.as_ref()).await;
+        if matches!(outcome, Probe::Failed(_)) {
+            // One pooled connection the server dropped (reset by peer) fails its probe; the
+            // pool replaces it, so a store is down only when a second probe fails too. A
+            // stopped database refuses both at once.
+            outcome = probe(store.as_ref()).await;
+        }
         let was_down = state.health.store_down().is_some();
         state.health.probed(outcome);
         match (state.health.store_down(), was_down) {
@@ -115,6 +117,15 @@ pub(crate) async fn probe_loop(state: Arc<State>) {
             _ => {}
         }
         tokio::time::sleep(PROBE_EVERY).await;
+    }
+}
+
+/// One probe of `store`.
+async fn probe(store: &dyn cadre_store::TaskStore) -> Probe {
+    match tokio::time::timeout(PROBE_TIMEOUT, store.ping()).await {
+        Ok(Ok(())) => Probe::Answered,
+        Ok(Err(e)) => Probe::Failed(e.to_string()),
+        Err(_) => Probe::Late,
     }
 }
 
