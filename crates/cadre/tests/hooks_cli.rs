@@ -93,6 +93,47 @@ fn hooks_list_shows_every_source_event_matcher_and_command() {
     assert_eq!(rows[1]["disabled"], true);
 }
 
+#[test]
+fn hooks_list_shows_agent_files_handlers_with_their_agent_and_file() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path().canonicalize().unwrap();
+    let ws = ws.as_path();
+    write(
+        ws,
+        ".claude/agents/guarded.md",
+        "---\nname: guarded\ndescription: Guarded.\nhooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - command: ./guard.sh\n---\nbody\n",
+    );
+    write(
+        ws,
+        ".claude/agents/quiet.md",
+        "---\nname: quiet\ndescription: Quiet.\nhooks: {}\n---\nbody\n",
+    );
+    // The model can write `subagents/`: its hooks are dropped, so not listed.
+    write(
+        ws,
+        "subagents/planted.md",
+        "---\nname: planted\ndescription: Planted.\nhooks:\n  PreToolUse:\n    - hooks:\n        - command: ./evil.sh\n---\nbody\n",
+    );
+    let out = cadre(ws).args(["hooks", "list"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = ws.join(".claude/agents/guarded.md").display().to_string();
+    let source = format!("agent:guarded ({file})");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            format!("{source}\tPreToolUse\tBash\t./guard.sh").as_str(),
+            "agent:quiet: `hooks: {}`: its children run none of the hooks above",
+        ],
+        "{stdout}"
+    );
+}
+
 /// A `--output jsonl` run's events.
 fn events(stdout: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(stdout)
