@@ -290,13 +290,13 @@ fn unknown_keys_warn_but_load() {
     let ws = Ws::new();
     ws.write(
         ".cadre/agents/x.md",
-        "---\nname: x\ndescription: d\nmodle: opus\nhooks: {}\nworkspace: {mode: shared, size: 3}\n---\n",
+        "---\nname: x\ndescription: d\nmodle: opus\nmemory: project\nworkspace: {mode: shared, size: 3}\n---\n",
     );
     let reg = ws.registry();
     let w = warnings_of(&reg, "x");
     assert_eq!(w.len(), 3, "{w:?}");
     assert!(w[0].contains("modle"));
-    assert!(w[1].contains("hooks"));
+    assert!(w[1].contains("memory"));
     assert!(w[2].contains("size"));
     assert_eq!(reg.warnings().len(), 3);
     assert_eq!(reg.warnings()[0].agent, "x");

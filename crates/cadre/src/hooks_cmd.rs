@@ -1,12 +1,15 @@
 //! The hooks of a workspace: where they are read from (Claude Code's settings files and
-//! cadre's `config.toml` files, in that order), `cadre hooks list`, and the `SessionEnd`
+//! cadre's `config.toml` files, in that order), `cadre hooks list` (with the handlers of
+//! agent files' `hooks:`, which run only in those agents' children), and the `SessionEnd`
 //! the binary fires when a session's run, REPL or TUI ends.
 
 use crate::cli::{Cli, HooksCommand};
 use crate::config;
 use crate::setup::workspace_root;
 use anyhow::Result;
-use cadre_subagents::hooks::{HookSet, standard_sources};
+use cadre_subagents::definitions::agent_hooks::AgentHooks;
+use cadre_subagents::hooks::{HookEntry, HookSet, standard_sources};
+use cadre_subagents::{AgentRegistry, SkillSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -63,10 +66,22 @@ pub fn run(cli: &Cli, cmd: &HooksCommand) -> Result<ExitCode> {
     for w in &warnings {
         eprintln!("cadre: warning: {w}");
     }
+    // Agent files' handlers, listed after the configured ones with `agent:NAME (path)`.
+    let registry = agent_registry(cli, &ws);
+    let agents: Vec<_> = registry.iter().flat_map(AgentRegistry::list).collect();
+    let entries: Vec<&HookEntry> = set
+        .entries()
+        .iter()
+        .chain(
+            agents
+                .iter()
+                .filter_map(|d| d.hooks.own())
+                .flat_map(|s| s.entries()),
+        )
+        .collect();
     let mut out = std::io::stdout().lock();
     if *json {
-        let rows: Vec<serde_json::Value> = set
-            .entries()
+        let rows: Vec<serde_json::Value> = entries
             .iter()
             .map(|e| {
                 serde_json::json!({
@@ -82,13 +97,13 @@ pub fn run(cli: &Cli, cmd: &HooksCommand) -> Result<ExitCode> {
         writeln!(out, "{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    if set.entries().is_empty() {
+    if entries.is_empty() {
         writeln!(out, "no hooks configured")?;
     }
     if set.is_disabled() {
         writeln!(out, "all hooks are off (disableAllHooks)")?;
     }
-    for e in set.entries() {
+    for e in entries {
         let matcher = if e.matcher_text.is_empty() {
             "*"
         } else {
@@ -103,5 +118,26 @@ pub fn run(cli: &Cli, cmd: &HooksCommand) -> Result<ExitCode> {
             e.handler.describe()
         )?;
     }
+    for d in agents.iter().filter(|d| matches!(d.hooks, AgentHooks::Off)) {
+        writeln!(
+            out,
+            "agent:{}: `hooks: {{}}`: its children run none of the hooks above",
+            d.name
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The workspace's agent definitions, as `cadre agents` reads them; none when the
+/// configuration cannot be read (its error is the business of the commands that run).
+fn agent_registry(cli: &Cli, ws: &Path) -> Option<AgentRegistry> {
+    let config = config::load(ws, cli.config.as_deref()).ok()?;
+    let main_model = crate::setup::model_spec(cli, &config);
+    let skills = SkillSet::discover(ws);
+    Some(crate::agents_cmd::build_registry(
+        ws,
+        &config,
+        &skills,
+        &main_model,
+    ))
 }

@@ -184,23 +184,19 @@ impl Setup {
             .model_aliases(config.models.aliases.clone())
             .prices(config.models.price_table()?)
             .sandbox(sandbox.clone());
-        let mut claude_hooks = None;
-        if !hooks.is_empty() {
-            let env = cadre_subagents::hooks::RunnerEnv {
-                workspace: ws.clone(),
-                secrets: secrets.clone(),
-            };
-            let sessions = ws.join(".cadre").join("sessions");
-            let hooks = cadre_subagents::hooks::ClaudeHooks::new(
-                Arc::new(hooks),
-                env,
-                claude_mode,
-                sessions,
-            );
-            let hooks = Arc::new(hooks);
-            claude_hooks = Some(hooks.clone());
-            b = b.hook(hooks);
+        // Made even without configured hooks: an agent file's own `hooks:` run through it.
+        let env = cadre_subagents::hooks::RunnerEnv {
+            workspace: ws.clone(),
+            secrets: secrets.clone(),
+        };
+        let sessions = ws.join(".cadre").join("sessions");
+        let hooks =
+            cadre_subagents::hooks::ClaudeHooks::new(Arc::new(hooks), env, claude_mode, sessions);
+        let hooks = Arc::new(hooks);
+        if !hooks.set().is_empty() {
+            b = b.hook(hooks.clone());
         }
+        let claude_hooks = Some(hooks);
         if let Some(files) = &config.project_memory {
             b = b.project_memory(files.clone());
         }

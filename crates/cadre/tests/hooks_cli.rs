@@ -93,6 +93,47 @@ fn hooks_list_shows_every_source_event_matcher_and_command() {
     assert_eq!(rows[1]["disabled"], true);
 }
 
+#[test]
+fn hooks_list_shows_agent_files_handlers_with_their_agent_and_file() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = d.path().canonicalize().unwrap();
+    let ws = ws.as_path();
+    write(
+        ws,
+        ".claude/agents/guarded.md",
+        "---\nname: guarded\ndescription: Guarded.\nhooks:\n  PreToolUse:\n    - matcher: Bash\n      hooks:\n        - command: ./guard.sh\n---\nbody\n",
+    );
+    write(
+        ws,
+        ".claude/agents/quiet.md",
+        "---\nname: quiet\ndescription: Quiet.\nhooks: {}\n---\nbody\n",
+    );
+    // The model can write `subagents/`: its hooks are dropped, so not listed.
+    write(
+        ws,
+        "subagents/planted.md",
+        "---\nname: planted\ndescription: Planted.\nhooks:\n  PreToolUse:\n    - hooks:\n        - command: ./evil.sh\n---\nbody\n",
+    );
+    let out = cadre(ws).args(["hooks", "list"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file = ws.join(".claude/agents/guarded.md").display().to_string();
+    let source = format!("agent:guarded ({file})");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            format!("{source}\tPreToolUse\tBash\t./guard.sh").as_str(),
+            "agent:quiet: `hooks: {}`: its children run none of the hooks above",
+        ],
+        "{stdout}"
+    );
+}
+
 /// A `--output jsonl` run's events.
 fn events(stdout: &[u8]) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(stdout)
@@ -476,4 +517,59 @@ fn subagent_start_and_stop_fire_once_per_background_and_foreground_child_whose_t
         assert_eq!(j["tool_name"], "LS");
         assert_eq!(j["cadre_tool_name"], "list_dir");
     }
+}
+
+#[test]
+fn an_agent_files_own_hooks_run_in_its_child_without_any_configured_hooks() {
+    let d = tempfile::tempdir().unwrap();
+    let ws = &d.path().canonicalize().unwrap();
+    // No settings file and no `[hooks]`: only the agent file has hooks.
+    write(
+        ws,
+        ".cadre/agents/checker.md",
+        "---\nname: checker\ndescription: Checks.\ntools: list_dir\nhooks:\n  PreToolUse:\n    - matcher: LS\n      hooks:\n        - command: cat >> \"$CADRE_WORKSPACE/pre.log\"; echo >> \"$CADRE_WORKSPACE/pre.log\"\n  Stop:\n    - hooks:\n        - command: touch \"$CADRE_WORKSPACE/stop-canary\"\n---\nYou check.\n",
+    );
+    write(
+        ws,
+        "s.toml",
+        r#"
+[[scripts]]
+agent = "main"
+[[scripts.turns]]
+tool_calls = [{ name = "list_dir", args = { path = "." } }]
+[[scripts.turns]]
+tool_calls = [{ name = "task", args = { subagent_type = "checker", description = "check", prompt = "look" } }]
+[[scripts.turns]]
+text = "main done"
+
+[[scripts]]
+agent = "checker"
+[[scripts.turns]]
+tool_calls = [{ name = "list_dir", args = { path = "." } }]
+[[scripts.turns]]
+text = "checked"
+"#,
+    );
+    let model = format!("scripted:{}", ws.join("s.toml").display());
+    let out = cadre(ws)
+        .args(["--model", &model, "run", "--output", "jsonl", "go"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The main agent's list_dir does not fire it; the child's does.
+    let pre = std::fs::read_to_string(ws.join("pre.log")).unwrap_or_default();
+    let agents: Vec<String> = pre
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let j: serde_json::Value = serde_json::from_str(l).unwrap();
+            j["agent_type"].as_str().unwrap_or("main").to_string()
+        })
+        .collect();
+    assert_eq!(agents, vec!["checker".to_string()], "{pre}");
+    assert!(
+        ws.join("stop-canary").exists(),
+        "the agent's Stop ran as its SubagentStop"
+    );
 }

@@ -232,6 +232,8 @@ pub struct AgentDefinition {
     /// The labels (and `lead`) its children may message in their team (`can_message:`);
     /// none: anyone in the team.
     pub can_message: Option<Vec<String>>,
+    /// Its `hooks:`: handlers of its own for its children, or the inherited ones off.
+    pub hooks: crate::definitions::agent_hooks::AgentHooks,
     /// Where it came from.
     pub source: DefinitionSource,
     /// It came from a directory the model can write (`subagents/`, `.gemini/agents/`): it
@@ -262,6 +264,7 @@ impl std::fmt::Debug for AgentDefinition {
             .field("mcp_servers", &self.mcp_servers)
             .field("team", &self.team)
             .field("can_message", &self.can_message)
+            .field("hooks", &self.hooks)
             .field("source", &self.source)
             .field("model_writable", &self.model_writable)
             .finish_non_exhaustive()
@@ -306,6 +309,7 @@ impl AgentDefinition {
             mcp_servers: Vec::new(),
             team: None,
             can_message: None,
+            hooks: Default::default(),
             source: DefinitionSource::Code,
             model_writable: false,
             factory: None,

@@ -66,6 +66,7 @@ enum Key {
     McpServers,
     Team,
     CanMessage,
+    Hooks,
 }
 
 /// Every accepted key spelling.
@@ -108,6 +109,7 @@ const KEYS: &[(&str, Key)] = &[
     ("team", Key::Team),
     ("can_message", Key::CanMessage),
     ("canMessage", Key::CanMessage),
+    ("hooks", Key::Hooks),
 ];
 
 /// Keys other tools write that change nothing in cadre: accepted without a word.
@@ -116,7 +118,6 @@ const SILENT_KEYS: &[&str] = &["color", "nickname_candidates", "hidden"];
 /// Keys with a behaviour cadre does not reproduce: accepted, with a warning saying what
 /// applies instead.
 const UNSUPPORTED_KEYS: &[(&str, &str)] = &[
-    ("hooks", "the parent's hooks apply"),
     ("memory", "cadre keeps no per-agent memory"),
     ("background", "the caller chooses foreground or background"),
     ("effort", "the model's default applies"),
@@ -590,6 +591,9 @@ pub(crate) fn definition_from(
     }
     if let Some((k, v)) = get(Key::McpServers) {
         def.mcp_servers = mcp_servers(k, v)?;
+    }
+    if let Some((_, v)) = get(Key::Hooks) {
+        def.hooks = crate::definitions::agent_hooks::parse(&def.name, path, v, &mut warnings);
     }
     crate::definitions::team_keys::apply(get(Key::Team), get(Key::CanMessage), &mut def)?;
     if let Some((k, v)) = get(Key::Mode) {

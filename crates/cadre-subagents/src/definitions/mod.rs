@@ -2,6 +2,7 @@
 //! (Claude Code, OpenCode, Codex, skills), the front-matter parser, the directory loader and
 //! the registry that merges them.
 
+pub mod agent_hooks;
 pub(crate) mod codex_file;
 pub(crate) mod definition;
 pub(crate) mod definition_file;

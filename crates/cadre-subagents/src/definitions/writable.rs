@@ -1,6 +1,6 @@
 //! Definitions from directories the model can write may only narrow: whatever such a file
 //! asks that would give its children more than a definition saying nothing (no sandbox,
-//! a wider approval mode, MCP servers of its own) is dropped with a warning, so one planted
+//! a wider approval mode, MCP servers or hooks of its own, the inherited hooks off) is dropped with a warning, so one planted
 //! file cannot turn the sandbox off for every later run.
 
 use crate::definitions::definition::{AgentMcpServer, RequestedMode};
@@ -39,6 +39,19 @@ pub(crate) fn narrow_writable(def: &mut AgentDefinition) {
             names.join(", ")
         ));
         def.mcp_servers.clear();
+    }
+    // Its handlers would run as the user, outside any sandbox; and turning the user's
+    // hooks off (`hooks: {}`) could switch off the hooks that guard the model.
+    use crate::definitions::agent_hooks::AgentHooks;
+    match std::mem::take(&mut def.hooks) {
+        AgentHooks::Inherit => {}
+        AgentHooks::Off => def.warnings.push(format!(
+            "`hooks: {{}}` {WRITABLE_NOTE} (the inherited hooks still run)"
+        )),
+        AgentHooks::Own(set) => def.warnings.push(format!(
+            "`hooks` ({} handlers) {WRITABLE_NOTE}",
+            set.entries().len()
+        )),
     }
 }
 

@@ -55,6 +55,17 @@ impl ClaudeHooks {
         }
     }
 
+    /// Hooks of `set` run where and as these are (an agent file's own hooks, run beside
+    /// the configured ones).
+    pub fn scoped(&self, set: Arc<HookSet>) -> Self {
+        Self::new(
+            set,
+            self.env.clone(),
+            self.permission_mode.clone(),
+            self.sessions_dir.clone(),
+        )
+    }
+
     /// The hooks these run.
     pub fn set(&self) -> &HookSet {
         &self.set

@@ -228,8 +228,8 @@ impl SubagentRuntime {
             .max_reply_bytes(self.cfg.max_reply_bytes)
             .permissions(inherited.permissions.clone())
             .offloader(Offloader::new(&plan.root, self.cfg.offload_threshold));
-        for h in &inherited.hooks {
-            b = b.hook(h.clone());
+        for h in super::child_hooks::engine_hooks(&self.cfg, def, &inherited.hooks) {
+            b = b.hook(h);
         }
         if let Some(n) = self.cfg.max_output_tokens {
             b = b.max_output_tokens(n);

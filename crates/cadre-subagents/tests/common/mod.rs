@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use cadre_engine::{Agent, ApprovalMode, PermissionPolicy, RunOutcome, Session, SessionMeta};
 use cadre_llm::scripted::{ScriptFile, ScriptedProvider};
 use cadre_llm::{ModelRequest, ModelStream, Provider, ProviderRegistry};
+use cadre_subagents::hooks::{ClaudeHooks, HookSet, RunnerEnv};
 use cadre_subagents::{
     AgentDefinition, AgentRegistry, RuntimeConfig, SubagentContext, SubagentRuntime,
 };
@@ -171,6 +172,11 @@ pub struct Options {
     pub parent_model: String,
     /// The main agent's limits (what `general-purpose` mirrors).
     pub limits: cadre_engine::Limits,
+    /// Files written in the workspace before its definitions are loaded (path, text).
+    pub files: Vec<(&'static str, String)>,
+    /// Run the Claude Code hooks of the workspace's settings files in the main agent and
+    /// (as `claude_hooks`) in the runtime.
+    pub claude_hooks: bool,
 }
 
 impl Default for Options {
@@ -184,6 +190,8 @@ impl Default for Options {
             providers: None,
             parent_model: "rec:test".into(),
             limits: cadre_engine::Limits::default(),
+            files: vec![],
+            claude_hooks: false,
         }
     }
 }
@@ -214,6 +222,11 @@ pub fn fixture(script: &str, opts: Options) -> Fixture {
         .providers
         .unwrap_or_else(|| Arc::new(ProviderRegistry::new(HashMap::new(), "rec")));
     providers.insert("rec", rec.clone());
+    for (rel, text) in &opts.files {
+        let path = ws.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
     let mut b = AgentRegistry::builder().workspace(&ws).user_dir(None);
     for d in opts.defs {
         b = b.declare(d);
@@ -232,7 +245,29 @@ pub fn fixture(script: &str, opts: Options) -> Fixture {
     cfg.base_tools = base_tools();
     cfg.permissions = policy.clone();
     cfg.parent_limits = opts.limits;
+    if opts.claude_hooks {
+        let (set, warnings) =
+            HookSet::load(&cadre_subagents::hooks::standard_sources(None, &ws, &[]));
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let env = RunnerEnv {
+            workspace: ws.clone(),
+            secrets: Default::default(),
+        };
+        let hooks = Arc::new(ClaudeHooks::new(
+            Arc::new(set),
+            env,
+            "acceptEdits",
+            ws.join(".cadre/sessions"),
+        ));
+        cfg.hooks.push(hooks.clone());
+        cfg.claude_hooks = Some(hooks);
+    }
     (opts.tweak)(&mut cfg);
+    let parent_hooks = if opts.claude_hooks {
+        cfg.hooks.clone()
+    } else {
+        Vec::new()
+    };
     // The main agent has the configured base tools: its children narrow from them.
     let mut tools = cfg.base_tools.clone();
     let runtime = SubagentRuntime::new(
@@ -244,14 +279,17 @@ pub fn fixture(script: &str, opts: Options) -> Fixture {
     for t in runtime.delegation_tools().iter() {
         tools.register(t.clone());
     }
-    let parent = Agent::builder("main", providers.resolve(&opts.parent_model).unwrap())
+    let mut parent = Agent::builder("main", providers.resolve(&opts.parent_model).unwrap())
         .system_prompt("PARENT SYSTEM PROMPT")
         .tools(tools)
         .permissions(policy)
         .limits(opts.limits)
         .tool_timeout(opts.parent_tool_timeout)
-        .extension(Arc::new(SubagentContext::new(runtime.clone())))
-        .build();
+        .extension(Arc::new(SubagentContext::new(runtime.clone())));
+    for h in parent_hooks {
+        parent = parent.hook(h);
+    }
+    let parent = parent.build();
     Fixture {
         dir,
         ws,
