@@ -51,7 +51,14 @@ fn own_hooks(cfg: &RuntimeConfig, def: &AgentDefinition) -> Option<Arc<ClaudeHoo
 }
 
 /// The configured hooks and, after them, the own hooks of the child's definition.
-fn hooks_for(runtime: &Weak<SubagentRuntime>, run: &RunContext) -> Vec<Arc<ClaudeHooks>> {
+/// Only those with a handler for `event` on the child's agent: the runtime always has
+/// configured hooks (an agent file's run through them), mostly with nothing to run, and a
+/// fan-out's children must not each build an input for nobody.
+fn hooks_for(
+    runtime: &Weak<SubagentRuntime>,
+    run: &RunContext,
+    event: HookEvent,
+) -> Vec<Arc<ClaudeHooks>> {
     let Some(rt) = runtime.upgrade() else {
         return Vec::new();
     };
@@ -62,13 +69,17 @@ fn hooks_for(runtime: &Weak<SubagentRuntime>, run: &RunContext) -> Vec<Arc<Claud
         .registry()
         .get(&run.agent)
         .and_then(|def| own_hooks(rt.config(), def));
-    std::iter::once(configured).chain(own).collect()
+    let names = [run.agent.as_str()];
+    std::iter::once(configured)
+        .chain(own)
+        .filter(|h| !h.set().matching(event, &names).is_empty())
+        .collect()
 }
 
 /// Fire `SubagentStart` for the child running as `run`; the context its hooks add.
 pub(crate) async fn started(runtime: &Weak<SubagentRuntime>, run: &RunContext) -> Vec<String> {
     let mut context = Vec::new();
-    for hooks in hooks_for(runtime, run) {
+    for hooks in hooks_for(runtime, run, HookEvent::SubagentStart) {
         let input = hooks.base(HookEvent::SubagentStart, run);
         let names = [run.agent.as_str()];
         let o = hooks
@@ -93,7 +104,7 @@ pub(crate) async fn stopped(
     run: &RunContext,
     outcome: &RunOutcome,
 ) {
-    for hooks in hooks_for(runtime, run) {
+    for hooks in hooks_for(runtime, run, HookEvent::SubagentStop) {
         let mut input = hooks.base(HookEvent::SubagentStop, run);
         input.insert("stop_hook_active".into(), json!(false));
         input.insert("last_assistant_message".into(), json!(outcome.output));
