@@ -135,6 +135,17 @@ pub enum TasksCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A team of a session: its lead, members (with their tasks' state and the board
+    /// items they hold), its board and its newest messages.
+    Team {
+        /// The lead's session.
+        session: String,
+        /// The team's name.
+        name: String,
+        /// Print the team as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Request cancellation; the node running the task stops it.
     Cancel {
         /// The task id.

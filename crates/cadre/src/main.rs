@@ -16,6 +16,7 @@ mod setup;
 mod signals;
 mod stdout;
 mod tasks_cmd;
+mod tasks_team;
 mod tasks_tree;
 mod telemetry;
 mod tui_cmd;

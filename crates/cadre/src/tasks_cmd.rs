@@ -186,6 +186,16 @@ fn readable(r: &TaskRecord) -> String {
     out
 }
 
+/// Print a view as pretty JSON (`json`) or as its text.
+fn show(json: bool, as_json: impl FnOnce() -> Value, text: impl FnOnce() -> String) -> Result<()> {
+    if json {
+        out!("{}", serde_json::to_string_pretty(&as_json())?)?;
+    } else {
+        crate::stdout::print(&text())?;
+    }
+    Ok(())
+}
+
 /// Run `cadre tasks ...`.
 pub async fn run(cli: &Cli, cmd: &TasksCommand) -> Result<ExitCode> {
     let ws = workspace_root(cli)?;
@@ -262,11 +272,16 @@ pub async fn run(cli: &Cli, cmd: &TasksCommand) -> Result<ExitCode> {
         }
         TasksCommand::Tree { session, json } => {
             let tree = crate::tasks_tree::load(store.as_ref(), session.as_deref()).await?;
-            if *json {
-                out!("{}", serde_json::to_string_pretty(&tree.to_json(now_ms()))?)?;
-            } else {
-                crate::stdout::print(&tree.text(now_ms()))?;
-            }
+            let now = now_ms();
+            show(*json, || tree.to_json(now), || tree.text(now))?;
+        }
+        TasksCommand::Team {
+            session,
+            name,
+            json,
+        } => {
+            let team = crate::tasks_team::load(store.as_ref(), session, name).await?;
+            show(*json, || team.to_json(), || team.text())?;
         }
         TasksCommand::Sweep => {
             let failed = store.sweep(cfg.store.orphan_timeout()).await?;
