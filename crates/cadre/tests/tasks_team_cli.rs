@@ -3,9 +3,10 @@
 //! task) claims an item and finishes it, and claims the other; the team is then read back from the store, as JSON and as text.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cli_support;
+
 use serde_json::Value;
 use std::path::Path;
-use std::process::Command;
 
 const SCRIPT: &str = r#"
 [[scripts]]
@@ -46,17 +47,16 @@ tool_calls = [{ name = "board_claim", args = { id = 2 } }]
 text = "coded"
 "#;
 
-fn cadre(ws: &Path, model: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cadre"));
-    cmd.arg("--workspace").arg(ws).arg("--model").arg(model);
-    cmd.env_remove("CADRE_MODEL").env_remove("CADRE_STORE_URL");
-    cmd.env("XDG_CONFIG_HOME", ws.join("nocfg"));
+/// `cadre --model MODEL` in `ws` (the shared test environment).
+fn cadre(ws: &Path, model: &str) -> assert_cmd::Command {
+    let mut cmd = cli_support::cadre(ws);
+    cmd.arg("--model").arg(model);
     cmd
 }
 
-fn run(cmd: &mut Command) -> (bool, String, String) {
+fn run(cmd: &mut assert_cmd::Command) -> (bool, String, String) {
     let out = cmd.output().unwrap();
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let text = cli_support::text;
     (out.status.success(), text(&out.stdout), text(&out.stderr))
 }
 

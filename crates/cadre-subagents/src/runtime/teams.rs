@@ -173,16 +173,10 @@ async fn mark(
     (inbox, slot): (&Deliveries, &str),
 ) {
     let numbers: Vec<u64> = ids.iter().filter_map(|i| i.parse().ok()).collect();
-    match teams
+    let result = teams
         .mark_team_messages_delivered(key, recipient, &numbers)
-        .await
-    {
-        Ok(_) => inbox.marked(slot, &ids),
-        Err(e) => {
-            tracing::warn!(team = %key.name, error = %e, "store: marking team messages delivered failed; trying again at the next turn");
-            inbox.mark_failed(slot, ids);
-        }
-    }
+        .await;
+    inbox.marking(slot, ids, result);
 }
 
 /// Hands a member its team messages at the end of each of its requests: appended after

@@ -408,13 +408,8 @@ impl SubagentContext {
     /// Mark results the session of `session` holds delivered; a failed mark is tried again
     /// at the next delivery (they are not shown again meanwhile).
     async fn mark(&self, session: &str, ids: Vec<String>) {
-        match self.runtime.store().mark_delivered_many(&ids).await {
-            Ok(_) => self.deliveries.marked(session, &ids),
-            Err(e) => {
-                tracing::warn!(error = %e, "store: marking delivered results failed; trying again at the next turn");
-                self.deliveries.mark_failed(session, ids);
-            }
-        }
+        let result = self.runtime.store().mark_delivered_many(&ids).await;
+        self.deliveries.marking(session, ids, result);
     }
 
     /// With nothing of `run`'s session running here: wait while its background tasks run

@@ -82,9 +82,26 @@ impl Deliveries {
         ids
     }
 
+    /// What marking `ids` of `recipient` delivered came to: done, or failed (warned; they
+    /// are recorded, so they are not shown again, and the next delivery tries again).
+    pub fn marking<T, E: std::fmt::Display>(
+        &self,
+        recipient: &str,
+        ids: Vec<String>,
+        result: Result<T, E>,
+    ) {
+        match result {
+            Ok(_) => self.marked(recipient, &ids),
+            Err(e) => {
+                tracing::warn!(error = %e, "store: marking delivered failed; trying again at the next turn");
+                self.mark_failed(recipient, ids);
+            }
+        }
+    }
+
     /// Marking `ids` of `recipient` delivered failed: they are recorded, so they are not
     /// shown again, and the next delivery tries the mark again.
-    pub fn mark_failed(&self, recipient: &str, ids: Vec<String>) {
+    fn mark_failed(&self, recipient: &str, ids: Vec<String>) {
         self.lock()
             .entry(recipient.to_string())
             .or_default()
@@ -93,7 +110,7 @@ impl Deliveries {
     }
 
     /// Marking `ids` succeeded.
-    pub fn marked(&self, recipient: &str, ids: &[String]) {
+    fn marked(&self, recipient: &str, ids: &[String]) {
         let mut recipients = self.lock();
         if let Some(owed) = recipients.get_mut(recipient) {
             for id in ids {
